@@ -1,0 +1,99 @@
+//! Ports: the traits the engine owns, one per external system, each with an error enum that keeps what the engine
+//! must act on. Production adapters implement them against real services; the simulator implements them over its
+//! simulated network and fakes.
+//!
+//! API Boundary: these traits and types are what every adapter implements. The futures are not `Send`: the engine runs
+//! each workflow on one thread (a current-thread runtime in production, the simulator's single thread in tests).
+
+use std::future::Future;
+
+/// Time as the engine sees it: a wall clock that can be skewed or stepped, and a monotonic clock for intervals.
+/// In production: the host's clocks; in the simulator: virtual time (plus the host's skew for the wall clock).
+pub trait Clock {
+    /// Wall-clock milliseconds on this host (not guaranteed to agree with any other host's clock, nor to be monotonic).
+    fn now_ms(&self) -> u64;
+    /// Milliseconds on a clock that never jumps; only differences are meaningful. Periods and timeouts use this,
+    /// so a stepped wall clock cannot stall a loop.
+    fn monotonic_ms(&self) -> u64;
+    /// Completes after `duration_ms` of monotonic time.
+    fn sleep_ms(&self, duration_ms: u64) -> impl Future<Output = ()>;
+}
+
+/// Why a call to a remote service produced no answer. Kept separate per port so that each port's error enum can
+/// say exactly what the engine must act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, thiserror::Error)]
+pub enum TransportError {
+    /// No answer within the call's timeout: the request may or may not have run.
+    #[error("timed out")]
+    Timeout,
+    /// Nothing listens at the far end (the host is down): the request did not run.
+    #[error("connection refused")]
+    ConnectionRefused,
+    /// The far end went away mid-call: the request may or may not have run.
+    #[error("connection reset")]
+    ConnectionReset,
+}
+
+/// One instance's heartbeat state as the hub reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceHeartbeat {
+    pub instance: String,
+    /// Hub-clock time of the last heartbeat (or of registration when none arrived yet).
+    pub last_heartbeat_ms: u64,
+    /// False once the hub has tombstoned the row: it refuses that agent's heartbeats.
+    pub registered: bool,
+}
+
+/// The hub's answer to a heartbeat read: every instance, and the hub's clock at the time of the read, so that ages
+/// are computed on one clock (the hub's) and a skewed controller clock cannot fake silence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatSnapshot {
+    pub hub_now_ms: u64,
+    pub instances: Vec<InstanceHeartbeat>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HubError {
+    #[error("hub unreachable: {0}")]
+    Transport(#[from] TransportError),
+    /// The hub answered with an error the engine cannot retry its way out of.
+    #[error("hub rejected the request: {0}")]
+    Rejected(String),
+}
+
+/// The agent hub (`seeds/003`, `seeds/004`): registry, heartbeats, epochs, holds, dispatch.
+pub trait Hub {
+    fn read_heartbeats(&self) -> impl Future<Output = Result<HeartbeatSnapshot, HubError>>;
+}
+
+/// A fleet signal the engine raises (the runbook's FleetEvents, e.g. `system.instance_silent`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// No heartbeat for more than the silence threshold; raised once per silence.
+    InstanceSilent { instance: String, silent_for_ms: u64 },
+    /// Heartbeats are back after an `InstanceSilent`.
+    InstanceRecovered { instance: String, silent_for_ms: u64 },
+    /// A sensor could not read the hub; the sensor keeps its state and tries again next period.
+    HubReadFailed { error: HubError },
+}
+
+/// Where signals go: FleetEvents in production, the trace in the simulator.
+pub trait Signals {
+    fn emit(&self, signal: Signal);
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JournalError {
+    /// The write did not reach stable storage (disk full, I/O error); the record must be treated as not written.
+    #[error("journal write failed: {0}")]
+    WriteFailed(String),
+    #[error("journal is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// The controller's durable journal: an append-only log of records, replayed on start so that a restarted controller
+/// continues where the dead one stopped. `append` returns only once the record is on stable storage.
+pub trait Journal {
+    fn append(&self, record: &str) -> impl Future<Output = Result<(), JournalError>>;
+    fn replay(&self) -> impl Future<Output = Result<Vec<String>, JournalError>>;
+}

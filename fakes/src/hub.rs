@@ -1,0 +1,495 @@
+//! The fake agent hub: agent registry, heartbeats, the TTL sweeper with its two expiry policies, deployment epochs,
+//! dispatch holds and task leases — a plain synchronous model plus its request handler.
+//!
+//! Sources: `seeds/003_65d56b75d2c60639.txt` ("Deployment-epoch membership outranks ordinary heartbeat expiry",
+//! "Replacement plan": TTL makes durable workers offline, never deleted) and `seeds/004_c1eb714c76320200.txt`
+//! (30 s heartbeats). The model is its own database: every handled request is a committed transaction, so the
+//! registry survives a crash of the hub host; what a crash loses is in-flight requests, not rows.
+//!
+//! Time comes in as `now_ms` on the hub's own clock (which may be skewed); the model never reads a clock.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+/// The hub's default fungible-agent TTL: one hour (`src/mac/services.py` in the RCCA).
+pub const DEFAULT_AGENT_TTL_MS: u64 = 3_600_000;
+/// How often the sweeper runs.
+pub const DEFAULT_SWEEP_INTERVAL_MS: u64 = 60_000;
+
+/// Which agents the TTL sweeper may expire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpiryPolicy {
+    /// The incident's policy: tombstone any silent fungible agent without an active task lease. Deployment-epoch
+    /// membership is not an exemption, and durable agents are never looked at.
+    Legacy,
+    /// The RCCA's replacement: never expire a member of an open deployment epoch; a silent durable agent becomes
+    /// `offline` (never deleted); an unrelated silent fungible agent is still tombstoned.
+    EpochAware,
+}
+
+/// Whether an agent is a long-lived worker identity or interchangeable capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    Durable,
+    Fungible,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentStatus {
+    Online,
+    /// Silent past the TTL but kept (durable agents under `epoch_aware`); a heartbeat brings it back online.
+    Offline,
+    /// Deleted from dispatch: heartbeats are refused as from an unknown agent until it is registered again.
+    Tombstoned,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRow {
+    pub id: String,
+    /// The agent's bearer token. Never part of an event, a response or a `Debug` line of a request.
+    #[serde(skip)]
+    token: Token,
+    pub kind: AgentKind,
+    pub status: AgentStatus,
+    /// Hub-clock time of the last accepted heartbeat, or of registration when none arrived yet.
+    pub last_seen_ms: u64,
+    pub heartbeats: u64,
+}
+
+/// A bearer token held by the hub; its `Debug` never shows the value.
+#[derive(Clone, Default, PartialEq, Eq)]
+struct Token(String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Epoch {
+    pub id: u64,
+    pub members: BTreeSet<String>,
+    pub open: bool,
+}
+
+/// Configuration of one hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HubConfig {
+    pub agent_ttl_ms: u64,
+    pub expiry: ExpiryPolicy,
+    pub sweep_interval_ms: u64,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        HubConfig {
+            agent_ttl_ms: DEFAULT_AGENT_TTL_MS,
+            expiry: ExpiryPolicy::EpochAware,
+            sweep_interval_ms: DEFAULT_SWEEP_INTERVAL_MS,
+        }
+    }
+}
+
+/// A request to the hub, as its HTTP front end (a later issue) will decode it. `token` is the agent's bearer
+/// credential; [`Request`]'s `Debug` redacts it.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Request {
+    Register { agent: String, kind: AgentKind, token: String },
+    Heartbeat { agent: String, token: String },
+    /// The instance-status sensor's read: every row with its last-seen time, and the hub's `now`.
+    ReadHeartbeats,
+    OpenEpoch { members: Vec<String> },
+    CloseEpoch { epoch: u64 },
+    PlaceHold { agent: String, owner: String },
+    ReleaseHold { agent: String, owner: String },
+    GrantLease { agent: String, until_ms: u64 },
+    Dispatch { agent: String, task: String },
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Request::Register { agent, kind, .. } => write!(f, "Register {{ agent: {agent:?}, kind: {kind:?}, token: [redacted] }}"),
+            Request::Heartbeat { agent, .. } => write!(f, "Heartbeat {{ agent: {agent:?}, token: [redacted] }}"),
+            Request::ReadHeartbeats => write!(f, "ReadHeartbeats"),
+            Request::OpenEpoch { members } => write!(f, "OpenEpoch {{ members: {members:?} }}"),
+            Request::CloseEpoch { epoch } => write!(f, "CloseEpoch {{ epoch: {epoch} }}"),
+            Request::PlaceHold { agent, owner } => write!(f, "PlaceHold {{ agent: {agent:?}, owner: {owner:?} }}"),
+            Request::ReleaseHold { agent, owner } => write!(f, "ReleaseHold {{ agent: {agent:?}, owner: {owner:?} }}"),
+            Request::GrantLease { agent, until_ms } => write!(f, "GrantLease {{ agent: {agent:?}, until_ms: {until_ms} }}"),
+            Request::Dispatch { agent, task } => write!(f, "Dispatch {{ agent: {agent:?}, task: {task:?} }}"),
+        }
+    }
+}
+
+/// One row as the heartbeat read returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatRow {
+    pub agent: String,
+    pub status: AgentStatus,
+    pub last_seen_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    Ok,
+    Heartbeats { now_ms: u64, rows: Vec<HeartbeatRow> },
+    EpochOpened { epoch: u64 },
+    Error(HubError),
+}
+
+/// Errors the hub answers with; the HTTP status each maps to is in the comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubError {
+    /// 401: the bearer token does not match the agent's.
+    Unauthorized { agent: String },
+    /// 404: no such agent, or a tombstoned one (the incident's "newly installed bearer was rejected as unknown").
+    UnknownAgent { agent: String },
+    /// 404
+    UnknownEpoch { epoch: u64 },
+    /// 409: closing an epoch twice, releasing a hold that is not there.
+    Conflict { reason: String },
+    /// 409: dispatch to a held agent is refused.
+    Held { agent: String, owners: Vec<String> },
+}
+
+impl std::fmt::Display for HubError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HubError::Unauthorized { agent } => write!(f, "invalid credentials for agent {agent}"),
+            HubError::UnknownAgent { agent } => write!(f, "unknown agent {agent}"),
+            HubError::UnknownEpoch { epoch } => write!(f, "unknown epoch {epoch}"),
+            HubError::Conflict { reason } => write!(f, "conflict: {reason}"),
+            HubError::Held { agent, owners } => write!(f, "agent {agent} is held by {}", owners.join(", ")),
+        }
+    }
+}
+
+/// What happened inside the hub, for the trace. The simulator turns these into trace events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubEvent {
+    Registered { agent: String },
+    Heartbeat { agent: String },
+    HeartbeatRefused { agent: String },
+    BackOnline { agent: String },
+    Offline { agent: String, silent_ms: u64 },
+    Tombstoned { agent: String, silent_ms: u64, epoch_member: bool },
+    EpochOpened { epoch: u64, members: u64 },
+    EpochClosed { epoch: u64 },
+    HoldPlaced { agent: String, owner: String },
+    HoldReleased { agent: String, owner: String },
+    Dispatched { agent: String, task: String },
+    DispatchRefused { agent: String, task: String },
+}
+
+/// The hub's state. All collections are ordered so that sweeps and reads are deterministic.
+#[derive(Debug, Clone)]
+pub struct Hub {
+    config: HubConfig,
+    agents: BTreeMap<String, AgentRow>,
+    epochs: BTreeMap<u64, Epoch>,
+    holds: BTreeMap<String, BTreeSet<String>>,
+    leases: BTreeMap<String, u64>,
+    next_epoch: u64,
+}
+
+impl Hub {
+    pub fn new(config: HubConfig) -> Hub {
+        Hub {
+            config,
+            agents: BTreeMap::new(),
+            epochs: BTreeMap::new(),
+            holds: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            next_epoch: 1,
+        }
+    }
+
+    pub fn config(&self) -> HubConfig {
+        self.config
+    }
+
+    pub fn agent(&self, id: &str) -> Option<&AgentRow> {
+        self.agents.get(id)
+    }
+
+    pub fn agents(&self) -> impl Iterator<Item = &AgentRow> {
+        self.agents.values()
+    }
+
+    pub fn epoch(&self, id: u64) -> Option<&Epoch> {
+        self.epochs.get(&id)
+    }
+
+    /// Whether `agent` is a member of any open epoch.
+    pub fn is_open_epoch_member(&self, agent: &str) -> bool {
+        self.epochs.values().any(|epoch| epoch.open && epoch.members.contains(agent))
+    }
+
+    pub fn holds_on(&self, agent: &str) -> Vec<String> {
+        self.holds.get(agent).map(|owners| owners.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Handles one request at hub time `now_ms`, appending what happened to `events`.
+    pub fn handle(&mut self, now_ms: u64, request: Request, events: &mut Vec<HubEvent>) -> Response {
+        match request {
+            Request::Register { agent, kind, token } => {
+                self.agents.insert(
+                    agent.clone(),
+                    AgentRow { id: agent.clone(), token: Token(token), kind, status: AgentStatus::Online, last_seen_ms: now_ms, heartbeats: 0 },
+                );
+                events.push(HubEvent::Registered { agent });
+                Response::Ok
+            }
+            Request::Heartbeat { agent, token } => match self.agents.get_mut(&agent) {
+                Some(row) if row.status != AgentStatus::Tombstoned && row.token.0 != token => {
+                    events.push(HubEvent::HeartbeatRefused { agent: agent.clone() });
+                    Response::Error(HubError::Unauthorized { agent })
+                }
+                Some(row) if row.status != AgentStatus::Tombstoned => {
+                    row.last_seen_ms = now_ms;
+                    row.heartbeats += 1;
+                    if row.status == AgentStatus::Offline {
+                        row.status = AgentStatus::Online;
+                        events.push(HubEvent::BackOnline { agent: agent.clone() });
+                    }
+                    events.push(HubEvent::Heartbeat { agent });
+                    Response::Ok
+                }
+                _ => {
+                    events.push(HubEvent::HeartbeatRefused { agent: agent.clone() });
+                    Response::Error(HubError::UnknownAgent { agent })
+                }
+            },
+            Request::ReadHeartbeats => Response::Heartbeats {
+                now_ms,
+                rows: self
+                    .agents
+                    .values()
+                    .map(|row| HeartbeatRow { agent: row.id.clone(), status: row.status, last_seen_ms: row.last_seen_ms })
+                    .collect(),
+            },
+            Request::OpenEpoch { members } => {
+                let id = self.next_epoch;
+                self.next_epoch += 1;
+                let members: BTreeSet<String> = members.into_iter().collect();
+                events.push(HubEvent::EpochOpened { epoch: id, members: members.len() as u64 });
+                self.epochs.insert(id, Epoch { id, members, open: true });
+                Response::EpochOpened { epoch: id }
+            }
+            Request::CloseEpoch { epoch } => match self.epochs.get_mut(&epoch) {
+                None => Response::Error(HubError::UnknownEpoch { epoch }),
+                Some(row) if !row.open => {
+                    Response::Error(HubError::Conflict { reason: format!("epoch {epoch} is already terminal") })
+                }
+                Some(row) => {
+                    row.open = false;
+                    events.push(HubEvent::EpochClosed { epoch });
+                    Response::Ok
+                }
+            },
+            Request::PlaceHold { agent, owner } => {
+                if !self.agents.contains_key(&agent) {
+                    return Response::Error(HubError::UnknownAgent { agent });
+                }
+                if self.holds.entry(agent.clone()).or_default().insert(owner.clone()) {
+                    events.push(HubEvent::HoldPlaced { agent, owner });
+                }
+                Response::Ok
+            }
+            Request::ReleaseHold { agent, owner } => {
+                let removed = self.holds.get_mut(&agent).is_some_and(|owners| owners.remove(&owner));
+                if !removed {
+                    return Response::Error(HubError::Conflict { reason: format!("{owner} holds no hold on {agent}") });
+                }
+                if self.holds.get(&agent).is_some_and(BTreeSet::is_empty) {
+                    self.holds.remove(&agent);
+                }
+                events.push(HubEvent::HoldReleased { agent, owner });
+                Response::Ok
+            }
+            Request::GrantLease { agent, until_ms } => {
+                if !self.agents.contains_key(&agent) {
+                    return Response::Error(HubError::UnknownAgent { agent });
+                }
+                self.leases.insert(agent, until_ms);
+                Response::Ok
+            }
+            Request::Dispatch { agent, task } => {
+                let dispatchable = self.agents.get(&agent).is_some_and(|row| row.status == AgentStatus::Online);
+                if !dispatchable {
+                    return Response::Error(HubError::UnknownAgent { agent });
+                }
+                let owners = self.holds_on(&agent);
+                if !owners.is_empty() {
+                    events.push(HubEvent::DispatchRefused { agent: agent.clone(), task });
+                    return Response::Error(HubError::Held { agent, owners });
+                }
+                events.push(HubEvent::Dispatched { agent, task });
+                Response::Ok
+            }
+        }
+    }
+
+    /// One pass of the TTL sweeper at hub time `now_ms`.
+    pub fn sweep(&mut self, now_ms: u64, events: &mut Vec<HubEvent>) {
+        let ttl_ms = self.config.agent_ttl_ms;
+        let open_members: BTreeSet<String> = self
+            .epochs
+            .values()
+            .filter(|epoch| epoch.open)
+            .flat_map(|epoch| epoch.members.iter().cloned())
+            .collect();
+        for row in self.agents.values_mut() {
+            let silent_ms = now_ms.saturating_sub(row.last_seen_ms);
+            if silent_ms <= ttl_ms || row.status == AgentStatus::Tombstoned {
+                continue;
+            }
+            let leased = self.leases.get(&row.id).is_some_and(|until| *until > now_ms);
+            let epoch_member = open_members.contains(&row.id);
+            match (self.config.expiry, row.kind) {
+                (ExpiryPolicy::Legacy, AgentKind::Fungible) if !leased => {
+                    row.status = AgentStatus::Tombstoned;
+                    events.push(HubEvent::Tombstoned { agent: row.id.clone(), silent_ms, epoch_member });
+                }
+                (ExpiryPolicy::Legacy, _) => {}
+                (ExpiryPolicy::EpochAware, AgentKind::Fungible) if !leased && !epoch_member => {
+                    row.status = AgentStatus::Tombstoned;
+                    events.push(HubEvent::Tombstoned { agent: row.id.clone(), silent_ms, epoch_member });
+                }
+                (ExpiryPolicy::EpochAware, AgentKind::Durable) if row.status == AgentStatus::Online => {
+                    row.status = AgentStatus::Offline;
+                    events.push(HubEvent::Offline { agent: row.id.clone(), silent_ms });
+                }
+                (ExpiryPolicy::EpochAware, _) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: u64 = DEFAULT_AGENT_TTL_MS;
+
+    fn hub(expiry: ExpiryPolicy) -> Hub {
+        let mut hub = Hub::new(HubConfig { expiry, ..HubConfig::default() });
+        let mut events = Vec::new();
+        for (agent, kind) in [("member", AgentKind::Fungible), ("stray", AgentKind::Fungible), ("durable", AgentKind::Durable)] {
+            hub.handle(0, Request::Register { agent: agent.into(), kind, token: token(agent) }, &mut events);
+        }
+        hub
+    }
+
+    fn token(agent: &str) -> String {
+        format!("tok-{agent}")
+    }
+
+    fn heartbeat(agent: &str) -> Request {
+        Request::Heartbeat { agent: agent.into(), token: token(agent) }
+    }
+
+    fn open_epoch(hub: &mut Hub, members: &[&str]) -> u64 {
+        let members = members.iter().map(|m| (*m).to_owned()).collect();
+        match hub.handle(0, Request::OpenEpoch { members }, &mut Vec::new()) {
+            Response::EpochOpened { epoch } => epoch,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn status(hub: &Hub, agent: &str) -> AgentStatus {
+        hub.agent(agent).unwrap().status
+    }
+
+    #[test]
+    fn legacy_expiry_tombstones_a_silent_epoch_member_as_in_the_incident() {
+        let mut hub = hub(ExpiryPolicy::Legacy);
+        open_epoch(&mut hub, &["member"]);
+        let mut events = Vec::new();
+        hub.sweep(TTL, &mut events);
+        assert_eq!(status(&hub, "member"), AgentStatus::Online, "silent for exactly the TTL is not past it");
+        hub.sweep(TTL + 1, &mut events);
+        assert_eq!(status(&hub, "member"), AgentStatus::Tombstoned);
+        assert_eq!(status(&hub, "stray"), AgentStatus::Tombstoned);
+        assert_eq!(status(&hub, "durable"), AgentStatus::Online, "legacy expiry never looks at durable agents");
+        assert!(events.contains(&HubEvent::Tombstoned { agent: "member".into(), silent_ms: TTL + 1, epoch_member: true }));
+        let refused = hub.handle(TTL + 2, heartbeat("member"), &mut events);
+        assert_eq!(refused, Response::Error(HubError::UnknownAgent { agent: "member".into() }));
+    }
+
+    #[test]
+    fn epoch_aware_expiry_keeps_open_members_offlines_durables_and_still_expires_strays() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        let epoch = open_epoch(&mut hub, &["member"]);
+        let mut events = Vec::new();
+        hub.sweep(2 * TTL, &mut events);
+        assert_eq!(status(&hub, "member"), AgentStatus::Online);
+        assert_eq!(status(&hub, "stray"), AgentStatus::Tombstoned);
+        assert_eq!(status(&hub, "durable"), AgentStatus::Offline);
+        // A heartbeat brings the durable agent back; once the epoch is terminal the member may expire.
+        hub.handle(2 * TTL, heartbeat("durable"), &mut events);
+        assert_eq!(status(&hub, "durable"), AgentStatus::Online);
+        assert_eq!(hub.handle(2 * TTL, Request::CloseEpoch { epoch }, &mut events), Response::Ok);
+        hub.sweep(2 * TTL + 1, &mut events);
+        assert_eq!(status(&hub, "member"), AgentStatus::Tombstoned);
+        assert!(matches!(hub.handle(0, Request::CloseEpoch { epoch }, &mut events), Response::Error(HubError::Conflict { .. })));
+    }
+
+    #[test]
+    fn an_active_task_lease_exempts_an_agent_under_both_policies() {
+        for policy in [ExpiryPolicy::Legacy, ExpiryPolicy::EpochAware] {
+            let mut hub = hub(policy);
+            hub.handle(0, Request::GrantLease { agent: "stray".into(), until_ms: 2 * TTL }, &mut Vec::new());
+            hub.sweep(TTL + 1, &mut Vec::new());
+            assert_eq!(status(&hub, "stray"), AgentStatus::Online, "{policy:?}");
+            hub.sweep(2 * TTL + 1, &mut Vec::new());
+            assert_eq!(status(&hub, "stray"), AgentStatus::Tombstoned, "{policy:?}: lease over");
+        }
+    }
+
+    #[test]
+    fn dispatch_honours_holds_and_a_hold_is_released_once() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        let mut events = Vec::new();
+        let hold = Request::PlaceHold { agent: "member".into(), owner: "deploy-7".into() };
+        assert_eq!(hub.handle(0, hold, &mut events), Response::Ok);
+        let refused = hub.handle(0, Request::Dispatch { agent: "member".into(), task: "t1".into() }, &mut events);
+        assert_eq!(refused, Response::Error(HubError::Held { agent: "member".into(), owners: vec!["deploy-7".into()] }));
+        let release = || Request::ReleaseHold { agent: "member".into(), owner: "deploy-7".into() };
+        assert_eq!(hub.handle(0, release(), &mut events), Response::Ok);
+        assert!(matches!(hub.handle(0, release(), &mut events), Response::Error(HubError::Conflict { .. })));
+        assert_eq!(hub.handle(0, Request::Dispatch { agent: "member".into(), task: "t2".into() }, &mut events), Response::Ok);
+        assert!(events.contains(&HubEvent::DispatchRefused { agent: "member".into(), task: "t1".into() }));
+        assert!(events.contains(&HubEvent::Dispatched { agent: "member".into(), task: "t2".into() }));
+    }
+
+    #[test]
+    fn a_heartbeat_with_the_wrong_token_is_refused_and_the_token_never_prints() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        let forged = Request::Heartbeat { agent: "stray".into(), token: "tok-member".into() };
+        assert!(!format!("{forged:?}").contains("tok-member"));
+        let mut events = Vec::new();
+        assert_eq!(hub.handle(5, forged, &mut events), Response::Error(HubError::Unauthorized { agent: "stray".into() }));
+        assert_eq!(hub.agent("stray").unwrap().last_seen_ms, 0, "a refused heartbeat does not count");
+        assert_eq!(events, vec![HubEvent::HeartbeatRefused { agent: "stray".into() }]);
+    }
+
+    #[test]
+    fn heartbeat_read_reports_the_hub_clock_and_every_row_in_order() {
+        let mut hub = hub(ExpiryPolicy::Legacy);
+        hub.handle(500, heartbeat("stray"), &mut Vec::new());
+        let Response::Heartbeats { now_ms, rows } = hub.handle(900, Request::ReadHeartbeats, &mut Vec::new()) else {
+            panic!("not a heartbeat read");
+        };
+        assert_eq!(now_ms, 900);
+        let names: Vec<_> = rows.iter().map(|r| r.agent.as_str()).collect();
+        assert_eq!(names, ["durable", "member", "stray"]);
+        assert_eq!(rows[2].last_seen_ms, 500);
+    }
+}

@@ -1,0 +1,345 @@
+//! Run records and campaign reports: the versioned JSON model release gates read, and its atomic writer.
+//!
+//! API Boundary: the JSON shapes here are a stable, versioned format (documented in `docs/formats.md`).
+//! A change that removes or renames a field bumps [`SCHEMA_VERSION`]. This crate depends on no other workspace crate.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the `run.json` / `report.json` schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How a run ended. `pass` is the only passing outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Pass,
+    Fail,
+}
+
+/// Why a run failed; absent on a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// An always-property was violated and the scenario did not expect it.
+    SafetyViolation,
+    /// An eventually-property did not hold within its budget after the faults healed.
+    LivenessFailure,
+    /// A property the scenario expected to fire (a sometimes-property to be reached, or a violation an incident
+    /// replay must reproduce) never fired.
+    ExpectationUnmet,
+    /// Code inside the simulated run panicked; the message is in `panic`.
+    Panic,
+}
+
+/// The verdict of one run: `{"outcome": "pass"}` or `{"outcome": "fail", "kind": "..."}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<FailureKind>,
+}
+
+impl Verdict {
+    pub const PASS: Verdict = Verdict { outcome: Outcome::Pass, kind: None };
+
+    pub fn fail(kind: FailureKind) -> Verdict {
+        Verdict { outcome: Outcome::Fail, kind: Some(kind) }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.outcome == Outcome::Pass
+    }
+
+    /// A short label for terminal output: `pass`, `fail (safety_violation)`.
+    pub fn label(&self) -> String {
+        match self.kind {
+            None => "pass".to_owned(),
+            Some(kind) => format!("fail ({})", kind.as_str()),
+        }
+    }
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::SafetyViolation => "safety_violation",
+            FailureKind::LivenessFailure => "liveness_failure",
+            FailureKind::ExpectationUnmet => "expectation_unmet",
+            FailureKind::Panic => "panic",
+        }
+    }
+}
+
+/// The type of a property, as in stateright: always (safety), eventually (liveness), sometimes (reachability).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PropertyKind {
+    Always,
+    Eventually,
+    Sometimes,
+}
+
+/// One property that fired: a violation of an always/eventually property, or the first time a sometimes-property
+/// was reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Firing {
+    pub oracle: String,
+    pub property: PropertyKind,
+    /// Virtual time of the evidence, in ms since the run started.
+    pub t_ms: u64,
+    /// What was seen, in words a person can check against the trace.
+    pub evidence: String,
+    /// Whether the scenario expected this firing (`expect.must_fire`).
+    pub expected: bool,
+}
+
+/// The record of one simulated run (`run.json`, and one entry of `report.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema_version: u32,
+    pub tool_version: String,
+    pub commit: String,
+    /// SHA-256 of the resolved run configuration (fleet, engine, network, materialised steps, expectations; not the seed).
+    pub config_hash: String,
+    /// Where the configuration came from (a scenario file, or a campaign file and run index).
+    pub source: String,
+    /// Index of the run inside its campaign; absent for a single scenario run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_index: Option<u64>,
+    pub seed: u64,
+    pub verdict: Verdict,
+    /// SHA-256 over the trace's JSON lines; equal seeds and configurations give equal digests.
+    pub trace_digest: String,
+    pub trace_events: u64,
+    pub virtual_duration_ms: u64,
+    /// Faults injected during the run, by kind, with counts.
+    pub faults: BTreeMap<String, u64>,
+    /// Violations of always/eventually properties, in virtual-time order.
+    pub violations: Vec<Firing>,
+    /// Sometimes-properties reached, each at its first occurrence.
+    pub reached: Vec<Firing>,
+    /// Expected firings (`must_fire`) that never happened.
+    pub unmet: Vec<String>,
+    /// The panic message when the verdict is `panic`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub panic: Option<String>,
+    /// One command line that replays this run exactly.
+    pub repro: String,
+}
+
+/// Aggregate numbers of a campaign.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub runs: u64,
+    pub passed: u64,
+    pub failed: u64,
+    /// Failures by kind.
+    pub failures: BTreeMap<String, u64>,
+    /// Violations by oracle, counted over all runs.
+    pub violations_by_oracle: BTreeMap<String, u64>,
+    /// Faults injected over all runs, by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// For each sometimes-property the campaign names: in how many runs it was reached.
+    pub sometimes_reached: BTreeMap<String, u64>,
+    /// Sometimes-properties the campaign names that no run reached: a non-empty list fails the campaign.
+    pub sometimes_never_reached: Vec<String>,
+    /// SHA-256 over the ordered per-run digests: one value to compare two executions of a campaign.
+    pub campaign_digest: String,
+    pub virtual_duration_ms_total: u64,
+}
+
+impl Summary {
+    /// A campaign passes when every run passed and every named sometimes-property was reached somewhere.
+    pub fn passed(&self) -> bool {
+        self.failed == 0 && self.sometimes_never_reached.is_empty()
+    }
+}
+
+/// The report of a campaign (`report.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CampaignReport {
+    pub schema_version: u32,
+    pub tool_version: String,
+    pub commit: String,
+    /// SHA-256 of the campaign file's resolved specification.
+    pub config_hash: String,
+    pub campaign: String,
+    pub description: String,
+    pub seed: u64,
+    pub summary: Summary,
+    pub runs: Vec<RunRecord>,
+}
+
+/// Builds the summary of a set of runs (in run order).
+pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl Fn(&[u8]) -> String) -> Summary {
+    let mut failures = BTreeMap::new();
+    let mut violations_by_oracle = BTreeMap::new();
+    let mut faults = BTreeMap::new();
+    let mut sometimes_reached: BTreeMap<String, u64> = sometimes_named.iter().map(|name| (name.clone(), 0)).collect();
+    let mut passed = 0;
+    let mut digests = String::new();
+    let mut virtual_duration_ms_total = 0;
+    for run in runs {
+        if run.verdict.passed() {
+            passed += 1;
+        }
+        if let Some(kind) = run.verdict.kind {
+            *failures.entry(kind.as_str().to_owned()).or_insert(0) += 1;
+        }
+        for violation in &run.violations {
+            *violations_by_oracle.entry(violation.oracle.clone()).or_insert(0) += 1;
+        }
+        for (kind, count) in &run.faults {
+            *faults.entry(kind.clone()).or_insert(0) += count;
+        }
+        for firing in &run.reached {
+            if let Some(count) = sometimes_reached.get_mut(&firing.oracle) {
+                *count += 1;
+            }
+        }
+        digests.push_str(&run.trace_digest);
+        digests.push('\n');
+        virtual_duration_ms_total += run.virtual_duration_ms;
+    }
+    let sometimes_never_reached =
+        sometimes_reached.iter().filter(|(_, count)| **count == 0).map(|(name, _)| name.clone()).collect();
+    Summary {
+        runs: runs.len() as u64,
+        passed,
+        failed: runs.len() as u64 - passed,
+        failures,
+        violations_by_oracle,
+        faults,
+        sometimes_reached,
+        sometimes_never_reached,
+        campaign_digest: digest_of(digests.as_bytes()),
+        virtual_duration_ms_total,
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsynced, then renamed over `path`.
+/// A reader sees the old file or the whole new one, never a truncated one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let tmp = dir.join(format!(".{}.tmp-{}", file_name.to_string_lossy(), std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // The rename is durable once the directory entry is.
+        if let Ok(dir_handle) = std::fs::File::open(dir) {
+            let _ = dir_handle.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Serialises `value` as pretty JSON (with a trailing newline) and writes it atomically.
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seed: u64, verdict: Verdict, reached: &[&str]) -> RunRecord {
+        RunRecord {
+            schema_version: SCHEMA_VERSION,
+            tool_version: "0.1.0".into(),
+            commit: "abc".into(),
+            config_hash: "h".into(),
+            source: "campaigns/x.toml".into(),
+            run_index: Some(seed),
+            seed,
+            verdict,
+            trace_digest: format!("d{seed}"),
+            trace_events: 1,
+            virtual_duration_ms: 10,
+            faults: BTreeMap::from([("partition".to_owned(), 2)]),
+            violations: if verdict.passed() {
+                vec![]
+            } else {
+                vec![Firing {
+                    oracle: "o".into(),
+                    property: PropertyKind::Always,
+                    t_ms: 5,
+                    evidence: "e".into(),
+                    expected: false,
+                }]
+            },
+            reached: reached
+                .iter()
+                .map(|name| Firing {
+                    oracle: (*name).into(),
+                    property: PropertyKind::Sometimes,
+                    t_ms: 1,
+                    evidence: String::new(),
+                    expected: false,
+                })
+                .collect(),
+            unmet: vec![],
+            panic: None,
+            repro: "fleetsim run x".into(),
+        }
+    }
+
+    #[test]
+    fn summary_counts_failures_faults_and_unreached_sometimes_properties() {
+        let runs = vec![
+            record(1, Verdict::PASS, &["a"]),
+            record(2, Verdict::fail(FailureKind::SafetyViolation), &[]),
+        ];
+        let summary = summarize(&runs, &["a".into(), "b".into()], |bytes| format!("{}", bytes.len()));
+        assert_eq!(summary.runs, 2);
+        assert_eq!(summary.passed, 1);
+        assert_eq!(summary.failed, 1);
+        assert_eq!(summary.failures["safety_violation"], 1);
+        assert_eq!(summary.violations_by_oracle["o"], 1);
+        assert_eq!(summary.faults["partition"], 4);
+        assert_eq!(summary.sometimes_reached["a"], 1);
+        assert_eq!(summary.sometimes_never_reached, vec!["b".to_owned()]);
+        assert!(!summary.passed());
+        assert_eq!(summary.campaign_digest, "6", "digest input is the ordered per-run digests");
+    }
+
+    #[test]
+    fn records_round_trip_through_json_and_keep_the_verdict_shape() {
+        let run = record(3, Verdict::fail(FailureKind::Panic), &[]);
+        let json = serde_json::to_string(&run).unwrap();
+        assert!(json.contains(r#""verdict":{"outcome":"fail","kind":"panic"}"#), "{json}");
+        let back: RunRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, run);
+        let pass = serde_json::to_string(&Verdict::PASS).unwrap();
+        assert_eq!(pass, r#"{"outcome":"pass"}"#);
+    }
+
+    #[test]
+    fn atomic_write_replaces_the_whole_file_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        write_atomic(&path, b"old").unwrap();
+        write_json_atomic(&path, &record(1, Verdict::PASS, &[])).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with('{') && text.ends_with("}\n"));
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "temporary file left behind: {names:?}");
+    }
+}

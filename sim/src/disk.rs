@@ -1,0 +1,72 @@
+//! A host's simulated disk: writes land in a page cache and reach the platter only on `sync`; a crash loses every
+//! unsynced write, a clean restart keeps them (as turmoil's `unstable-fs` does, `reference/turmoil-notes.md` §2).
+
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default)]
+pub struct SimDisk {
+    durable: BTreeMap<String, Vec<u8>>,
+    /// Unsynced writes: `None` is an unsynced removal.
+    pending: BTreeMap<String, Option<Vec<u8>>>,
+}
+
+impl SimDisk {
+    pub fn write(&mut self, key: &str, value: &[u8]) {
+        self.pending.insert(key.to_owned(), Some(value.to_vec()));
+    }
+
+    pub fn remove(&mut self, key: &str) {
+        self.pending.insert(key.to_owned(), None);
+    }
+
+    /// What a reader on this host sees: its own unsynced writes first.
+    pub fn read(&self, key: &str) -> Option<&[u8]> {
+        match self.pending.get(key) {
+            Some(pending) => pending.as_deref(),
+            None => self.durable.get(key).map(Vec::as_slice),
+        }
+    }
+
+    /// fsync of everything written so far.
+    pub fn sync(&mut self) {
+        for (key, value) in std::mem::take(&mut self.pending) {
+            match value {
+                Some(bytes) => self.durable.insert(key, bytes),
+                None => self.durable.remove(&key),
+            };
+        }
+    }
+
+    /// Power loss: unsynced writes are gone.
+    pub fn crash(&mut self) {
+        self.pending.clear();
+    }
+
+    pub fn unsynced_writes(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crash_loses_unsynced_writes_and_keeps_synced_ones() {
+        let mut disk = SimDisk::default();
+        disk.write("a", b"1");
+        disk.sync();
+        disk.write("b", b"2");
+        disk.remove("a");
+        assert_eq!(disk.read("a"), None, "a reader sees its own unsynced removal");
+        assert_eq!(disk.read("b"), Some(&b"2"[..]));
+        disk.crash();
+        assert_eq!(disk.read("a"), Some(&b"1"[..]));
+        assert_eq!(disk.read("b"), None);
+        disk.write("b", b"3");
+        disk.sync();
+        disk.crash();
+        assert_eq!(disk.read("b"), Some(&b"3"[..]));
+        assert_eq!(disk.unsynced_writes(), 0);
+    }
+}

@@ -1,0 +1,659 @@
+//! Oracles: properties checked from trace events only, separate from the engine and the fakes they judge.
+//!
+//! Typed as in stateright: an **always** property is a safety invariant (any counterexample fails the run), an
+//! **eventually** property is a liveness deadline measured from when the faults that could excuse it healed, and a
+//! **sometimes** property records that the run reached an interesting state (so a run, or a campaign, that never got
+//! there cannot pass vacuously). `docs/oracles.md` documents each one.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use engine::secret::SECRET_MARKER;
+use engine::sensor::{SENSOR_PERIOD_MS, SILENT_THRESHOLD_MS};
+use reports::PropertyKind;
+
+use crate::faults::Step;
+use crate::trace::{Body, Event};
+
+/// The deadline the runbook sets for silence detection: within 4 minutes of the last heartbeat.
+pub const SILENCE_DETECTION_DEADLINE_MS: u64 = 240_000;
+/// The most violations kept per oracle and run (the count is not capped, the evidence is).
+const EVIDENCE_KEPT_PER_ORACLE: usize = 10;
+
+/// What the oracles need to know about the run's configuration.
+#[derive(Debug, Clone)]
+pub struct OracleContext {
+    pub controller: String,
+    pub hub: String,
+    pub agent_ttl_ms: u64,
+    pub sweep_interval_ms: u64,
+    /// The engine's call timeout: an answer older than this is never acted on.
+    pub call_timeout_ms: u64,
+    /// The largest one-way link latency the run can have.
+    pub latency_max_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub t_ms: u64,
+    pub evidence: String,
+}
+
+pub trait Oracle {
+    fn on_event(&mut self, event: &Event, line: &str, out: &mut Vec<Finding>);
+    /// Called once when the run ends at `end_ms`: eventually-properties judge what is due by then.
+    fn on_finish(&mut self, _end_ms: u64, _out: &mut Vec<Finding>) {}
+}
+
+/// One entry of the oracle catalogue.
+pub struct OracleInfo {
+    pub name: &'static str,
+    pub property: PropertyKind,
+    pub summary: &'static str,
+    build: fn(&OracleContext) -> Box<dyn Oracle>,
+}
+
+/// Every oracle, by name. Names are what scenario and campaign files use.
+pub const CATALOG: &[OracleInfo] = &[
+    OracleInfo {
+        name: "silence_signal_is_justified",
+        property: PropertyKind::Always,
+        summary: "instance_silent is never raised while the hub is receiving the instance's heartbeats",
+        build: |ctx| Box::new(SilenceJustified::new(ctx)),
+    },
+    OracleInfo {
+        name: "epoch_member_never_tombstoned",
+        property: PropertyKind::Always,
+        summary: "no member of an open deployment epoch is tombstoned by the hub's TTL sweeper",
+        build: |_| Box::new(EpochMemberNeverTombstoned::default()),
+    },
+    OracleInfo {
+        name: "secrets_never_in_trace",
+        property: PropertyKind::Always,
+        summary: "no trace line holds a credential",
+        build: |_| Box::new(SecretsNeverInTrace),
+    },
+    OracleInfo {
+        name: "silence_detected_in_time",
+        property: PropertyKind::Eventually,
+        summary: "a silent instance is reported within 4 minutes of its last heartbeat, and its recovery within one sensor period of the first heartbeat back, counted from when the controller, the hub and their link were last healthy",
+        build: |ctx| Box::new(SilenceDetectedInTime::new(ctx)),
+    },
+    OracleInfo {
+        name: "instance_silent_raised",
+        property: PropertyKind::Sometimes,
+        summary: "the engine raised instance_silent",
+        build: |_| Box::new(Reached(|body| matches!(body, Body::InstanceSilent { .. }))),
+    },
+    OracleInfo {
+        name: "instance_recovered_raised",
+        property: PropertyKind::Sometimes,
+        summary: "the engine raised instance_recovered",
+        build: |_| Box::new(Reached(|body| matches!(body, Body::InstanceRecovered { .. }))),
+    },
+    OracleInfo {
+        name: "agent_tombstoned",
+        property: PropertyKind::Sometimes,
+        summary: "the hub's TTL sweeper tombstoned an agent",
+        build: |_| Box::new(Reached(|body| matches!(body, Body::HubTombstoned { .. }))),
+    },
+    OracleInfo {
+        name: "agent_offlined",
+        property: PropertyKind::Sometimes,
+        summary: "the hub's TTL sweeper marked a durable agent offline",
+        build: |_| Box::new(Reached(|body| matches!(body, Body::HubOffline { .. }))),
+    },
+    OracleInfo {
+        name: "host_restarted",
+        property: PropertyKind::Sometimes,
+        summary: "a host crashed and booted again",
+        build: |_| Box::new(Reached(|body| matches!(body, Body::HostBoot { boot } if *boot > 1))),
+    },
+    OracleInfo {
+        name: "epoch_member_survived_ttl",
+        property: PropertyKind::Sometimes,
+        summary: "a member of an open epoch stayed silent past the agent TTL and a sweep, and was not tombstoned",
+        build: |ctx| Box::new(EpochMemberSurvivedTtl::new(ctx)),
+    },
+];
+
+pub fn info(name: &str) -> Option<&'static OracleInfo> {
+    CATALOG.iter().find(|info| info.name == name)
+}
+
+/// The oracles of one run and what they found.
+pub struct OracleSet {
+    oracles: Vec<(&'static OracleInfo, Box<dyn Oracle>)>,
+    /// Per oracle: findings kept (violations capped, sometimes-properties only the first) and the total count.
+    findings: Vec<(Vec<Finding>, u64)>,
+    scratch: Vec<Finding>,
+}
+
+impl OracleSet {
+    /// Every oracle of the catalogue: all safety and liveness properties are checked in every run.
+    pub fn all(ctx: &OracleContext) -> OracleSet {
+        let oracles: Vec<_> = CATALOG.iter().map(|info| (info, (info.build)(ctx))).collect();
+        let findings = oracles.iter().map(|_| (Vec::new(), 0)).collect();
+        OracleSet { oracles, findings, scratch: Vec::new() }
+    }
+
+    pub fn on_event(&mut self, event: &Event, line: &str) {
+        for index in 0..self.oracles.len() {
+            self.oracles[index].1.on_event(event, line, &mut self.scratch);
+            self.take_scratch(index);
+        }
+    }
+
+    pub fn finish(&mut self, end_ms: u64) {
+        for index in 0..self.oracles.len() {
+            self.oracles[index].1.on_finish(end_ms, &mut self.scratch);
+            self.take_scratch(index);
+        }
+    }
+
+    fn take_scratch(&mut self, index: usize) {
+        if self.scratch.is_empty() {
+            return;
+        }
+        let property = self.oracles[index].0.property;
+        let (kept, count) = &mut self.findings[index];
+        for finding in self.scratch.drain(..) {
+            *count += 1;
+            let cap = if property == PropertyKind::Sometimes { 1 } else { EVIDENCE_KEPT_PER_ORACLE };
+            if kept.len() < cap {
+                kept.push(finding);
+            }
+        }
+    }
+
+    /// `(oracle, findings kept, total count)` for every oracle that fired, in catalogue order.
+    pub fn fired(&self) -> impl Iterator<Item = (&'static OracleInfo, &[Finding], u64)> {
+        self.oracles
+            .iter()
+            .zip(&self.findings)
+            .filter(|(_, (_, count))| *count > 0)
+            .map(|((info, _), (kept, count))| (*info, kept.as_slice(), *count))
+    }
+}
+
+/// A sometimes-property reached by one kind of event.
+struct Reached(fn(&Body) -> bool);
+
+impl Oracle for Reached {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if (self.0)(&event.body) {
+            out.push(Finding { t_ms: event.t_ms, evidence: format!("{} on {}", kind_of(&event.body), event.host) });
+        }
+    }
+}
+
+fn kind_of(body: &Body) -> String {
+    serde_json::to_value(body)
+        .ok()
+        .and_then(|value| value.get("kind").and_then(|kind| kind.as_str().map(str::to_owned)))
+        .unwrap_or_default()
+}
+
+struct SecretsNeverInTrace;
+
+impl Oracle for SecretsNeverInTrace {
+    fn on_event(&mut self, event: &Event, line: &str, out: &mut Vec<Finding>) {
+        if line.contains(SECRET_MARKER) {
+            out.push(Finding { t_ms: event.t_ms, evidence: format!("a {} event on {} carries a credential", kind_of(&event.body), event.host) });
+        }
+    }
+}
+
+/// `silence_signal_is_justified`: when `instance_silent` is raised at `t`, the hub received no heartbeat from that
+/// instance in `[t - 3 min, t - call timeout]`. The last call-timeout of the window is excused: a heartbeat that landed
+/// after the sensor's read cannot be in the snapshot it acted on, and the engine drops answers older than its timeout.
+struct SilenceJustified {
+    window_end_slack_ms: u64,
+    heartbeats: BTreeMap<String, VecDeque<u64>>,
+}
+
+impl SilenceJustified {
+    fn new(ctx: &OracleContext) -> SilenceJustified {
+        SilenceJustified { window_end_slack_ms: ctx.call_timeout_ms, heartbeats: BTreeMap::new() }
+    }
+}
+
+impl Oracle for SilenceJustified {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubHeartbeat { agent } => {
+                let seen = self.heartbeats.entry(agent.clone()).or_default();
+                seen.push_back(event.t_ms);
+                while seen.front().is_some_and(|t| *t + SILENT_THRESHOLD_MS < event.t_ms) {
+                    seen.pop_front();
+                }
+            }
+            Body::InstanceSilent { instance, silent_for_ms } => {
+                let from = event.t_ms.saturating_sub(SILENT_THRESHOLD_MS);
+                let to = event.t_ms.saturating_sub(self.window_end_slack_ms);
+                let fresh = self
+                    .heartbeats
+                    .get(instance)
+                    .and_then(|seen| seen.iter().rev().find(|t| **t >= from && **t <= to).copied());
+                if let Some(heartbeat_ms) = fresh {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{instance} reported silent for {silent_for_ms} ms, but the hub received its heartbeat at t={heartbeat_ms} ms, {} ms earlier",
+                            event.t_ms - heartbeat_ms
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[derive(Default)]
+struct EpochMemberNeverTombstoned {
+    open: BTreeMap<u64, BTreeSet<String>>,
+}
+
+impl Oracle for EpochMemberNeverTombstoned {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubEpochOpened { epoch, members } => {
+                self.open.insert(*epoch, members.iter().cloned().collect());
+            }
+            Body::HubEpochClosed { epoch } => {
+                self.open.remove(epoch);
+            }
+            Body::HubTombstoned { agent, silent_ms } => {
+                if let Some((epoch, _)) = self.open.iter().find(|(_, members)| members.contains(agent)) {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!("{agent}, a member of open epoch {epoch}, was tombstoned after {silent_ms} ms of silence"),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Tracks whether the observer — the controller, the hub and the link between them — is healthy, from the trace's
+/// host and step events. Detection deadlines run only while it is, and restart when it heals.
+struct ObserverHealth {
+    controller: String,
+    hub: String,
+    down_hosts: BTreeSet<String>,
+    /// Faults on the controller–hub link, by kind and direction.
+    link_faults: BTreeSet<(&'static str, bool)>,
+    healthy_since_ms: Option<u64>,
+}
+
+impl ObserverHealth {
+    fn new(ctx: &OracleContext) -> ObserverHealth {
+        ObserverHealth {
+            controller: ctx.controller.clone(),
+            hub: ctx.hub.clone(),
+            down_hosts: BTreeSet::new(),
+            link_faults: BTreeSet::new(),
+            healthy_since_ms: Some(0),
+        }
+    }
+
+    /// Direction of `a → b` on the observer link: `Some(true)` controller→hub, `Some(false)` hub→controller.
+    fn direction(&self, a: &str, b: &str) -> Option<bool> {
+        if a == self.controller && b == self.hub {
+            Some(true)
+        } else if a == self.hub && b == self.controller {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// Updates from one event; returns true when health changed.
+    fn observe(&mut self, event: &Event) -> bool {
+        let was_healthy = self.healthy_since_ms.is_some();
+        let host = &*event.host;
+        match &event.body {
+            Body::HostCrash { .. } if host == self.controller || host == self.hub => {
+                self.down_hosts.insert(host.to_owned());
+            }
+            Body::HostBoot { .. } => {
+                self.down_hosts.remove(host);
+            }
+            Body::Step { step } => self.observe_step(step),
+            _ => return false,
+        }
+        let healthy = self.down_hosts.is_empty() && self.link_faults.is_empty();
+        match (was_healthy, healthy) {
+            (false, true) => self.healthy_since_ms = Some(event.t_ms),
+            (true, false) => self.healthy_since_ms = None,
+            _ => return false,
+        }
+        true
+    }
+
+    fn observe_step(&mut self, step: &Step) {
+        let mut set = |kind: &'static str, a: &str, b: &str, on: bool, both: bool| {
+            for (x, y) in if both { vec![(a, b), (b, a)] } else { vec![(a, b)] } {
+                if let Some(direction) = self.direction(x, y) {
+                    if on {
+                        self.link_faults.insert((kind, direction));
+                    } else {
+                        self.link_faults.remove(&(kind, direction));
+                    }
+                }
+            }
+        };
+        match step {
+            Step::Partition { a, b } => set("partition", a, b, true, true),
+            Step::Repair { a, b } => set("partition", a, b, false, true),
+            Step::PartitionOneway { from, to } => set("partition", from, to, true, false),
+            Step::RepairOneway { from, to } => set("partition", from, to, false, false),
+            Step::Hold { a, b } => set("hold", a, b, true, true),
+            Step::Release { a, b } => set("hold", a, b, false, true),
+            Step::LinkLoss { a, b, request_per_mille, response_per_mille } => {
+                set("loss", a, b, request_per_mille + response_per_mille > 0, true)
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `silence_detected_in_time`: every silence is reported by `max(last heartbeat, observer healthy since) + 4 min +
+/// slack`, and every recovery by `max(first heartbeat back, observer healthy since) + 1 sensor period + slack`, where
+/// slack covers one read round trip at the run's worst link latency.
+struct SilenceDetectedInTime {
+    health: ObserverHealth,
+    slack_ms: u64,
+    agents: BTreeMap<String, AgentWatch>,
+    /// `(deadline, agent, what)` ordered by deadline.
+    due: BTreeSet<(u64, String, Due)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Due {
+    Silence,
+    Recovery,
+}
+
+#[derive(Default)]
+struct AgentWatch {
+    last_heartbeat_ms: u64,
+    /// The engine reported the instance silent and has not reported it recovered.
+    reported_silent: bool,
+    /// The current silence (since the last heartbeat) has been reported.
+    silence_reported: bool,
+    heard_back_ms: Option<u64>,
+    deadlines: Vec<(u64, Due)>,
+}
+
+impl SilenceDetectedInTime {
+    fn new(ctx: &OracleContext) -> SilenceDetectedInTime {
+        SilenceDetectedInTime {
+            health: ObserverHealth::new(ctx),
+            slack_ms: 2 * ctx.latency_max_ms + 1,
+            agents: BTreeMap::new(),
+            due: BTreeSet::new(),
+        }
+    }
+
+    fn reschedule(&mut self, agent: &str) {
+        let Some(watch) = self.agents.get_mut(agent) else { return };
+        for (deadline, due) in watch.deadlines.drain(..) {
+            self.due.remove(&(deadline, agent.to_owned(), due));
+        }
+        let Some(healthy_since) = self.health.healthy_since_ms else { return };
+        if !watch.silence_reported {
+            let deadline = watch.last_heartbeat_ms.max(healthy_since) + SILENCE_DETECTION_DEADLINE_MS + self.slack_ms;
+            watch.deadlines.push((deadline, Due::Silence));
+        }
+        if let (true, Some(back)) = (watch.reported_silent, watch.heard_back_ms) {
+            let deadline = back.max(healthy_since) + SENSOR_PERIOD_MS + self.slack_ms;
+            watch.deadlines.push((deadline, Due::Recovery));
+        }
+        for (deadline, due) in &watch.deadlines {
+            self.due.insert((*deadline, agent.to_owned(), *due));
+        }
+    }
+
+    fn judge_until(&mut self, now_ms: u64, out: &mut Vec<Finding>) {
+        while let Some(first) = self.due.first().cloned() {
+            if first.0 >= now_ms {
+                break;
+            }
+            self.due.remove(&first);
+            let (deadline, agent, due) = first;
+            let Some(watch) = self.agents.get_mut(&agent) else { continue };
+            watch.deadlines.retain(|entry| *entry != (deadline, due));
+            let evidence = match due {
+                Due::Silence => {
+                    watch.silence_reported = true; // judged once per silence
+                    format!(
+                        "{agent}: last heartbeat at t={} ms, no instance_silent by the deadline t={deadline} ms",
+                        watch.last_heartbeat_ms
+                    )
+                }
+                Due::Recovery => {
+                    let back = watch.heard_back_ms.take().unwrap_or_default();
+                    format!("{agent}: heartbeats back at t={back} ms, no instance_recovered by the deadline t={deadline} ms")
+                }
+            };
+            out.push(Finding { t_ms: deadline, evidence });
+        }
+    }
+}
+
+impl Oracle for SilenceDetectedInTime {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        self.judge_until(event.t_ms, out);
+        if self.health.observe(event) {
+            let agents: Vec<String> = self.agents.keys().cloned().collect();
+            for agent in agents {
+                self.reschedule(&agent);
+            }
+            return;
+        }
+        let agent = match &event.body {
+            Body::HubRegistered { agent, .. } => {
+                self.agents.insert(agent.clone(), AgentWatch { last_heartbeat_ms: event.t_ms, ..AgentWatch::default() });
+                agent
+            }
+            Body::HubHeartbeat { agent } => {
+                let watch = self.agents.entry(agent.clone()).or_default();
+                watch.last_heartbeat_ms = event.t_ms;
+                watch.silence_reported = false;
+                if watch.reported_silent && watch.heard_back_ms.is_none() {
+                    watch.heard_back_ms = Some(event.t_ms);
+                }
+                agent
+            }
+            Body::InstanceSilent { instance, .. } => {
+                let watch = self.agents.entry(instance.clone()).or_default();
+                watch.reported_silent = true;
+                watch.silence_reported = true;
+                watch.heard_back_ms = None;
+                instance
+            }
+            Body::InstanceRecovered { instance, .. } => {
+                let watch = self.agents.entry(instance.clone()).or_default();
+                watch.reported_silent = false;
+                watch.heard_back_ms = None;
+                instance
+            }
+            _ => return,
+        };
+        let agent = agent.clone();
+        self.reschedule(&agent);
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        self.judge_until(end_ms, out);
+    }
+}
+
+/// `epoch_member_survived_ttl`: the RCCA's exit criterion, reached when an open-epoch member has been silent longer
+/// than the TTL plus one sweep and is still not tombstoned.
+struct EpochMemberSurvivedTtl {
+    ttl_ms: u64,
+    sweep_interval_ms: u64,
+    open: BTreeMap<u64, BTreeSet<String>>,
+    last_heartbeat_ms: BTreeMap<String, u64>,
+    tombstoned: BTreeSet<String>,
+    reached: bool,
+    checked_minute: u64,
+}
+
+impl EpochMemberSurvivedTtl {
+    fn new(ctx: &OracleContext) -> EpochMemberSurvivedTtl {
+        EpochMemberSurvivedTtl {
+            ttl_ms: ctx.agent_ttl_ms,
+            sweep_interval_ms: ctx.sweep_interval_ms,
+            open: BTreeMap::new(),
+            last_heartbeat_ms: BTreeMap::new(),
+            tombstoned: BTreeSet::new(),
+            reached: false,
+            checked_minute: 0,
+        }
+    }
+}
+
+impl Oracle for EpochMemberSurvivedTtl {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubRegistered { agent, .. } | Body::HubHeartbeat { agent } => {
+                self.last_heartbeat_ms.insert(agent.clone(), event.t_ms);
+            }
+            Body::HubTombstoned { agent, .. } => {
+                self.tombstoned.insert(agent.clone());
+            }
+            Body::HubEpochOpened { epoch, members } => {
+                self.open.insert(*epoch, members.iter().cloned().collect());
+            }
+            Body::HubEpochClosed { epoch } => {
+                self.open.remove(epoch);
+            }
+            _ => {}
+        }
+        let minute = event.t_ms / 60_000;
+        if self.reached || minute == self.checked_minute || self.open.is_empty() {
+            return;
+        }
+        self.checked_minute = minute;
+        for (epoch, members) in &self.open {
+            for member in members {
+                let last = self.last_heartbeat_ms.get(member).copied().unwrap_or(0);
+                let silent_ms = event.t_ms.saturating_sub(last);
+                if silent_ms > self.ttl_ms + self.sweep_interval_ms && !self.tombstoned.contains(member) {
+                    self.reached = true;
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!("{member}, a member of open epoch {epoch}, silent for {silent_ms} ms and still registered"),
+                    });
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use super::*;
+
+    fn ctx() -> OracleContext {
+        OracleContext {
+            controller: "controller".into(),
+            hub: "hub".into(),
+            agent_ttl_ms: 3_600_000,
+            sweep_interval_ms: 60_000,
+            call_timeout_ms: 10_000,
+            latency_max_ms: 20,
+        }
+    }
+
+    fn ev(t_ms: u64, host: &str, body: Body) -> Event {
+        Event { t_ms, host: Rc::from(host), body }
+    }
+
+    fn run(oracle: &mut dyn Oracle, events: &[Event], end_ms: u64) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for event in events {
+            oracle.on_event(event, &serde_json::to_string(event).unwrap(), &mut out);
+        }
+        oracle.on_finish(end_ms, &mut out);
+        out
+    }
+
+    fn hb(t: u64) -> Event {
+        ev(t, "hub", Body::HubHeartbeat { agent: "n1".into() })
+    }
+
+    fn silent(t: u64) -> Event {
+        ev(t, "controller", Body::InstanceSilent { instance: "n1".into(), silent_for_ms: 0 })
+    }
+
+    #[test]
+    fn a_silence_raised_over_a_fresh_heartbeat_is_unjustified() {
+        let mut oracle = SilenceJustified::new(&ctx());
+        assert!(run(&mut oracle, &[hb(0), silent(200_000)], 0).is_empty(), "silent for 200 s: justified");
+        let mut oracle = SilenceJustified::new(&ctx());
+        let found = run(&mut oracle, &[hb(0), hb(100_000), silent(200_000)], 0);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].evidence.contains("t=100000"), "{found:?}");
+        let mut oracle = SilenceJustified::new(&ctx());
+        assert!(run(&mut oracle, &[hb(0), hb(195_000), silent(200_000)], 0).is_empty(), "landed after the read");
+    }
+
+    #[test]
+    fn silence_must_be_detected_within_four_minutes_while_the_observer_is_healthy() {
+        let registered = ev(0, "hub", Body::HubRegistered { agent: "n1".into(), durable: false });
+        let mut oracle = SilenceDetectedInTime::new(&ctx());
+        assert!(run(&mut oracle, &[registered.clone(), hb(10_000), silent(249_000)], 600_000).is_empty());
+        let mut oracle = SilenceDetectedInTime::new(&ctx());
+        let late = run(&mut oracle, &[registered.clone(), hb(10_000), silent(251_000)], 600_000);
+        assert_eq!(late.len(), 1, "{late:?}");
+        assert_eq!(late[0].t_ms, 10_000 + 240_000 + 41);
+        // While the hub is down the clock does not run; it restarts when the hub boots.
+        let mut oracle = SilenceDetectedInTime::new(&ctx());
+        let events = [
+            registered,
+            hb(10_000),
+            ev(20_000, "hub", Body::HostCrash { lost_unsynced_writes: 0 }),
+            ev(400_000, "hub", Body::HostBoot { boot: 2 }),
+            silent(600_000),
+        ];
+        assert!(run(&mut oracle, &events, 700_000).is_empty());
+    }
+
+    #[test]
+    fn a_recovery_must_follow_heartbeats_within_a_sensor_period() {
+        let registered = ev(0, "hub", Body::HubRegistered { agent: "n1".into(), durable: false });
+        let recovered = |t| ev(t, "controller", Body::InstanceRecovered { instance: "n1".into(), silent_for_ms: 0 });
+        let mut oracle = SilenceDetectedInTime::new(&ctx());
+        let events = [registered.clone(), silent(200_000), hb(300_000), recovered(350_000)];
+        assert!(run(&mut oracle, &events, 1_000_000).iter().all(|f| !f.evidence.contains("instance_recovered")));
+        let mut oracle = SilenceDetectedInTime::new(&ctx());
+        let events = [registered, silent(200_000), hb(300_000), hb(330_000), hb(360_000), hb(390_000)];
+        let found = run(&mut oracle, &events, 400_000);
+        assert!(found.iter().any(|f| f.evidence.contains("no instance_recovered")), "{found:?}");
+    }
+
+    #[test]
+    fn tombstoning_an_open_epoch_member_is_a_violation_but_not_after_the_epoch_closes() {
+        let opened = ev(0, "hub", Body::HubEpochOpened { epoch: 1, members: vec!["n1".into()] });
+        let tomb = |t| ev(t, "hub", Body::HubTombstoned { agent: "n1".into(), silent_ms: 1 });
+        let mut oracle = EpochMemberNeverTombstoned::default();
+        assert_eq!(run(&mut oracle, &[opened.clone(), tomb(5)], 0).len(), 1);
+        let mut oracle = EpochMemberNeverTombstoned::default();
+        let closed = ev(3, "hub", Body::HubEpochClosed { epoch: 1 });
+        assert!(run(&mut oracle, &[opened, closed, tomb(5)], 0).is_empty());
+    }
+
+    #[test]
+    fn a_credential_in_any_trace_line_is_caught() {
+        let leak = ev(1, "node-01", Body::AgentHeartbeatFailed { error: format!("bad token {SECRET_MARKER}x") });
+        assert_eq!(run(&mut SecretsNeverInTrace, &[hb(0), leak], 0).len(), 1);
+    }
+}

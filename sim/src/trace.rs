@@ -1,0 +1,138 @@
+//! The run's trace: structured events (virtual ms, host, kind, fields in a fixed order), the SHA-256 digest over their
+//! JSON lines, and the fan-out of every event to the oracles.
+//!
+//! The trace is part of the determinism contract: an event's JSON never holds a wall-clock value, a hash-ordered
+//! collection or a secret. It is separate from the `tracing` logs, which are for people and are not digested.
+
+use std::rc::Rc;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::faults::Step;
+use crate::oracles::OracleSet;
+
+/// One trace event. Serialised as `{"t_ms":..,"host":..,"kind":..,<fields>}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    pub t_ms: u64,
+    pub host: Rc<str>,
+    #[serde(flatten)]
+    pub body: Body,
+}
+
+/// What happened. Host-level and network events come from the simulator, `hub.*` from the fake hub, `agent.*` from
+/// node agents, `engine.*` from the engine's signal port.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind")]
+pub enum Body {
+    #[serde(rename = "run.start")]
+    RunStart { seed: u64, nodes: u64, config_hash: String },
+    /// A step of the fault plan was applied.
+    #[serde(rename = "step")]
+    Step { step: Step },
+    #[serde(rename = "host.crash")]
+    HostCrash { lost_unsynced_writes: u64 },
+    #[serde(rename = "host.boot")]
+    HostBoot { boot: u64 },
+    #[serde(rename = "hub.registered")]
+    HubRegistered { agent: String, durable: bool },
+    #[serde(rename = "hub.heartbeat")]
+    HubHeartbeat { agent: String },
+    #[serde(rename = "hub.heartbeat_refused")]
+    HubHeartbeatRefused { agent: String },
+    #[serde(rename = "hub.back_online")]
+    HubBackOnline { agent: String },
+    #[serde(rename = "hub.offline")]
+    HubOffline { agent: String, silent_ms: u64 },
+    #[serde(rename = "hub.tombstoned")]
+    HubTombstoned { agent: String, silent_ms: u64 },
+    #[serde(rename = "hub.epoch_opened")]
+    HubEpochOpened { epoch: u64, members: Vec<String> },
+    #[serde(rename = "hub.epoch_closed")]
+    HubEpochClosed { epoch: u64 },
+    #[serde(rename = "hub.hold_placed")]
+    HubHoldPlaced { agent: String, owner: String },
+    #[serde(rename = "hub.hold_released")]
+    HubHoldReleased { agent: String, owner: String },
+    #[serde(rename = "hub.dispatched")]
+    HubDispatched { agent: String, task: String },
+    #[serde(rename = "hub.dispatch_refused")]
+    HubDispatchRefused { agent: String, task: String },
+    #[serde(rename = "agent.heartbeat_failed")]
+    AgentHeartbeatFailed { error: String },
+    #[serde(rename = "engine.instance_silent")]
+    InstanceSilent { instance: String, silent_for_ms: u64 },
+    #[serde(rename = "engine.instance_recovered")]
+    InstanceRecovered { instance: String, silent_for_ms: u64 },
+    #[serde(rename = "engine.hub_read_failed")]
+    HubReadFailed { error: String },
+}
+
+/// Records events, digests them, feeds the oracles, and keeps the JSON lines when asked to.
+pub struct Trace {
+    hasher: Sha256,
+    events: u64,
+    lines: Option<Vec<String>>,
+    pub oracles: OracleSet,
+}
+
+impl Trace {
+    pub fn new(oracles: OracleSet, keep_lines: bool) -> Trace {
+        Trace { hasher: Sha256::new(), events: 0, lines: keep_lines.then(Vec::new), oracles }
+    }
+
+    pub fn record(&mut self, event: Event) {
+        let line = serde_json::to_string(&event).expect("trace events serialise");
+        self.hasher.update(line.as_bytes());
+        self.hasher.update(b"\n");
+        self.events += 1;
+        self.oracles.on_event(&event, &line);
+        if let Some(lines) = &mut self.lines {
+            lines.push(line);
+        }
+    }
+
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// The digest so far, as lowercase hex.
+    pub fn digest(&self) -> String {
+        hex(&self.hasher.clone().finalize())
+    }
+
+    pub fn take_lines(&mut self) -> Vec<String> {
+        self.lines.take().unwrap_or_default()
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, byte| {
+        let _ = write!(out, "{byte:02x}");
+        out
+    })
+}
+
+/// SHA-256 of `bytes` as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialise_with_time_host_and_kind_first() {
+        let event = Event { t_ms: 5, host: Rc::from("hub"), body: Body::HubHeartbeat { agent: "node-01".into() } };
+        assert_eq!(serde_json::to_string(&event).unwrap(), r#"{"t_ms":5,"host":"hub","kind":"hub.heartbeat","agent":"node-01"}"#);
+        let step = Event {
+            t_ms: 0,
+            host: Rc::from("sim"),
+            body: Body::Step { step: Step::Crash { target: "hub".into() } },
+        };
+        assert_eq!(serde_json::to_string(&step).unwrap(), r#"{"t_ms":0,"host":"sim","kind":"step","step":{"kind":"crash","target":"hub"}}"#);
+    }
+}
