@@ -65,8 +65,8 @@ impl Step {
     }
 
     /// Whether the step injects a fault (counted in `faults` of the run record), as opposed to healing one or being a
-    /// driver action.
-    pub fn is_fault(&self) -> bool {
+    /// driver action. A latency step is a fault unless it sets the run's default range back.
+    pub fn is_fault(&self, default_link: &crate::net::LinkConfig) -> bool {
         match self {
             Step::Partition { .. }
             | Step::PartitionOneway { .. }
@@ -75,7 +75,9 @@ impl Step {
             | Step::ClockSkew { .. }
             | Step::AgentStop { .. } => true,
             Step::LinkLoss { request_per_mille, response_per_mille, .. } => *request_per_mille + *response_per_mille > 0,
-            Step::LinkLatency { .. } => true,
+            Step::LinkLatency { min_ms, max_ms, .. } => {
+                (*min_ms, *max_ms) != (default_link.latency_min_ms, default_link.latency_max_ms)
+            }
             Step::Repair { .. }
             | Step::RepairOneway { .. }
             | Step::Release { .. }

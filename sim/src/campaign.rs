@@ -1,0 +1,565 @@
+//! Campaigns: randomized runs of one fleet under a mix of faults. Run `i`'s seed is derived from the campaign seed and
+//! `i` alone; its fault plan is materialised from that seed's fault-plan stream; so any run can be replayed alone,
+//! on any machine, in any order, with any number of threads.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rand::Rng;
+use rand::seq::IndexedRandom;
+use rand_chacha::ChaCha8Rng;
+use reports::{CampaignReport, PropertyKind};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::faults::{Step, TimedStep};
+use crate::runner::{self, RunIdentity, RunOutput};
+use crate::seed::{Consumer, SeedTree};
+use crate::spec::{
+    self, CONTROLLER, EngineFile, Expectations, FleetFile, HUB, HubFile, NetworkFile, RangeMs, RunSpec, Source, SpecError,
+};
+
+/// A resolved campaign file.
+#[derive(Debug, Clone, Serialize)]
+pub struct Campaign {
+    #[serde(skip)]
+    pub source: String,
+    #[serde(skip)]
+    pub description: String,
+    pub seed: u64,
+    pub runs: u64,
+    /// Every run's configuration before its fault plan is drawn (no steps, no expectations).
+    pub base: RunSpec,
+    pub window_start_ms: u64,
+    pub faults: FaultMix,
+    pub oracles: CampaignOracles,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CampaignOracles {
+    pub always: Vec<String>,
+    pub eventually: Vec<String>,
+    pub sometimes: Vec<String>,
+}
+
+/// How often a fault kind bites a run, how many times, and for how long.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rate {
+    pub per_mille: u32,
+    #[serde(default = "one")]
+    pub count_max: u32,
+    pub duration_ms: Option<RangeMs>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LossRate {
+    pub per_mille: u32,
+    #[serde(default = "one")]
+    pub count_max: u32,
+    pub duration_ms: Option<RangeMs>,
+    /// The largest request and response loss drawn, per mille.
+    pub loss_per_mille_max: u32,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyRate {
+    pub per_mille: u32,
+    #[serde(default = "one")]
+    pub count_max: u32,
+    pub duration_ms: Option<RangeMs>,
+    /// The largest one-way latency drawn, in ms.
+    pub latency_ms_max: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkewRate {
+    pub per_mille: u32,
+    #[serde(default = "one")]
+    pub count_max: u32,
+    pub duration_ms: Option<RangeMs>,
+    /// Skews are drawn from `-skew_ms_max..=skew_ms_max`.
+    pub skew_ms_max: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TtlRate {
+    pub per_mille: u32,
+    /// The most epoch members stopped past the TTL.
+    #[serde(default = "one")]
+    pub members_max: u32,
+}
+
+/// The campaign fault mix: a closed set of kinds, each optional. Targets are drawn from the fleet.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultMix {
+    /// A node's link to the hub partitioned both ways, then repaired.
+    pub partition: Option<Rate>,
+    /// A node's link to the hub partitioned one way (node → hub, or hub → node), then repaired.
+    pub partition_oneway: Option<Rate>,
+    /// Messages between a node and the hub held, then released.
+    pub hold: Option<Rate>,
+    /// Loss on a node's link to the hub, then healed.
+    pub link_loss: Option<LossRate>,
+    /// Latency on a node's link to the hub, then back to the default.
+    pub latency: Option<LatencyRate>,
+    /// A node crashes and restarts.
+    pub node_crash: Option<Rate>,
+    /// The hub crashes and restarts.
+    pub hub_crash: Option<Rate>,
+    /// The controller dies and restarts (it resumes from its journal).
+    pub controller_crash: Option<Rate>,
+    /// The controller–hub link is partitioned, then repaired.
+    pub observer_partition: Option<Rate>,
+    /// A node's agent service is stopped, then started.
+    pub agent_stop: Option<Rate>,
+    /// The RCCA's TTL case: a deployment epoch opens, its members and one unrelated fungible agent stop for longer
+    /// than the agent TTL, then start again and the epoch closes.
+    pub ttl_expiry: Option<TtlRate>,
+    /// A node's or the controller's clock is stepped, then set right.
+    pub clock_skew: Option<SkewRate>,
+}
+
+impl FaultMix {
+    /// The kinds, in the fixed order plans are drawn in.
+    pub const KINDS: &'static [&'static str] = &[
+        "partition",
+        "partition_oneway",
+        "hold",
+        "link_loss",
+        "latency",
+        "node_crash",
+        "hub_crash",
+        "controller_crash",
+        "observer_partition",
+        "agent_stop",
+        "ttl_expiry",
+        "clock_skew",
+    ];
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CampaignFile {
+    schema_version: Spanned<u32>,
+    description: String,
+    seed: u64,
+    runs: Spanned<u64>,
+    duration_ms: Spanned<u64>,
+    liveness_budget_ms: Option<u64>,
+    window_start_ms: Option<u64>,
+    fleet: FleetFile,
+    #[serde(default)]
+    engine: EngineFile,
+    #[serde(default)]
+    hub: HubFile,
+    #[serde(default)]
+    network: NetworkFile,
+    faults: Option<Spanned<FaultMix>>,
+    #[serde(default)]
+    oracles: OraclesFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OraclesFile {
+    #[serde(default)]
+    always: Vec<Spanned<String>>,
+    #[serde(default)]
+    eventually: Vec<Spanned<String>>,
+    #[serde(default)]
+    sometimes: Vec<Spanned<String>>,
+}
+
+pub fn load_campaign(path: &Path) -> Result<Campaign, SpecError> {
+    let text = spec::read(path)?;
+    parse_campaign(&path.display().to_string(), &text)
+}
+
+pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
+    let source = Source { path, text };
+    let file: CampaignFile = source.parse()?;
+    spec::check_schema_version(&source, &file.schema_version)?;
+    let runs = *file.runs.get_ref();
+    if runs == 0 {
+        return Err(source.error_at(Some(file.runs.span()), "runs: must be at least 1"));
+    }
+    let duration_ms = *file.duration_ms.get_ref();
+    let liveness_budget_ms = file.liveness_budget_ms.unwrap_or(spec::DEFAULT_LIVENESS_BUDGET_MS);
+    let window_start_ms = file.window_start_ms.unwrap_or(60_000);
+    if window_start_ms + liveness_budget_ms >= duration_ms {
+        return Err(source.error_at(
+            Some(file.duration_ms.span()),
+            format!(
+                "duration_ms: faults are drawn between window_start_ms ({window_start_ms}) and duration_ms minus liveness_budget_ms ({liveness_budget_ms}); that window is empty"
+            ),
+        ));
+    }
+    let base = RunSpec {
+        source: path.to_owned(),
+        description: file.description.clone(),
+        duration_ms,
+        liveness_budget_ms,
+        fleet: spec::resolve_fleet(&source, &file.fleet)?,
+        engine: spec::resolve_engine(&source, &file.engine)?,
+        hub: spec::resolve_hub(&source, &file.hub)?,
+        network: spec::resolve_network(&source, &file.network)?,
+        steps: Vec::new(),
+        expect: Expectations { must_hold: Vec::new(), must_fire: Vec::new() },
+    };
+    let (faults, faults_span) = match &file.faults {
+        Some(faults) => (faults.get_ref().clone(), faults.span()),
+        None => (FaultMix::default(), 0..0),
+    };
+    validate_mix(&source, faults_span, &faults, &base, window_start_ms)?;
+    let mut oracles = CampaignOracles::default();
+    for (key, names, property, out) in [
+        ("oracles.always", &file.oracles.always, PropertyKind::Always, &mut oracles.always),
+        ("oracles.eventually", &file.oracles.eventually, PropertyKind::Eventually, &mut oracles.eventually),
+        ("oracles.sometimes", &file.oracles.sometimes, PropertyKind::Sometimes, &mut oracles.sometimes),
+    ] {
+        for name in names {
+            let info = spec::known_oracle(&source, key, name)?;
+            if info.property != property {
+                return Err(source.error_at(
+                    Some(name.span()),
+                    format!("{key}: \"{}\" is {}-property", info.name, article(info.property)),
+                ));
+            }
+            out.push(info.name.to_owned());
+        }
+    }
+    Ok(Campaign { source: path.to_owned(), description: file.description, seed: file.seed, runs, base, window_start_ms, faults, oracles })
+}
+
+fn article(property: PropertyKind) -> &'static str {
+    match property {
+        PropertyKind::Always => "an always",
+        PropertyKind::Eventually => "an eventually",
+        PropertyKind::Sometimes => "a sometimes",
+    }
+}
+
+fn validate_mix(source: &Source, span: std::ops::Range<usize>, mix: &FaultMix, base: &RunSpec, window_start_ms: u64) -> Result<(), SpecError> {
+    let error = |message: String| Err(source.error_at(Some(span.clone()), message));
+    let rates: [(&str, Option<(u32, u32, Option<RangeMs>)>); 10] = [
+        ("partition", mix.partition.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("partition_oneway", mix.partition_oneway.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("hold", mix.hold.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("link_loss", mix.link_loss.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("latency", mix.latency.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("node_crash", mix.node_crash.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("hub_crash", mix.hub_crash.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("controller_crash", mix.controller_crash.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("observer_partition", mix.observer_partition.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("agent_stop", mix.agent_stop.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+    ];
+    let window_end_ms = base.duration_ms - base.liveness_budget_ms;
+    for (kind, rate) in rates.into_iter().chain([("clock_skew", mix.clock_skew.map(|r| (r.per_mille, r.count_max, r.duration_ms)))]) {
+        let Some((per_mille, count_max, duration)) = rate else { continue };
+        if per_mille > 1000 {
+            return error(format!("faults.{kind}.per_mille: a per-mille rate is 0 to 1000, not {per_mille}"));
+        }
+        if count_max == 0 {
+            return error(format!("faults.{kind}.count_max: must be at least 1"));
+        }
+        if let Some(range) = duration {
+            if range.min > range.max || range.min == 0 {
+                return error(format!("faults.{kind}.duration_ms: needs 0 < min <= max"));
+            }
+            if range.max >= window_end_ms - window_start_ms {
+                return error(format!("faults.{kind}.duration_ms: max {} does not fit the fault window", range.max));
+            }
+        }
+    }
+    if let Some(loss) = mix.link_loss {
+        if loss.loss_per_mille_max > 1000 {
+            return error("faults.link_loss.loss_per_mille_max: a per-mille rate is 0 to 1000".into());
+        }
+    }
+    if let Some(ttl) = mix.ttl_expiry {
+        if ttl.per_mille > 1000 || ttl.members_max == 0 || ttl.members_max >= base.fleet.nodes {
+            return error("faults.ttl_expiry: per_mille is 0 to 1000 and members_max 1 to one less than the fleet".into());
+        }
+        let needed = ttl_stop_ms_max(base) + 2 * engine::sensor::SENSOR_PERIOD_MS;
+        if needed >= window_end_ms - window_start_ms {
+            return error(format!(
+                "faults.ttl_expiry: needs a fault window of at least {needed} ms (agent TTL + sweep + 15 min), the campaign has {}",
+                window_end_ms - window_start_ms
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn ttl_stop_ms_max(base: &RunSpec) -> u64 {
+    base.hub.agent_ttl_ms + base.hub.sweep_interval_ms + 15 * 60_000
+}
+
+impl Campaign {
+    pub fn run_seed(&self, index: u64) -> u64 {
+        SeedTree::new(self.seed).campaign_run_seed(index)
+    }
+
+    /// SHA-256 of the resolved campaign (without its path and description).
+    pub fn config_hash(&self) -> String {
+        crate::trace::sha256_hex(serde_json::to_string(self).expect("campaigns serialise").as_bytes())
+    }
+
+    /// The configuration of run `index`: the base with a fault plan drawn from the run seed's fault-plan stream.
+    pub fn run_spec(&self, index: u64) -> RunSpec {
+        let seed = self.run_seed(index);
+        let mut rng = SeedTree::new(seed).rng(Consumer::FaultPlan);
+        let mut steps = Vec::new();
+        let planner = Planner { base: &self.base, window_start_ms: self.window_start_ms };
+        let mix = &self.faults;
+        let node_hub = |rng: &mut ChaCha8Rng| (planner.random_node(rng), HUB.to_owned());
+        if let Some(rate) = mix.partition {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let (a, b) = node_hub(rng);
+                (Step::Partition { a: a.clone(), b: b.clone() }, Step::Repair { a, b })
+            });
+        }
+        if let Some(rate) = mix.partition_oneway {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let (node, hub) = node_hub(rng);
+                let (from, to) = if rng.random_bool(0.5) { (node, hub) } else { (hub, node) };
+                (Step::PartitionOneway { from: from.clone(), to: to.clone() }, Step::RepairOneway { from, to })
+            });
+        }
+        if let Some(rate) = mix.hold {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let (a, b) = node_hub(rng);
+                (Step::Hold { a: a.clone(), b: b.clone() }, Step::Release { a, b })
+            });
+        }
+        if let Some(rate) = mix.link_loss {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let (a, b) = node_hub(rng);
+                let request_per_mille = rng.random_range(0..=rate.loss_per_mille_max);
+                let response_per_mille = rng.random_range(0..=rate.loss_per_mille_max);
+                (
+                    Step::LinkLoss { a: a.clone(), b: b.clone(), request_per_mille, response_per_mille },
+                    Step::LinkLoss { a, b, request_per_mille: 0, response_per_mille: 0 },
+                )
+            });
+        }
+        if let Some(rate) = mix.latency {
+            let default = self.base.network;
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let (a, b) = node_hub(rng);
+                let max_ms = rng.random_range(default.latency_max_ms..=rate.latency_ms_max.max(default.latency_max_ms));
+                (
+                    Step::LinkLatency { a: a.clone(), b: b.clone(), min_ms: default.latency_min_ms, max_ms },
+                    Step::LinkLatency { a, b, min_ms: default.latency_min_ms, max_ms: default.latency_max_ms },
+                )
+            });
+        }
+        for (rate, target) in [(mix.node_crash, None), (mix.hub_crash, Some(HUB)), (mix.controller_crash, Some(CONTROLLER))] {
+            let Some(rate) = rate else { continue };
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let target = target.map_or_else(|| planner.random_node(rng), str::to_owned);
+                (Step::Crash { target: target.clone() }, Step::Restart { target })
+            });
+        }
+        if let Some(rate) = mix.observer_partition {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |_| {
+                let (a, b) = (CONTROLLER.to_owned(), HUB.to_owned());
+                (Step::Partition { a: a.clone(), b: b.clone() }, Step::Repair { a, b })
+            });
+        }
+        if let Some(rate) = mix.agent_stop {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let target = planner.random_node(rng);
+                (Step::AgentStop { target: target.clone() }, Step::AgentStart { target })
+            });
+        }
+        if let Some(rate) = mix.ttl_expiry {
+            if rng.random_range(0..1000) < rate.per_mille {
+                planner.ttl_expiry(&mut rng, rate, &mut steps);
+            }
+        }
+        if let Some(rate) = mix.clock_skew {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                // The hub's clock is left alone: the hub stamps heartbeats, and a stepped hub clock makes every agent
+                // look silent at once (a real fault, kept for scenarios).
+                let target = if rng.random_bool(0.2) { CONTROLLER.to_owned() } else { planner.random_node(rng) };
+                let max = rate.skew_ms_max as i64;
+                let skew_ms = rng.random_range(-max..=max);
+                (Step::ClockSkew { target: target.clone(), skew_ms }, Step::ClockSkew { target, skew_ms: 0 })
+            });
+        }
+        steps.sort_by_key(|timed| timed.at_ms);
+        RunSpec { steps, ..self.base.clone() }
+    }
+
+    fn identity(&self, index: u64, seed_overridden: bool) -> RunIdentity {
+        let seed = if seed_overridden { format!(" --seed {}", self.seed) } else { String::new() };
+        RunIdentity {
+            source: self.source.clone(),
+            run_index: Some(index),
+            repro: format!("fleetsim campaign {}{seed} --run {index}", self.source),
+        }
+    }
+
+    /// Runs the given indices over `jobs` threads; `on_done` is called after each run. Results come back in index
+    /// order, identical whatever `jobs` is.
+    pub fn execute(&self, indices: &[u64], jobs: usize, seed_overridden: bool, keep_traces: bool, on_done: &(dyn Fn(&RunOutput) + Sync)) -> Vec<RunOutput> {
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<Option<RunOutput>>> = Mutex::new(vec![None; indices.len()]);
+        let jobs = jobs.clamp(1, indices.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..jobs {
+                scope.spawn(|| {
+                    loop {
+                        let slot = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&index) = indices.get(slot) else { break };
+                        let spec = self.run_spec(index);
+                        let output = runner::run(&spec, self.run_seed(index), &self.identity(index, seed_overridden), keep_traces);
+                        on_done(&output);
+                        results.lock().expect("no worker panics while holding the lock")[slot] = Some(output);
+                    }
+                });
+            }
+        });
+        results.into_inner().expect("workers are done").into_iter().map(|r| r.expect("every slot ran")).collect()
+    }
+
+    pub fn report(&self, runs: Vec<reports::RunRecord>) -> CampaignReport {
+        let summary = reports::summarize(&runs, &self.oracles.sometimes, |bytes| crate::trace::sha256_hex(bytes));
+        CampaignReport {
+            schema_version: reports::SCHEMA_VERSION,
+            tool_version: runner::TOOL_VERSION.to_owned(),
+            commit: runner::commit().to_owned(),
+            config_hash: self.config_hash(),
+            campaign: self.source.clone(),
+            description: self.description.clone(),
+            seed: self.seed,
+            summary,
+            runs,
+        }
+    }
+}
+
+struct Planner<'a> {
+    base: &'a RunSpec,
+    window_start_ms: u64,
+}
+
+impl Planner<'_> {
+    fn window_end_ms(&self) -> u64 {
+        self.base.duration_ms - self.base.liveness_budget_ms
+    }
+
+    fn random_node(&self, rng: &mut ChaCha8Rng) -> String {
+        self.base.fleet.node_name(rng.random_range(1..=self.base.fleet.nodes))
+    }
+
+    /// With probability `per_mille`, draws 1..=count_max faults; each starts at a random time of the window and
+    /// heals after a random duration, never later than the window's end.
+    fn draw(
+        &self,
+        rng: &mut ChaCha8Rng,
+        per_mille: u32,
+        count_max: u32,
+        duration: Option<RangeMs>,
+        steps: &mut Vec<TimedStep>,
+        mut make: impl FnMut(&mut ChaCha8Rng) -> (Step, Step),
+    ) {
+        if rng.random_range(0..1000) >= per_mille {
+            return;
+        }
+        let duration = duration.unwrap_or(RangeMs { min: 30_000, max: 600_000 });
+        for _ in 0..rng.random_range(1..=count_max) {
+            let start = rng.random_range(self.window_start_ms..self.window_end_ms());
+            let length = rng.random_range(duration.min..=duration.max);
+            let heal = (start + length).min(self.window_end_ms());
+            let (inject, recover) = make(rng);
+            steps.push(TimedStep { at_ms: start, step: inject });
+            steps.push(TimedStep { at_ms: heal, step: recover });
+        }
+    }
+
+    fn ttl_expiry(&self, rng: &mut ChaCha8Rng, rate: TtlRate, steps: &mut Vec<TimedStep>) {
+        let nodes = self.base.fleet.node_names();
+        let count = rng.random_range(1..=rate.members_max) as usize;
+        let members: BTreeSet<String> = nodes.choose_multiple(rng, count).cloned().collect();
+        let strays: Vec<&String> =
+            nodes.iter().filter(|n| !members.contains(*n) && !self.base.fleet.durable.contains(*n)).collect();
+        let stray = strays.choose(rng).map(|s| (*s).clone());
+        let stop_ms = rng.random_range(ttl_stop_ms_max(self.base) - 10 * 60_000..=ttl_stop_ms_max(self.base));
+        let latest_start = self.window_end_ms() - stop_ms - 2 * engine::sensor::SENSOR_PERIOD_MS;
+        let start = rng.random_range(self.window_start_ms..=latest_start);
+        steps.push(TimedStep { at_ms: start, step: Step::OpenEpoch { members: members.iter().cloned().collect() } });
+        for node in members.iter().chain(stray.as_ref()) {
+            steps.push(TimedStep { at_ms: start + 1, step: Step::AgentStop { target: node.clone() } });
+            steps.push(TimedStep { at_ms: start + stop_ms, step: Step::AgentStart { target: node.clone() } });
+        }
+        steps.push(TimedStep { at_ms: start + stop_ms + 2 * engine::sensor::SENSOR_PERIOD_MS, step: Step::CloseEpoch { epoch: 1 } });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAMPAIGN: &str = r#"
+schema_version = 1
+description = "test"
+seed = 9
+runs = 4
+duration_ms = 7_200_000
+
+[fleet]
+nodes = 10
+
+[faults]
+partition = { per_mille = 1000, count_max = 3 }
+hub_crash = { per_mille = 500, duration_ms = { min = 60_000, max = 300_000 } }
+ttl_expiry = { per_mille = 1000, members_max = 3 }
+
+[oracles]
+always = ["epoch_member_never_tombstoned"]
+sometimes = ["instance_silent_raised"]
+"#;
+
+    #[test]
+    fn run_plans_are_a_function_of_the_run_seed_and_stay_in_the_window() {
+        let campaign = parse_campaign("c.toml", CAMPAIGN).unwrap();
+        assert_eq!(campaign.run_spec(2), campaign.run_spec(2));
+        assert_ne!(campaign.run_spec(1).steps, campaign.run_spec(2).steps);
+        for index in 0..20 {
+            let spec = campaign.run_spec(index);
+            assert!(spec.steps.windows(2).all(|w| w[0].at_ms <= w[1].at_ms), "ordered");
+            assert!(spec.steps.iter().any(|t| matches!(t.step, Step::Partition { .. })), "per_mille 1000 always bites");
+            let last = spec.steps.iter().map(|t| t.at_ms).max().unwrap();
+            assert!(last <= spec.duration_ms - spec.liveness_budget_ms, "run {index}: a step at {last} is past the window");
+            assert!(spec.steps.iter().any(|t| matches!(t.step, Step::OpenEpoch { .. })));
+        }
+    }
+
+    #[test]
+    fn oracle_lists_must_match_the_property_type() {
+        let text = CAMPAIGN.replace("always = [\"epoch_member_never_tombstoned\"]", "always = [\"silence_detected_in_time\"]");
+        let error = parse_campaign("c.toml", &text).unwrap_err().to_string();
+        assert!(error.contains("oracles.always: \"silence_detected_in_time\" is an eventually-property"), "{error}");
+    }
+
+    #[test]
+    fn an_unknown_fault_kind_names_its_line() {
+        let text = CAMPAIGN.replace("partition = {", "meteor_strike = {");
+        let error = parse_campaign("c.toml", &text).unwrap_err().to_string();
+        assert!(error.starts_with("c.toml:11:1: unknown field `meteor_strike`"), "{error}");
+    }
+}

@@ -1,0 +1,208 @@
+//! Runs one resolved [`RunSpec`] with one seed on its own current-thread runtime with a paused clock, and turns what
+//! the oracles saw into a [`RunRecord`]. A panic anywhere inside the run becomes a failing record with its seed.
+
+use std::cell::RefCell;
+use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
+use std::sync::Once;
+
+use reports::{FailureKind, Firing, PropertyKind, RunRecord, Verdict};
+use tokio::sync::Notify;
+
+use crate::spec::RunSpec;
+use crate::world::{World, panic_text};
+
+/// How a run is identified in its record and reproduced.
+#[derive(Debug, Clone)]
+pub struct RunIdentity {
+    /// `scenarios/x.toml`, or `campaigns/y.toml` for a campaign run.
+    pub source: String,
+    pub run_index: Option<u64>,
+    /// The command line that replays this run.
+    pub repro: String,
+}
+
+/// A finished run: its record and, when asked for, its trace as JSON lines.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    pub record: RunRecord,
+    pub trace: Vec<String>,
+}
+
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The commit the binary was built from (`FLEETSIM_COMMIT` at build time), or `unknown`.
+pub fn commit() -> &'static str {
+    env!("FLEETSIM_COMMIT")
+}
+
+thread_local! {
+    /// Set while a simulated run executes on this thread: its panics are captured, not printed.
+    static IN_RUN: RefCell<Option<Rc<Notify>>> = const { RefCell::new(None) };
+    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// Virtual-time origin of the run on this thread, for log timestamps.
+    pub(crate) static RUN_START: RefCell<Option<tokio::time::Instant>> = const { RefCell::new(None) };
+}
+
+/// Installs (once per process) a panic hook that, inside a simulated run, records the message and location and
+/// wakes the run so it ends at once; outside runs it defers to the previous hook.
+fn install_panic_hook() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let notify = IN_RUN.with(|cell| cell.borrow().clone());
+            match notify {
+                Some(notify) => {
+                    let location = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+                    let message = format!("{}{location}", panic_text(info.payload()));
+                    LAST_PANIC.with(|cell| {
+                        cell.borrow_mut().get_or_insert(message);
+                    });
+                    notify.notify_one();
+                }
+                None => previous(info),
+            }
+        }));
+    });
+}
+
+/// Runs `spec` with `seed`. Never panics: a panic inside the run is the verdict `panic`.
+pub fn run(spec: &RunSpec, seed: u64, identity: &RunIdentity, keep_trace: bool) -> RunOutput {
+    install_panic_hook();
+    let notify = Rc::new(Notify::new());
+    IN_RUN.with(|cell| *cell.borrow_mut() = Some(notify.clone()));
+    LAST_PANIC.with(|cell| *cell.borrow_mut() = None);
+    let spec = Rc::new(spec.clone());
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| simulate(spec.clone(), seed, keep_trace, notify)));
+    IN_RUN.with(|cell| *cell.borrow_mut() = None);
+    RUN_START.with(|cell| *cell.borrow_mut() = None);
+    let captured = LAST_PANIC.with(|cell| cell.borrow_mut().take());
+    match result {
+        Ok(mut outcome) => {
+            if outcome.panic.is_none() {
+                outcome.panic = captured;
+            }
+            finish_record(&spec, seed, identity, outcome)
+        }
+        Err(payload) => {
+            let message = captured.unwrap_or_else(|| panic_text(payload.as_ref()));
+            let outcome = Outcome { panic: Some(message), ..Outcome::default() };
+            finish_record(&spec, seed, identity, outcome)
+        }
+    }
+}
+
+#[derive(Default)]
+struct Outcome {
+    virtual_duration_ms: u64,
+    trace_digest: String,
+    trace_events: u64,
+    trace: Vec<String>,
+    faults: std::collections::BTreeMap<String, u64>,
+    /// `(oracle, property, findings kept)`
+    fired: Vec<(&'static str, PropertyKind, Vec<crate::oracles::Finding>)>,
+    panic: Option<String>,
+}
+
+fn simulate(spec: Rc<RunSpec>, seed: u64, keep_trace: bool, notify: Rc<Notify>) -> Outcome {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime builds");
+    let local = tokio::task::LocalSet::new();
+    let outcome = local.block_on(&runtime, async {
+        RUN_START.with(|cell| *cell.borrow_mut() = Some(tokio::time::Instant::now()));
+        let world = World::new(spec.clone(), seed, keep_trace);
+        world.boot_all();
+        let plan = tokio::task::spawn_local(world.clone().run_fault_plan());
+        tokio::select! {
+            biased;
+            _ = notify.notified() => {}
+            _ = world.sleep_until_ms(spec.duration_ms) => {}
+        }
+        plan.abort();
+        let end_ms = world.now_ms();
+        world.shutdown();
+        let panic = world.panic_message();
+        world.with_trace(|trace| {
+            trace.oracles.finish(end_ms);
+            Outcome {
+                virtual_duration_ms: end_ms,
+                trace_digest: trace.digest(),
+                trace_events: trace.events(),
+                trace: trace.take_lines(),
+                faults: world.faults(),
+                fired: trace
+                    .oracles
+                    .fired()
+                    .map(|(info, findings, _)| (info.name, info.property, findings.to_vec()))
+                    .collect(),
+                panic,
+            }
+        })
+    });
+    drop(local);
+    drop(runtime);
+    outcome
+}
+
+fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Outcome) -> RunOutput {
+    let expected = |name: &str| spec.expect.must_fire.iter().any(|fire| fire == name);
+    let mut violations = Vec::new();
+    let mut reached = Vec::new();
+    for (oracle, property, findings) in &outcome.fired {
+        for finding in findings {
+            let firing = Firing {
+                oracle: (*oracle).to_owned(),
+                property: *property,
+                t_ms: finding.t_ms,
+                evidence: finding.evidence.clone(),
+                expected: expected(oracle),
+            };
+            match property {
+                PropertyKind::Sometimes => reached.push(firing),
+                PropertyKind::Always | PropertyKind::Eventually => violations.push(firing),
+            }
+        }
+    }
+    violations.sort_by(|a, b| (a.t_ms, &a.oracle).cmp(&(b.t_ms, &b.oracle)));
+    reached.sort_by(|a, b| (a.t_ms, &a.oracle).cmp(&(b.t_ms, &b.oracle)));
+    let fired_names: Vec<&str> = outcome.fired.iter().map(|(name, _, _)| *name).collect();
+    let unmet: Vec<String> = spec.expect.must_fire.iter().filter(|name| !fired_names.contains(&name.as_str())).cloned().collect();
+
+    let verdict = if outcome.panic.is_some() {
+        Verdict::fail(FailureKind::Panic)
+    } else if violations.iter().any(|v| !v.expected && v.property == PropertyKind::Always) {
+        Verdict::fail(FailureKind::SafetyViolation)
+    } else if violations.iter().any(|v| !v.expected && v.property == PropertyKind::Eventually) {
+        Verdict::fail(FailureKind::LivenessFailure)
+    } else if !unmet.is_empty() {
+        Verdict::fail(FailureKind::ExpectationUnmet)
+    } else {
+        Verdict::PASS
+    };
+    RunOutput {
+        record: RunRecord {
+            schema_version: reports::SCHEMA_VERSION,
+            tool_version: TOOL_VERSION.to_owned(),
+            commit: commit().to_owned(),
+            config_hash: spec.config_hash(),
+            source: identity.source.clone(),
+            run_index: identity.run_index,
+            seed,
+            verdict,
+            trace_digest: outcome.trace_digest,
+            trace_events: outcome.trace_events,
+            virtual_duration_ms: outcome.virtual_duration_ms,
+            faults: outcome.faults,
+            violations,
+            reached,
+            unmet,
+            panic: outcome.panic,
+            repro: identity.repro.clone(),
+        },
+        trace: outcome.trace,
+    }
+}

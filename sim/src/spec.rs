@@ -1,0 +1,568 @@
+//! Scenario and campaign files: their TOML schema (documented in `docs/formats.md`), strict parsing with errors that
+//! name the file, line, column and key, and the resolved [`RunSpec`] a run executes.
+//!
+//! Both formats are versioned (`schema_version`), reject unknown keys, and tag steps with `kind`.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+
+use fakes::hub::{DEFAULT_AGENT_TTL_MS, DEFAULT_SWEEP_INTERVAL_MS, ExpiryPolicy};
+use reports::PropertyKind;
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::faults::{Step, TimedStep};
+use crate::net::LinkConfig;
+use crate::oracles;
+
+pub const SCHEMA_VERSION: u32 = 1;
+/// The most nodes a file may ask for.
+pub const NODES_MAX: u32 = 10_000;
+/// The default time the run keeps going after the last fault healed, for eventually-properties to be judged.
+pub const DEFAULT_LIVENESS_BUDGET_MS: u64 = 600_000;
+/// The engine's default call timeout (the incident's 10 s SSH connect timeout).
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 10_000;
+
+/// A bad input file: what, where, and the key at fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    pub path: String,
+    /// 1-based line and column, when known.
+    pub position: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.position {
+            Some((line, column)) => write!(f, "{}:{line}:{column}: {}", self.path, self.message),
+            None => write!(f, "{}: {}", self.path, self.message),
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// The fleet of a run: `node-01` … `node-NN`, plus the `controller` and `hub` hosts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FleetSpec {
+    pub nodes: u32,
+    /// Nodes whose agents are durable (long-lived worker identities); the others are fungible.
+    pub durable: BTreeSet<String>,
+}
+
+impl FleetSpec {
+    pub fn node_name(&self, index: u32) -> String {
+        node_name(self.nodes, index)
+    }
+
+    pub fn node_names(&self) -> Vec<String> {
+        (1..=self.nodes).map(|i| self.node_name(i)).collect()
+    }
+
+    pub fn host_exists(&self, name: &str) -> bool {
+        name == CONTROLLER || name == HUB || self.node_index(name).is_some()
+    }
+
+    /// The 1-based index of a node name, if it names one of this fleet's nodes.
+    pub fn node_index(&self, name: &str) -> Option<u32> {
+        let digits = name.strip_prefix("node-")?;
+        let index: u32 = digits.parse().ok()?;
+        (index >= 1 && index <= self.nodes && self.node_name(index) == name).then_some(index)
+    }
+}
+
+pub const CONTROLLER: &str = "controller";
+pub const HUB: &str = "hub";
+
+/// `node-01` … `node-50`; zero-padded to at least two digits and to the width of the fleet size.
+pub fn node_name(nodes: u32, index: u32) -> String {
+    let width = nodes.to_string().len().max(2);
+    format!("node-{index:0width$}")
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EngineSpec {
+    pub hub_expiry: ExpiryPolicy,
+    pub call_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HubSpec {
+    pub agent_ttl_ms: u64,
+    pub sweep_interval_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Expectations {
+    pub must_hold: Vec<String>,
+    pub must_fire: Vec<String>,
+}
+
+/// Everything one run executes, resolved: defaults filled in, steps materialised and ordered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSpec {
+    /// Where it came from (not part of the configuration hash).
+    pub source: String,
+    pub description: String,
+    pub duration_ms: u64,
+    pub liveness_budget_ms: u64,
+    pub fleet: FleetSpec,
+    pub engine: EngineSpec,
+    pub hub: HubSpec,
+    pub network: LinkConfig,
+    pub steps: Vec<TimedStep>,
+    pub expect: Expectations,
+}
+
+impl RunSpec {
+    /// SHA-256 of the resolved configuration, without `source` and `description` (which do not change behaviour).
+    pub fn config_hash(&self) -> String {
+        let mut value = serde_json::to_value(self).expect("run specs serialise");
+        if let Some(map) = value.as_object_mut() {
+            map.remove("source");
+            map.remove("description");
+        }
+        crate::trace::sha256_hex(value.to_string().as_bytes())
+    }
+
+    /// The largest one-way latency any link can have during the run.
+    pub fn latency_max_ms(&self) -> u64 {
+        self.steps
+            .iter()
+            .filter_map(|timed| match &timed.step {
+                Step::LinkLatency { max_ms, .. } => Some(*max_ms),
+                _ => None,
+            })
+            .fold(self.network.latency_max_ms, u64::max)
+    }
+}
+
+/// A scenario file, resolved.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub seed: u64,
+    pub run: RunSpec,
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// File shapes
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    schema_version: Spanned<u32>,
+    description: String,
+    seed: u64,
+    duration_ms_max: Spanned<u64>,
+    liveness_budget_ms: Option<u64>,
+    fleet: FleetFile,
+    #[serde(default)]
+    engine: EngineFile,
+    #[serde(default)]
+    hub: HubFile,
+    #[serde(default)]
+    network: NetworkFile,
+    #[serde(default)]
+    step: Vec<Spanned<toml::Table>>,
+    #[serde(default)]
+    expect: ExpectFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FleetFile {
+    nodes: Spanned<u32>,
+    #[serde(default)]
+    durable: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EngineFile {
+    hub_expiry: Option<ExpiryPolicy>,
+    call_timeout_ms: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HubFile {
+    agent_ttl_ms: Option<Spanned<u64>>,
+    sweep_interval_ms: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RangeMs {
+    pub min: u64,
+    pub max: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NetworkFile {
+    latency_ms: Option<Spanned<RangeMs>>,
+    request_loss_per_mille: Option<Spanned<u32>>,
+    response_loss_per_mille: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExpectFile {
+    #[serde(default)]
+    must_hold: Vec<Spanned<String>>,
+    #[serde(default)]
+    must_fire: Vec<Spanned<String>>,
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Parsing
+
+/// Reads and parses a scenario file.
+pub fn load_scenario(path: &Path) -> Result<Scenario, SpecError> {
+    let text = read(path)?;
+    parse_scenario(&path.display().to_string(), &text)
+}
+
+pub(crate) fn read(path: &Path) -> Result<String, SpecError> {
+    std::fs::read_to_string(path).map_err(|error| SpecError {
+        path: path.display().to_string(),
+        position: None,
+        message: match error.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_owned(),
+            std::io::ErrorKind::InvalidData => "not UTF-8 text".to_owned(),
+            _ => format!("cannot read: {error}"),
+        },
+    })
+}
+
+/// Turns byte offsets into 1-based line and column, and builds errors.
+pub(crate) struct Source<'a> {
+    pub path: &'a str,
+    pub text: &'a str,
+}
+
+impl Source<'_> {
+    pub fn error_at(&self, span: Option<Range<usize>>, message: impl Into<String>) -> SpecError {
+        let position = span.map(|span| {
+            let offset = span.start.min(self.text.len());
+            let before = &self.text[..offset];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
+            (line, column)
+        });
+        SpecError { path: self.path.to_owned(), position, message: message.into() }
+    }
+
+    pub fn toml_error(&self, error: toml::de::Error) -> SpecError {
+        self.error_at(error.span(), error.message().trim_end().replace('\n', "; "))
+    }
+
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, SpecError> {
+        toml::from_str(self.text).map_err(|error| self.toml_error(error))
+    }
+}
+
+pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
+    let source = Source { path, text };
+    let file: ScenarioFile = source.parse()?;
+    check_schema_version(&source, &file.schema_version)?;
+    let fleet = resolve_fleet(&source, &file.fleet)?;
+    let engine = resolve_engine(&source, &file.engine)?;
+    let hub = resolve_hub(&source, &file.hub)?;
+    let network = resolve_network(&source, &file.network)?;
+    let duration_ms = *file.duration_ms_max.get_ref();
+    if duration_ms == 0 {
+        return Err(source.error_at(Some(file.duration_ms_max.span()), "duration_ms_max: must be more than 0"));
+    }
+    let liveness_budget_ms = file.liveness_budget_ms.unwrap_or(DEFAULT_LIVENESS_BUDGET_MS);
+
+    let mut steps = Vec::with_capacity(file.step.len());
+    for (index, table) in file.step.iter().enumerate() {
+        steps.push(parse_step(&source, index, table, &fleet, duration_ms)?);
+    }
+    steps.sort_by_key(|timed| timed.at_ms);
+    check_liveness_room(&source, &file.step, &steps, duration_ms, liveness_budget_ms)?;
+
+    let expect = resolve_expect(&source, &file.expect)?;
+    Ok(Scenario {
+        seed: file.seed,
+        run: RunSpec {
+            source: path.to_owned(),
+            description: file.description,
+            duration_ms,
+            liveness_budget_ms,
+            fleet,
+            engine,
+            hub,
+            network,
+            steps,
+            expect,
+        },
+    })
+}
+
+pub(crate) fn check_schema_version(source: &Source, version: &Spanned<u32>) -> Result<(), SpecError> {
+    if *version.get_ref() != SCHEMA_VERSION {
+        return Err(source.error_at(
+            Some(version.span()),
+            format!("schema_version: this fleetsim reads version {SCHEMA_VERSION}, the file has {}", version.get_ref()),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn resolve_fleet(source: &Source, file: &FleetFile) -> Result<FleetSpec, SpecError> {
+    let nodes = *file.nodes.get_ref();
+    if nodes == 0 || nodes > NODES_MAX {
+        return Err(source.error_at(Some(file.nodes.span()), format!("fleet.nodes: must be 1 to {NODES_MAX}, not {nodes}")));
+    }
+    let mut fleet = FleetSpec { nodes, durable: BTreeSet::new() };
+    for name in &file.durable {
+        if fleet.node_index(name.get_ref()).is_none() {
+            return Err(unknown_host(source, name.span(), "fleet.durable", name.get_ref(), &fleet));
+        }
+        fleet.durable.insert(name.get_ref().clone());
+    }
+    Ok(fleet)
+}
+
+pub(crate) fn resolve_engine(source: &Source, file: &EngineFile) -> Result<EngineSpec, SpecError> {
+    let call_timeout_ms = positive(source, "engine.call_timeout_ms", file.call_timeout_ms.as_ref(), DEFAULT_CALL_TIMEOUT_MS)?;
+    Ok(EngineSpec { hub_expiry: file.hub_expiry.unwrap_or(ExpiryPolicy::EpochAware), call_timeout_ms })
+}
+
+pub(crate) fn resolve_hub(source: &Source, file: &HubFile) -> Result<HubSpec, SpecError> {
+    Ok(HubSpec {
+        agent_ttl_ms: positive(source, "hub.agent_ttl_ms", file.agent_ttl_ms.as_ref(), DEFAULT_AGENT_TTL_MS)?,
+        sweep_interval_ms: positive(source, "hub.sweep_interval_ms", file.sweep_interval_ms.as_ref(), DEFAULT_SWEEP_INTERVAL_MS)?,
+    })
+}
+
+pub(crate) fn positive(source: &Source, key: &str, value: Option<&Spanned<u64>>, default: u64) -> Result<u64, SpecError> {
+    match value {
+        None => Ok(default),
+        Some(value) if *value.get_ref() == 0 => Err(source.error_at(Some(value.span()), format!("{key}: must be more than 0"))),
+        Some(value) => Ok(*value.get_ref()),
+    }
+}
+
+pub(crate) fn per_mille(source: &Source, key: &str, value: Option<&Spanned<u32>>) -> Result<u32, SpecError> {
+    match value {
+        None => Ok(0),
+        Some(value) if *value.get_ref() > 1000 => {
+            Err(source.error_at(Some(value.span()), format!("{key}: a per-mille rate is 0 to 1000, not {}", value.get_ref())))
+        }
+        Some(value) => Ok(*value.get_ref()),
+    }
+}
+
+pub(crate) fn resolve_network(source: &Source, file: &NetworkFile) -> Result<LinkConfig, SpecError> {
+    let mut link = LinkConfig::default();
+    if let Some(latency) = &file.latency_ms {
+        let range = latency.get_ref();
+        if range.min > range.max {
+            return Err(source.error_at(Some(latency.span()), "network.latency_ms: min is more than max"));
+        }
+        link.latency_min_ms = range.min;
+        link.latency_max_ms = range.max;
+    }
+    link.request_loss_per_mille = per_mille(source, "network.request_loss_per_mille", file.request_loss_per_mille.as_ref())?;
+    link.response_loss_per_mille = per_mille(source, "network.response_loss_per_mille", file.response_loss_per_mille.as_ref())?;
+    Ok(link)
+}
+
+fn unknown_host(source: &Source, span: Range<usize>, key: &str, name: &str, fleet: &FleetSpec) -> SpecError {
+    source.error_at(
+        Some(span),
+        format!(
+            "{key}: unknown host \"{name}\" (this fleet has {CONTROLLER}, {HUB}, {}..{})",
+            fleet.node_name(1),
+            fleet.node_name(fleet.nodes)
+        ),
+    )
+}
+
+fn parse_step(source: &Source, index: usize, table: &Spanned<toml::Table>, fleet: &FleetSpec, duration_ms: u64) -> Result<TimedStep, SpecError> {
+    let span = table.span();
+    let key = format!("step[{index}]");
+    let mut fields = table.get_ref().clone();
+    let at_ms = match fields.remove("at_ms") {
+        Some(toml::Value::Integer(at)) if at >= 0 => at as u64,
+        Some(_) => return Err(source.error_at(Some(span), format!("{key}.at_ms: must be a whole number of ms, 0 or more"))),
+        None => return Err(source.error_at(Some(span), format!("{key}: missing at_ms"))),
+    };
+    if at_ms > duration_ms {
+        return Err(source.error_at(Some(span), format!("{key}.at_ms: {at_ms} is after the end of the run ({duration_ms})")));
+    }
+    let step = Step::deserialize(toml::Value::Table(fields)).map_err(|error| {
+        let message = error.message().trim_end().replace('\n', "; ");
+        source.error_at(Some(span.clone()), format!("{key}: {message}"))
+    })?;
+    validate_step(source, &key, span, &step, fleet)?;
+    Ok(TimedStep { at_ms, step })
+}
+
+pub(crate) fn validate_step(source: &Source, key: &str, span: Range<usize>, step: &Step, fleet: &FleetSpec) -> Result<(), SpecError> {
+    for (field, host) in step.hosts() {
+        if !fleet.host_exists(host) {
+            return Err(unknown_host(source, span, &format!("{key}.{field}"), host, fleet));
+        }
+    }
+    let problem = match step {
+        Step::Partition { a, b } | Step::Repair { a, b } | Step::Hold { a, b } | Step::Release { a, b } if a == b => {
+            Some(format!("{key}: a and b are both \"{a}\""))
+        }
+        Step::LinkLoss { a, b, .. } | Step::LinkLatency { a, b, .. } if a == b => Some(format!("{key}: a and b are both \"{a}\"")),
+        Step::PartitionOneway { from, to } | Step::RepairOneway { from, to } if from == to => {
+            Some(format!("{key}: from and to are both \"{from}\""))
+        }
+        Step::LinkLoss { request_per_mille, response_per_mille, .. } if *request_per_mille > 1000 || *response_per_mille > 1000 => {
+            Some(format!("{key}: a per-mille rate is 0 to 1000"))
+        }
+        Step::LinkLatency { min_ms, max_ms, .. } if min_ms > max_ms => Some(format!("{key}: min_ms is more than max_ms")),
+        Step::AgentStop { target } | Step::AgentStart { target } | Step::TaskLease { target, .. } if fleet.node_index(target).is_none() => {
+            Some(format!("{key}.target: \"{target}\" runs no agent (only nodes do)"))
+        }
+        Step::OpenEpoch { members } if members.is_empty() => Some(format!("{key}.members: an epoch needs at least one member")),
+        Step::OpenEpoch { members } => members
+            .iter()
+            .find(|member| fleet.node_index(member).is_none())
+            .map(|member| format!("{key}.members: \"{member}\" runs no agent (only nodes do)")),
+        Step::CloseEpoch { epoch: 0 } => Some(format!("{key}.epoch: epochs are numbered from 1")),
+        _ => None,
+    };
+    match problem {
+        Some(message) => Err(source.error_at(Some(span), message)),
+        None => Ok(()),
+    }
+}
+
+/// Eventually-properties are judged after the faults heal: the last step that touches the network or a host must
+/// leave the liveness budget before the end of the run.
+fn check_liveness_room(
+    source: &Source,
+    tables: &[Spanned<toml::Table>],
+    steps: &[TimedStep],
+    duration_ms: u64,
+    liveness_budget_ms: u64,
+) -> Result<(), SpecError> {
+    let last = steps.iter().filter(|timed| !is_driver_action(&timed.step)).map(|timed| timed.at_ms).max();
+    if let Some(last) = last {
+        if last + liveness_budget_ms > duration_ms {
+            let span = tables.first().map(Spanned::span);
+            return Err(source.error_at(
+                span,
+                format!(
+                    "duration_ms_max: the last fault step is at {last} ms; eventually-properties need {liveness_budget_ms} ms after it (liveness_budget_ms), so the run must last at least {} ms",
+                    last + liveness_budget_ms
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn is_driver_action(step: &Step) -> bool {
+    matches!(step, Step::OpenEpoch { .. } | Step::CloseEpoch { .. } | Step::TaskLease { .. })
+}
+
+fn resolve_expect(source: &Source, file: &ExpectFile) -> Result<Expectations, SpecError> {
+    let mut must_hold = Vec::new();
+    for name in &file.must_hold {
+        let info = known_oracle(source, "expect.must_hold", name)?;
+        if info.property == PropertyKind::Sometimes {
+            return Err(source.error_at(
+                Some(name.span()),
+                format!("expect.must_hold: \"{}\" is a sometimes-property; list it under must_fire", info.name),
+            ));
+        }
+        must_hold.push(info.name.to_owned());
+    }
+    let mut must_fire = Vec::new();
+    for name in &file.must_fire {
+        let info = known_oracle(source, "expect.must_fire", name)?;
+        if must_hold.iter().any(|held| held == info.name) {
+            return Err(source.error_at(Some(name.span()), format!("expect.must_fire: \"{}\" is also in must_hold", info.name)));
+        }
+        must_fire.push(info.name.to_owned());
+    }
+    Ok(Expectations { must_hold, must_fire })
+}
+
+pub(crate) fn known_oracle(source: &Source, key: &str, name: &Spanned<String>) -> Result<&'static oracles::OracleInfo, SpecError> {
+    oracles::info(name.get_ref()).ok_or_else(|| {
+        let known: Vec<&str> = oracles::CATALOG.iter().map(|info| info.name).collect();
+        source.error_at(Some(name.span()), format!("{key}: unknown oracle \"{}\" (known: {})", name.get_ref(), known.join(", ")))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+schema_version = 1
+description = "two nodes"
+seed = 3
+duration_ms_max = 1_000_000
+
+[fleet]
+nodes = 2
+"#;
+
+    fn err(text: &str) -> String {
+        parse_scenario("s.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_minimal_scenario_gets_the_documented_defaults() {
+        let scenario = parse_scenario("s.toml", MINIMAL).unwrap();
+        assert_eq!(scenario.seed, 3);
+        assert_eq!(scenario.run.engine.hub_expiry, ExpiryPolicy::EpochAware);
+        assert_eq!(scenario.run.hub.agent_ttl_ms, 3_600_000);
+        assert_eq!(scenario.run.fleet.node_names(), ["node-01", "node-02"]);
+        assert_eq!(scenario.run.liveness_budget_ms, DEFAULT_LIVENESS_BUDGET_MS);
+    }
+
+    #[test]
+    fn node_names_pad_to_the_fleet_width() {
+        assert_eq!(node_name(9, 3), "node-03");
+        assert_eq!(node_name(1000, 7), "node-0007");
+        let fleet = FleetSpec { nodes: 50, durable: BTreeSet::new() };
+        assert_eq!(fleet.node_index("node-50"), Some(50));
+        assert_eq!(fleet.node_index("node-5"), None);
+        assert_eq!(fleet.node_index("node-51"), None);
+    }
+
+    #[test]
+    fn errors_name_file_line_column_and_key() {
+        let unknown_key = err(&format!("{MINIMAL}colour = 1\n"));
+        assert!(unknown_key.starts_with("s.toml:10:1: unknown field `colour`"), "{unknown_key}");
+        let syntax = err("schema_version = = 1");
+        assert!(syntax.starts_with("s.toml:1:"), "{syntax}");
+        let step = format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"partition\"\na = \"node-01\"\nb = \"node-99\"\n");
+        let unknown_host = err(&step);
+        assert!(unknown_host.starts_with("s.toml:11:1: step[0].b: unknown host \"node-99\""), "{unknown_host}");
+        let bad_kind = err(&format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"meteor\"\n"));
+        assert!(bad_kind.contains("step[0]: unknown variant `meteor`"), "{bad_kind}");
+        let bad_oracle = err(&format!("{MINIMAL}\n[expect]\nmust_hold = [\"nothing_bad\"]\n"));
+        assert!(bad_oracle.starts_with("s.toml:12:14: expect.must_hold: unknown oracle \"nothing_bad\""), "{bad_oracle}");
+        let version = err(&MINIMAL.replace("schema_version = 1", "schema_version = 2"));
+        assert!(version.starts_with("s.toml:2:18: schema_version: this fleetsim reads version 1"), "{version}");
+    }
+
+    #[test]
+    fn a_fault_too_late_for_the_liveness_budget_is_refused() {
+        let late = format!("{MINIMAL}\n[[step]]\nat_ms = 900_000\nkind = \"crash\"\ntarget = \"hub\"\n");
+        assert!(err(&late).contains("must last at least 1500000 ms"), "{}", err(&late));
+    }
+
+    #[test]
+    fn a_sometimes_property_cannot_be_required_to_hold() {
+        let text = format!("{MINIMAL}\n[expect]\nmust_hold = [\"agent_tombstoned\"]\n");
+        assert!(err(&text).contains("is a sometimes-property"));
+    }
+}
