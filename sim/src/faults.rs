@@ -72,8 +72,8 @@ impl Step {
             | Step::PartitionOneway { .. }
             | Step::Hold { .. }
             | Step::Crash { .. }
-            | Step::ClockSkew { .. }
             | Step::AgentStop { .. } => true,
+            Step::ClockSkew { skew_ms, .. } => *skew_ms != 0,
             Step::LinkLoss { request_per_mille, response_per_mille, .. } => *request_per_mille + *response_per_mille > 0,
             Step::LinkLatency { min_ms, max_ms, .. } => {
                 (*min_ms, *max_ms) != (default_link.latency_min_ms, default_link.latency_max_ms)
