@@ -560,6 +560,6 @@ sometimes = ["instance_silent_raised"]
     fn an_unknown_fault_kind_names_its_line() {
         let text = CAMPAIGN.replace("partition = {", "meteor_strike = {");
         let error = parse_campaign("c.toml", &text).unwrap_err().to_string();
-        assert!(error.starts_with("c.toml:11:1: unknown field `meteor_strike`"), "{error}");
+        assert!(error.starts_with("c.toml:12:1: unknown field `meteor_strike`"), "{error}");
     }
 }

@@ -69,12 +69,23 @@ fn install_panic_hook() {
 
 /// Runs `spec` with `seed`. Never panics: a panic inside the run is the verdict `panic`.
 pub fn run(spec: &RunSpec, seed: u64, identity: &RunIdentity, keep_trace: bool) -> RunOutput {
+    run_with(spec, seed, identity, keep_trace, |_| {})
+}
+
+/// [`run`], with `setup` called on the booted world before time starts (tests use it to add host tasks).
+pub(crate) fn run_with(
+    spec: &RunSpec,
+    seed: u64,
+    identity: &RunIdentity,
+    keep_trace: bool,
+    setup: impl FnOnce(&Rc<World>),
+) -> RunOutput {
     install_panic_hook();
     let notify = Rc::new(Notify::new());
     IN_RUN.with(|cell| *cell.borrow_mut() = Some(notify.clone()));
     LAST_PANIC.with(|cell| *cell.borrow_mut() = None);
     let spec = Rc::new(spec.clone());
-    let result = std::panic::catch_unwind(AssertUnwindSafe(|| simulate(spec.clone(), seed, keep_trace, notify)));
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| simulate(spec.clone(), seed, keep_trace, notify, setup)));
     IN_RUN.with(|cell| *cell.borrow_mut() = None);
     RUN_START.with(|cell| *cell.borrow_mut() = None);
     let captured = LAST_PANIC.with(|cell| cell.borrow_mut().take());
@@ -105,7 +116,7 @@ struct Outcome {
     panic: Option<String>,
 }
 
-fn simulate(spec: Rc<RunSpec>, seed: u64, keep_trace: bool, notify: Rc<Notify>) -> Outcome {
+fn simulate(spec: Rc<RunSpec>, seed: u64, keep_trace: bool, notify: Rc<Notify>, setup: impl FnOnce(&Rc<World>)) -> Outcome {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -116,6 +127,7 @@ fn simulate(spec: Rc<RunSpec>, seed: u64, keep_trace: bool, notify: Rc<Notify>) 
         RUN_START.with(|cell| *cell.borrow_mut() = Some(tokio::time::Instant::now()));
         let world = World::new(spec.clone(), seed, keep_trace);
         world.boot_all();
+        setup(&world);
         let plan = tokio::task::spawn_local(world.clone().run_fault_plan());
         tokio::select! {
             biased;
@@ -204,5 +216,47 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
             repro: identity.repro.clone(),
         },
         trace: outcome.trace,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> RunSpec {
+        let text = "schema_version = 1\ndescription = \"d\"\nseed = 4\nduration_ms_max = 3_600_000\n[fleet]\nnodes = 3\n";
+        crate::spec::parse_scenario("p.toml", text).unwrap().run
+    }
+
+    fn identity() -> RunIdentity {
+        RunIdentity { source: "p.toml".into(), run_index: None, repro: "fleetsim run p.toml --seed 4".into() }
+    }
+
+    #[test]
+    fn a_panic_in_a_host_task_fails_the_run_with_its_message_and_stops_it_at_once() {
+        let output = run_with(&spec(), 4, &identity(), false, |world| {
+            let host = world.host_id("node-02");
+            world.spawn_on(host, async {
+                tokio::time::sleep(std::time::Duration::from_millis(90_000)).await;
+                panic!("agent invariant broken");
+            });
+        });
+        assert_eq!(output.record.verdict, Verdict::fail(FailureKind::Panic));
+        let message = output.record.panic.as_deref().unwrap();
+        assert!(message.starts_with("agent invariant broken at "), "{message}");
+        assert_eq!(output.record.virtual_duration_ms, 90_000, "the run ends when the panic happens");
+        assert_eq!(output.record.seed, 4);
+        assert_eq!(output.record.repro, "fleetsim run p.toml --seed 4");
+        // The thread is fine afterwards: the next run on it passes.
+        assert!(run(&spec(), 4, &identity(), false).record.verdict.passed());
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_digest_and_another_seed_another() {
+        let a = run(&spec(), 4, &identity(), false).record;
+        let b = run(&spec(), 4, &identity(), false).record;
+        let c = run(&spec(), 5, &identity(), false).record;
+        assert_eq!(a.trace_digest, b.trace_digest);
+        assert_ne!(a.trace_digest, c.trace_digest);
     }
 }

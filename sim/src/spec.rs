@@ -540,16 +540,16 @@ nodes = 2
     #[test]
     fn errors_name_file_line_column_and_key() {
         let unknown_key = err(&format!("{MINIMAL}colour = 1\n"));
-        assert!(unknown_key.starts_with("s.toml:10:1: unknown field `colour`"), "{unknown_key}");
+        assert!(unknown_key.starts_with("s.toml:9:1: unknown field `colour`, expected `nodes` or `durable`"), "{unknown_key}");
         let syntax = err("schema_version = = 1");
         assert!(syntax.starts_with("s.toml:1:"), "{syntax}");
         let step = format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"partition\"\na = \"node-01\"\nb = \"node-99\"\n");
         let unknown_host = err(&step);
-        assert!(unknown_host.starts_with("s.toml:11:1: step[0].b: unknown host \"node-99\""), "{unknown_host}");
+        assert!(unknown_host.starts_with("s.toml:10:1: step[0].b: unknown host \"node-99\""), "{unknown_host}");
         let bad_kind = err(&format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"meteor\"\n"));
         assert!(bad_kind.contains("step[0]: unknown variant `meteor`"), "{bad_kind}");
         let bad_oracle = err(&format!("{MINIMAL}\n[expect]\nmust_hold = [\"nothing_bad\"]\n"));
-        assert!(bad_oracle.starts_with("s.toml:12:14: expect.must_hold: unknown oracle \"nothing_bad\""), "{bad_oracle}");
+        assert!(bad_oracle.starts_with("s.toml:11:14: expect.must_hold: unknown oracle \"nothing_bad\""), "{bad_oracle}");
         let version = err(&MINIMAL.replace("schema_version = 1", "schema_version = 2"));
         assert!(version.starts_with("s.toml:2:18: schema_version: this fleetsim reads version 1"), "{version}");
     }

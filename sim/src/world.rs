@@ -179,7 +179,7 @@ impl World {
         *self.ids.get(name).unwrap_or_else(|| panic!("unknown host {name}: specs are validated before a run"))
     }
 
-    fn spawn_on(self: &Rc<Self>, host: HostId, task: impl Future<Output = ()> + 'static) {
+    pub(crate) fn spawn_on(self: &Rc<Self>, host: HostId, task: impl Future<Output = ()> + 'static) {
         let mut hosts = self.hosts.borrow_mut();
         let tasks = &mut hosts[host].tasks;
         tasks.spawn_local(task);
@@ -238,7 +238,7 @@ impl World {
         }
     }
 
-    fn crash(self: &Rc<Self>, host: HostId) {
+    pub(crate) fn crash(self: &Rc<Self>, host: HostId) {
         let lost = {
             let mut hosts = self.hosts.borrow_mut();
             let state = &mut hosts[host];
@@ -270,7 +270,7 @@ impl World {
 
     /// Sends a request from `from` to `to` and waits for the answer, at most `timeout_ms`. `deliver` runs on `to`
     /// (as one of its tasks) if and when the request arrives there.
-    async fn call<T: 'static>(
+    pub(crate) async fn call<T: 'static>(
         self: &Rc<Self>,
         from: HostId,
         to: HostId,
@@ -439,7 +439,7 @@ impl World {
         }
     }
 
-    fn apply(self: &Rc<Self>, step: &Step) {
+    pub(crate) fn apply(self: &Rc<Self>, step: &Step) {
         self.record_sim(Body::Step { step: step.clone() });
         if step.is_fault(&self.spec.network) {
             *self.faults.borrow_mut().entry(step.kind().to_owned()).or_insert(0) += 1;
@@ -618,5 +618,233 @@ impl Journal for SimJournal {
         let Some(bytes) = hosts[self.host].disk.read(JOURNAL_KEY) else { return Ok(Vec::new()) };
         let text = std::str::from_utf8(bytes).map_err(|error| JournalError::Corrupt(error.to_string()))?;
         Ok(text.lines().map(str::to_owned).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::time::Duration;
+
+    use engine::ports::TransportError;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::spec::parse_scenario;
+
+    const SPEC: &str = r#"
+schema_version = 1
+description = "network test"
+seed = 1
+duration_ms_max = 100_000_000
+[fleet]
+nodes = 3
+[network]
+latency_ms = { min = 5, max = 5 }
+"#;
+
+    /// Runs `body` in a fresh world whose hosts are up but run nothing (no agents, no sensor, no sweeper).
+    fn in_world<T>(spec_text: &str, body: impl AsyncFnOnce(Rc<World>) -> T) -> T {
+        let spec = Rc::new(parse_scenario("t.toml", spec_text).unwrap().run);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async {
+            let world = World::new(spec, 1, false);
+            for host in world.hosts.borrow_mut().iter_mut() {
+                host.up = true;
+            }
+            let out = body(world.clone()).await;
+            world.shutdown();
+            out
+        })
+    }
+
+    fn step(world: &Rc<World>, text: &str) {
+        let step: Step = toml::from_str(text).unwrap();
+        world.apply(&step);
+    }
+
+    #[test]
+    fn a_call_to_a_down_host_is_refused_and_does_not_run() {
+        in_world(SPEC, async |world| {
+            let (node, hub) = (world.host_id("node-01"), world.host_id("hub"));
+            world.crash(hub);
+            let ran = Rc::new(Cell::new(false));
+            let flag = ran.clone();
+            let result = world.call(node, hub, 1_000, move |_| flag.set(true)).await;
+            assert_eq!(result, Err(TransportError::ConnectionRefused));
+            assert!(!ran.get());
+            assert_eq!(world.now_ms(), 10, "a refusal costs one round trip");
+        });
+    }
+
+    #[test]
+    fn a_host_that_crashes_mid_call_resets_it() {
+        in_world(SPEC, async |world| {
+            let (node, hub) = (world.host_id("node-01"), world.host_id("hub"));
+            let killer = world.clone();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                killer.crash(hub);
+            });
+            let result = world.call(node, hub, 1_000, |_| ()).await;
+            assert_eq!(result, Err(TransportError::ConnectionReset));
+        });
+    }
+
+    #[test]
+    fn a_lost_response_times_out_although_the_call_ran() {
+        let text = SPEC.replace("max = 5 }", "max = 5 }\nresponse_loss_per_mille = 1000");
+        in_world(&text, async |world| {
+            let (node, hub) = (world.host_id("node-01"), world.host_id("hub"));
+            let ran = Rc::new(Cell::new(0));
+            let counter = ran.clone();
+            let result = world.call(node, hub, 1_000, move |_| counter.set(counter.get() + 1)).await;
+            assert_eq!(result, Err(TransportError::Timeout));
+            assert_eq!(ran.get(), 1, "executed but unacknowledged");
+            assert_eq!(world.now_ms(), 1_000);
+        });
+    }
+
+    #[test]
+    fn one_way_partitions_drop_the_request_or_only_the_answer() {
+        in_world(SPEC, async |world| {
+            let (node, hub) = (world.host_id("node-01"), world.host_id("hub"));
+            let ran = Rc::new(Cell::new(0));
+            step(&world, "kind = \"partition_oneway\"\nfrom = \"node-01\"\nto = \"hub\"");
+            let counter = ran.clone();
+            assert_eq!(world.call(node, hub, 1_000, move |_| counter.set(counter.get() + 1)).await, Err(TransportError::Timeout));
+            assert_eq!(ran.get(), 0, "the request never arrived");
+            let counter = ran.clone();
+            assert_eq!(world.call(hub, node, 1_000, move |_| counter.set(counter.get() + 1)).await, Err(TransportError::Timeout));
+            assert_eq!(ran.get(), 1, "the other direction's request arrived; its answer was dropped");
+            step(&world, "kind = \"repair_oneway\"\nfrom = \"node-01\"\nto = \"hub\"");
+            assert_eq!(world.call(node, hub, 1_000, |_| 7).await, Ok(7));
+        });
+    }
+
+    #[test]
+    fn a_held_message_is_delivered_on_release_even_after_the_caller_gave_up() {
+        in_world(SPEC, async |world| {
+            let (node, hub) = (world.host_id("node-01"), world.host_id("hub"));
+            step(&world, "kind = \"hold\"\na = \"node-01\"\nb = \"hub\"");
+            let ran_at = Rc::new(Cell::new(None));
+            let cell = ran_at.clone();
+            let result = world.call(node, hub, 1_000, move |w| cell.set(Some(w.now_ms()))).await;
+            assert_eq!(result, Err(TransportError::Timeout));
+            assert_eq!(ran_at.get(), None);
+            tokio::time::sleep(Duration::from_millis(4_000)).await;
+            step(&world, "kind = \"release\"\na = \"node-01\"\nb = \"hub\"");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            assert_eq!(ran_at.get(), Some(5_000), "late execution at release");
+        });
+    }
+
+    #[test]
+    fn a_crash_loses_unsynced_writes_and_a_restart_boots_again() {
+        let traced = in_world(SPEC, async |world| {
+            let node = world.host_id("node-02");
+            world.hosts.borrow_mut()[node].disk.write("x", b"1");
+            world.set_agent_service(node, b"stopped");
+            world.hosts.borrow_mut()[node].disk.write("y", b"2");
+            world.crash(node);
+            assert!(!world.is_up(node));
+            let disk_after = {
+                let hosts = world.hosts.borrow();
+                let disk = &hosts[node].disk;
+                (disk.read("x").is_some(), disk.read("y").is_none(), disk.read(AGENT_SERVICE_KEY).map(<[u8]>::to_vec))
+            };
+            // The service write's sync flushed everything written before it (x); y came after and is lost.
+            assert_eq!(disk_after, (true, true, Some(b"stopped".to_vec())), "synced state survives, unsynced is lost");
+            world.apply(&Step::Restart { target: "node-02".into() });
+            assert!(world.is_up(node));
+            world.hosts.borrow()[node].boot
+        });
+        assert_eq!(traced, 1, "the test world starts hosts without a boot; the restart is boot 1");
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Partition(usize, usize),
+        Repair(usize, usize),
+        Send(usize, usize),
+    }
+
+    fn op() -> impl Strategy<Value = (u64, Op)> {
+        let host = 0usize..5;
+        (
+            0u64..200,
+            prop_oneof![
+                (host.clone(), host.clone()).prop_map(|(a, b)| Op::Partition(a, b)),
+                (host.clone(), host.clone()).prop_map(|(a, b)| Op::Repair(a, b)),
+                (host.clone(), host.clone()).prop_map(|(a, b)| Op::Send(a, b)),
+                (host.clone(), host).prop_map(|(a, b)| Op::Send(a, b)),
+            ],
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Under any schedule of one-way partitions and repairs, a request is delivered at most once, never while
+        /// its direction is blocked at send or at arrival, and an answer reaches the caller only over an open link.
+        #[test]
+        fn never_delivers_across_a_partition_nor_twice(mut ops in proptest::collection::vec(op(), 1..40)) {
+            ops.sort_by_key(|(at, _)| *at);
+            let text = SPEC.replace("min = 5, max = 5", "min = 1, max = 30");
+            let outcome = in_world(&text, async |world| {
+                let blocked: Rc<RefCell<Vec<(u64, usize, usize, bool)>>> = Rc::default();
+                let deliveries: Rc<RefCell<Vec<(usize, u64)>>> = Rc::default();
+                let answers: Rc<RefCell<Vec<(usize, u64, usize, usize)>>> = Rc::default();
+                let mut sends = Vec::new();
+                for (index, (at, op)) in ops.iter().cloned().enumerate() {
+                    let world = world.clone();
+                    let (blocked, deliveries, answers) = (blocked.clone(), deliveries.clone(), answers.clone());
+                    sends.push(tokio::task::spawn_local(async move {
+                        world.sleep_until_ms(at).await;
+                        match op {
+                            Op::Partition(a, b) if a != b => {
+                                world.net.borrow_mut().partition_oneway(a, b);
+                                blocked.borrow_mut().push((world.now_ms(), a, b, true));
+                            }
+                            Op::Repair(a, b) if a != b => {
+                                world.net.borrow_mut().repair_oneway(a, b);
+                                blocked.borrow_mut().push((world.now_ms(), a, b, false));
+                            }
+                            Op::Send(from, to) if from != to => {
+                                let sent = world.now_ms();
+                                let record = deliveries.clone();
+                                let result = world.call(from, to, 500, move |w| record.borrow_mut().push((index, w.now_ms()))).await;
+                                if result.is_ok() {
+                                    answers.borrow_mut().push((index, world.now_ms(), from, to));
+                                }
+                                let _ = sent;
+                            }
+                            _ => {}
+                        }
+                    }));
+                }
+                for send in sends {
+                    send.await.unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(1_000)).await;
+                (blocked.take(), deliveries.take(), answers.take())
+            });
+            let (blocked, deliveries, answers) = outcome;
+            let is_blocked = |a: usize, b: usize, at: u64| {
+                blocked.iter().filter(|(t, x, y, _)| *t <= at && *x == a && *y == b).last().is_some_and(|(_, _, _, on)| *on)
+            };
+            let mut seen = std::collections::BTreeSet::new();
+            for (index, at) in &deliveries {
+                prop_assert!(seen.insert(*index), "message {index} delivered twice");
+                let (sent, Op::Send(from, to)) = ops[*index].clone() else { unreachable!() };
+                prop_assert!(!is_blocked(from, to, sent), "message {index} sent across a partition was delivered");
+                prop_assert!(!is_blocked(from, to, *at), "message {index} arrived across a partition");
+            }
+            for (index, at, from, to) in answers {
+                prop_assert!(seen.contains(&index), "an answer without a delivery");
+                prop_assert!(!is_blocked(to, from, at), "message {index}'s answer crossed a partition");
+            }
+        }
     }
 }
