@@ -1,0 +1,191 @@
+//! The command line, in process: bad input gets one clear line naming file, line, column and key, with exit code 2;
+//! a failing run exits 1; outputs are written where asked.
+
+use std::path::{Path, PathBuf};
+
+use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, main_with};
+
+fn fleetsim(args: &[&str]) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("fleetsim").chain(args.iter().copied()).map(Into::into);
+    let code = main_with(argv, &mut out, &mut err);
+    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+fn scenario(name: &str) -> String {
+    root().join("scenarios").join(name).display().to_string()
+}
+
+const GOOD: &str = r#"schema_version = 1
+description = "cli test"
+seed = 5
+duration_ms_max = 1_200_000
+
+[fleet]
+nodes = 3
+
+[[step]]
+at_ms = 60_000
+kind = "partition"
+a = "node-01"
+b = "hub"
+"#;
+
+/// Writes `text` to a temporary scenario file and runs `fleetsim <command> <file>`.
+fn with_file(command: &str, text: &str) -> (i32, String, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, text).unwrap();
+    let path = path.display().to_string();
+    let (code, out, err) = fleetsim(&[command, &path]);
+    (code, out, err, path)
+}
+
+fn assert_bad_input(text: &str, expected: &str) {
+    for command in ["run", "check"] {
+        let (code, _, err, path) = with_file(command, text);
+        assert_eq!(code, EXIT_BAD_INPUT, "{command}: {err}");
+        assert!(err.starts_with(&format!("error: {path}:")), "{command}: {err}");
+        assert!(err.contains(expected), "{command}: expected {expected:?} in {err}");
+        assert_eq!(err.lines().count(), 1, "one line, no stack trace: {err}");
+        assert!(!err.contains("panicked"));
+    }
+}
+
+#[test]
+fn a_missing_file_is_bad_input() {
+    let (code, _, err) = fleetsim(&["run", "no/such/scenario.toml"]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert_eq!(err, "error: no/such/scenario.toml: no such file\n");
+}
+
+#[test]
+fn a_toml_syntax_error_names_line_and_column() {
+    assert_bad_input(&GOOD.replace("nodes = 3", "nodes = = 3"), ":7:9: ");
+}
+
+#[test]
+fn an_unknown_key_is_named() {
+    assert_bad_input(&GOOD.replace("nodes = 3", "nodes = 3\nlane_sise = 8"), ":8:1: unknown field `lane_sise`");
+}
+
+#[test]
+fn an_unknown_fault_is_named_with_the_known_ones() {
+    assert_bad_input(&GOOD.replace("\"partition\"", "\"meteor\""), "step[0]: unknown variant `meteor`, expected one of `partition`");
+}
+
+#[test]
+fn an_unknown_oracle_is_named() {
+    let text = format!("{GOOD}\n[expect]\nmust_hold = [\"no_bad_things\"]\n");
+    assert_bad_input(&text, ":16:14: expect.must_hold: unknown oracle \"no_bad_things\"");
+}
+
+#[test]
+fn a_host_that_does_not_exist_is_named_with_the_fleet() {
+    assert_bad_input(&GOOD.replace("\"node-01\"", "\"node-04\""), ":9:1: step[0].a: unknown host \"node-04\" (this fleet has controller, hub, node-01..node-03)");
+}
+
+#[test]
+fn a_wrong_schema_version_is_refused() {
+    assert_bad_input(&GOOD.replace("schema_version = 1", "schema_version = 9"), ":1:18: schema_version: this fleetsim reads version 1, the file has 9");
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_teaches() {
+    let (code, _, err) = fleetsim(&["run"]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(err.contains("Usage"), "{err}");
+    let (code, out, _) = fleetsim(&["--help"]);
+    assert_eq!(code, EXIT_PASS);
+    assert!(out.contains("Exit codes: 0 pass, 1 a run or campaign failed, 2 bad input"), "{out}");
+    assert!(out.contains("fleetsim campaign campaigns/ci-50.toml"), "{out}");
+}
+
+#[test]
+fn a_passing_run_prints_its_summary_and_writes_its_record_and_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let file = scenario("hub-crashes-and-restarts-mid-run.toml");
+    let (code, out, err) = fleetsim(&["run", &file, "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(code, EXIT_PASS, "{err}");
+    assert!(out.contains("verdict       pass"), "{out}");
+    assert!(out.contains(&format!("reproduce     fleetsim run {file} --seed 7")), "{out}");
+    let record: reports::RunRecord = serde_json::from_str(&std::fs::read_to_string(out_dir.join("run.json")).unwrap()).unwrap();
+    let trace = std::fs::read_to_string(out_dir.join("trace.jsonl")).unwrap();
+    assert_eq!(trace.lines().count() as u64, record.trace_events);
+    assert_eq!(sim::trace::sha256_hex(trace.as_bytes()), record.trace_digest, "the trace file is the digested trace");
+    assert!(out.contains(&record.trace_digest));
+}
+
+#[test]
+fn json_format_prints_the_record_and_seed_overrides_the_file() {
+    let file = scenario("hub-crashes-and-restarts-mid-run.toml");
+    let (code, out, _) = fleetsim(&["run", &file, "--seed", "99", "--format", "json"]);
+    assert_eq!(code, EXIT_PASS);
+    let record: reports::RunRecord = serde_json::from_str(&out).unwrap();
+    assert_eq!(record.seed, 99);
+    assert_eq!(record.repro, format!("fleetsim run {file} --seed 99"));
+}
+
+#[test]
+fn a_failing_run_exits_1_with_the_violation_and_its_reproduce_command() {
+    // The legacy incident replay without its expectation: the tombstoned member is now an unexpected violation.
+    let text = std::fs::read_to_string(scenario("legacy-expiry-tombstones-a-stopped-epoch-member.toml")).unwrap();
+    let text = text.replace("must_fire = [\"epoch_member_never_tombstoned\", ", "must_fire = [");
+    let (code, out, _, path) = with_file("run", &text);
+    assert_eq!(code, EXIT_FAIL, "{out}");
+    assert!(out.contains("verdict       fail (safety_violation)"), "{out}");
+    assert!(out.contains("epoch_member_never_tombstoned at t=3720000 ms: node-01, a member of open epoch 1"), "{out}");
+    assert!(out.contains(&format!("fleetsim run {path} --seed 20260921")));
+}
+
+#[test]
+fn check_validates_every_shipped_file() {
+    let mut files: Vec<String> = Vec::new();
+    for dir in ["scenarios", "campaigns"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            files.push(entry.unwrap().path().display().to_string());
+        }
+    }
+    let args: Vec<&str> = std::iter::once("check").chain(files.iter().map(String::as_str)).collect();
+    let (code, out, err) = fleetsim(&args);
+    assert_eq!(code, EXIT_PASS, "{err}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("ok  ")).count(), files.len(), "{out}");
+}
+
+#[test]
+fn a_campaign_writes_its_report_and_replays_one_run_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("c");
+    let campaign = root().join("campaigns/ci-50.toml").display().to_string();
+    let (code, out, err) = fleetsim(&["campaign", &campaign, "--runs", "4", "--jobs", "2", "--out", out_dir.to_str().unwrap()]);
+    assert!(code == EXIT_PASS || code == EXIT_FAIL, "{err}");
+    assert!(out.contains("passed        4/4"), "{out}");
+    let report: reports::CampaignReport =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report.runs.len(), 4);
+    assert_eq!(report.summary.runs, 4);
+    let run2 = &report.runs[2];
+    assert_eq!(run2.repro, format!("fleetsim campaign {campaign} --run 2"));
+    let (code, out, _) = fleetsim(&["campaign", &campaign, "--run", "2", "--format", "json"]);
+    assert_eq!(code, EXIT_PASS);
+    let alone: reports::RunRecord = serde_json::from_str(&out).unwrap();
+    assert_eq!(alone.trace_digest, run2.trace_digest);
+    assert_eq!(alone.seed, run2.seed);
+}
+
+#[test]
+fn an_unwritable_output_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let file = scenario("hub-crashes-and-restarts-mid-run.toml");
+    let (code, _, err) = fleetsim(&["run", &file, "--out", blocker.join("sub").to_str().unwrap()]);
+    assert_eq!(code, sim::cli::EXIT_OUTPUT_ERROR, "{err}");
+    assert!(err.starts_with("error: cannot write"), "{err}");
+}
