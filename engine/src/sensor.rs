@@ -148,7 +148,11 @@ mod tests {
             hub_now_ms: now,
             instances: rows
                 .iter()
-                .map(|(name, last)| InstanceHeartbeat { instance: (*name).into(), last_heartbeat_ms: *last, registered: true })
+                .map(|(name, last)| InstanceHeartbeat {
+                    instance: (*name).into(),
+                    last_heartbeat_ms: *last,
+                    registered: true,
+                })
                 .collect(),
         }
     }
@@ -156,7 +160,10 @@ mod tests {
     #[test]
     fn silence_is_raised_once_past_the_threshold_and_recovery_once_when_heartbeats_return() {
         let mut sensor = SilenceSensor::new(SILENT_THRESHOLD_MS);
-        assert!(sensor.handle_snapshot(&snapshot(180_000, &[("a", 0)])).is_empty(), "exactly 3 min is not more than 3 min");
+        assert!(
+            sensor.handle_snapshot(&snapshot(180_000, &[("a", 0)])).is_empty(),
+            "exactly 3 min is not more than 3 min"
+        );
         let raised = sensor.handle_snapshot(&snapshot(180_001, &[("a", 0), ("b", 170_000)]));
         assert_eq!(raised, vec![Signal::InstanceSilent { instance: "a".into(), silent_for_ms: 180_001 }]);
         assert!(sensor.handle_snapshot(&snapshot(240_000, &[("a", 0)])).is_empty(), "raised once per silence");

@@ -99,29 +99,56 @@ impl Default for HubConfig {
 /// credential; [`Request`]'s `Debug` redacts it.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Request {
-    Register { agent: String, kind: AgentKind, token: String },
-    Heartbeat { agent: String, token: String },
+    Register {
+        agent: String,
+        kind: AgentKind,
+        token: String,
+    },
+    Heartbeat {
+        agent: String,
+        token: String,
+    },
     /// The instance-status sensor's read: every row with its last-seen time, and the hub's `now`.
     ReadHeartbeats,
-    OpenEpoch { members: Vec<String> },
-    CloseEpoch { epoch: u64 },
-    PlaceHold { agent: String, owner: String },
-    ReleaseHold { agent: String, owner: String },
-    GrantLease { agent: String, until_ms: u64 },
-    Dispatch { agent: String, task: String },
+    OpenEpoch {
+        members: Vec<String>,
+    },
+    CloseEpoch {
+        epoch: u64,
+    },
+    PlaceHold {
+        agent: String,
+        owner: String,
+    },
+    ReleaseHold {
+        agent: String,
+        owner: String,
+    },
+    GrantLease {
+        agent: String,
+        until_ms: u64,
+    },
+    Dispatch {
+        agent: String,
+        task: String,
+    },
 }
 
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Request::Register { agent, kind, .. } => write!(f, "Register {{ agent: {agent:?}, kind: {kind:?}, token: [redacted] }}"),
+            Request::Register { agent, kind, .. } => {
+                write!(f, "Register {{ agent: {agent:?}, kind: {kind:?}, token: [redacted] }}")
+            }
             Request::Heartbeat { agent, .. } => write!(f, "Heartbeat {{ agent: {agent:?}, token: [redacted] }}"),
             Request::ReadHeartbeats => write!(f, "ReadHeartbeats"),
             Request::OpenEpoch { members } => write!(f, "OpenEpoch {{ members: {members:?} }}"),
             Request::CloseEpoch { epoch } => write!(f, "CloseEpoch {{ epoch: {epoch} }}"),
             Request::PlaceHold { agent, owner } => write!(f, "PlaceHold {{ agent: {agent:?}, owner: {owner:?} }}"),
             Request::ReleaseHold { agent, owner } => write!(f, "ReleaseHold {{ agent: {agent:?}, owner: {owner:?} }}"),
-            Request::GrantLease { agent, until_ms } => write!(f, "GrantLease {{ agent: {agent:?}, until_ms: {until_ms} }}"),
+            Request::GrantLease { agent, until_ms } => {
+                write!(f, "GrantLease {{ agent: {agent:?}, until_ms: {until_ms} }}")
+            }
             Request::Dispatch { agent, task } => write!(f, "Dispatch {{ agent: {agent:?}, task: {task:?} }}"),
         }
     }
@@ -241,7 +268,14 @@ impl Hub {
             Request::Register { agent, kind, token } => {
                 self.agents.insert(
                     agent.clone(),
-                    AgentRow { id: agent.clone(), token: Token(token), kind, status: AgentStatus::Online, last_seen_ms: now_ms, heartbeats: 0 },
+                    AgentRow {
+                        id: agent.clone(),
+                        token: Token(token),
+                        kind,
+                        status: AgentStatus::Online,
+                        last_seen_ms: now_ms,
+                        heartbeats: 0,
+                    },
                 );
                 events.push(HubEvent::Registered { agent });
                 Response::Ok
@@ -271,7 +305,11 @@ impl Hub {
                 rows: self
                     .agents
                     .values()
-                    .map(|row| HeartbeatRow { agent: row.id.clone(), status: row.status, last_seen_ms: row.last_seen_ms })
+                    .map(|row| HeartbeatRow {
+                        agent: row.id.clone(),
+                        status: row.status,
+                        last_seen_ms: row.last_seen_ms,
+                    })
                     .collect(),
             },
             Request::OpenEpoch { members } => {
@@ -339,12 +377,8 @@ impl Hub {
     /// One pass of the TTL sweeper at hub time `now_ms`.
     pub fn sweep(&mut self, now_ms: u64, events: &mut Vec<HubEvent>) {
         let ttl_ms = self.config.agent_ttl_ms;
-        let open_members: BTreeSet<String> = self
-            .epochs
-            .values()
-            .filter(|epoch| epoch.open)
-            .flat_map(|epoch| epoch.members.iter().cloned())
-            .collect();
+        let open_members: BTreeSet<String> =
+            self.epochs.values().filter(|epoch| epoch.open).flat_map(|epoch| epoch.members.iter().cloned()).collect();
         for row in self.agents.values_mut() {
             let silent_ms = now_ms.saturating_sub(row.last_seen_ms);
             if silent_ms <= ttl_ms || row.status == AgentStatus::Tombstoned {
@@ -381,7 +415,9 @@ mod tests {
     fn hub(expiry: ExpiryPolicy) -> Hub {
         let mut hub = Hub::new(HubConfig { expiry, ..HubConfig::default() });
         let mut events = Vec::new();
-        for (agent, kind) in [("member", AgentKind::Fungible), ("stray", AgentKind::Fungible), ("durable", AgentKind::Durable)] {
+        for (agent, kind) in
+            [("member", AgentKind::Fungible), ("stray", AgentKind::Fungible), ("durable", AgentKind::Durable)]
+        {
             hub.handle(0, Request::Register { agent: agent.into(), kind, token: token(agent) }, &mut events);
         }
         hub
@@ -418,7 +454,11 @@ mod tests {
         assert_eq!(status(&hub, "member"), AgentStatus::Tombstoned);
         assert_eq!(status(&hub, "stray"), AgentStatus::Tombstoned);
         assert_eq!(status(&hub, "durable"), AgentStatus::Online, "legacy expiry never looks at durable agents");
-        assert!(events.contains(&HubEvent::Tombstoned { agent: "member".into(), silent_ms: TTL + 1, epoch_member: true }));
+        assert!(events.contains(&HubEvent::Tombstoned {
+            agent: "member".into(),
+            silent_ms: TTL + 1,
+            epoch_member: true
+        }));
         let refused = hub.handle(TTL + 2, heartbeat("member"), &mut events);
         assert_eq!(refused, Response::Error(HubError::UnknownAgent { agent: "member".into() }));
     }
@@ -438,7 +478,10 @@ mod tests {
         assert_eq!(hub.handle(2 * TTL, Request::CloseEpoch { epoch }, &mut events), Response::Ok);
         hub.sweep(2 * TTL + 1, &mut events);
         assert_eq!(status(&hub, "member"), AgentStatus::Tombstoned);
-        assert!(matches!(hub.handle(0, Request::CloseEpoch { epoch }, &mut events), Response::Error(HubError::Conflict { .. })));
+        assert!(matches!(
+            hub.handle(0, Request::CloseEpoch { epoch }, &mut events),
+            Response::Error(HubError::Conflict { .. })
+        ));
     }
 
     #[test]
@@ -460,11 +503,17 @@ mod tests {
         let hold = Request::PlaceHold { agent: "member".into(), owner: "deploy-7".into() };
         assert_eq!(hub.handle(0, hold, &mut events), Response::Ok);
         let refused = hub.handle(0, Request::Dispatch { agent: "member".into(), task: "t1".into() }, &mut events);
-        assert_eq!(refused, Response::Error(HubError::Held { agent: "member".into(), owners: vec!["deploy-7".into()] }));
+        assert_eq!(
+            refused,
+            Response::Error(HubError::Held { agent: "member".into(), owners: vec!["deploy-7".into()] })
+        );
         let release = || Request::ReleaseHold { agent: "member".into(), owner: "deploy-7".into() };
         assert_eq!(hub.handle(0, release(), &mut events), Response::Ok);
         assert!(matches!(hub.handle(0, release(), &mut events), Response::Error(HubError::Conflict { .. })));
-        assert_eq!(hub.handle(0, Request::Dispatch { agent: "member".into(), task: "t2".into() }, &mut events), Response::Ok);
+        assert_eq!(
+            hub.handle(0, Request::Dispatch { agent: "member".into(), task: "t2".into() }, &mut events),
+            Response::Ok
+        );
         assert!(events.contains(&HubEvent::DispatchRefused { agent: "member".into(), task: "t1".into() }));
         assert!(events.contains(&HubEvent::Dispatched { agent: "member".into(), task: "t2".into() }));
     }
@@ -475,7 +524,10 @@ mod tests {
         let forged = Request::Heartbeat { agent: "stray".into(), token: "tok-member".into() };
         assert!(!format!("{forged:?}").contains("tok-member"));
         let mut events = Vec::new();
-        assert_eq!(hub.handle(5, forged, &mut events), Response::Error(HubError::Unauthorized { agent: "stray".into() }));
+        assert_eq!(
+            hub.handle(5, forged, &mut events),
+            Response::Error(HubError::Unauthorized { agent: "stray".into() })
+        );
         assert_eq!(hub.agent("stray").unwrap().last_seen_ms, 0, "a refused heartbeat does not count");
         assert_eq!(events, vec![HubEvent::HeartbeatRefused { agent: "stray".into() }]);
     }

@@ -303,10 +303,7 @@ mod tests {
 
     #[test]
     fn summary_counts_failures_faults_and_unreached_sometimes_properties() {
-        let runs = vec![
-            record(1, Verdict::PASS, &["a"]),
-            record(2, Verdict::fail(FailureKind::SafetyViolation), &[]),
-        ];
+        let runs = vec![record(1, Verdict::PASS, &["a"]), record(2, Verdict::fail(FailureKind::SafetyViolation), &[])];
         let summary = summarize(&runs, &["a".into(), "b".into()], |bytes| format!("{}", bytes.len()));
         assert_eq!(summary.runs, 2);
         assert_eq!(summary.passed, 1);

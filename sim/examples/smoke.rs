@@ -43,5 +43,7 @@ target = "controller"
     let out2 = sim::runner::run(&s.run, s.seed, &id, false);
     println!("{}", serde_json::to_string_pretty(&out.record).unwrap());
     println!("same digest: {}", out.record.trace_digest == out2.record.trace_digest);
-    for l in out.trace.iter().filter(|l| !l.contains("hub.heartbeat\"")).skip(102).take(40) { println!("{l}"); }
+    for l in out.trace.iter().filter(|l| !l.contains("hub.heartbeat\"")).skip(102).take(40) {
+        println!("{l}");
+    }
 }

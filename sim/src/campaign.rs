@@ -18,7 +18,8 @@ use crate::faults::{Step, TimedStep};
 use crate::runner::{self, RunIdentity, RunOutput};
 use crate::seed::{Consumer, SeedTree};
 use crate::spec::{
-    self, CONTROLLER, EngineFile, Expectations, FleetFile, HUB, HubFile, NetworkFile, RangeMs, RunSpec, Source, SpecError,
+    self, CONTROLLER, EngineFile, Expectations, FleetFile, HUB, HubFile, NetworkFile, RangeMs, RunSpec, Source,
+    SpecError,
 };
 
 /// A resolved campaign file.
@@ -240,7 +241,16 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
             out.push(info.name.to_owned());
         }
     }
-    Ok(Campaign { source: path.to_owned(), description: file.description, seed: file.seed, runs, base, window_start_ms, faults, oracles })
+    Ok(Campaign {
+        source: path.to_owned(),
+        description: file.description,
+        seed: file.seed,
+        runs,
+        base,
+        window_start_ms,
+        faults,
+        oracles,
+    })
 }
 
 fn article(property: PropertyKind) -> &'static str {
@@ -251,9 +261,16 @@ fn article(property: PropertyKind) -> &'static str {
     }
 }
 
-fn validate_mix(source: &Source, span: std::ops::Range<usize>, mix: &FaultMix, base: &RunSpec, window_start_ms: u64) -> Result<(), SpecError> {
+fn validate_mix(
+    source: &Source,
+    span: std::ops::Range<usize>,
+    mix: &FaultMix,
+    base: &RunSpec,
+    window_start_ms: u64,
+) -> Result<(), SpecError> {
     let error = |message: String| Err(source.error_at(Some(span.clone()), message));
-    let rates: [(&str, Option<(u32, u32, Option<RangeMs>)>); 10] = [
+    type Knobs = (u32, u32, Option<RangeMs>);
+    let rates: [(&str, Option<Knobs>); 10] = [
         ("partition", mix.partition.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
         ("partition_oneway", mix.partition_oneway.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
         ("hold", mix.hold.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
@@ -266,7 +283,9 @@ fn validate_mix(source: &Source, span: std::ops::Range<usize>, mix: &FaultMix, b
         ("agent_stop", mix.agent_stop.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
     ];
     let window_end_ms = base.duration_ms - base.liveness_budget_ms;
-    for (kind, rate) in rates.into_iter().chain([("clock_skew", mix.clock_skew.map(|r| (r.per_mille, r.count_max, r.duration_ms)))]) {
+    for (kind, rate) in
+        rates.into_iter().chain([("clock_skew", mix.clock_skew.map(|r| (r.per_mille, r.count_max, r.duration_ms)))])
+    {
         let Some((per_mille, count_max, duration)) = rate else { continue };
         if per_mille > 1000 {
             return error(format!("faults.{kind}.per_mille: a per-mille rate is 0 to 1000, not {per_mille}"));
@@ -290,7 +309,9 @@ fn validate_mix(source: &Source, span: std::ops::Range<usize>, mix: &FaultMix, b
     }
     if let Some(ttl) = mix.ttl_expiry {
         if ttl.per_mille > 1000 || ttl.members_max == 0 || ttl.members_max >= base.fleet.nodes {
-            return error("faults.ttl_expiry: per_mille is 0 to 1000 and members_max 1 to one less than the fleet".into());
+            return error(
+                "faults.ttl_expiry: per_mille is 0 to 1000 and members_max 1 to one less than the fleet".into(),
+            );
         }
         let needed = ttl_stop_ms_max(base) + 2 * engine::sensor::SENSOR_PERIOD_MS;
         if needed >= window_end_ms - window_start_ms {
@@ -366,7 +387,9 @@ impl Campaign {
                 )
             });
         }
-        for (rate, target) in [(mix.node_crash, None), (mix.hub_crash, Some(HUB)), (mix.controller_crash, Some(CONTROLLER))] {
+        for (rate, target) in
+            [(mix.node_crash, None), (mix.hub_crash, Some(HUB)), (mix.controller_crash, Some(CONTROLLER))]
+        {
             let Some(rate) = rate else { continue };
             planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
                 let target = target.map_or_else(|| planner.random_node(rng), str::to_owned);
@@ -415,7 +438,14 @@ impl Campaign {
 
     /// Runs the given indices over `jobs` threads; `on_done` is called after each run. Results come back in index
     /// order, identical whatever `jobs` is.
-    pub fn execute(&self, indices: &[u64], jobs: usize, seed_overridden: bool, keep_traces: bool, on_done: &(dyn Fn(&RunOutput) + Sync)) -> Vec<RunOutput> {
+    pub fn execute(
+        &self,
+        indices: &[u64],
+        jobs: usize,
+        seed_overridden: bool,
+        keep_traces: bool,
+        on_done: &(dyn Fn(&RunOutput) + Sync),
+    ) -> Vec<RunOutput> {
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<RunOutput>>> = Mutex::new(vec![None; indices.len()]);
         let jobs = jobs.clamp(1, indices.len().max(1));
@@ -426,7 +456,12 @@ impl Campaign {
                         let slot = next.fetch_add(1, Ordering::Relaxed);
                         let Some(&index) = indices.get(slot) else { break };
                         let spec = self.run_spec(index);
-                        let output = runner::run(&spec, self.run_seed(index), &self.identity(index, seed_overridden), keep_traces);
+                        let output = runner::run(
+                            &spec,
+                            self.run_seed(index),
+                            &self.identity(index, seed_overridden),
+                            keep_traces,
+                        );
                         on_done(&output);
                         results.lock().expect("no worker panics while holding the lock")[slot] = Some(output);
                     }
@@ -437,7 +472,7 @@ impl Campaign {
     }
 
     pub fn report(&self, runs: Vec<reports::RunRecord>) -> CampaignReport {
-        let summary = reports::summarize(&runs, &self.oracles.sometimes, |bytes| crate::trace::sha256_hex(bytes));
+        let summary = reports::summarize(&runs, &self.oracles.sometimes, crate::trace::sha256_hex);
         CampaignReport {
             schema_version: reports::SCHEMA_VERSION,
             tool_version: runner::TOOL_VERSION.to_owned(),
@@ -506,7 +541,10 @@ impl Planner<'_> {
             steps.push(TimedStep { at_ms: start + 1, step: Step::AgentStop { target: node.clone() } });
             steps.push(TimedStep { at_ms: start + stop_ms, step: Step::AgentStart { target: node.clone() } });
         }
-        steps.push(TimedStep { at_ms: start + stop_ms + 2 * engine::sensor::SENSOR_PERIOD_MS, step: Step::CloseEpoch { epoch: 1 } });
+        steps.push(TimedStep {
+            at_ms: start + stop_ms + 2 * engine::sensor::SENSOR_PERIOD_MS,
+            step: Step::CloseEpoch { epoch: 1 },
+        });
     }
 }
 
@@ -544,14 +582,18 @@ sometimes = ["instance_silent_raised"]
             assert!(spec.steps.windows(2).all(|w| w[0].at_ms <= w[1].at_ms), "ordered");
             assert!(spec.steps.iter().any(|t| matches!(t.step, Step::Partition { .. })), "per_mille 1000 always bites");
             let last = spec.steps.iter().map(|t| t.at_ms).max().unwrap();
-            assert!(last <= spec.duration_ms - spec.liveness_budget_ms, "run {index}: a step at {last} is past the window");
+            assert!(
+                last <= spec.duration_ms - spec.liveness_budget_ms,
+                "run {index}: a step at {last} is past the window"
+            );
             assert!(spec.steps.iter().any(|t| matches!(t.step, Step::OpenEpoch { .. })));
         }
     }
 
     #[test]
     fn oracle_lists_must_match_the_property_type() {
-        let text = CAMPAIGN.replace("always = [\"epoch_member_never_tombstoned\"]", "always = [\"silence_detected_in_time\"]");
+        let text =
+            CAMPAIGN.replace("always = [\"epoch_member_never_tombstoned\"]", "always = [\"silence_detected_in_time\"]");
         let error = parse_campaign("c.toml", &text).unwrap_err().to_string();
         assert!(error.contains("oracles.always: \"silence_detected_in_time\" is an eventually-property"), "{error}");
     }

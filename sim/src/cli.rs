@@ -151,7 +151,13 @@ fn console(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
     out.write_all(text.as_bytes()).map_err(output_error(Path::new("<stdout>")))
 }
 
-fn run_scenario(path: &Path, seed: Option<u64>, dir: Option<&Path>, format: Format, out: &mut dyn Write) -> Result<i32, CliError> {
+fn run_scenario(
+    path: &Path,
+    seed: Option<u64>,
+    dir: Option<&Path>,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<i32, CliError> {
     let scenario = spec::load_scenario(path)?;
     let seed = seed.unwrap_or(scenario.seed);
     let identity = RunIdentity {
@@ -193,18 +199,31 @@ pub fn render_run(record: &RunRecord) -> String {
     let run = record.run_index.map(|i| format!(" run {i}")).unwrap_or_default();
     text.push_str(&format!("{}{run}  seed {}\n", record.source, record.seed));
     text.push_str(&format!("  verdict       {}\n", record.verdict.label()));
-    text.push_str(&format!("  virtual time  {} ({} ms)\n", human_ms(record.virtual_duration_ms), record.virtual_duration_ms));
+    text.push_str(&format!(
+        "  virtual time  {} ({} ms)\n",
+        human_ms(record.virtual_duration_ms),
+        record.virtual_duration_ms
+    ));
     let faults: Vec<String> = record.faults.iter().map(|(kind, count)| format!("{kind} x{count}")).collect();
-    text.push_str(&format!("  faults        {}\n", if faults.is_empty() { "none".to_owned() } else { faults.join(", ") }));
+    text.push_str(&format!(
+        "  faults        {}\n",
+        if faults.is_empty() { "none".to_owned() } else { faults.join(", ") }
+    ));
     let reached: Vec<String> = record.reached.iter().map(|r| format!("{} (t={} ms)", r.oracle, r.t_ms)).collect();
-    text.push_str(&format!("  reached       {}\n", if reached.is_empty() { "nothing".to_owned() } else { reached.join(", ") }));
+    text.push_str(&format!(
+        "  reached       {}\n",
+        if reached.is_empty() { "nothing".to_owned() } else { reached.join(", ") }
+    ));
     if record.violations.is_empty() {
         text.push_str("  violations    none\n");
     } else {
         text.push_str("  violations\n");
         for violation in &record.violations {
             let expected = if violation.expected { " (expected)" } else { "" };
-            text.push_str(&format!("    {} at t={} ms{expected}: {}\n", violation.oracle, violation.t_ms, violation.evidence));
+            text.push_str(&format!(
+                "    {} at t={} ms{expected}: {}\n",
+                violation.oracle, violation.t_ms, violation.evidence
+            ));
         }
     }
     for name in &record.unmet {
@@ -237,7 +256,9 @@ fn run_campaign(path: &Path, args: CampaignArgs, out: &mut dyn Write, err: &mut 
     let mut campaign = campaign::load_campaign(path)?;
     if let Some(runs) = args.runs {
         if runs == 0 {
-            return Err(SpecError { path: "--runs".into(), position: None, message: "must be at least 1".into() }.into());
+            return Err(
+                SpecError { path: "--runs".into(), position: None, message: "must be at least 1".into() }.into()
+            );
         }
         campaign.runs = runs;
     }
@@ -296,7 +317,13 @@ fn default_campaign_dir(path: &Path) -> PathBuf {
 }
 
 /// The human summary of a campaign.
-pub fn render_campaign(campaign: &Campaign, report: &reports::CampaignReport, jobs: usize, wall_s: f64, report_path: &Path) -> String {
+pub fn render_campaign(
+    campaign: &Campaign,
+    report: &reports::CampaignReport,
+    jobs: usize,
+    wall_s: f64,
+    report_path: &Path,
+) -> String {
     let summary = &report.summary;
     let mut text = String::new();
     text.push_str(&format!(
@@ -310,7 +337,10 @@ pub fn render_campaign(campaign: &Campaign, report: &reports::CampaignReport, jo
     ));
     text.push_str(&format!("  passed        {}/{}\n", summary.passed, summary.runs));
     let faults: Vec<String> = summary.faults.iter().map(|(kind, count)| format!("{kind} {count}")).collect();
-    text.push_str(&format!("  faults        {}\n", if faults.is_empty() { "none".to_owned() } else { faults.join(", ") }));
+    text.push_str(&format!(
+        "  faults        {}\n",
+        if faults.is_empty() { "none".to_owned() } else { faults.join(", ") }
+    ));
     let sometimes: Vec<String> =
         summary.sometimes_reached.iter().map(|(name, runs)| format!("{name} {runs}/{}", summary.runs)).collect();
     if !sometimes.is_empty() {
@@ -337,7 +367,12 @@ pub fn render_campaign(campaign: &Campaign, report: &reports::CampaignReport, jo
             .or_else(|| run.panic.clone())
             .or_else(|| run.unmet.first().map(|name| format!("{name} never fired")))
             .unwrap_or_default();
-        text.push_str(&format!("  FAIL run {} seed {}: {} {first}\n", run.run_index.unwrap_or(0), run.seed, run.verdict.label()));
+        text.push_str(&format!(
+            "  FAIL run {} seed {}: {} {first}\n",
+            run.run_index.unwrap_or(0),
+            run.seed,
+            run.verdict.label()
+        ));
         text.push_str(&format!("       reproduce: {}\n", run.repro));
     }
     if failures.len() > 10 {
@@ -356,12 +391,19 @@ fn check(files: &[PathBuf], out: &mut dyn Write) -> Result<i32, CliError> {
         let is_campaign = toml::from_str::<toml::Table>(&text).is_ok_and(|table| table.contains_key("runs"));
         if is_campaign {
             let campaign = campaign::parse_campaign(&name, &text)?;
-            console(out, &format!("ok  {name}: campaign, {} runs of {} nodes\n", campaign.runs, campaign.base.fleet.nodes))?;
+            console(
+                out,
+                &format!("ok  {name}: campaign, {} runs of {} nodes\n", campaign.runs, campaign.base.fleet.nodes),
+            )?;
         } else {
             let scenario = spec::parse_scenario(&name, &text)?;
             console(
                 out,
-                &format!("ok  {name}: scenario, {} nodes, {} steps\n", scenario.run.fleet.nodes, scenario.run.steps.len()),
+                &format!(
+                    "ok  {name}: scenario, {} nodes, {} steps\n",
+                    scenario.run.fleet.nodes,
+                    scenario.run.steps.len()
+                ),
             )?;
         }
     }

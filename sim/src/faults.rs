@@ -10,35 +10,81 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Step {
     /// Drop every message between `a` and `b`, both ways.
-    Partition { a: String, b: String },
+    Partition {
+        a: String,
+        b: String,
+    },
     /// Drop every message from `from` to `to`; the other direction still flows.
-    PartitionOneway { from: String, to: String },
+    PartitionOneway {
+        from: String,
+        to: String,
+    },
     /// Heal both directions between `a` and `b`.
-    Repair { a: String, b: String },
+    Repair {
+        a: String,
+        b: String,
+    },
     /// Heal the direction `from` → `to`.
-    RepairOneway { from: String, to: String },
+    RepairOneway {
+        from: String,
+        to: String,
+    },
     /// Queue messages between `a` and `b` until `release`.
-    Hold { a: String, b: String },
-    Release { a: String, b: String },
+    Hold {
+        a: String,
+        b: String,
+    },
+    Release {
+        a: String,
+        b: String,
+    },
     /// Set request and response loss on both directions between `a` and `b` (0 heals).
-    LinkLoss { a: String, b: String, request_per_mille: u32, response_per_mille: u32 },
+    LinkLoss {
+        a: String,
+        b: String,
+        request_per_mille: u32,
+        response_per_mille: u32,
+    },
     /// Set the latency range on both directions between `a` and `b`.
-    LinkLatency { a: String, b: String, min_ms: u64, max_ms: u64 },
+    LinkLatency {
+        a: String,
+        b: String,
+        min_ms: u64,
+        max_ms: u64,
+    },
     /// Kill a host: every task stops, unsynced disk writes are lost, calls it holds are reset.
-    Crash { target: String },
+    Crash {
+        target: String,
+    },
     /// Boot a crashed host again from its durable state.
-    Restart { target: String },
+    Restart {
+        target: String,
+    },
     /// Offset a host's clock from virtual time (a step, not a drift).
-    ClockSkew { target: String, skew_ms: i64 },
+    ClockSkew {
+        target: String,
+        skew_ms: i64,
+    },
     /// Stop a node's agent service (a deployment's quiescence): it stops heartbeating until started.
-    AgentStop { target: String },
-    AgentStart { target: String },
+    AgentStop {
+        target: String,
+    },
+    AgentStart {
+        target: String,
+    },
     /// Driver action: open a deployment epoch on the hub with these members.
-    OpenEpoch { members: Vec<String> },
+    OpenEpoch {
+        members: Vec<String>,
+    },
     /// Driver action: make epoch `epoch` terminal (epochs are numbered from 1 in opening order).
-    CloseEpoch { epoch: u64 },
+    CloseEpoch {
+        epoch: u64,
+    },
     /// Driver action: give an agent an active task lease for `duration_ms`.
-    TaskLease { target: String, duration_ms: u64 },
+    TaskLease {
+        target: String,
+        duration_ms: u64,
+    },
 }
 
 impl Step {
@@ -74,7 +120,9 @@ impl Step {
             | Step::Crash { .. }
             | Step::AgentStop { .. } => true,
             Step::ClockSkew { skew_ms, .. } => *skew_ms != 0,
-            Step::LinkLoss { request_per_mille, response_per_mille, .. } => *request_per_mille + *response_per_mille > 0,
+            Step::LinkLoss { request_per_mille, response_per_mille, .. } => {
+                *request_per_mille + *response_per_mille > 0
+            }
             Step::LinkLatency { min_ms, max_ms, .. } => {
                 (*min_ms, *max_ms) != (default_link.latency_min_ms, default_link.latency_max_ms)
             }

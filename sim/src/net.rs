@@ -133,7 +133,8 @@ mod tests {
 
     #[test]
     fn loss_rates_are_per_mille_per_direction() {
-        let mut state = net(LinkConfig { request_loss_per_mille: 250, response_loss_per_mille: 0, ..LinkConfig::default() });
+        let mut state =
+            net(LinkConfig { request_loss_per_mille: 250, response_loss_per_mille: 0, ..LinkConfig::default() });
         state.set_link(1, 0, LinkConfig { response_loss_per_mille: 1000, ..LinkConfig::default() });
         let plans: Vec<CallPlan> = (0..4000).map(|_| state.plan_call(0, 1)).collect();
         let lost = plans.iter().filter(|p| p.request_lost).count();

@@ -198,7 +198,10 @@ struct SecretsNeverInTrace;
 impl Oracle for SecretsNeverInTrace {
     fn on_event(&mut self, event: &Event, line: &str, out: &mut Vec<Finding>) {
         if line.contains(SECRET_MARKER) {
-            out.push(Finding { t_ms: event.t_ms, evidence: format!("a {} event on {} carries a credential", kind_of(&event.body), event.host) });
+            out.push(Finding {
+                t_ms: event.t_ms,
+                evidence: format!("a {} event on {} carries a credential", kind_of(&event.body), event.host),
+            });
         }
     }
 }
@@ -267,7 +270,9 @@ impl Oracle for EpochMemberNeverTombstoned {
                 if let Some((epoch, _)) = self.open.iter().find(|(_, members)| members.contains(agent)) {
                     out.push(Finding {
                         t_ms: event.t_ms,
-                        evidence: format!("{agent}, a member of open epoch {epoch}, was tombstoned after {silent_ms} ms of silence"),
+                        evidence: format!(
+                            "{agent}, a member of open epoch {epoch}, was tombstoned after {silent_ms} ms of silence"
+                        ),
                     });
                 }
             }
@@ -435,7 +440,9 @@ impl SilenceDetectedInTime {
                 }
                 Due::Recovery => {
                     let back = watch.heard_back_ms.take().unwrap_or_default();
-                    format!("{agent}: heartbeats back at t={back} ms, no instance_recovered by the deadline t={deadline} ms")
+                    format!(
+                        "{agent}: heartbeats back at t={back} ms, no instance_recovered by the deadline t={deadline} ms"
+                    )
                 }
             };
             out.push(Finding { t_ms: deadline, evidence });
@@ -455,7 +462,8 @@ impl Oracle for SilenceDetectedInTime {
         }
         let agent = match &event.body {
             Body::HubRegistered { agent, .. } => {
-                self.agents.insert(agent.clone(), AgentWatch { last_heartbeat_ms: event.t_ms, ..AgentWatch::default() });
+                self.agents
+                    .insert(agent.clone(), AgentWatch { last_heartbeat_ms: event.t_ms, ..AgentWatch::default() });
                 agent
             }
             Body::HubHeartbeat { agent } => {
@@ -547,7 +555,9 @@ impl Oracle for EpochMemberSurvivedTtl {
                     self.reached = true;
                     out.push(Finding {
                         t_ms: event.t_ms,
-                        evidence: format!("{member}, a member of open epoch {epoch}, silent for {silent_ms} ms and still registered"),
+                        evidence: format!(
+                            "{member}, a member of open epoch {epoch}, silent for {silent_ms} ms and still registered"
+                        ),
                     });
                     return;
                 }

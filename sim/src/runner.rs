@@ -54,7 +54,8 @@ fn install_panic_hook() {
             let notify = IN_RUN.with(|cell| cell.borrow().clone());
             match notify {
                 Some(notify) => {
-                    let location = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+                    let location =
+                        info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
                     let message = format!("{}{location}", panic_text(info.payload()));
                     LAST_PANIC.with(|cell| {
                         cell.borrow_mut().get_or_insert(message);
@@ -116,7 +117,13 @@ struct Outcome {
     panic: Option<String>,
 }
 
-fn simulate(spec: Rc<RunSpec>, seed: u64, keep_trace: bool, notify: Rc<Notify>, setup: impl FnOnce(&Rc<World>)) -> Outcome {
+fn simulate(
+    spec: Rc<RunSpec>,
+    seed: u64,
+    keep_trace: bool,
+    notify: Rc<Notify>,
+    setup: impl FnOnce(&Rc<World>),
+) -> Outcome {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -182,7 +189,8 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
     violations.sort_by(|a, b| (a.t_ms, &a.oracle).cmp(&(b.t_ms, &b.oracle)));
     reached.sort_by(|a, b| (a.t_ms, &a.oracle).cmp(&(b.t_ms, &b.oracle)));
     let fired_names: Vec<&str> = outcome.fired.iter().map(|(name, _, _)| *name).collect();
-    let unmet: Vec<String> = spec.expect.must_fire.iter().filter(|name| !fired_names.contains(&name.as_str())).cloned().collect();
+    let unmet: Vec<String> =
+        spec.expect.must_fire.iter().filter(|name| !fired_names.contains(&name.as_str())).cloned().collect();
 
     let verdict = if outcome.panic.is_some() {
         Verdict::fail(FailureKind::Panic)
@@ -224,7 +232,8 @@ mod tests {
     use super::*;
 
     fn spec() -> RunSpec {
-        let text = "schema_version = 1\ndescription = \"d\"\nseed = 4\nduration_ms_max = 3_600_000\n[fleet]\nnodes = 3\n";
+        let text =
+            "schema_version = 1\ndescription = \"d\"\nseed = 4\nduration_ms_max = 3_600_000\n[fleet]\nnodes = 3\n";
         crate::spec::parse_scenario("p.toml", text).unwrap().run
     }
 

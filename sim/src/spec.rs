@@ -317,7 +317,9 @@ pub(crate) fn check_schema_version(source: &Source, version: &Spanned<u32>) -> R
 pub(crate) fn resolve_fleet(source: &Source, file: &FleetFile) -> Result<FleetSpec, SpecError> {
     let nodes = *file.nodes.get_ref();
     if nodes == 0 || nodes > NODES_MAX {
-        return Err(source.error_at(Some(file.nodes.span()), format!("fleet.nodes: must be 1 to {NODES_MAX}, not {nodes}")));
+        return Err(
+            source.error_at(Some(file.nodes.span()), format!("fleet.nodes: must be 1 to {NODES_MAX}, not {nodes}"))
+        );
     }
     let mut fleet = FleetSpec { nodes, durable: BTreeSet::new() };
     for name in &file.durable {
@@ -330,21 +332,34 @@ pub(crate) fn resolve_fleet(source: &Source, file: &FleetFile) -> Result<FleetSp
 }
 
 pub(crate) fn resolve_engine(source: &Source, file: &EngineFile) -> Result<EngineSpec, SpecError> {
-    let call_timeout_ms = positive(source, "engine.call_timeout_ms", file.call_timeout_ms.as_ref(), DEFAULT_CALL_TIMEOUT_MS)?;
+    let call_timeout_ms =
+        positive(source, "engine.call_timeout_ms", file.call_timeout_ms.as_ref(), DEFAULT_CALL_TIMEOUT_MS)?;
     Ok(EngineSpec { hub_expiry: file.hub_expiry.unwrap_or(ExpiryPolicy::EpochAware), call_timeout_ms })
 }
 
 pub(crate) fn resolve_hub(source: &Source, file: &HubFile) -> Result<HubSpec, SpecError> {
     Ok(HubSpec {
         agent_ttl_ms: positive(source, "hub.agent_ttl_ms", file.agent_ttl_ms.as_ref(), DEFAULT_AGENT_TTL_MS)?,
-        sweep_interval_ms: positive(source, "hub.sweep_interval_ms", file.sweep_interval_ms.as_ref(), DEFAULT_SWEEP_INTERVAL_MS)?,
+        sweep_interval_ms: positive(
+            source,
+            "hub.sweep_interval_ms",
+            file.sweep_interval_ms.as_ref(),
+            DEFAULT_SWEEP_INTERVAL_MS,
+        )?,
     })
 }
 
-pub(crate) fn positive(source: &Source, key: &str, value: Option<&Spanned<u64>>, default: u64) -> Result<u64, SpecError> {
+pub(crate) fn positive(
+    source: &Source,
+    key: &str,
+    value: Option<&Spanned<u64>>,
+    default: u64,
+) -> Result<u64, SpecError> {
     match value {
         None => Ok(default),
-        Some(value) if *value.get_ref() == 0 => Err(source.error_at(Some(value.span()), format!("{key}: must be more than 0"))),
+        Some(value) if *value.get_ref() == 0 => {
+            Err(source.error_at(Some(value.span()), format!("{key}: must be more than 0")))
+        }
         Some(value) => Ok(*value.get_ref()),
     }
 }
@@ -352,9 +367,8 @@ pub(crate) fn positive(source: &Source, key: &str, value: Option<&Spanned<u64>>,
 pub(crate) fn per_mille(source: &Source, key: &str, value: Option<&Spanned<u32>>) -> Result<u32, SpecError> {
     match value {
         None => Ok(0),
-        Some(value) if *value.get_ref() > 1000 => {
-            Err(source.error_at(Some(value.span()), format!("{key}: a per-mille rate is 0 to 1000, not {}", value.get_ref())))
-        }
+        Some(value) if *value.get_ref() > 1000 => Err(source
+            .error_at(Some(value.span()), format!("{key}: a per-mille rate is 0 to 1000, not {}", value.get_ref()))),
         Some(value) => Ok(*value.get_ref()),
     }
 }
@@ -369,8 +383,10 @@ pub(crate) fn resolve_network(source: &Source, file: &NetworkFile) -> Result<Lin
         link.latency_min_ms = range.min;
         link.latency_max_ms = range.max;
     }
-    link.request_loss_per_mille = per_mille(source, "network.request_loss_per_mille", file.request_loss_per_mille.as_ref())?;
-    link.response_loss_per_mille = per_mille(source, "network.response_loss_per_mille", file.response_loss_per_mille.as_ref())?;
+    link.request_loss_per_mille =
+        per_mille(source, "network.request_loss_per_mille", file.request_loss_per_mille.as_ref())?;
+    link.response_loss_per_mille =
+        per_mille(source, "network.response_loss_per_mille", file.response_loss_per_mille.as_ref())?;
     Ok(link)
 }
 
@@ -385,17 +401,27 @@ fn unknown_host(source: &Source, span: Range<usize>, key: &str, name: &str, flee
     )
 }
 
-fn parse_step(source: &Source, index: usize, table: &Spanned<toml::Table>, fleet: &FleetSpec, duration_ms: u64) -> Result<TimedStep, SpecError> {
+fn parse_step(
+    source: &Source,
+    index: usize,
+    table: &Spanned<toml::Table>,
+    fleet: &FleetSpec,
+    duration_ms: u64,
+) -> Result<TimedStep, SpecError> {
     let span = table.span();
     let key = format!("step[{index}]");
     let mut fields = table.get_ref().clone();
     let at_ms = match fields.remove("at_ms") {
         Some(toml::Value::Integer(at)) if at >= 0 => at as u64,
-        Some(_) => return Err(source.error_at(Some(span), format!("{key}.at_ms: must be a whole number of ms, 0 or more"))),
+        Some(_) => {
+            return Err(source.error_at(Some(span), format!("{key}.at_ms: must be a whole number of ms, 0 or more")));
+        }
         None => return Err(source.error_at(Some(span), format!("{key}: missing at_ms"))),
     };
     if at_ms > duration_ms {
-        return Err(source.error_at(Some(span), format!("{key}.at_ms: {at_ms} is after the end of the run ({duration_ms})")));
+        return Err(
+            source.error_at(Some(span), format!("{key}.at_ms: {at_ms} is after the end of the run ({duration_ms})"))
+        );
     }
     let step = Step::deserialize(toml::Value::Table(fields)).map_err(|error| {
         let message = error.message().trim_end().replace('\n', "; ");
@@ -405,7 +431,13 @@ fn parse_step(source: &Source, index: usize, table: &Spanned<toml::Table>, fleet
     Ok(TimedStep { at_ms, step })
 }
 
-pub(crate) fn validate_step(source: &Source, key: &str, span: Range<usize>, step: &Step, fleet: &FleetSpec) -> Result<(), SpecError> {
+pub(crate) fn validate_step(
+    source: &Source,
+    key: &str,
+    span: Range<usize>,
+    step: &Step,
+    fleet: &FleetSpec,
+) -> Result<(), SpecError> {
     for (field, host) in step.hosts() {
         if !fleet.host_exists(host) {
             return Err(unknown_host(source, span, &format!("{key}.{field}"), host, fleet));
@@ -415,18 +447,28 @@ pub(crate) fn validate_step(source: &Source, key: &str, span: Range<usize>, step
         Step::Partition { a, b } | Step::Repair { a, b } | Step::Hold { a, b } | Step::Release { a, b } if a == b => {
             Some(format!("{key}: a and b are both \"{a}\""))
         }
-        Step::LinkLoss { a, b, .. } | Step::LinkLatency { a, b, .. } if a == b => Some(format!("{key}: a and b are both \"{a}\"")),
+        Step::LinkLoss { a, b, .. } | Step::LinkLatency { a, b, .. } if a == b => {
+            Some(format!("{key}: a and b are both \"{a}\""))
+        }
         Step::PartitionOneway { from, to } | Step::RepairOneway { from, to } if from == to => {
             Some(format!("{key}: from and to are both \"{from}\""))
         }
-        Step::LinkLoss { request_per_mille, response_per_mille, .. } if *request_per_mille > 1000 || *response_per_mille > 1000 => {
+        Step::LinkLoss { request_per_mille, response_per_mille, .. }
+            if *request_per_mille > 1000 || *response_per_mille > 1000 =>
+        {
             Some(format!("{key}: a per-mille rate is 0 to 1000"))
         }
-        Step::LinkLatency { min_ms, max_ms, .. } if min_ms > max_ms => Some(format!("{key}: min_ms is more than max_ms")),
-        Step::AgentStop { target } | Step::AgentStart { target } | Step::TaskLease { target, .. } if fleet.node_index(target).is_none() => {
+        Step::LinkLatency { min_ms, max_ms, .. } if min_ms > max_ms => {
+            Some(format!("{key}: min_ms is more than max_ms"))
+        }
+        Step::AgentStop { target } | Step::AgentStart { target } | Step::TaskLease { target, .. }
+            if fleet.node_index(target).is_none() =>
+        {
             Some(format!("{key}.target: \"{target}\" runs no agent (only nodes do)"))
         }
-        Step::OpenEpoch { members } if members.is_empty() => Some(format!("{key}.members: an epoch needs at least one member")),
+        Step::OpenEpoch { members } if members.is_empty() => {
+            Some(format!("{key}.members: an epoch needs at least one member"))
+        }
         Step::OpenEpoch { members } => members
             .iter()
             .find(|member| fleet.node_index(member).is_none())
@@ -485,17 +527,26 @@ fn resolve_expect(source: &Source, file: &ExpectFile) -> Result<Expectations, Sp
     for name in &file.must_fire {
         let info = known_oracle(source, "expect.must_fire", name)?;
         if must_hold.iter().any(|held| held == info.name) {
-            return Err(source.error_at(Some(name.span()), format!("expect.must_fire: \"{}\" is also in must_hold", info.name)));
+            return Err(
+                source.error_at(Some(name.span()), format!("expect.must_fire: \"{}\" is also in must_hold", info.name))
+            );
         }
         must_fire.push(info.name.to_owned());
     }
     Ok(Expectations { must_hold, must_fire })
 }
 
-pub(crate) fn known_oracle(source: &Source, key: &str, name: &Spanned<String>) -> Result<&'static oracles::OracleInfo, SpecError> {
+pub(crate) fn known_oracle(
+    source: &Source,
+    key: &str,
+    name: &Spanned<String>,
+) -> Result<&'static oracles::OracleInfo, SpecError> {
     oracles::info(name.get_ref()).ok_or_else(|| {
         let known: Vec<&str> = oracles::CATALOG.iter().map(|info| info.name).collect();
-        source.error_at(Some(name.span()), format!("{key}: unknown oracle \"{}\" (known: {})", name.get_ref(), known.join(", ")))
+        source.error_at(
+            Some(name.span()),
+            format!("{key}: unknown oracle \"{}\" (known: {})", name.get_ref(), known.join(", ")),
+        )
     })
 }
 
@@ -540,7 +591,10 @@ nodes = 2
     #[test]
     fn errors_name_file_line_column_and_key() {
         let unknown_key = err(&format!("{MINIMAL}colour = 1\n"));
-        assert!(unknown_key.starts_with("s.toml:9:1: unknown field `colour`, expected `nodes` or `durable`"), "{unknown_key}");
+        assert!(
+            unknown_key.starts_with("s.toml:9:1: unknown field `colour`, expected `nodes` or `durable`"),
+            "{unknown_key}"
+        );
         let syntax = err("schema_version = = 1");
         assert!(syntax.starts_with("s.toml:1:"), "{syntax}");
         let step = format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"partition\"\na = \"node-01\"\nb = \"node-99\"\n");
@@ -549,7 +603,10 @@ nodes = 2
         let bad_kind = err(&format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"meteor\"\n"));
         assert!(bad_kind.contains("step[0]: unknown variant `meteor`"), "{bad_kind}");
         let bad_oracle = err(&format!("{MINIMAL}\n[expect]\nmust_hold = [\"nothing_bad\"]\n"));
-        assert!(bad_oracle.starts_with("s.toml:11:14: expect.must_hold: unknown oracle \"nothing_bad\""), "{bad_oracle}");
+        assert!(
+            bad_oracle.starts_with("s.toml:11:14: expect.must_hold: unknown oracle \"nothing_bad\""),
+            "{bad_oracle}"
+        );
         let version = err(&MINIMAL.replace("schema_version = 1", "schema_version = 2"));
         assert!(version.starts_with("s.toml:2:18: schema_version: this fleetsim reads version 1"), "{version}");
     }

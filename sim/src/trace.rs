@@ -127,12 +127,15 @@ mod tests {
     #[test]
     fn events_serialise_with_time_host_and_kind_first() {
         let event = Event { t_ms: 5, host: Rc::from("hub"), body: Body::HubHeartbeat { agent: "node-01".into() } };
-        assert_eq!(serde_json::to_string(&event).unwrap(), r#"{"t_ms":5,"host":"hub","kind":"hub.heartbeat","agent":"node-01"}"#);
-        let step = Event {
-            t_ms: 0,
-            host: Rc::from("sim"),
-            body: Body::Step { step: Step::Crash { target: "hub".into() } },
-        };
-        assert_eq!(serde_json::to_string(&step).unwrap(), r#"{"t_ms":0,"host":"sim","kind":"step","step":{"kind":"crash","target":"hub"}}"#);
+        assert_eq!(
+            serde_json::to_string(&event).unwrap(),
+            r#"{"t_ms":5,"host":"hub","kind":"hub.heartbeat","agent":"node-01"}"#
+        );
+        let step =
+            Event { t_ms: 0, host: Rc::from("sim"), body: Body::Step { step: Step::Crash { target: "hub".into() } } };
+        assert_eq!(
+            serde_json::to_string(&step).unwrap(),
+            r#"{"t_ms":0,"host":"sim","kind":"step","step":{"kind":"crash","target":"hub"}}"#
+        );
     }
 }

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::rc::Rc;
 
-use engine::ports::{self, Clock, HeartbeatSnapshot, InstanceHeartbeat, Journal, JournalError, Signal, Signals, TransportError};
+use engine::ports::{
+    self, Clock, HeartbeatSnapshot, InstanceHeartbeat, Journal, JournalError, Signal, Signals, TransportError,
+};
 use engine::secret::SECRET_MARKER;
 use fakes::agent::{Agent, AgentAction, HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS, HeartbeatOutcome, ServiceState};
 use fakes::hub::{AgentKind, AgentStatus, Hub, HubConfig, HubEvent, Request, Response};
@@ -348,7 +350,8 @@ impl World {
                 HubEvent::Offline { agent, silent_ms } => Body::HubOffline { agent, silent_ms },
                 HubEvent::Tombstoned { agent, silent_ms, epoch_member: _ } => Body::HubTombstoned { agent, silent_ms },
                 HubEvent::EpochOpened { epoch, members: _ } => {
-                    let members = self.hub.borrow().epoch(epoch).map(|e| e.members.iter().cloned().collect()).unwrap_or_default();
+                    let members =
+                        self.hub.borrow().epoch(epoch).map(|e| e.members.iter().cloned().collect()).unwrap_or_default();
                     Body::HubEpochOpened { epoch, members }
                 }
                 HubEvent::EpochClosed { epoch } => Body::HubEpochClosed { epoch },
@@ -388,7 +391,8 @@ impl World {
             };
             if agent.poll_tick() == AgentAction::SendHeartbeat {
                 let request = Request::Heartbeat { agent: name.clone(), token: token.clone() };
-                let result = self.call(host, HUB_ID, HEARTBEAT_TIMEOUT_MS, move |world| world.hub_request(request)).await;
+                let result =
+                    self.call(host, HUB_ID, HEARTBEAT_TIMEOUT_MS, move |world| world.hub_request(request)).await;
                 let outcome = match result {
                     Ok(Response::Ok) => HeartbeatOutcome::Accepted,
                     Ok(Response::Error(error)) => {
@@ -425,7 +429,14 @@ impl World {
         let hub = SimHub { world: self.clone(), from: CONTROLLER_ID };
         let signals = SimSignals { world: self.clone(), host: CONTROLLER_ID };
         let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
-        engine::sensor::run_instance_status_sensor(&clock, &hub, &signals, &journal, engine::sensor::SensorConfig::default()).await;
+        engine::sensor::run_instance_status_sensor(
+            &clock,
+            &hub,
+            &signals,
+            &journal,
+            engine::sensor::SensorConfig::default(),
+        )
+        .await;
     }
 
     // --- the fault plan --------------------------------------------------------------------------------------------
@@ -557,7 +568,8 @@ struct SimHub {
 impl ports::Hub for SimHub {
     async fn read_heartbeats(&self) -> Result<HeartbeatSnapshot, ports::HubError> {
         let timeout_ms = self.world.spec.engine.call_timeout_ms;
-        let response = self.world.call(self.from, HUB_ID, timeout_ms, |world| world.hub_request(Request::ReadHeartbeats)).await?;
+        let response =
+            self.world.call(self.from, HUB_ID, timeout_ms, |world| world.hub_request(Request::ReadHeartbeats)).await?;
         match response {
             Response::Heartbeats { now_ms, rows } => Ok(HeartbeatSnapshot {
                 hub_now_ms: now_ms,
@@ -585,7 +597,9 @@ impl Signals for SimSignals {
     fn emit(&self, signal: Signal) {
         let body = match signal {
             Signal::InstanceSilent { instance, silent_for_ms } => Body::InstanceSilent { instance, silent_for_ms },
-            Signal::InstanceRecovered { instance, silent_for_ms } => Body::InstanceRecovered { instance, silent_for_ms },
+            Signal::InstanceRecovered { instance, silent_for_ms } => {
+                Body::InstanceRecovered { instance, silent_for_ms }
+            }
             Signal::HubReadFailed { error } => Body::HubReadFailed { error: error.to_string() },
         };
         self.world.record(self.host, body);
@@ -714,10 +728,16 @@ latency_ms = { min = 5, max = 5 }
             let ran = Rc::new(Cell::new(0));
             step(&world, "kind = \"partition_oneway\"\nfrom = \"node-01\"\nto = \"hub\"");
             let counter = ran.clone();
-            assert_eq!(world.call(node, hub, 1_000, move |_| counter.set(counter.get() + 1)).await, Err(TransportError::Timeout));
+            assert_eq!(
+                world.call(node, hub, 1_000, move |_| counter.set(counter.get() + 1)).await,
+                Err(TransportError::Timeout)
+            );
             assert_eq!(ran.get(), 0, "the request never arrived");
             let counter = ran.clone();
-            assert_eq!(world.call(hub, node, 1_000, move |_| counter.set(counter.get() + 1)).await, Err(TransportError::Timeout));
+            assert_eq!(
+                world.call(hub, node, 1_000, move |_| counter.set(counter.get() + 1)).await,
+                Err(TransportError::Timeout)
+            );
             assert_eq!(ran.get(), 1, "the other direction's request arrived; its answer was dropped");
             step(&world, "kind = \"repair_oneway\"\nfrom = \"node-01\"\nto = \"hub\"");
             assert_eq!(world.call(node, hub, 1_000, |_| 7).await, Ok(7));
@@ -784,66 +804,79 @@ latency_ms = { min = 5, max = 5 }
         )
     }
 
+    /// What happened, in the order it happened (several things can happen in one virtual millisecond).
+    #[derive(Debug, Clone)]
+    enum Logged {
+        Blocked { from: usize, to: usize, on: bool },
+        Sent { index: usize, from: usize, to: usize },
+        Delivered { index: usize },
+        Answered { index: usize },
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         /// Under any schedule of one-way partitions and repairs, a request is delivered at most once, never while
-        /// its direction is blocked at send or at arrival, and an answer reaches the caller only over an open link.
+        /// its direction is blocked at send or at arrival, and no caller hears an answer to an undelivered request.
         #[test]
         fn never_delivers_across_a_partition_nor_twice(mut ops in proptest::collection::vec(op(), 1..40)) {
             ops.sort_by_key(|(at, _)| *at);
             let text = SPEC.replace("min = 5, max = 5", "min = 1, max = 30");
-            let outcome = in_world(&text, async |world| {
-                let blocked: Rc<RefCell<Vec<(u64, usize, usize, bool)>>> = Rc::default();
-                let deliveries: Rc<RefCell<Vec<(usize, u64)>>> = Rc::default();
-                let answers: Rc<RefCell<Vec<(usize, u64, usize, usize)>>> = Rc::default();
-                let mut sends = Vec::new();
+            let log = in_world(&text, async |world| {
+                let log: Rc<RefCell<Vec<Logged>>> = Rc::default();
+                let mut tasks = Vec::new();
                 for (index, (at, op)) in ops.iter().cloned().enumerate() {
-                    let world = world.clone();
-                    let (blocked, deliveries, answers) = (blocked.clone(), deliveries.clone(), answers.clone());
-                    sends.push(tokio::task::spawn_local(async move {
+                    let (world, log) = (world.clone(), log.clone());
+                    tasks.push(tokio::task::spawn_local(async move {
                         world.sleep_until_ms(at).await;
                         match op {
-                            Op::Partition(a, b) if a != b => {
-                                world.net.borrow_mut().partition_oneway(a, b);
-                                blocked.borrow_mut().push((world.now_ms(), a, b, true));
-                            }
-                            Op::Repair(a, b) if a != b => {
-                                world.net.borrow_mut().repair_oneway(a, b);
-                                blocked.borrow_mut().push((world.now_ms(), a, b, false));
+                            Op::Partition(from, to) | Op::Repair(from, to) if from != to => {
+                                let on = matches!(op, Op::Partition(..));
+                                if on {
+                                    world.net.borrow_mut().partition_oneway(from, to);
+                                } else {
+                                    world.net.borrow_mut().repair_oneway(from, to);
+                                }
+                                log.borrow_mut().push(Logged::Blocked { from, to, on });
                             }
                             Op::Send(from, to) if from != to => {
-                                let sent = world.now_ms();
-                                let record = deliveries.clone();
-                                let result = world.call(from, to, 500, move |w| record.borrow_mut().push((index, w.now_ms()))).await;
+                                log.borrow_mut().push(Logged::Sent { index, from, to });
+                                let record = log.clone();
+                                let result = world.call(from, to, 500, move |_| record.borrow_mut().push(Logged::Delivered { index })).await;
                                 if result.is_ok() {
-                                    answers.borrow_mut().push((index, world.now_ms(), from, to));
+                                    log.borrow_mut().push(Logged::Answered { index });
                                 }
-                                let _ = sent;
                             }
                             _ => {}
                         }
                     }));
                 }
-                for send in sends {
-                    send.await.unwrap();
+                for task in tasks {
+                    task.await.unwrap();
                 }
-                tokio::time::sleep(Duration::from_millis(1_000)).await;
-                (blocked.take(), deliveries.take(), answers.take())
+                log.take()
             });
-            let (blocked, deliveries, answers) = outcome;
-            let is_blocked = |a: usize, b: usize, at: u64| {
-                blocked.iter().filter(|(t, x, y, _)| *t <= at && *x == a && *y == b).last().is_some_and(|(_, _, _, on)| *on)
-            };
-            let mut seen = std::collections::BTreeSet::new();
-            for (index, at) in &deliveries {
-                prop_assert!(seen.insert(*index), "message {index} delivered twice");
-                let (sent, Op::Send(from, to)) = ops[*index].clone() else { unreachable!() };
-                prop_assert!(!is_blocked(from, to, sent), "message {index} sent across a partition was delivered");
-                prop_assert!(!is_blocked(from, to, *at), "message {index} arrived across a partition");
-            }
-            for (index, at, from, to) in answers {
-                prop_assert!(seen.contains(&index), "an answer without a delivery");
-                prop_assert!(!is_blocked(to, from, at), "message {index}'s answer crossed a partition");
+            let mut blocked = std::collections::BTreeSet::new();
+            let mut routes = std::collections::BTreeMap::new();
+            let mut delivered = std::collections::BTreeSet::new();
+            for entry in log {
+                match entry {
+                    Logged::Blocked { from, to, on: true } => { blocked.insert((from, to)); }
+                    Logged::Blocked { from, to, on: false } => { blocked.remove(&(from, to)); }
+                    Logged::Sent { index, from, to } => {
+                        routes.insert(index, (from, to, blocked.contains(&(from, to))));
+                    }
+                    Logged::Delivered { index } => {
+                        let (from, to, blocked_at_send) = routes[&index];
+                        prop_assert!(delivered.insert(index), "message {index} delivered twice");
+                        prop_assert!(!blocked_at_send, "message {index} sent across a partition was delivered");
+                        prop_assert!(!blocked.contains(&(from, to)), "message {index} arrived across a partition");
+                    }
+                    // The answer direction is pinned by `one_way_partitions_drop_the_request_or_only_the_answer`; here a
+                    // partition can land between the reply and the caller waking in the same millisecond.
+                    Logged::Answered { index } => {
+                        prop_assert!(delivered.contains(&index), "message {index} answered without a delivery");
+                    }
+                }
             }
         }
     }

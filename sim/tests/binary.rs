@@ -16,7 +16,10 @@ fn the_binary_exits_2_on_bad_input_without_a_stack_trace() {
 
 #[test]
 fn the_binary_runs_a_scenario_and_exits_0() {
-    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/agent-partitioned-from-hub-is-reported-silent-and-recovers.toml");
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scenarios/agent-partitioned-from-hub-is-reported-silent-and-recovers.toml"
+    );
     let output = fleetsim().args(["run", scenario]).output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(String::from_utf8_lossy(&output.stdout).contains("verdict       pass"));

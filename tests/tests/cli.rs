@@ -76,7 +76,10 @@ fn an_unknown_key_is_named() {
 
 #[test]
 fn an_unknown_fault_is_named_with_the_known_ones() {
-    assert_bad_input(&GOOD.replace("\"partition\"", "\"meteor\""), "step[0]: unknown variant `meteor`, expected one of `partition`");
+    assert_bad_input(
+        &GOOD.replace("\"partition\"", "\"meteor\""),
+        "step[0]: unknown variant `meteor`, expected one of `partition`",
+    );
 }
 
 #[test]
@@ -87,12 +90,18 @@ fn an_unknown_oracle_is_named() {
 
 #[test]
 fn a_host_that_does_not_exist_is_named_with_the_fleet() {
-    assert_bad_input(&GOOD.replace("\"node-01\"", "\"node-04\""), ":9:1: step[0].a: unknown host \"node-04\" (this fleet has controller, hub, node-01..node-03)");
+    assert_bad_input(
+        &GOOD.replace("\"node-01\"", "\"node-04\""),
+        ":9:1: step[0].a: unknown host \"node-04\" (this fleet has controller, hub, node-01..node-03)",
+    );
 }
 
 #[test]
 fn a_wrong_schema_version_is_refused() {
-    assert_bad_input(&GOOD.replace("schema_version = 1", "schema_version = 9"), ":1:18: schema_version: this fleetsim reads version 1, the file has 9");
+    assert_bad_input(
+        &GOOD.replace("schema_version = 1", "schema_version = 9"),
+        ":1:18: schema_version: this fleetsim reads version 1, the file has 9",
+    );
 }
 
 #[test]
@@ -115,7 +124,8 @@ fn a_passing_run_prints_its_summary_and_writes_its_record_and_trace() {
     assert_eq!(code, EXIT_PASS, "{err}");
     assert!(out.contains("verdict       pass"), "{out}");
     assert!(out.contains(&format!("reproduce     fleetsim run {file} --seed 7")), "{out}");
-    let record: reports::RunRecord = serde_json::from_str(&std::fs::read_to_string(out_dir.join("run.json")).unwrap()).unwrap();
+    let record: reports::RunRecord =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("run.json")).unwrap()).unwrap();
     let trace = std::fs::read_to_string(out_dir.join("trace.jsonl")).unwrap();
     assert_eq!(trace.lines().count() as u64, record.trace_events);
     assert_eq!(sim::trace::sha256_hex(trace.as_bytes()), record.trace_digest, "the trace file is the digested trace");
@@ -163,7 +173,8 @@ fn a_campaign_writes_its_report_and_replays_one_run_alone() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("c");
     let campaign = root().join("campaigns/ci-50.toml").display().to_string();
-    let (code, out, err) = fleetsim(&["campaign", &campaign, "--runs", "4", "--jobs", "2", "--out", out_dir.to_str().unwrap()]);
+    let (code, out, err) =
+        fleetsim(&["campaign", &campaign, "--runs", "4", "--jobs", "2", "--out", out_dir.to_str().unwrap()]);
     assert!(code == EXIT_PASS || code == EXIT_FAIL, "{err}");
     assert!(out.contains("passed        4/4"), "{out}");
     let report: reports::CampaignReport =

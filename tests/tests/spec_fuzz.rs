@@ -32,11 +32,22 @@ enum Mutation {
 fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         (any::<usize>(), 1usize..40).prop_map(|(at, len)| Mutation::Delete { at, len }),
-        (any::<usize>(), prop_oneof![
-            Just("=".to_owned()), Just("\"".to_owned()), Just("[[step]]\n".to_owned()), Just("-1".to_owned()),
-            Just("99999999999999999999".to_owned()), Just("kind = \"crash\"\n".to_owned()), Just("\n".to_owned()),
-            Just("{".to_owned()), Just("target = \"node-00\"\n".to_owned()), "[a-z_ =0-9\\[\\]\"{}.,\n]{0,12}",
-        ]).prop_map(|(at, text)| Mutation::Insert { at, text }),
+        (
+            any::<usize>(),
+            prop_oneof![
+                Just("=".to_owned()),
+                Just("\"".to_owned()),
+                Just("[[step]]\n".to_owned()),
+                Just("-1".to_owned()),
+                Just("99999999999999999999".to_owned()),
+                Just("kind = \"crash\"\n".to_owned()),
+                Just("\n".to_owned()),
+                Just("{".to_owned()),
+                Just("target = \"node-00\"\n".to_owned()),
+                "[a-z_ =0-9\\[\\]\"{}.,\n]{0,12}",
+            ]
+        )
+            .prop_map(|(at, text)| Mutation::Insert { at, text }),
         (any::<usize>(), any::<u8>()).prop_map(|(at, byte)| Mutation::Replace { at, byte }),
         (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Mutation::SwapLines { a, b }),
     ]
