@@ -10,6 +10,7 @@ const SCENARIOS: &[&str] = &[
     "agent-partitioned-from-hub-is-reported-silent-and-recovers.toml",
     "controller-death-resumes-the-sensor-from-its-journal.toml",
     "epoch-aware-expiry-keeps-members-and-expires-strays.toml",
+    "fifty-agents-heartbeat-for-two-hours-through-faults.toml",
     "hub-crashes-and-restarts-mid-run.toml",
     "legacy-expiry-tombstones-a-stopped-epoch-member.toml",
 ];
@@ -73,7 +74,7 @@ fn epoch_aware_expiry_keeps_members_and_expires_strays() {
 
 #[test]
 fn hub_crashes_and_restarts_mid_run() {
-    let (_, trace) = run_file(SCENARIOS[3]);
+    let (_, trace) = run_file(SCENARIOS[4]);
     assert_eq!(events(&trace, "host.crash").len(), 1);
     let refused = trace.iter().filter(|l| l.contains("connection refused")).count();
     assert!(refused >= 10, "every agent's heartbeats are refused while the hub is down ({refused})");
@@ -84,9 +85,18 @@ fn hub_crashes_and_restarts_mid_run() {
 
 #[test]
 fn legacy_expiry_tombstones_a_stopped_epoch_member() {
-    let (record, trace) = run_file(SCENARIOS[4]);
+    let (record, trace) = run_file(SCENARIOS[5]);
     let violated: Vec<&str> = record.violations.iter().map(|v| v.oracle.as_str()).collect();
     assert_eq!(violated, ["epoch_member_never_tombstoned", "epoch_member_never_tombstoned"]);
     assert!(record.violations.iter().all(|v| v.expected));
     assert!(events(&trace, "hub.heartbeat_refused").len() >= 2, "the restarted members are rejected as unknown");
+}
+
+#[test]
+fn fifty_agents_heartbeat_for_two_hours_through_faults() {
+    let (record, trace) = run_file(SCENARIOS[3]);
+    let heartbeats = events(&trace, "hub.heartbeat").len();
+    assert!((11_000..12_100).contains(&heartbeats), "about 50 agents x 240 heartbeats, minus outages: {heartbeats}");
+    assert_eq!(record.virtual_duration_ms, 7_200_000);
+    assert_eq!(record.faults["crash"], 2);
 }
