@@ -29,7 +29,9 @@ fn fifty_agents_two_hours(c: &mut Criterion) {
     let mut thousand = scenario.run.clone();
     thousand.fleet.nodes = 1_000;
     thousand.fleet.durable.clear();
-    thousand.steps.retain(|timed| !matches!(&timed.step, sim::faults::Step::Partition { .. } | sim::faults::Step::Repair { .. }));
+    thousand
+        .steps
+        .retain(|timed| !matches!(&timed.step, sim::faults::Step::Partition { .. } | sim::faults::Step::Repair { .. }));
     group.sample_size(10);
     group.bench_function("1000_agents_2h", |b| {
         b.iter(|| run(&thousand, scenario.seed, &identity(), false).record.trace_events)
