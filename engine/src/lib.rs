@@ -6,5 +6,6 @@
 //! signals out); the async drivers only await ports and feed results back.
 
 pub mod ports;
+pub mod rollout;
 pub mod secret;
 pub mod sensor;

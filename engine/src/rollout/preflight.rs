@@ -1,0 +1,535 @@
+//! The read-only identity-coherence preflight of the 2026-09-21 RCCA (P0: "Add an all-node identity-coherence
+//! preflight"): before the hub epoch opens or any service stops, classify every selected node's revision marker,
+//! environment class, installed source, generation barrier and signed manifest, name the exact contradictory surfaces,
+//! and decide per node: coherent, repairable under the deployment fence, or quarantined with a typed repair plan.
+//!
+//! Postel-like tolerance without weaker security (RCCA): a missing redundant marker is repairable only when signed,
+//! generation-bound evidence independently proves its exact value; everything ambiguous, unowned, writable, symlinked,
+//! multiply linked, unsigned or conflicting fails closed.
+
+use std::collections::BTreeMap;
+
+/// Where the identity lives on a worker.
+pub const MAC_ENV: &str = "~/.mac/mac.env";
+pub const MARKER: &str = "~/.mac/deployed-source-revision";
+pub const MANIFEST: &str = "~/.mac/deployment-manifest";
+
+/// The keys of the recovery-only environment, exactly.
+pub const RECOVERY_KEYS: [&str; 2] = ["MAC_ATTESTATION_KEY", "MAC_STARTUP_CLEAR_HOLD"];
+/// The keys of a full installed identity.
+pub const INSTALLED_KEYS: [&str; 6] = [
+    "MAC_ATTESTATION_KEY",
+    "MAC_STARTUP_CLEAR_HOLD",
+    "MAC_WORKER_ID",
+    "MAC_HUB_URL",
+    "MAC_DEPLOYED_REVISION",
+    "MAC_GENERATION",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Regular,
+    Symlink,
+    Directory,
+}
+
+/// What a read-only `stat` + read of one file shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileFacts {
+    pub kind: FileKind,
+    pub mode: u32,
+    pub owner: String,
+    pub nlink: u32,
+    pub content: String,
+}
+
+/// Everything the preflight reads from one node, without changing anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeObservation {
+    pub node: String,
+    pub env: Option<FileFacts>,
+    pub marker: Option<FileFacts>,
+    pub manifest: Option<FileFacts>,
+    /// Installed source and venv: `(revision, generation)`.
+    pub installed: Option<(String, u64)>,
+    pub barrier_generation: u64,
+}
+
+/// A deployment manifest: a signed statement of the revision and generation a node runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub revision: String,
+    pub generation: u64,
+    pub signature: String,
+}
+
+impl Manifest {
+    /// Parses `revision=…`, `generation=…`, `signature=…` lines; anything else is not a manifest.
+    pub fn parse(text: &str) -> Option<Manifest> {
+        let mut fields = BTreeMap::new();
+        for line in text.lines().filter(|line| !line.trim().is_empty()) {
+            let (key, value) = line.split_once('=')?;
+            if fields.insert(key.trim(), value.trim()).is_some() {
+                return None;
+            }
+        }
+        if fields.len() != 3 {
+            return None;
+        }
+        Some(Manifest {
+            revision: fields.get("revision")?.to_string(),
+            generation: fields.get("generation")?.parse().ok()?,
+            signature: fields.get("signature")?.to_string(),
+        })
+    }
+}
+
+/// The trust root: checks a manifest's signature. Production verifies against the deployment signing key; the
+/// simulator supplies its own scheme. The engine never guesses.
+pub trait SignatureVerifier {
+    fn verify(&self, manifest: &Manifest) -> bool;
+}
+
+/// What the engine expects of every node before this rollout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expectation {
+    /// The owner every identity file must have (owner-only files).
+    pub owner: String,
+    /// The mode every identity file must have.
+    pub mode: u32,
+}
+
+impl Default for Expectation {
+    fn default() -> Self {
+        Expectation { owner: "ovswarm".into(), mode: 0o600 }
+    }
+}
+
+/// The environment file's class, decoded without trusting it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvClass {
+    Absent,
+    /// Exactly the two recovery keys.
+    RecoveryOnly,
+    /// The full installed identity, naming a revision and generation.
+    FullInstalled {
+        revision: String,
+        generation: u64,
+    },
+    /// The recovery keys plus others that do not make a full identity: forbidden.
+    ExtraKeys {
+        extra: Vec<String>,
+    },
+    Malformed {
+        reason: String,
+    },
+}
+
+/// One contradictory or unsafe surface, named exactly (the RCCA: "Error evidence does not name the exact
+/// contradictory identity surfaces" was an open defect).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Contradiction {
+    UnsafeFile {
+        path: &'static str,
+        reason: String,
+    },
+    EnvMalformed {
+        reason: String,
+    },
+    ExtraRecoveryKeys {
+        keys: Vec<String>,
+    },
+    /// worker-50's shape: no marker, but a full installed environment.
+    MarkerAbsentWithFullEnv,
+    MarkerDisagrees {
+        marker: String,
+        installed: String,
+    },
+    EnvDisagrees {
+        env: String,
+        installed: String,
+    },
+    ManifestMissing,
+    ManifestUnreadable,
+    ManifestUnsigned,
+    ManifestDisagrees {
+        manifest: String,
+        installed: String,
+    },
+    BarrierDisagrees {
+        barrier: u64,
+        installed: u64,
+    },
+    NothingInstalled,
+}
+
+impl std::fmt::Display for Contradiction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Contradiction::UnsafeFile { path, reason } => write!(f, "{path} is unsafe: {reason}"),
+            Contradiction::EnvMalformed { reason } => write!(f, "{MAC_ENV} is malformed: {reason}"),
+            Contradiction::ExtraRecoveryKeys { keys } => {
+                write!(f, "{MAC_ENV} recovery-only form has extra keys {}", keys.join(", "))
+            }
+            Contradiction::MarkerAbsentWithFullEnv => {
+                write!(f, "{MARKER} is absent but {MAC_ENV} carries a full installed identity")
+            }
+            Contradiction::MarkerDisagrees { marker, installed } => {
+                write!(f, "{MARKER} says {marker}, installed source is {installed}")
+            }
+            Contradiction::EnvDisagrees { env, installed } => {
+                write!(f, "{MAC_ENV} says {env}, installed source is {installed}")
+            }
+            Contradiction::ManifestMissing => write!(f, "{MANIFEST} is absent"),
+            Contradiction::ManifestUnreadable => write!(f, "{MANIFEST} is not a manifest"),
+            Contradiction::ManifestUnsigned => write!(f, "{MANIFEST} signature does not verify"),
+            Contradiction::ManifestDisagrees { manifest, installed } => {
+                write!(f, "{MANIFEST} names {manifest}, installed source is {installed}")
+            }
+            Contradiction::BarrierDisagrees { barrier, installed } => {
+                write!(f, "generation barrier is {barrier}, installed generation is {installed}")
+            }
+            Contradiction::NothingInstalled => write!(f, "no installed source or venv"),
+        }
+    }
+}
+
+/// A typed repair, executed only under the deployment fence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repair {
+    /// Write the canonical marker: signed, generation-bound evidence agrees on exactly this revision and generation.
+    WriteMarker { revision: String, generation: u64 },
+    /// Recreate the recovery-only environment, with `MAC_STARTUP_CLEAR_HOLD=0` durably written before the
+    /// attestation key (the RCCA's "recovery hold precedes recovery identity").
+    RecreateRecoveryEnvHoldFirst,
+    /// Nothing automatic is safe: an operator inspects these surfaces.
+    OperatorInspect { surfaces: Vec<Contradiction> },
+}
+
+/// The preflight's decision for one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Coherent {
+        revision: String,
+        generation: u64,
+    },
+    /// Coherent once the repair is applied under the fence.
+    Repairable {
+        revision: String,
+        generation: u64,
+        repair: Repair,
+    },
+    /// `deployment_quarantined`: dispatch-held, excluded from the lanes, with a repair plan.
+    Quarantined {
+        surfaces: Vec<Contradiction>,
+        repair: Repair,
+    },
+}
+
+impl Verdict {
+    pub fn is_quarantined(&self) -> bool {
+        matches!(self, Verdict::Quarantined { .. })
+    }
+}
+
+/// Decodes an environment file: `KEY=VALUE` lines, no duplicates, no blank keys.
+pub fn classify_env(content: &str) -> EnvClass {
+    let mut keys = BTreeMap::new();
+    for (number, line) in content.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            return EnvClass::Malformed { reason: format!("line {} is not KEY=VALUE", number + 1) };
+        };
+        let key = key.trim();
+        if key.is_empty() || key.contains(char::is_whitespace) {
+            return EnvClass::Malformed { reason: format!("line {} has no valid key", number + 1) };
+        }
+        if keys.insert(key.to_owned(), value.trim().to_owned()).is_some() {
+            return EnvClass::Malformed { reason: format!("{key} is assigned twice") };
+        }
+    }
+    let has = |key: &str| keys.contains_key(key);
+    if keys.len() == RECOVERY_KEYS.len() && RECOVERY_KEYS.iter().all(|k| has(k)) {
+        return EnvClass::RecoveryOnly;
+    }
+    if keys.len() == INSTALLED_KEYS.len() && INSTALLED_KEYS.iter().all(|k| has(k)) {
+        let generation = keys["MAC_GENERATION"].parse();
+        return match generation {
+            Ok(generation) => EnvClass::FullInstalled { revision: keys["MAC_DEPLOYED_REVISION"].clone(), generation },
+            Err(_) => EnvClass::Malformed { reason: "MAC_GENERATION is not a number".into() },
+        };
+    }
+    if RECOVERY_KEYS.iter().all(|k| has(k)) {
+        let extra = keys.keys().filter(|k| !RECOVERY_KEYS.contains(&k.as_str())).cloned().collect();
+        return EnvClass::ExtraKeys { extra };
+    }
+    EnvClass::Malformed { reason: "neither the recovery-only nor the full installed key set".into() }
+}
+
+fn unsafe_reason(facts: &FileFacts, expectation: &Expectation) -> Option<String> {
+    match facts.kind {
+        FileKind::Symlink => return Some("a symlink".into()),
+        FileKind::Directory => return Some("a directory".into()),
+        FileKind::Regular => {}
+    }
+    if facts.nlink != 1 {
+        return Some(format!("{} hard links", facts.nlink));
+    }
+    if facts.owner != expectation.owner {
+        return Some(format!("owned by {}, not {}", facts.owner, expectation.owner));
+    }
+    if facts.mode != expectation.mode {
+        return Some(format!("mode {:o}, not {:o}", facts.mode, expectation.mode));
+    }
+    None
+}
+
+/// Classifies one node from a read-only observation.
+pub fn classify(observation: &NodeObservation, expectation: &Expectation, verifier: &dyn SignatureVerifier) -> Verdict {
+    let mut surfaces = Vec::new();
+    for (path, facts) in [(MAC_ENV, &observation.env), (MARKER, &observation.marker), (MANIFEST, &observation.manifest)]
+    {
+        if let Some(reason) = facts.as_ref().and_then(|facts| unsafe_reason(facts, expectation)) {
+            surfaces.push(Contradiction::UnsafeFile { path, reason });
+        }
+    }
+    // Unsafe files fail closed before anything is read from them.
+    if !surfaces.is_empty() {
+        return quarantine(surfaces);
+    }
+
+    let env = observation.env.as_ref().map_or(EnvClass::Absent, |facts| classify_env(&facts.content));
+    let marker = observation.marker.as_ref().map(|facts| facts.content.trim().to_owned());
+    let manifest = match &observation.manifest {
+        None => Err(Contradiction::ManifestMissing),
+        Some(facts) => match Manifest::parse(&facts.content) {
+            None => Err(Contradiction::ManifestUnreadable),
+            Some(manifest) if !verifier.verify(&manifest) => Err(Contradiction::ManifestUnsigned),
+            Some(manifest) => Ok(manifest),
+        },
+    };
+    let Some((revision, generation)) = observation.installed.clone() else {
+        surfaces.push(Contradiction::NothingInstalled);
+        return quarantine(surfaces);
+    };
+    let installed_label = format!("{revision}@{generation}");
+
+    match &manifest {
+        Err(contradiction) => surfaces.push(contradiction.clone()),
+        Ok(manifest) if (manifest.revision.as_str(), manifest.generation) != (revision.as_str(), generation) => {
+            surfaces.push(Contradiction::ManifestDisagrees {
+                manifest: format!("{}@{}", manifest.revision, manifest.generation),
+                installed: installed_label.clone(),
+            });
+        }
+        Ok(_) => {}
+    }
+    if observation.barrier_generation != generation {
+        surfaces
+            .push(Contradiction::BarrierDisagrees { barrier: observation.barrier_generation, installed: generation });
+    }
+    if let Some(marker) = &marker {
+        if *marker != revision {
+            surfaces.push(Contradiction::MarkerDisagrees { marker: marker.clone(), installed: revision.clone() });
+        }
+    }
+    let mut repair = None;
+    match &env {
+        EnvClass::FullInstalled { revision: env_revision, generation: env_generation } => {
+            if (env_revision.as_str(), *env_generation) != (revision.as_str(), generation) {
+                surfaces.push(Contradiction::EnvDisagrees {
+                    env: format!("{env_revision}@{env_generation}"),
+                    installed: installed_label.clone(),
+                });
+            }
+            if marker.is_none() {
+                // worker-50: repairable only if every other surface, including a signed manifest, agrees.
+                surfaces.push(Contradiction::MarkerAbsentWithFullEnv);
+                repair = Some(Repair::WriteMarker { revision: revision.clone(), generation });
+            }
+        }
+        EnvClass::RecoveryOnly => {
+            // A retained partial successor: coherent only when the marker is absent (the recovery path owns it).
+            if marker.is_some() {
+                surfaces.push(Contradiction::EnvDisagrees {
+                    env: "recovery-only".into(),
+                    installed: installed_label.clone(),
+                });
+            }
+        }
+        EnvClass::Absent => repair = Some(Repair::RecreateRecoveryEnvHoldFirst),
+        EnvClass::ExtraKeys { extra } => surfaces.push(Contradiction::ExtraRecoveryKeys { keys: extra.clone() }),
+        EnvClass::Malformed { reason } => surfaces.push(Contradiction::EnvMalformed { reason: reason.clone() }),
+    }
+
+    let only_marker_missing = surfaces == [Contradiction::MarkerAbsentWithFullEnv];
+    match (surfaces.is_empty(), only_marker_missing, repair) {
+        (true, _, None) => Verdict::Coherent { revision, generation },
+        (true, _, Some(repair)) => Verdict::Repairable { revision, generation, repair },
+        (false, true, Some(repair @ Repair::WriteMarker { .. })) => {
+            Verdict::Repairable { revision, generation, repair }
+        }
+        (false, _, _) => quarantine(surfaces),
+    }
+}
+
+fn quarantine(surfaces: Vec<Contradiction>) -> Verdict {
+    Verdict::Quarantined { repair: Repair::OperatorInspect { surfaces: surfaces.clone() }, surfaces }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The test trust root: a signature is valid when it is `sig-<revision>-<generation>`.
+    struct TestVerifier;
+
+    impl SignatureVerifier for TestVerifier {
+        fn verify(&self, manifest: &Manifest) -> bool {
+            manifest.signature == format!("sig-{}-{}", manifest.revision, manifest.generation)
+        }
+    }
+
+    fn file(content: &str) -> FileFacts {
+        FileFacts { kind: FileKind::Regular, mode: 0o600, owner: "ovswarm".into(), nlink: 1, content: content.into() }
+    }
+
+    fn full_env(revision: &str, generation: u64) -> String {
+        format!(
+            "MAC_ATTESTATION_KEY=k\nMAC_STARTUP_CLEAR_HOLD=1\nMAC_WORKER_ID=w\nMAC_HUB_URL=https://hub\nMAC_DEPLOYED_REVISION={revision}\nMAC_GENERATION={generation}\n"
+        )
+    }
+
+    fn coherent() -> NodeObservation {
+        NodeObservation {
+            node: "worker-07".into(),
+            env: Some(file(&full_env("7f3bbd12", 4))),
+            marker: Some(file("7f3bbd12\n")),
+            manifest: Some(file("revision=7f3bbd12\ngeneration=4\nsignature=sig-7f3bbd12-4\n")),
+            installed: Some(("7f3bbd12".into(), 4)),
+            barrier_generation: 4,
+        }
+    }
+
+    fn check(observation: &NodeObservation) -> Verdict {
+        classify(observation, &Expectation::default(), &TestVerifier)
+    }
+
+    fn surfaces(verdict: Verdict) -> Vec<Contradiction> {
+        match verdict {
+            Verdict::Quarantined { surfaces, .. } => surfaces,
+            other => panic!("expected quarantine, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_coherent_installed_node_passes() {
+        assert_eq!(check(&coherent()), Verdict::Coherent { revision: "7f3bbd12".into(), generation: 4 });
+    }
+
+    #[test]
+    fn worker_50_with_agreeing_signed_evidence_is_repaired_with_the_exact_marker() {
+        let mut node = coherent();
+        node.marker = None;
+        let verdict = check(&node);
+        assert_eq!(
+            verdict,
+            Verdict::Repairable {
+                revision: "7f3bbd12".into(),
+                generation: 4,
+                repair: Repair::WriteMarker { revision: "7f3bbd12".into(), generation: 4 }
+            }
+        );
+    }
+
+    #[test]
+    fn worker_50_without_signed_evidence_is_quarantined_naming_both_surfaces() {
+        let mut node = coherent();
+        node.marker = None;
+        node.manifest = Some(file("revision=7f3bbd12\ngeneration=4\nsignature=none\n"));
+        assert_eq!(surfaces(check(&node)), [Contradiction::ManifestUnsigned, Contradiction::MarkerAbsentWithFullEnv]);
+    }
+
+    #[test]
+    fn negative_repairs_fail_closed() {
+        type Drift = Box<dyn Fn(&mut NodeObservation)>;
+        let cases: Vec<(&str, Drift, Contradiction)> = vec![
+            (
+                "stale revision",
+                Box::new(|n| n.marker = Some(file("0000000"))),
+                Contradiction::MarkerDisagrees { marker: "0000000".into(), installed: "7f3bbd12".into() },
+            ),
+            (
+                "wrong generation",
+                Box::new(|n| n.manifest = Some(file("revision=7f3bbd12\ngeneration=5\nsignature=sig-7f3bbd12-5"))),
+                Contradiction::ManifestDisagrees { manifest: "7f3bbd12@5".into(), installed: "7f3bbd12@4".into() },
+            ),
+            (
+                "unsafe mode",
+                Box::new(|n| n.env.as_mut().unwrap().mode = 0o644),
+                Contradiction::UnsafeFile { path: MAC_ENV, reason: "mode 644, not 600".into() },
+            ),
+            (
+                "wrong owner",
+                Box::new(|n| n.marker.as_mut().unwrap().owner = "root".into()),
+                Contradiction::UnsafeFile { path: MARKER, reason: "owned by root, not ovswarm".into() },
+            ),
+            (
+                "symlink",
+                Box::new(|n| n.env.as_mut().unwrap().kind = FileKind::Symlink),
+                Contradiction::UnsafeFile { path: MAC_ENV, reason: "a symlink".into() },
+            ),
+            (
+                "hard link",
+                Box::new(|n| n.manifest.as_mut().unwrap().nlink = 2),
+                Contradiction::UnsafeFile { path: MANIFEST, reason: "2 hard links".into() },
+            ),
+            (
+                "extra recovery keys",
+                Box::new(|n| {
+                    n.marker = None;
+                    n.env = Some(file("MAC_ATTESTATION_KEY=k\nMAC_STARTUP_CLEAR_HOLD=0\nMAC_DEBUG=1\n"));
+                }),
+                Contradiction::ExtraRecoveryKeys { keys: vec!["MAC_DEBUG".into()] },
+            ),
+        ];
+        for (name, drift, expected) in cases {
+            let mut node = coherent();
+            drift(&mut node);
+            let found = surfaces(check(&node));
+            assert!(found.contains(&expected), "{name}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn an_absent_env_is_recreated_hold_first() {
+        let mut node = coherent();
+        node.env = None;
+        match check(&node) {
+            Verdict::Repairable { repair: Repair::RecreateRecoveryEnvHoldFirst, .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn env_decoding_rejects_duplicates_and_garbage() {
+        assert!(matches!(classify_env("A=1\nA=2"), EnvClass::Malformed { .. }));
+        assert!(matches!(classify_env("no equals sign"), EnvClass::Malformed { .. }));
+        assert_eq!(classify_env("MAC_ATTESTATION_KEY=k\nMAC_STARTUP_CLEAR_HOLD=0\n"), EnvClass::RecoveryOnly);
+        assert_eq!(
+            classify_env(&full_env("abc", 9)),
+            EnvClass::FullInstalled { revision: "abc".into(), generation: 9 }
+        );
+    }
+
+    #[test]
+    fn contradictions_name_their_surfaces_in_words() {
+        let text = Contradiction::MarkerAbsentWithFullEnv.to_string();
+        assert_eq!(
+            text,
+            "~/.mac/deployed-source-revision is absent but ~/.mac/mac.env carries a full installed identity"
+        );
+    }
+}
