@@ -42,6 +42,8 @@ pub struct InstanceHeartbeat {
     pub last_heartbeat_ms: u64,
     /// False once the hub has tombstoned the row: it refuses that agent's heartbeats.
     pub registered: bool,
+    /// The source revision the agent's last heartbeat reported (attested by its bearer), if any.
+    pub revision: Option<String>,
 }
 
 /// The hub's answer to a heartbeat read: every instance, and the hub's clock at the time of the read, so that ages
@@ -64,6 +66,89 @@ pub enum HubError {
 /// The agent hub (`seeds/003`, `seeds/004`): registry, heartbeats, epochs, holds, dispatch.
 pub trait Hub {
     fn read_heartbeats(&self) -> impl Future<Output = Result<HeartbeatSnapshot, HubError>>;
+    /// Places a dispatch hold on `agent` owned by `owner` (idempotent: placing it again changes nothing).
+    fn place_hold(&self, agent: &str, owner: &str) -> impl Future<Output = Result<(), HubError>>;
+    /// Releases `owner`'s hold on `agent`. `Ok(false)` when there was no such hold (already released).
+    fn release_hold(&self, agent: &str, owner: &str) -> impl Future<Output = Result<bool, HubError>>;
+    /// Opens a deployment epoch whose members are exempt from expiry until it closes.
+    fn open_epoch(&self, members: &[String]) -> impl Future<Output = Result<u64, HubError>>;
+    /// Makes an epoch terminal. `Ok(false)` when it already was.
+    fn close_epoch(&self, epoch: u64) -> impl Future<Output = Result<bool, HubError>>;
+}
+
+/// An SSH endpoint and the host key the engine holds authority for. Every operation presents the expected key; a
+/// different key on the far end is an identity change, never retried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub node: String,
+    pub host_key: String,
+}
+
+/// Typed operations over SSH. Every mutating operation carries its journal operation id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SshRequest {
+    /// Read-only: stat and read the identity files, installed source, barrier, service state.
+    Observe,
+    WriteFileAtomic {
+        operation_id: String,
+        path: String,
+        content: crate::secret::Secret,
+        mode: u32,
+    },
+    StopService {
+        operation_id: String,
+    },
+    StartService {
+        operation_id: String,
+    },
+    /// Fetch a capsule into the node's staging area (a network fetch: never after quiescence).
+    StageArtifact {
+        operation_id: String,
+        digest: String,
+    },
+    /// Install from staged capsules only.
+    RunInstaller {
+        operation_id: String,
+        revision: String,
+        generation: u64,
+        required_digests: Vec<String>,
+    },
+}
+
+/// What an observation of a node shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeReport {
+    pub identity: crate::rollout::preflight::NodeObservation,
+    pub service_running: bool,
+    pub staged: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SshResponse {
+    Observed(Box<NodeReport>),
+    Done,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SshError {
+    #[error("ssh: {0}")]
+    Transport(#[from] TransportError),
+    /// The far end presented another host key: not the node the engine holds authority for.
+    #[error("host key mismatch: {presented}")]
+    HostKeyMismatch { presented: String },
+    /// The node refused the operation for a reason a retry cannot fix.
+    #[error("refused: {0}")]
+    Refused(String),
+}
+
+/// SSH to nodes and the hub host.
+pub trait Ssh {
+    fn run(&self, endpoint: &Endpoint, request: SshRequest) -> impl Future<Output = Result<SshResponse, SshError>>;
+}
+
+/// Randomness the engine is allowed: jitter, drawn from a seeded stream in the simulator.
+pub trait Jitter {
+    fn draw(&self) -> u64;
 }
 
 /// A fleet signal the engine raises (the runbook's FleetEvents, e.g. `system.instance_silent`).
@@ -75,6 +160,67 @@ pub enum Signal {
     InstanceRecovered { instance: String, silent_for_ms: u64 },
     /// A sensor could not read the hub; the sensor keeps its state and tries again next period.
     HubReadFailed { error: HubError },
+    /// A rollout event worth a person's attention (quarantine, lane verdict, retry exhausted, adoption, terminal).
+    Rollout { rollout: String, event: RolloutEvent },
+}
+
+/// What the rollout controller reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RolloutEvent {
+    PlanFrozen {
+        revision: String,
+        lanes: u64,
+        lane_size: u64,
+        rollout_bound_ms: u64,
+    },
+    PlanRefused {
+        reason: String,
+    },
+    Quarantined {
+        node: String,
+        surfaces: Vec<String>,
+    },
+    Repaired {
+        node: String,
+        repair: String,
+    },
+    Adopted {
+        revision: String,
+        in_doubt: u64,
+    },
+    StepStarted {
+        node: String,
+        step: String,
+        lane: u64,
+    },
+    StepDone {
+        node: String,
+        step: String,
+        lane: u64,
+    },
+    Retrying {
+        node: String,
+        step: String,
+        attempt: u64,
+        delay_ms: u64,
+        error: String,
+    },
+    /// Retries exhausted or a hard stop: journal and holds stay; the replay command and failed endpoint are named.
+    NodeFailed {
+        node: String,
+        step: String,
+        error: String,
+        endpoint: String,
+        replay: String,
+    },
+    LaneCommitted {
+        lane: u64,
+        verdict: String,
+        nodes: Vec<String>,
+    },
+    Terminal {
+        outcome: String,
+    },
 }
 
 /// Where signals go: FleetEvents in production, the trace in the simulator.

@@ -64,7 +64,7 @@ impl SilenceSensor {
         match signal {
             Signal::InstanceSilent { instance, .. } => Some(format!("{JOURNAL_SILENT}{instance}")),
             Signal::InstanceRecovered { instance, .. } => Some(format!("{JOURNAL_RECOVERED}{instance}")),
-            Signal::HubReadFailed { .. } => None,
+            Signal::HubReadFailed { .. } | Signal::Rollout { .. } => None,
         }
     }
 
@@ -152,6 +152,7 @@ mod tests {
                     instance: (*name).into(),
                     last_heartbeat_ms: *last,
                     registered: true,
+                    revision: None,
                 })
                 .collect(),
         }
@@ -206,7 +207,7 @@ mod tests {
                             proptest::prop_assert!(silent_for_ms <= SILENT_THRESHOLD_MS);
                             last_was_silent = false;
                         }
-                        Signal::HubReadFailed { .. } => proptest::prop_assert!(false, "no read failures here"),
+                        Signal::HubReadFailed { .. } | Signal::Rollout { .. } => proptest::prop_assert!(false, "only silence signals here"),
                     }
                 }
             }

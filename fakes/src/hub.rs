@@ -58,6 +58,8 @@ pub struct AgentRow {
     /// Hub-clock time of the last accepted heartbeat, or of registration when none arrived yet.
     pub last_seen_ms: u64,
     pub heartbeats: u64,
+    /// The source revision the agent's last accepted heartbeat reported.
+    pub revision: Option<String>,
 }
 
 /// A bearer token held by the hub; its `Debug` never shows the value.
@@ -104,9 +106,11 @@ pub enum Request {
         kind: AgentKind,
         token: String,
     },
+    /// `revision` is the source revision the agent runs, reported with its heartbeat.
     Heartbeat {
         agent: String,
         token: String,
+        revision: Option<String>,
     },
     /// The instance-status sensor's read: every row with its last-seen time, and the hub's `now`.
     ReadHeartbeats,
@@ -140,7 +144,9 @@ impl std::fmt::Debug for Request {
             Request::Register { agent, kind, .. } => {
                 write!(f, "Register {{ agent: {agent:?}, kind: {kind:?}, token: [redacted] }}")
             }
-            Request::Heartbeat { agent, .. } => write!(f, "Heartbeat {{ agent: {agent:?}, token: [redacted] }}"),
+            Request::Heartbeat { agent, revision, .. } => {
+                write!(f, "Heartbeat {{ agent: {agent:?}, token: [redacted], revision: {revision:?} }}")
+            }
             Request::ReadHeartbeats => write!(f, "ReadHeartbeats"),
             Request::OpenEpoch { members } => write!(f, "OpenEpoch {{ members: {members:?} }}"),
             Request::CloseEpoch { epoch } => write!(f, "CloseEpoch {{ epoch: {epoch} }}"),
@@ -160,6 +166,7 @@ pub struct HeartbeatRow {
     pub agent: String,
     pub status: AgentStatus,
     pub last_seen_ms: u64,
+    pub revision: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -275,12 +282,13 @@ impl Hub {
                         status: AgentStatus::Online,
                         last_seen_ms: now_ms,
                         heartbeats: 0,
+                        revision: None,
                     },
                 );
                 events.push(HubEvent::Registered { agent });
                 Response::Ok
             }
-            Request::Heartbeat { agent, token } => match self.agents.get_mut(&agent) {
+            Request::Heartbeat { agent, token, revision } => match self.agents.get_mut(&agent) {
                 Some(row) if row.status != AgentStatus::Tombstoned && row.token.0 != token => {
                     events.push(HubEvent::HeartbeatRefused { agent: agent.clone() });
                     Response::Error(HubError::Unauthorized { agent })
@@ -288,6 +296,7 @@ impl Hub {
                 Some(row) if row.status != AgentStatus::Tombstoned => {
                     row.last_seen_ms = now_ms;
                     row.heartbeats += 1;
+                    row.revision = revision;
                     if row.status == AgentStatus::Offline {
                         row.status = AgentStatus::Online;
                         events.push(HubEvent::BackOnline { agent: agent.clone() });
@@ -309,6 +318,7 @@ impl Hub {
                         agent: row.id.clone(),
                         status: row.status,
                         last_seen_ms: row.last_seen_ms,
+                        revision: row.revision.clone(),
                     })
                     .collect(),
             },
@@ -428,7 +438,7 @@ mod tests {
     }
 
     fn heartbeat(agent: &str) -> Request {
-        Request::Heartbeat { agent: agent.into(), token: token(agent) }
+        Request::Heartbeat { agent: agent.into(), token: token(agent), revision: Some("r1".into()) }
     }
 
     fn open_epoch(hub: &mut Hub, members: &[&str]) -> u64 {
@@ -521,7 +531,7 @@ mod tests {
     #[test]
     fn a_heartbeat_with_the_wrong_token_is_refused_and_the_token_never_prints() {
         let mut hub = hub(ExpiryPolicy::EpochAware);
-        let forged = Request::Heartbeat { agent: "stray".into(), token: "tok-member".into() };
+        let forged = Request::Heartbeat { agent: "stray".into(), token: "tok-member".into(), revision: None };
         assert!(!format!("{forged:?}").contains("tok-member"));
         let mut events = Vec::new();
         assert_eq!(
@@ -543,5 +553,6 @@ mod tests {
         let names: Vec<_> = rows.iter().map(|r| r.agent.as_str()).collect();
         assert_eq!(names, ["durable", "member", "stray"]);
         assert_eq!(rows[2].last_seen_ms, 500);
+        assert_eq!(rows[2].revision.as_deref(), Some("r1"), "the revision of the last heartbeat");
     }
 }

@@ -67,6 +67,50 @@ pub enum Body {
     InstanceRecovered { instance: String, silent_for_ms: u64 },
     #[serde(rename = "engine.hub_read_failed")]
     HubReadFailed { error: String },
+    #[serde(rename = "engine.rollout")]
+    Rollout { rollout: String, event: RolloutBody },
+}
+
+/// A rollout signal of the engine, as the trace records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RolloutBody {
+    PlanFrozen { revision: String, lanes: u64, lane_size: u64, rollout_bound_ms: u64 },
+    PlanRefused { reason: String },
+    Quarantined { node: String, surfaces: Vec<String> },
+    Repaired { node: String, repair: String },
+    Adopted { revision: String, in_doubt: u64 },
+    StepStarted { node: String, step: String, lane: u64 },
+    StepDone { node: String, step: String, lane: u64 },
+    Retrying { node: String, step: String, attempt: u64, delay_ms: u64, error: String },
+    NodeFailed { node: String, step: String, error: String, endpoint: String, replay: String },
+    LaneCommitted { lane: u64, verdict: String, nodes: Vec<String> },
+    Terminal { outcome: String },
+}
+
+impl From<engine::ports::RolloutEvent> for RolloutBody {
+    fn from(event: engine::ports::RolloutEvent) -> Self {
+        use engine::ports::RolloutEvent as E;
+        match event {
+            E::PlanFrozen { revision, lanes, lane_size, rollout_bound_ms } => {
+                RolloutBody::PlanFrozen { revision, lanes, lane_size, rollout_bound_ms }
+            }
+            E::PlanRefused { reason } => RolloutBody::PlanRefused { reason },
+            E::Quarantined { node, surfaces } => RolloutBody::Quarantined { node, surfaces },
+            E::Repaired { node, repair } => RolloutBody::Repaired { node, repair },
+            E::Adopted { revision, in_doubt } => RolloutBody::Adopted { revision, in_doubt },
+            E::StepStarted { node, step, lane } => RolloutBody::StepStarted { node, step, lane },
+            E::StepDone { node, step, lane } => RolloutBody::StepDone { node, step, lane },
+            E::Retrying { node, step, attempt, delay_ms, error } => {
+                RolloutBody::Retrying { node, step, attempt, delay_ms, error }
+            }
+            E::NodeFailed { node, step, error, endpoint, replay } => {
+                RolloutBody::NodeFailed { node, step, error, endpoint, replay }
+            }
+            E::LaneCommitted { lane, verdict, nodes } => RolloutBody::LaneCommitted { lane, verdict, nodes },
+            E::Terminal { outcome } => RolloutBody::Terminal { outcome },
+        }
+    }
 }
 
 /// Records events, digests them, feeds the oracles, and keeps the JSON lines when asked to.

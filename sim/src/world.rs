@@ -390,7 +390,8 @@ impl World {
                 _ => ServiceState::Running,
             };
             if agent.poll_tick() == AgentAction::SendHeartbeat {
-                let request = Request::Heartbeat { agent: name.clone(), token: token.clone() };
+                let revision = self.node_revision(index);
+                let request = Request::Heartbeat { agent: name.clone(), token: token.clone(), revision };
                 let result =
                     self.call(host, HUB_ID, HEARTBEAT_TIMEOUT_MS, move |world| world.hub_request(request)).await;
                 let outcome = match result {
@@ -413,6 +414,11 @@ impl World {
             }
             tokio::time::sleep_until(next).await;
         }
+    }
+
+    /// The source revision node `index` runs, as its agent reports it.
+    fn node_revision(&self, _index: u32) -> Option<String> {
+        None
     }
 
     fn set_agent_service(&self, host: HostId, state: &[u8]) {
@@ -579,12 +585,60 @@ impl ports::Hub for SimHub {
                         instance: row.agent,
                         last_heartbeat_ms: row.last_seen_ms,
                         registered: row.status != AgentStatus::Tombstoned,
+                        revision: row.revision,
                     })
                     .collect(),
             }),
             Response::Error(error) => Err(ports::HubError::Rejected(error.to_string())),
             other => Err(ports::HubError::Rejected(format!("unexpected answer to a heartbeat read: {other:?}"))),
         }
+    }
+
+    async fn place_hold(&self, agent: &str, owner: &str) -> Result<(), ports::HubError> {
+        let request = Request::PlaceHold { agent: agent.to_owned(), owner: owner.to_owned() };
+        match self.request(request).await? {
+            Response::Ok => Ok(()),
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn release_hold(&self, agent: &str, owner: &str) -> Result<bool, ports::HubError> {
+        let request = Request::ReleaseHold { agent: agent.to_owned(), owner: owner.to_owned() };
+        match self.request(request).await? {
+            Response::Ok => Ok(true),
+            // No such hold: released already (a replay), which is what the caller wanted.
+            Response::Error(fakes::hub::HubError::Conflict { .. }) => Ok(false),
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn open_epoch(&self, members: &[String]) -> Result<u64, ports::HubError> {
+        match self.request(Request::OpenEpoch { members: members.to_vec() }).await? {
+            Response::EpochOpened { epoch } => Ok(epoch),
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn close_epoch(&self, epoch: u64) -> Result<bool, ports::HubError> {
+        match self.request(Request::CloseEpoch { epoch }).await? {
+            Response::Ok => Ok(true),
+            Response::Error(fakes::hub::HubError::Conflict { .. }) => Ok(false),
+            other => Err(rejected(other)),
+        }
+    }
+}
+
+impl SimHub {
+    async fn request(&self, request: Request) -> Result<Response, ports::HubError> {
+        let timeout_ms = self.world.spec.engine.call_timeout_ms;
+        Ok(self.world.call(self.from, HUB_ID, timeout_ms, move |world| world.hub_request(request)).await?)
+    }
+}
+
+fn rejected(response: Response) -> ports::HubError {
+    match response {
+        Response::Error(error) => ports::HubError::Rejected(error.to_string()),
+        other => ports::HubError::Rejected(format!("unexpected answer: {other:?}")),
     }
 }
 
@@ -601,6 +655,9 @@ impl Signals for SimSignals {
                 Body::InstanceRecovered { instance, silent_for_ms }
             }
             Signal::HubReadFailed { error } => Body::HubReadFailed { error: error.to_string() },
+            Signal::Rollout { rollout, event } => {
+                Body::Rollout { rollout, event: crate::trace::RolloutBody::from(event) }
+            }
         };
         self.world.record(self.host, body);
     }
