@@ -5,4 +5,7 @@
 //! catch the engine's misunderstanding of the service; the simulator translates between the two.
 
 pub mod agent;
+pub mod artifacts;
 pub mod hub;
+pub mod ssh;
+pub mod worker;

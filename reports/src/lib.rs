@@ -118,8 +118,11 @@ pub struct RunRecord {
     pub virtual_duration_ms: u64,
     /// Faults injected during the run, by kind, with counts.
     pub faults: BTreeMap<String, u64>,
-    /// Violations of always/eventually properties, in virtual-time order.
+    /// Violations of always/eventually properties, in virtual-time order (at most 10 kept per oracle).
     pub violations: Vec<Firing>,
+    /// How many times each always/eventually property was violated, uncapped.
+    #[serde(default)]
+    pub violation_counts: BTreeMap<String, u64>,
     /// Sometimes-properties reached, each at its first occurrence.
     pub reached: Vec<Firing>,
     /// Expected firings (`must_fire`) that never happened.
@@ -190,8 +193,8 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
         if let Some(kind) = run.verdict.kind {
             *failures.entry(kind.as_str().to_owned()).or_insert(0) += 1;
         }
-        for violation in &run.violations {
-            *violations_by_oracle.entry(violation.oracle.clone()).or_insert(0) += 1;
+        for (oracle, count) in &run.violation_counts {
+            *violations_by_oracle.entry(oracle.clone()).or_insert(0) += count;
         }
         for (kind, count) in &run.faults {
             *faults.entry(kind.clone()).or_insert(0) += count;
@@ -274,6 +277,7 @@ mod tests {
             trace_events: 1,
             virtual_duration_ms: 10,
             faults: BTreeMap::from([("partition".to_owned(), 2)]),
+            violation_counts: if verdict.passed() { BTreeMap::new() } else { BTreeMap::from([("o".to_owned(), 12)]) },
             violations: if verdict.passed() {
                 vec![]
             } else {
@@ -309,7 +313,7 @@ mod tests {
         assert_eq!(summary.passed, 1);
         assert_eq!(summary.failed, 1);
         assert_eq!(summary.failures["safety_violation"], 1);
-        assert_eq!(summary.violations_by_oracle["o"], 1);
+        assert_eq!(summary.violations_by_oracle["o"], 12, "the uncapped count, not the kept evidence");
         assert_eq!(summary.faults["partition"], 4);
         assert_eq!(summary.sometimes_reached["a"], 1);
         assert_eq!(summary.sometimes_never_reached, vec!["b".to_owned()]);
