@@ -302,6 +302,22 @@ fn validate_mix(
             }
         }
     }
+    if let Some(skew) = mix.clock_skew {
+        if skew.skew_ms_max > 7 * 24 * 3_600_000 {
+            return error(format!(
+                "faults.clock_skew.skew_ms_max: at most one week (604800000 ms), not {}",
+                skew.skew_ms_max
+            ));
+        }
+    }
+    if let Some(latency) = mix.latency {
+        if latency.latency_ms_max > 3_600_000 {
+            return error(format!(
+                "faults.latency.latency_ms_max: at most one hour (3600000 ms), not {}",
+                latency.latency_ms_max
+            ));
+        }
+    }
     if let Some(loss) = mix.link_loss {
         if loss.loss_per_mille_max > 1000 {
             return error("faults.link_loss.loss_per_mille_max: a per-mille rate is 0 to 1000".into());
@@ -316,7 +332,7 @@ fn validate_mix(
         let needed = ttl_stop_ms_max(base) + 2 * engine::sensor::SENSOR_PERIOD_MS;
         if needed >= window_end_ms - window_start_ms {
             return error(format!(
-                "faults.ttl_expiry: needs a fault window of at least {needed} ms (agent TTL + sweep + 15 min), the campaign has {}",
+                "faults.ttl_expiry: needs a fault window of at least {needed} ms (agent TTL + sweep + 15 min + two sensor periods), the campaign has {}",
                 window_end_ms - window_start_ms
             ));
         }
@@ -333,9 +349,14 @@ impl Campaign {
         SeedTree::new(self.seed).campaign_run_seed(index)
     }
 
-    /// SHA-256 of the resolved campaign (without its path and description).
+    /// SHA-256 of the resolved campaign (without its path and description, which change no behaviour).
     pub fn config_hash(&self) -> String {
-        crate::trace::sha256_hex(serde_json::to_string(self).expect("campaigns serialise").as_bytes())
+        let mut value = serde_json::to_value(self).expect("campaigns serialise");
+        if let Some(base) = value.get_mut("base").and_then(serde_json::Value::as_object_mut) {
+            base.remove("source");
+            base.remove("description");
+        }
+        crate::trace::sha256_hex(value.to_string().as_bytes())
     }
 
     /// The configuration of run `index`: the base with a fault plan drawn from the run seed's fault-plan stream.
@@ -588,6 +609,25 @@ sometimes = ["instance_silent_raised"]
             );
             assert!(spec.steps.iter().any(|t| matches!(t.step, Step::OpenEpoch { .. })));
         }
+    }
+
+    #[test]
+    fn the_config_hash_ignores_path_and_description_but_not_behaviour() {
+        let campaign = parse_campaign("c.toml", CAMPAIGN).unwrap();
+        let moved =
+            parse_campaign("elsewhere/c.toml", &CAMPAIGN.replace("description = \"test\"", "description = \"x\""))
+                .unwrap();
+        assert_eq!(campaign.config_hash(), moved.config_hash());
+        let changed = parse_campaign("c.toml", &CAMPAIGN.replace("nodes = 10", "nodes = 11")).unwrap();
+        assert_ne!(campaign.config_hash(), changed.config_hash());
+    }
+
+    #[test]
+    fn an_absurd_skew_is_bad_input_not_a_panic() {
+        let text = CAMPAIGN
+            .replace("[oracles]", "clock_skew = { per_mille = 1000, skew_ms_max = 18446744073709551615 }\n\n[oracles]");
+        let error = parse_campaign("c.toml", &text).unwrap_err().to_string();
+        assert!(error.contains("skew_ms_max: at most one week"), "{error}");
     }
 
     #[test]

@@ -25,8 +25,8 @@ Exit codes: 0 pass, 1 a run or campaign failed, 2 bad input, 3 an output could n
 Logs go to stderr; choose their level with RUST_LOG (e.g. RUST_LOG=info).
 
 Examples:
-  fleetsim run scenarios/agent-partition-recovers.toml
-  fleetsim run scenarios/hub-crash-restart.toml --seed 7 --out /tmp/run
+  fleetsim run scenarios/agent-partitioned-from-hub-is-reported-silent-and-recovers.toml
+  fleetsim run scenarios/hub-crashes-and-restarts-mid-run.toml --seed 7 --out /tmp/run
   fleetsim campaign campaigns/ci-50.toml --jobs 2
   fleetsim campaign campaigns/ci-50.toml --run 17 --out /tmp/run17
   fleetsim check scenarios/*.toml campaigns/*.toml";
@@ -269,6 +269,10 @@ fn run_campaign(path: &Path, args: CampaignArgs, out: &mut dyn Write, err: &mut 
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1);
 
     if let Some(index) = args.run {
+        if index >= campaign.runs {
+            let message = format!("--run {index}: the campaign has runs 0 to {}", campaign.runs - 1);
+            return Err(SpecError { path: path.display().to_string(), position: None, message }.into());
+        }
         let output = campaign.execute(&[index], 1, seed_overridden, args.dir.is_some(), &|_| {}).remove(0);
         return finish_run(&output, args.dir.as_deref(), args.format, out);
     }
@@ -388,7 +392,14 @@ fn check(files: &[PathBuf], out: &mut dyn Write) -> Result<i32, CliError> {
     for path in files {
         let text = spec::read(path)?;
         let name = path.display().to_string();
-        let is_campaign = toml::from_str::<toml::Table>(&text).is_ok_and(|table| table.contains_key("runs"));
+        // A campaign has a top-level `runs` key; look at the text when it does not parse, so the error comes from the
+        // right parser.
+        let is_campaign = match toml::from_str::<toml::Table>(&text) {
+            Ok(table) => table.contains_key("runs"),
+            Err(_) => text.lines().take_while(|line| !line.trim_start().starts_with('[')).any(|line| {
+                line.trim_start().strip_prefix("runs").is_some_and(|rest| rest.trim_start().starts_with('='))
+            }),
+        };
         if is_campaign {
             let campaign = campaign::parse_campaign(&name, &text)?;
             console(

@@ -3,7 +3,22 @@
 //! (per-mille probabilities, `_ms` durations). `docs/faults.md` documents each step: what it does, the seed document
 //! it comes from, and whether it is recoverable.
 
+use fakes::artifacts::ArtifactKind;
+use fakes::ssh::Storage;
+use fakes::worker::Drift;
 use serde::{Deserialize, Serialize};
+
+/// Where a controller death is armed: the named points in the rollout's journal protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeathPoint {
+    /// Right after a step's intent record is durable, before the remote operation runs.
+    AfterIntent,
+    /// Right after a remote mutation was acknowledged, before its completion is recorded.
+    AfterRemoteMutation,
+    /// Right before a completion record would be written.
+    BeforeCompletion,
+}
 
 /// One step of a fault plan. Two-host steps (`a`, `b`) act on both directions of the link.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,6 +100,38 @@ pub enum Step {
         target: String,
         duration_ms: u64,
     },
+    /// Driver action: an operator asks the controller to roll `revision` out to every node (generation = prior + 1).
+    StartRollout {
+        revision: String,
+    },
+    /// Give a worker's identity one of the RCCA's drift shapes (worker-50's, the early cohort's, unsafe files, …).
+    MarkerDrift {
+        target: String,
+        shape: Drift,
+    },
+    /// The next `count` SSH connections to `target` time out (the incident's 10 s connect timeout).
+    SshTimeout {
+        target: String,
+        count: u32,
+    },
+    /// `target`'s SSH host key changes: the engine must stop using the authority it held for the old one.
+    EndpointIdentityChange {
+        target: String,
+    },
+    /// `target`'s storage becomes non-returning (writes never return), full, or healthy again.
+    StorageFault {
+        target: String,
+        storage: Storage,
+    },
+    /// The rollout revision's capsule of this kind is missing from the artifact store (`restored = true` heals it).
+    ArtifactMissing {
+        artifact: ArtifactKind,
+        restored: bool,
+    },
+    /// The controller dies the next time the rollout reaches `point`; a later `restart` brings it back.
+    ControllerDeath {
+        point: DeathPoint,
+    },
 }
 
 impl Step {
@@ -107,6 +154,13 @@ impl Step {
             Step::OpenEpoch { .. } => "open_epoch",
             Step::CloseEpoch { .. } => "close_epoch",
             Step::TaskLease { .. } => "task_lease",
+            Step::StartRollout { .. } => "start_rollout",
+            Step::MarkerDrift { .. } => "marker_drift",
+            Step::SshTimeout { .. } => "ssh_timeout",
+            Step::EndpointIdentityChange { .. } => "endpoint_identity_change",
+            Step::StorageFault { .. } => "storage_fault",
+            Step::ArtifactMissing { .. } => "artifact_missing",
+            Step::ControllerDeath { .. } => "controller_death",
         }
     }
 
@@ -118,7 +172,13 @@ impl Step {
             | Step::PartitionOneway { .. }
             | Step::Hold { .. }
             | Step::Crash { .. }
-            | Step::AgentStop { .. } => true,
+            | Step::AgentStop { .. }
+            | Step::MarkerDrift { .. }
+            | Step::SshTimeout { .. }
+            | Step::EndpointIdentityChange { .. }
+            | Step::ControllerDeath { .. } => true,
+            Step::StorageFault { storage, .. } => *storage != Storage::Healthy,
+            Step::ArtifactMissing { restored, .. } => !restored,
             Step::ClockSkew { skew_ms, .. } => *skew_ms != 0,
             Step::LinkLoss { request_per_mille, response_per_mille, .. } => {
                 *request_per_mille + *response_per_mille > 0
@@ -133,7 +193,8 @@ impl Step {
             | Step::AgentStart { .. }
             | Step::OpenEpoch { .. }
             | Step::CloseEpoch { .. }
-            | Step::TaskLease { .. } => false,
+            | Step::TaskLease { .. }
+            | Step::StartRollout { .. } => false,
         }
     }
 
@@ -152,9 +213,18 @@ impl Step {
             | Step::ClockSkew { target, .. }
             | Step::AgentStop { target }
             | Step::AgentStart { target }
-            | Step::TaskLease { target, .. } => vec![("target", target)],
+            | Step::TaskLease { target, .. }
+            | Step::MarkerDrift { target, .. }
+            | Step::SshTimeout { target, .. }
+            | Step::EndpointIdentityChange { target }
+            | Step::StorageFault { target, .. } => vec![("target", target)],
             Step::OpenEpoch { members } => members.iter().map(|m| ("members", m.as_str())).collect(),
-            Step::CloseEpoch { .. } => vec![],
+            Step::CloseEpoch { .. }
+            | Step::StartRollout { .. }
+            | Step::ArtifactMissing { .. }
+            | Step::ControllerDeath { .. } => {
+                vec![]
+            }
         }
     }
 
@@ -176,6 +246,13 @@ impl Step {
         "open_epoch",
         "close_epoch",
         "task_lease",
+        "start_rollout",
+        "marker_drift",
+        "ssh_timeout",
+        "endpoint_identity_change",
+        "storage_fault",
+        "artifact_missing",
+        "controller_death",
     ];
 }
 

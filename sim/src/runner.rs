@@ -112,8 +112,8 @@ struct Outcome {
     trace_events: u64,
     trace: Vec<String>,
     faults: std::collections::BTreeMap<String, u64>,
-    /// `(oracle, property, findings kept)`
-    fired: Vec<(&'static str, PropertyKind, Vec<crate::oracles::Finding>)>,
+    /// `(oracle, property, findings kept, total count)`
+    fired: Vec<(&'static str, PropertyKind, Vec<crate::oracles::Finding>, u64)>,
     panic: Option<String>,
 }
 
@@ -156,7 +156,7 @@ fn simulate(
                 fired: trace
                     .oracles
                     .fired()
-                    .map(|(info, findings, _)| (info.name, info.property, findings.to_vec()))
+                    .map(|(info, findings, count)| (info.name, info.property, findings.to_vec(), count))
                     .collect(),
                 panic,
             }
@@ -171,7 +171,11 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
     let expected = |name: &str| spec.expect.must_fire.iter().any(|fire| fire == name);
     let mut violations = Vec::new();
     let mut reached = Vec::new();
-    for (oracle, property, findings) in &outcome.fired {
+    let mut violation_counts = std::collections::BTreeMap::new();
+    for (oracle, property, findings, count) in &outcome.fired {
+        if *property != PropertyKind::Sometimes {
+            violation_counts.insert((*oracle).to_owned(), *count);
+        }
         for finding in findings {
             let firing = Firing {
                 oracle: (*oracle).to_owned(),
@@ -188,7 +192,7 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
     }
     violations.sort_by(|a, b| (a.t_ms, &a.oracle).cmp(&(b.t_ms, &b.oracle)));
     reached.sort_by(|a, b| (a.t_ms, &a.oracle).cmp(&(b.t_ms, &b.oracle)));
-    let fired_names: Vec<&str> = outcome.fired.iter().map(|(name, _, _)| *name).collect();
+    let fired_names: Vec<&str> = outcome.fired.iter().map(|(name, ..)| *name).collect();
     let unmet: Vec<String> =
         spec.expect.must_fire.iter().filter(|name| !fired_names.contains(&name.as_str())).cloned().collect();
 
@@ -218,6 +222,7 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
             virtual_duration_ms: outcome.virtual_duration_ms,
             faults: outcome.faults,
             violations,
+            violation_counts,
             reached,
             unmet,
             panic: outcome.panic,

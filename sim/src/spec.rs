@@ -51,6 +51,10 @@ pub struct FleetSpec {
     pub nodes: u32,
     /// Nodes whose agents are durable (long-lived worker identities); the others are fungible.
     pub durable: BTreeSet<String>,
+    /// The most nodes a rollout takes down at once.
+    pub lane_size: u32,
+    /// Healthy, eligible nodes that must remain at every checkpoint of a rollout (0: no floor).
+    pub availability_floor: u32,
 }
 
 impl FleetSpec {
@@ -87,6 +91,7 @@ pub fn node_name(nodes: u32, index: u32) -> String {
 pub struct EngineSpec {
     pub hub_expiry: ExpiryPolicy,
     pub call_timeout_ms: u64,
+    pub rollout_policy: engine::rollout::driver::RolloutPolicy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -177,6 +182,8 @@ pub(crate) struct FleetFile {
     nodes: Spanned<u32>,
     #[serde(default)]
     durable: Vec<Spanned<String>>,
+    lane_size: Option<Spanned<u32>>,
+    availability_floor: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -184,6 +191,7 @@ pub(crate) struct FleetFile {
 pub(crate) struct EngineFile {
     hub_expiry: Option<ExpiryPolicy>,
     call_timeout_ms: Option<Spanned<u64>>,
+    rollout_policy: Option<engine::rollout::driver::RolloutPolicy>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -321,7 +329,24 @@ pub(crate) fn resolve_fleet(source: &Source, file: &FleetFile) -> Result<FleetSp
             source.error_at(Some(file.nodes.span()), format!("fleet.nodes: must be 1 to {NODES_MAX}, not {nodes}"))
         );
     }
-    let mut fleet = FleetSpec { nodes, durable: BTreeSet::new() };
+    let lane_size = file.lane_size.as_ref().map_or(8, |v| *v.get_ref());
+    if let Some(size) = &file.lane_size {
+        if *size.get_ref() == 0 || *size.get_ref() > nodes {
+            return Err(
+                source.error_at(Some(size.span()), format!("fleet.lane_size: must be 1 to the fleet size ({nodes})"))
+            );
+        }
+    }
+    let availability_floor = file.availability_floor.as_ref().map_or(0, |v| *v.get_ref());
+    if let Some(floor) = &file.availability_floor {
+        if *floor.get_ref() >= nodes {
+            return Err(source.error_at(
+                Some(floor.span()),
+                format!("fleet.availability_floor: must be less than the fleet size ({nodes})"),
+            ));
+        }
+    }
+    let mut fleet = FleetSpec { nodes, durable: BTreeSet::new(), lane_size, availability_floor };
     for name in &file.durable {
         if fleet.node_index(name.get_ref()).is_none() {
             return Err(unknown_host(source, name.span(), "fleet.durable", name.get_ref(), &fleet));
@@ -334,7 +359,11 @@ pub(crate) fn resolve_fleet(source: &Source, file: &FleetFile) -> Result<FleetSp
 pub(crate) fn resolve_engine(source: &Source, file: &EngineFile) -> Result<EngineSpec, SpecError> {
     let call_timeout_ms =
         positive(source, "engine.call_timeout_ms", file.call_timeout_ms.as_ref(), DEFAULT_CALL_TIMEOUT_MS)?;
-    Ok(EngineSpec { hub_expiry: file.hub_expiry.unwrap_or(ExpiryPolicy::EpochAware), call_timeout_ms })
+    Ok(EngineSpec {
+        hub_expiry: file.hub_expiry.unwrap_or(ExpiryPolicy::EpochAware),
+        call_timeout_ms,
+        rollout_policy: file.rollout_policy.unwrap_or(engine::rollout::driver::RolloutPolicy::Lanes),
+    })
 }
 
 pub(crate) fn resolve_hub(source: &Source, file: &HubFile) -> Result<HubSpec, SpecError> {
@@ -494,7 +523,12 @@ fn check_liveness_room(
     let last = steps.iter().filter(|timed| !is_driver_action(&timed.step)).map(|timed| timed.at_ms).max();
     if let Some(last) = last {
         if last + liveness_budget_ms > duration_ms {
-            let span = tables.first().map(Spanned::span);
+            // Point at the late step itself.
+            let span = tables
+                .iter()
+                .find(|table| table.get_ref().get("at_ms").and_then(toml::Value::as_integer) == Some(last as i64))
+                .or(tables.first())
+                .map(Spanned::span);
             return Err(source.error_at(
                 span,
                 format!(
@@ -508,8 +542,15 @@ fn check_liveness_room(
 }
 
 pub(crate) fn is_driver_action(step: &Step) -> bool {
-    matches!(step, Step::OpenEpoch { .. } | Step::CloseEpoch { .. } | Step::TaskLease { .. })
+    matches!(
+        step,
+        Step::OpenEpoch { .. } | Step::CloseEpoch { .. } | Step::TaskLease { .. } | Step::StartRollout { .. }
+    )
 }
+
+/// The revision and generation every worker runs when a run starts (the RCCA's source before the incident rollout).
+pub const PRIOR_REVISION: &str = "7f3bbd12";
+pub const PRIOR_GENERATION: u64 = 4;
 
 fn resolve_expect(source: &Source, file: &ExpectFile) -> Result<Expectations, SpecError> {
     let mut must_hold = Vec::new();
@@ -582,7 +623,7 @@ nodes = 2
     fn node_names_pad_to_the_fleet_width() {
         assert_eq!(node_name(9, 3), "node-03");
         assert_eq!(node_name(1000, 7), "node-0007");
-        let fleet = FleetSpec { nodes: 50, durable: BTreeSet::new() };
+        let fleet = FleetSpec { nodes: 50, durable: BTreeSet::new(), lane_size: 8, availability_floor: 0 };
         assert_eq!(fleet.node_index("node-50"), Some(50));
         assert_eq!(fleet.node_index("node-5"), None);
         assert_eq!(fleet.node_index("node-51"), None);
@@ -592,7 +633,7 @@ nodes = 2
     fn errors_name_file_line_column_and_key() {
         let unknown_key = err(&format!("{MINIMAL}colour = 1\n"));
         assert!(
-            unknown_key.starts_with("s.toml:9:1: unknown field `colour`, expected `nodes` or `durable`"),
+            unknown_key.starts_with("s.toml:9:1: unknown field `colour`, expected one of `nodes`, `durable`"),
             "{unknown_key}"
         );
         let syntax = err("schema_version = = 1");

@@ -69,6 +69,19 @@ pub enum Body {
     HubReadFailed { error: String },
     #[serde(rename = "engine.rollout")]
     Rollout { rollout: String, event: RolloutBody },
+    /// A worker's agent service started or stopped (by the rollout, a fault or an operator).
+    #[serde(rename = "worker.service")]
+    WorkerService { running: bool },
+    #[serde(rename = "worker.mutated")]
+    WorkerMutated { op: String, operation_id: String, target: String },
+    #[serde(rename = "worker.refused")]
+    WorkerRefused { op: String, operation_id: Option<String>, error: String },
+    /// An operation met non-returning storage: no effect, no answer.
+    #[serde(rename = "worker.hung")]
+    WorkerHung { op: String, operation_id: String },
+    /// A rollout record reached the controller's journal (its kind and operation id, never its content).
+    #[serde(rename = "controller.journal")]
+    JournalAppended { record: String, operation_id: Option<String> },
 }
 
 /// A rollout signal of the engine, as the trace records it.

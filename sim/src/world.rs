@@ -12,11 +12,18 @@ use std::future::Future;
 use std::rc::Rc;
 
 use engine::ports::{
-    self, Clock, HeartbeatSnapshot, InstanceHeartbeat, Journal, JournalError, Signal, Signals, TransportError,
+    self, Clock, Endpoint, HeartbeatSnapshot, InstanceHeartbeat, Journal, JournalError, Signal, Signals, SshRequest,
+    SshResponse, TransportError,
 };
+use engine::rollout::driver::{Ports, RolloutRequest};
+use engine::rollout::plan::PhaseBounds;
+use engine::rollout::retry::Backoff;
 use engine::secret::SECRET_MARKER;
 use fakes::agent::{Agent, AgentAction, HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS, HeartbeatOutcome, ServiceState};
+use fakes::artifacts::{ArtifactStore, capsule_set};
 use fakes::hub::{AgentKind, AgentStatus, Hub, HubConfig, HubEvent, Request, Response};
+use fakes::ssh::{SshEndpoint, SshEvent, SshOp, SshOutcome, SshReply};
+use fakes::worker::{Worker, signature_for};
 use rand::{Rng, RngCore};
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::oneshot;
@@ -24,18 +31,16 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::disk::SimDisk;
-use crate::faults::Step;
+use crate::faults::{DeathPoint, Step};
 use crate::net::{HostId, NetState};
 use crate::oracles::{OracleContext, OracleSet};
 use crate::seed::{Consumer, SeedTree};
-use crate::spec::{CONTROLLER, HUB, RunSpec};
+use crate::spec::{CONTROLLER, HUB, PRIOR_GENERATION, PRIOR_REVISION, RunSpec};
 use crate::trace::{Body, Event, Trace};
 
 const CONTROLLER_ID: HostId = 0;
 const HUB_ID: HostId = 1;
 const SIM_HOST: &str = "sim";
-/// Disk key of a node's agent service state (`running` / `stopped`), as systemd keeps a unit's enablement.
-const AGENT_SERVICE_KEY: &str = "agent.service";
 /// Disk key of the controller's journal.
 const JOURNAL_KEY: &str = "controller.journal";
 
@@ -77,6 +82,29 @@ pub struct World {
     panic: RefCell<Option<String>>,
     faults: RefCell<BTreeMap<String, u64>>,
     stopped: Cell<bool>,
+    /// Each node's worker state behind its SSH endpoint (its disk and installed software: survives crashes).
+    workers: RefCell<Vec<SshEndpoint>>,
+    /// The hub host's SSH endpoint (the legacy recovery reconciles attestation through it).
+    hub_ssh: RefCell<SshEndpoint>,
+    artifacts: RefCell<ArtifactStore>,
+    /// Per host: SSH connections still to time out (`ssh_timeout`).
+    ssh_timeouts: RefCell<BTreeMap<HostId, u32>>,
+    /// A controller death armed at a named point of the rollout protocol.
+    death_trap: Cell<Option<DeathPoint>>,
+    /// The operator's rollout request (`start_rollout`): kept by the controller's configuration across restarts.
+    rollout_request: RefCell<Option<RolloutRequest>>,
+    rollout_requested: Rc<tokio::sync::Notify>,
+    /// The engine's jitter stream.
+    jitter: RefCell<ChaCha8Rng>,
+}
+
+/// What a delivered request does at its destination.
+pub(crate) enum Delivery<T> {
+    Reply(T),
+    /// Answer after a delay (a slow fetch).
+    After(u64, T),
+    /// Never answer (non-returning storage).
+    Hang,
 }
 
 impl World {
@@ -87,12 +115,28 @@ impl World {
         let mut roles = vec![Role::Controller, Role::Hub];
         let mut node_rngs = Vec::new();
         let mut tokens = Vec::new();
+        let mut workers = Vec::new();
         for index in 1..=spec.fleet.nodes {
-            names.push(Rc::from(spec.fleet.node_name(index)));
+            let name = spec.fleet.node_name(index);
+            names.push(Rc::from(name.as_str()));
             roles.push(Role::Node(index));
             let mut rng = seeds.rng(Consumer::Node(index));
             tokens.push(format!("{SECRET_MARKER}{:016x}{:016x}", rng.next_u64(), rng.next_u64()));
+            let attestation_key = format!("{SECRET_MARKER}{:016x}", rng.next_u64());
+            let worker = Worker::installed(name.clone(), PRIOR_REVISION, PRIOR_GENERATION, attestation_key);
+            workers.push(SshEndpoint::new(format!("hostkey-{name}-1"), worker));
             node_rngs.push(rng);
+        }
+        let mut artifacts = ArtifactStore::new();
+        for capsule in capsule_set(PRIOR_REVISION) {
+            artifacts.publish(capsule);
+        }
+        for timed in &spec.steps {
+            if let Step::StartRollout { revision } = &timed.step {
+                for capsule in capsule_set(revision) {
+                    artifacts.publish(capsule);
+                }
+            }
         }
         let ids = names.iter().enumerate().map(|(id, name)| (name.to_string(), id)).collect();
         let hosts = roles
@@ -128,6 +172,14 @@ impl World {
             panic: RefCell::new(None),
             faults: RefCell::new(BTreeMap::new()),
             stopped: Cell::new(false),
+            workers: RefCell::new(workers),
+            hub_ssh: RefCell::new(SshEndpoint::new("hostkey-hub-1", Worker::bare(HUB, format!("{SECRET_MARKER}hub")))),
+            artifacts: RefCell::new(artifacts),
+            ssh_timeouts: RefCell::new(BTreeMap::new()),
+            death_trap: Cell::new(None),
+            rollout_request: RefCell::new(None),
+            rollout_requested: Rc::new(tokio::sync::Notify::new()),
+            jitter: RefCell::new(seeds.rng(Consumer::EngineJitter)),
         })
     }
 
@@ -279,6 +331,21 @@ impl World {
         timeout_ms: u64,
         deliver: impl FnOnce(&Rc<World>) -> T + 'static,
     ) -> Result<T, TransportError> {
+        self.call_with(from, to, timeout_ms, move |world| Delivery::Reply(deliver(world))).await
+    }
+
+    /// [`World::call`] whose delivery may answer late or never.
+    pub(crate) async fn call_with<T: 'static>(
+        self: &Rc<Self>,
+        from: HostId,
+        to: HostId,
+        timeout_ms: u64,
+        deliver: impl FnOnce(&Rc<World>) -> Delivery<T> + 'static,
+    ) -> Result<T, TransportError> {
+        if !self.is_up(from) {
+            // A dead host sends nothing; its task is being cancelled.
+            std::future::pending::<()>().await;
+        }
         let deadline = Instant::now() + std::time::Duration::from_millis(timeout_ms);
         let plan = self.net.borrow_mut().plan_call(from, to);
         let round_trip = std::time::Duration::from_millis(plan.request_latency_ms + plan.response_latency_ms);
@@ -299,7 +366,14 @@ impl World {
                 let _ = reply.send(None);
                 return;
             }
-            let value = deliver(&world);
+            let value = match deliver(&world) {
+                Delivery::Reply(value) => value,
+                Delivery::After(delay_ms, value) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+                    value
+                }
+                Delivery::Hang => std::future::pending().await,
+            };
             tokio::time::sleep(std::time::Duration::from_millis(plan.response_latency_ms)).await;
             world.wait_released(to, from).await;
             let delivered = !plan.response_lost && !world.net.borrow().is_blocked(to, from);
@@ -385,10 +459,7 @@ impl World {
         tokio::time::sleep(std::time::Duration::from_millis(phase_ms)).await;
         let mut next = Instant::now();
         loop {
-            agent.service = match self.hosts.borrow()[host].disk.read(AGENT_SERVICE_KEY) {
-                Some(b"stopped") => ServiceState::Stopped,
-                _ => ServiceState::Running,
-            };
+            agent.service = self.workers.borrow()[index as usize - 1].worker.service;
             if agent.poll_tick() == AgentAction::SendHeartbeat {
                 let revision = self.node_revision(index);
                 let request = Request::Heartbeat { agent: name.clone(), token: token.clone(), revision };
@@ -416,21 +487,24 @@ impl World {
         }
     }
 
-    /// The source revision node `index` runs, as its agent reports it.
-    fn node_revision(&self, _index: u32) -> Option<String> {
-        None
+    /// The source revision node `index` runs, as its agent reports it (attested by its bearer token).
+    fn node_revision(&self, index: u32) -> Option<String> {
+        self.workers.borrow()[index as usize - 1].worker.installed.as_ref().map(|installed| installed.revision.clone())
     }
 
-    fn set_agent_service(&self, host: HostId, state: &[u8]) {
-        let mut hosts = self.hosts.borrow_mut();
-        let disk = &mut hosts[host].disk;
-        disk.write(AGENT_SERVICE_KEY, state);
-        disk.sync();
+    /// An operator or a fault stops or starts a node's agent service outside any rollout.
+    fn set_agent_service(&self, host: HostId, running: bool) {
+        let Role::Node(index) = self.hosts.borrow()[host].role else { return };
+        self.workers.borrow_mut()[index as usize - 1].worker.service =
+            if running { ServiceState::Running } else { ServiceState::Stopped };
+        self.record(host, Body::WorkerService { running });
     }
 
     // --- the controller (the real engine) ---------------------------------------------------------------------------
 
     async fn run_controller(self: Rc<Self>) {
+        let world = self.clone();
+        self.spawn_on(CONTROLLER_ID, async move { world.run_rollout_controller().await });
         let clock = SimClock { world: self.clone(), host: CONTROLLER_ID };
         let hub = SimHub { world: self.clone(), from: CONTROLLER_ID };
         let signals = SimSignals { world: self.clone(), host: CONTROLLER_ID };
@@ -458,7 +532,9 @@ impl World {
 
     pub(crate) fn apply(self: &Rc<Self>, step: &Step) {
         self.record_sim(Body::Step { step: step.clone() });
-        if step.is_fault(&self.spec.network) {
+        // A crash of a host that is already down changes nothing and is not counted.
+        let no_op = matches!(step, Step::Crash { target } if !self.is_up(self.host_id(target)));
+        if step.is_fault(&self.spec.network) && !no_op {
             *self.faults.borrow_mut().entry(step.kind().to_owned()).or_insert(0) += 1;
         }
         let id = |name: &str| self.host_id(name);
@@ -510,8 +586,36 @@ impl World {
                 }
             }
             Step::ClockSkew { target, skew_ms } => self.hosts.borrow_mut()[id(target)].skew_ms = *skew_ms,
-            Step::AgentStop { target } => self.set_agent_service(id(target), b"stopped"),
-            Step::AgentStart { target } => self.set_agent_service(id(target), b"running"),
+            Step::AgentStop { target } => self.set_agent_service(id(target), false),
+            Step::AgentStart { target } => self.set_agent_service(id(target), true),
+            Step::StartRollout { revision } => {
+                *self.rollout_request.borrow_mut() = Some(self.rollout_request_for(revision));
+                self.rollout_requested.notify_one();
+            }
+            Step::MarkerDrift { target, shape } => {
+                self.with_worker(id(target), |endpoint| endpoint.worker.apply_drift(*shape))
+            }
+            Step::SshTimeout { target, count } => {
+                *self.ssh_timeouts.borrow_mut().entry(id(target)).or_insert(0) += count;
+            }
+            Step::EndpointIdentityChange { target } => self.with_worker(id(target), |endpoint| {
+                let generation = endpoint.host_key.rsplit('-').next().and_then(|g| g.parse::<u64>().ok()).unwrap_or(1);
+                let name = endpoint.worker.id.clone();
+                endpoint.change_identity(format!("hostkey-{name}-{}", generation + 1));
+            }),
+            Step::StorageFault { target, storage } => {
+                self.with_worker(id(target), |endpoint| endpoint.set_storage(*storage))
+            }
+            Step::ArtifactMissing { artifact, restored } => {
+                for timed in &self.spec.steps {
+                    if let Step::StartRollout { revision } = &timed.step {
+                        let digest = fakes::artifacts::capsule_digest(*artifact, revision);
+                        let mut store = self.artifacts.borrow_mut();
+                        if *restored { store.repair(&digest) } else { store.set_missing(digest) }
+                    }
+                }
+            }
+            Step::ControllerDeath { point } => self.death_trap.set(Some(*point)),
             Step::OpenEpoch { members } => self.driver_hub_request(Request::OpenEpoch { members: members.clone() }),
             Step::CloseEpoch { epoch } => self.driver_hub_request(Request::CloseEpoch { epoch: *epoch }),
             Step::TaskLease { target, duration_ms } => {
@@ -674,13 +778,29 @@ impl Journal for SimJournal {
         if record.contains('\n') {
             return Err(JournalError::WriteFailed("a journal record is one line".into()));
         }
-        let mut hosts = self.world.hosts.borrow_mut();
-        let disk = &mut hosts[self.host].disk;
-        let mut bytes = disk.read(JOURNAL_KEY).map(<[u8]>::to_vec).unwrap_or_default();
-        bytes.extend_from_slice(record.as_bytes());
-        bytes.push(b'\n');
-        disk.write(JOURNAL_KEY, &bytes);
-        disk.sync();
+        if !self.world.is_up(self.host) {
+            std::future::pending::<()>().await;
+        }
+        let kind = record_kind(record);
+        if kind == Some("completed") && self.world.take_death(DeathPoint::BeforeCompletion) {
+            self.world.die_here(self.host).await;
+        }
+        {
+            let mut hosts = self.world.hosts.borrow_mut();
+            let disk = &mut hosts[self.host].disk;
+            let mut bytes = disk.read(JOURNAL_KEY).map(<[u8]>::to_vec).unwrap_or_default();
+            bytes.extend_from_slice(record.as_bytes());
+            bytes.push(b'\n');
+            disk.write(JOURNAL_KEY, &bytes);
+            disk.sync();
+        }
+        if let Some(kind) = kind {
+            let operation_id = record_field(record, "operation_id");
+            self.world.record(self.host, Body::JournalAppended { record: kind.to_owned(), operation_id });
+            if kind == "intent" && self.world.take_death(DeathPoint::AfterIntent) {
+                self.world.die_here(self.host).await;
+            }
+        }
         Ok(())
     }
 
@@ -689,6 +809,270 @@ impl Journal for SimJournal {
         let Some(bytes) = hosts[self.host].disk.read(JOURNAL_KEY) else { return Ok(Vec::new()) };
         let text = std::str::from_utf8(bytes).map_err(|error| JournalError::Corrupt(error.to_string()))?;
         Ok(text.lines().map(str::to_owned).collect())
+    }
+}
+
+/// The `record` tag of a rollout journal line, if it is one.
+fn record_kind(line: &str) -> Option<&'static str> {
+    let json = line.strip_prefix("rollout ")?;
+    let kinds = ["plan_frozen", "epoch_opened", "intent", "completed", "node_failed", "lane_committed", "terminal"];
+    kinds.into_iter().find(|kind| json.starts_with(&format!("{{\"record\":\"{kind}\"")))
+}
+
+fn record_field(line: &str, field: &str) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_str(line.strip_prefix("rollout ")?).ok()?;
+    json.get(field)?.as_str().map(str::to_owned)
+}
+
+impl World {
+    fn with_worker(&self, host: HostId, f: impl FnOnce(&mut SshEndpoint)) {
+        if let Role::Node(index) = self.hosts.borrow()[host].role {
+            f(&mut self.workers.borrow_mut()[index as usize - 1]);
+        }
+    }
+
+    /// Disarms and reports the death trap when it is armed at `point`.
+    fn take_death(&self, point: DeathPoint) -> bool {
+        if self.death_trap.get() == Some(point) {
+            self.death_trap.set(None);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Crashes `host` from one of its own tasks, which then never runs again.
+    async fn die_here(self: &Rc<Self>, host: HostId) {
+        self.crash(host);
+        std::future::pending::<()>().await;
+    }
+
+    /// The request the operator's `start_rollout` makes: every node, the spec's lane size and floor.
+    fn rollout_request_for(&self, revision: &str) -> RolloutRequest {
+        let endpoints = self
+            .workers
+            .borrow()
+            .iter()
+            .map(|e| Endpoint { node: e.worker.id.clone(), host_key: e.host_key.clone() })
+            .collect();
+        let hub_key = self.hub_ssh.borrow().host_key.clone();
+        RolloutRequest {
+            rollout: format!("rollout-{revision}"),
+            revision: revision.to_owned(),
+            generation: PRIOR_GENERATION + 1,
+            route_digest: format!("sha256:routes-{revision}"),
+            hub_url: fakes::worker::DEFAULT_HUB_URL.to_owned(),
+            nodes: endpoints,
+            hub_endpoint: Endpoint { node: HUB.to_owned(), host_key: hub_key },
+            capsules: capsule_set(revision).into_iter().map(|capsule| capsule.digest).collect(),
+            policy: self.spec.engine.rollout_policy,
+            lane_size_max: self.spec.fleet.lane_size as usize,
+            availability_floor: self.spec.fleet.availability_floor as usize,
+            fan_out: 8,
+            phases: PhaseBounds {
+                hold_ms: 30_000,
+                quiesce_ms: 30_000,
+                install_ms: 60_000,
+                write_identity_ms: 30_000,
+                start_ms: 30_000,
+                prove_ms: 120_000,
+                release_ms: 30_000,
+            },
+            backoff: Backoff::default(),
+            agent_ttl_ms: self.spec.hub.agent_ttl_ms,
+            credential_remaining_ms: 24 * 3_600_000,
+            hold_lease_ms: 3_600_000,
+            prove_poll_ms: 10_000,
+        }
+    }
+
+    /// The controller's rollout task: adopt the journal's non-terminal rollout, or wait for an operator's request.
+    async fn run_rollout_controller(self: Rc<Self>) {
+        loop {
+            let request = self.rollout_request.borrow().clone();
+            if let Some(request) = request {
+                let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
+                let lines = journal.replay().await.unwrap_or_default();
+                let finished = format!("\"record\":\"terminal\",\"rollout\":\"{}\"", request.rollout);
+                if lines.iter().any(|line| line.contains(&finished)) {
+                    return;
+                }
+                let ports = Ports {
+                    clock: &SimClock { world: self.clone(), host: CONTROLLER_ID },
+                    hub: &SimHub { world: self.clone(), from: CONTROLLER_ID },
+                    ssh: &SimSsh { world: self.clone(), from: CONTROLLER_ID },
+                    journal: &journal,
+                    signals: &SimSignals { world: self.clone(), host: CONTROLLER_ID },
+                    jitter: &SimJitter { world: self.clone() },
+                    verifier: &SimVerifier,
+                };
+                engine::rollout::driver::run_rollout(&ports, &request).await;
+                return;
+            }
+            self.rollout_requested.notified().await;
+        }
+    }
+
+    /// Handles one SSH operation at a worker (or the hub host) and traces what happened there.
+    fn ssh_deliver(
+        &self,
+        host: HostId,
+        expected_host_key: &str,
+        op: SshOp,
+    ) -> Delivery<Result<SshReply, fakes::ssh::SshError>> {
+        let now_ms = self.host_now_ms(host);
+        let mut events = Vec::new();
+        // A staged capsule is fetched over the network by the node: a slow fetch answers late.
+        let fetch_delay_ms = match &op {
+            SshOp::StageArtifact { capsule, .. } => self.artifacts.borrow().fetch_delay_ms(&capsule.digest),
+            _ => 0,
+        };
+        let outcome = match self.hosts.borrow()[host].role {
+            Role::Node(index) => {
+                let mut workers = self.workers.borrow_mut();
+                let endpoint = &mut workers[index as usize - 1];
+                // Journal-bound operations are replay-safe at the node: an operation id already applied is acknowledged
+                // without running again (the RCCA's "operation ID ... make replay safe").
+                let replay = op.operation_id().is_some_and(|id| endpoint.ops_log.iter().any(|r| r.operation_id == id));
+                if replay && expected_host_key == endpoint.host_key {
+                    SshOutcome::Reply(Ok(SshReply::Done))
+                } else {
+                    endpoint.handle(now_ms, expected_host_key, op, &mut events)
+                }
+            }
+            _ => self.hub_ssh.borrow_mut().handle(now_ms, expected_host_key, op, &mut events),
+        };
+        for event in events {
+            let body = match event {
+                SshEvent::Mutated { operation_id, op_kind, path_or_unit, .. } => {
+                    if op_kind == "stop_service" || op_kind == "start_service" {
+                        self.record(host, Body::WorkerService { running: op_kind == "start_service" });
+                    }
+                    Body::WorkerMutated { op: op_kind.to_owned(), operation_id, target: path_or_unit }
+                }
+                SshEvent::Refused { operation_id, op_kind, error, .. } => {
+                    Body::WorkerRefused { op: op_kind.to_owned(), operation_id, error: error.to_string() }
+                }
+                SshEvent::Hung { operation_id, op_kind, .. } => {
+                    Body::WorkerHung { op: op_kind.to_owned(), operation_id }
+                }
+            };
+            self.record(host, body);
+        }
+        match outcome {
+            SshOutcome::Hang => Delivery::Hang,
+            SshOutcome::Reply(reply) if fetch_delay_ms > 0 => Delivery::After(fetch_delay_ms, reply),
+            SshOutcome::Reply(reply) => Delivery::Reply(reply),
+        }
+    }
+}
+
+/// The engine's SSH port over the simulated network. Staging fetches the capsule from the artifact store at the
+/// node (a network fetch, traced as such).
+struct SimSsh {
+    world: Rc<World>,
+    from: HostId,
+}
+
+impl ports::Ssh for SimSsh {
+    async fn run(&self, endpoint: &Endpoint, request: SshRequest) -> Result<SshResponse, ports::SshError> {
+        let world = &self.world;
+        let to = world.host_id(&endpoint.node);
+        let timeout_ms = world.spec.engine.call_timeout_ms;
+        let pending_timeouts = world.ssh_timeouts.borrow().get(&to).copied().unwrap_or(0);
+        if pending_timeouts > 0 {
+            world.ssh_timeouts.borrow_mut().insert(to, pending_timeouts - 1);
+            tokio::time::sleep(std::time::Duration::from_millis(timeout_ms)).await;
+            return Err(ports::SshError::Transport(TransportError::Timeout));
+        }
+        let mutating = !matches!(request, SshRequest::Observe);
+        let op = match request {
+            SshRequest::Observe => SshOp::Observe,
+            SshRequest::WriteFileAtomic { operation_id, path, content, mode } => SshOp::WriteFileAtomic {
+                operation_id,
+                path,
+                content: content.expose().to_owned(),
+                mode,
+                owner: fakes::worker::CANONICAL_OWNER.to_owned(),
+            },
+            SshRequest::StopService { operation_id } => SshOp::StopService { operation_id },
+            SshRequest::StartService { operation_id } => SshOp::StartService { operation_id },
+            SshRequest::StageArtifact { operation_id, digest } => {
+                let fetched = world.artifacts.borrow().fetch(&digest);
+                match fetched {
+                    Ok(capsule) => SshOp::StageArtifact { operation_id, capsule },
+                    Err(error) => return Err(ports::SshError::Refused(format!("staging {digest}: {error}"))),
+                }
+            }
+            SshRequest::RunInstaller { operation_id, revision, generation, required_digests } => {
+                SshOp::RunInstaller { operation_id, revision, generation, required_digests }
+            }
+        };
+        let expected = endpoint.host_key.clone();
+        let reply =
+            world.call_with(self.from, to, timeout_ms, move |world| world.ssh_deliver(to, &expected, op)).await?;
+        let response = match reply {
+            Ok(SshReply::Observation(observation)) => SshResponse::Observed(Box::new(node_report(*observation))),
+            Ok(_) => SshResponse::Done,
+            Err(fakes::ssh::SshError::HostKeyMismatch { presented }) => {
+                return Err(ports::SshError::HostKeyMismatch { presented });
+            }
+            Err(error) => return Err(ports::SshError::Refused(error.to_string())),
+        };
+        if mutating && world.take_death(DeathPoint::AfterRemoteMutation) {
+            world.die_here(self.from).await;
+        }
+        Ok(response)
+    }
+}
+
+fn file_facts(stat: fakes::worker::FileStat) -> engine::rollout::preflight::FileFacts {
+    use engine::rollout::preflight::FileKind as Kind;
+    engine::rollout::preflight::FileFacts {
+        kind: match stat.kind {
+            fakes::worker::FileKind::Regular => Kind::Regular,
+            fakes::worker::FileKind::Symlink { .. } => Kind::Symlink,
+            fakes::worker::FileKind::Directory => Kind::Directory,
+        },
+        mode: stat.mode,
+        owner: stat.owner,
+        nlink: stat.nlink,
+        content: stat.content,
+    }
+}
+
+/// The fake's observation in the engine's words (the engine never sees the fake's types).
+fn node_report(observation: fakes::worker::Observation) -> ports::NodeReport {
+    ports::NodeReport {
+        identity: engine::rollout::preflight::NodeObservation {
+            node: observation.worker_id,
+            env: observation.mac_env.map(file_facts),
+            marker: observation.marker.map(file_facts),
+            manifest: observation.manifest.map(file_facts),
+            installed: observation.installed.map(|installed| (installed.revision, installed.generation)),
+            barrier_generation: observation.barrier_generation,
+        },
+        service_running: observation.service == ServiceState::Running,
+        staged: observation.staged.into_iter().collect(),
+    }
+}
+
+struct SimJitter {
+    world: Rc<World>,
+}
+
+impl ports::Jitter for SimJitter {
+    fn draw(&self) -> u64 {
+        self.world.jitter.borrow_mut().next_u64()
+    }
+}
+
+/// The simulator's trust root for deployment manifests: the fake fleet's signing scheme.
+struct SimVerifier;
+
+impl engine::rollout::preflight::SignatureVerifier for SimVerifier {
+    fn verify(&self, manifest: &engine::rollout::preflight::Manifest) -> bool {
+        manifest.signature == signature_for(&manifest.revision, manifest.generation)
     }
 }
 
@@ -823,17 +1207,16 @@ latency_ms = { min = 5, max = 5 }
         let traced = in_world(SPEC, async |world| {
             let node = world.host_id("node-02");
             world.hosts.borrow_mut()[node].disk.write("x", b"1");
-            world.set_agent_service(node, b"stopped");
+            world.hosts.borrow_mut()[node].disk.sync();
             world.hosts.borrow_mut()[node].disk.write("y", b"2");
             world.crash(node);
             assert!(!world.is_up(node));
             let disk_after = {
                 let hosts = world.hosts.borrow();
                 let disk = &hosts[node].disk;
-                (disk.read("x").is_some(), disk.read("y").is_none(), disk.read(AGENT_SERVICE_KEY).map(<[u8]>::to_vec))
+                (disk.read("x").is_some(), disk.read("y").is_none())
             };
-            // The service write's sync flushed everything written before it (x); y came after and is lost.
-            assert_eq!(disk_after, (true, true, Some(b"stopped".to_vec())), "synced state survives, unsynced is lost");
+            assert_eq!(disk_after, (true, true), "synced state survives, unsynced is lost");
             world.apply(&Step::Restart { target: "node-02".into() });
             assert!(world.is_up(node));
             world.hosts.borrow()[node].boot
