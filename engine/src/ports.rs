@@ -146,6 +146,20 @@ pub trait Ssh {
     fn run(&self, endpoint: &Endpoint, request: SshRequest) -> impl Future<Output = Result<SshResponse, SshError>>;
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretsError {
+    #[error("secrets store unreachable: {0}")]
+    Transport(#[from] TransportError),
+    #[error("no secret for {0}")]
+    NotFound(String),
+}
+
+/// The secrets store (Vault-like): the attestation key each worker's identity must carry. Deployment validates and
+/// re-writes the current key; it never rotates one (RCCA: rotation is a separate per-node state machine).
+pub trait Secrets {
+    fn attestation_key(&self, node: &str) -> impl Future<Output = Result<crate::secret::Secret, SecretsError>>;
+}
+
 /// Randomness the engine is allowed: jitter, drawn from a seeded stream in the simulator.
 pub trait Jitter {
     fn draw(&self) -> u64;

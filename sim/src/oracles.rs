@@ -12,7 +12,9 @@ use engine::sensor::{SENSOR_PERIOD_MS, SILENT_THRESHOLD_MS};
 use reports::PropertyKind;
 
 use crate::faults::Step;
-use crate::trace::{Body, Event};
+use crate::trace::{Body, Event, RolloutBody};
+
+const DEPLOY_HOLD_PREFIX: &str = "deploy:";
 
 /// The deadline the runbook sets for silence detection: within 4 minutes of the last heartbeat.
 pub const SILENCE_DETECTION_DEADLINE_MS: u64 = 240_000;
@@ -30,6 +32,12 @@ pub struct OracleContext {
     pub call_timeout_ms: u64,
     /// The largest one-way link latency the run can have.
     pub latency_max_ms: u64,
+    /// Worker nodes in the fleet.
+    pub nodes: u32,
+    /// The most nodes a rollout may hold at once.
+    pub lane_size: u32,
+    /// Healthy, eligible nodes a rollout must keep (0: no floor).
+    pub availability_floor: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +87,42 @@ pub const CATALOG: &[OracleInfo] = &[
         build: |ctx| Box::new(SilenceDetectedInTime::new(ctx)),
     },
     OracleInfo {
+        name: "availability_floor",
+        property: PropertyKind::Always,
+        summary: "healthy, eligible workers (agent service running, no dispatch hold, not tombstoned) never fall below the fleet's availability floor",
+        build: |ctx| Box::new(AvailabilityFloor::new(ctx)),
+    },
+    OracleInfo {
+        name: "lane_bound",
+        property: PropertyKind::Always,
+        summary: "never more workers under a deployment hold at once than the lane size",
+        build: |ctx| Box::new(LaneBound { lane_size: ctx.lane_size as usize, held: BTreeSet::new(), over: false }),
+    },
+    OracleInfo {
+        name: "no_duplicate_mutation",
+        property: PropertyKind::Always,
+        summary: "no worker operation takes effect twice, no hold is released twice, no journal transition is recorded twice",
+        build: |_| Box::new(NoDuplicateMutation::default()),
+    },
+    OracleInfo {
+        name: "no_fetch_after_quiescence",
+        property: PropertyKind::Always,
+        summary: "no capsule is fetched onto a worker between its quiescence and its restart",
+        build: |_| Box::new(NoFetchAfterQuiescence::default()),
+    },
+    OracleInfo {
+        name: "every_lane_converged",
+        property: PropertyKind::Eventually,
+        summary: "a started rollout reaches a terminal state with every lane successor or prior",
+        build: |_| Box::new(EveryLaneConverged::default()),
+    },
+    OracleInfo {
+        name: "holds_accounted",
+        property: PropertyKind::Eventually,
+        summary: "when the run ends, every deployment hold still placed is on a node of a lane the journal committed as stuck",
+        build: |_| Box::new(HoldsAccounted::default()),
+    },
+    OracleInfo {
         name: "instance_silent_raised",
         property: PropertyKind::Sometimes,
         summary: "the engine raised instance_silent",
@@ -107,6 +151,36 @@ pub const CATALOG: &[OracleInfo] = &[
         property: PropertyKind::Sometimes,
         summary: "a host crashed and booted again",
         build: |_| Box::new(Reached(|body| matches!(body, Body::HostBoot { boot } if *boot > 1))),
+    },
+    OracleInfo {
+        name: "node_quarantined",
+        property: PropertyKind::Sometimes,
+        summary: "the rollout preflight quarantined a node",
+        build: |_| {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::Quarantined { .. }, .. })))
+        },
+    },
+    OracleInfo {
+        name: "controller_adopted_journal",
+        property: PropertyKind::Sometimes,
+        summary: "a restarted controller adopted a dead controller's rollout journal",
+        build: |_| Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::Adopted { .. }, .. }))),
+    },
+    OracleInfo {
+        name: "rollout_reached_successor",
+        property: PropertyKind::Sometimes,
+        summary: "a rollout finished with every lane on the successor revision",
+        build: |_| {
+            Box::new(Reached(
+                |body| matches!(body, Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } if outcome == "successor"),
+            ))
+        },
+    },
+    OracleInfo {
+        name: "retry_recovered",
+        property: PropertyKind::Sometimes,
+        summary: "a rollout step failed transiently, was retried, and completed",
+        build: |_| Box::new(RetryRecovered::default()),
     },
     OracleInfo {
         name: "epoch_member_survived_ttl",
@@ -566,6 +640,275 @@ impl Oracle for EpochMemberSurvivedTtl {
     }
 }
 
+/// `availability_floor`: counts workers that are healthy and eligible from the controller's point of view — agent
+/// service running, no dispatch hold of any owner, not tombstoned — and reports each dip below the floor. Crashes
+/// and partitions are not counted: the floor bounds what the controller takes down, not what faults do.
+struct AvailabilityFloor {
+    floor: usize,
+    nodes: usize,
+    stopped: BTreeSet<String>,
+    holds: BTreeMap<String, BTreeSet<String>>,
+    tombstoned: BTreeSet<String>,
+    below: bool,
+}
+
+impl AvailabilityFloor {
+    fn new(ctx: &OracleContext) -> AvailabilityFloor {
+        AvailabilityFloor {
+            floor: ctx.availability_floor as usize,
+            nodes: ctx.nodes as usize,
+            stopped: BTreeSet::new(),
+            holds: BTreeMap::new(),
+            tombstoned: BTreeSet::new(),
+            below: false,
+        }
+    }
+
+    fn healthy(&self) -> usize {
+        let unhealthy: BTreeSet<&String> =
+            self.stopped.iter().chain(self.holds.keys()).chain(self.tombstoned.iter()).collect();
+        self.nodes.saturating_sub(unhealthy.len())
+    }
+}
+
+impl Oracle for AvailabilityFloor {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if self.floor == 0 {
+            return;
+        }
+        match &event.body {
+            Body::WorkerService { running: false } => {
+                self.stopped.insert(event.host.to_string());
+            }
+            Body::WorkerService { running: true } => {
+                self.stopped.remove(&*event.host);
+            }
+            Body::HubHoldPlaced { agent, owner } => {
+                self.holds.entry(agent.clone()).or_default().insert(owner.clone());
+            }
+            Body::HubHoldReleased { agent, owner } => {
+                if let Some(owners) = self.holds.get_mut(agent) {
+                    owners.remove(owner);
+                    if owners.is_empty() {
+                        self.holds.remove(agent);
+                    }
+                }
+            }
+            Body::HubTombstoned { agent, .. } => {
+                self.tombstoned.insert(agent.clone());
+            }
+            Body::HubRegistered { agent, .. } => {
+                self.tombstoned.remove(agent);
+            }
+            _ => return,
+        }
+        let healthy = self.healthy();
+        if healthy < self.floor && !self.below {
+            self.below = true;
+            out.push(Finding {
+                t_ms: event.t_ms,
+                evidence: format!("healthy eligible workers fell to {healthy}, below the floor of {}", self.floor),
+            });
+        } else if healthy >= self.floor {
+            self.below = false;
+        }
+    }
+}
+
+/// `lane_bound`: at most `lane_size` workers under a deployment-owned hold at once.
+struct LaneBound {
+    lane_size: usize,
+    held: BTreeSet<String>,
+    over: bool,
+}
+
+impl Oracle for LaneBound {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubHoldPlaced { agent, owner } if owner.starts_with(DEPLOY_HOLD_PREFIX) => {
+                self.held.insert(agent.clone());
+            }
+            Body::HubHoldReleased { agent, owner } if owner.starts_with(DEPLOY_HOLD_PREFIX) => {
+                self.held.remove(agent);
+            }
+            _ => return,
+        }
+        if self.held.len() > self.lane_size && !self.over {
+            self.over = true;
+            out.push(Finding {
+                t_ms: event.t_ms,
+                evidence: format!(
+                    "{} workers under deployment holds, more than the lane size of {}",
+                    self.held.len(),
+                    self.lane_size
+                ),
+            });
+        } else if self.held.len() <= self.lane_size {
+            self.over = false;
+        }
+    }
+}
+
+#[derive(Default)]
+struct NoDuplicateMutation {
+    applied: BTreeSet<(String, String)>,
+    completed: BTreeSet<String>,
+    holds: BTreeSet<(String, String)>,
+}
+
+impl Oracle for NoDuplicateMutation {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let duplicate = match &event.body {
+            Body::WorkerMutated { op, operation_id, .. } => {
+                (!self.applied.insert((event.host.to_string(), operation_id.clone())))
+                    .then(|| format!("{} ran {op} {operation_id} a second time", event.host))
+            }
+            Body::JournalAppended { record, operation_id: Some(operation_id) } if record == "completed" => {
+                (!self.completed.insert(operation_id.clone()))
+                    .then(|| format!("the journal recorded {operation_id} completed twice"))
+            }
+            Body::HubHoldPlaced { agent, owner } => {
+                self.holds.insert((agent.clone(), owner.clone()));
+                None
+            }
+            Body::HubHoldReleased { agent, owner } => (!self.holds.remove(&(agent.clone(), owner.clone())))
+                .then(|| format!("{owner}'s hold on {agent} was released twice")),
+            _ => None,
+        };
+        if let Some(evidence) = duplicate {
+            out.push(Finding { t_ms: event.t_ms, evidence });
+        }
+    }
+}
+
+/// `no_fetch_after_quiescence`: the RCCA's "after the barrier, outbound downloads are protocol violations".
+#[derive(Default)]
+struct NoFetchAfterQuiescence {
+    quiesced: BTreeSet<String>,
+}
+
+impl Oracle for NoFetchAfterQuiescence {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::WorkerMutated { op, .. } if op == "stop_service" => {
+                self.quiesced.insert(event.host.to_string());
+            }
+            Body::WorkerMutated { op, .. } if op == "start_service" => {
+                self.quiesced.remove(&*event.host);
+            }
+            Body::WorkerMutated { op, target, .. }
+                if op == "stage_artifact" && self.quiesced.contains(&*event.host) =>
+            {
+                out.push(Finding {
+                    t_ms: event.t_ms,
+                    evidence: format!("{} fetched {target} while quiesced", event.host),
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+#[derive(Default)]
+struct EveryLaneConverged {
+    started_ms: Option<u64>,
+    terminal: Option<String>,
+    stuck: Vec<(u64, u64)>,
+}
+
+impl Oracle for EveryLaneConverged {
+    fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::Step { step: Step::StartRollout { .. } } => self.started_ms = Some(event.t_ms),
+            Body::Rollout { event: RolloutBody::LaneCommitted { lane, verdict, .. }, .. } if verdict == "stuck" => {
+                self.stuck.push((*lane, event.t_ms));
+            }
+            Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } => self.terminal = Some(outcome.clone()),
+            Body::Rollout { event: RolloutBody::PlanRefused { .. }, .. } => {
+                self.terminal = Some("refused (every lane prior)".into())
+            }
+            _ => {}
+        }
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        let Some(started_ms) = self.started_ms else { return };
+        for (lane, t_ms) in &self.stuck {
+            out.push(Finding { t_ms: *t_ms, evidence: format!("lane {lane} is stuck: neither successor nor prior") });
+        }
+        match &self.terminal {
+            None => out.push(Finding {
+                t_ms: end_ms,
+                evidence: format!("the rollout started at t={started_ms} ms never reached a terminal state"),
+            }),
+            Some(outcome) if outcome.starts_with("failed") => {
+                out.push(Finding { t_ms: end_ms, evidence: format!("the rollout ended {outcome}") });
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+#[derive(Default)]
+struct HoldsAccounted {
+    holds: BTreeMap<String, String>,
+    stuck_nodes: BTreeSet<String>,
+}
+
+impl Oracle for HoldsAccounted {
+    fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubHoldPlaced { agent, owner } if owner.starts_with(DEPLOY_HOLD_PREFIX) => {
+                self.holds.insert(agent.clone(), owner.clone());
+            }
+            Body::HubHoldReleased { agent, owner } if owner.starts_with(DEPLOY_HOLD_PREFIX) => {
+                self.holds.remove(agent);
+            }
+            Body::Rollout { event: RolloutBody::LaneCommitted { verdict, nodes, .. }, .. } if verdict == "stuck" => {
+                self.stuck_nodes.extend(nodes.iter().cloned());
+            }
+            _ => {}
+        }
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        let leaked: Vec<&String> = self.holds.keys().filter(|node| !self.stuck_nodes.contains(*node)).collect();
+        if !leaked.is_empty() {
+            let names: Vec<&str> = leaked.iter().map(|n| n.as_str()).collect();
+            out.push(Finding {
+                t_ms: end_ms,
+                evidence: format!(
+                    "deployment holds still on {} with no stuck lane to account for them",
+                    names.join(", ")
+                ),
+            });
+        }
+    }
+}
+
+#[derive(Default)]
+struct RetryRecovered {
+    retried: BTreeSet<(String, String)>,
+    reached: bool,
+}
+
+impl Oracle for RetryRecovered {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::Rollout { event: RolloutBody::Retrying { node, step, .. }, .. } => {
+                self.retried.insert((node.clone(), step.clone()));
+            }
+            Body::Rollout { event: RolloutBody::StepDone { node, step, .. }, .. }
+                if !self.reached && self.retried.contains(&(node.clone(), step.clone())) =>
+            {
+                self.reached = true;
+                out.push(Finding { t_ms: event.t_ms, evidence: format!("{node} {step} completed after a retry") });
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::rc::Rc;
@@ -580,6 +923,9 @@ mod tests {
             sweep_interval_ms: 60_000,
             call_timeout_ms: 10_000,
             latency_max_ms: 20,
+            nodes: 4,
+            lane_size: 2,
+            availability_floor: 2,
         }
     }
 

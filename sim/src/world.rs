@@ -150,6 +150,9 @@ impl World {
             sweep_interval_ms: spec.hub.sweep_interval_ms,
             call_timeout_ms: spec.engine.call_timeout_ms,
             latency_max_ms: spec.latency_max_ms(),
+            nodes: spec.fleet.nodes,
+            lane_size: spec.fleet.lane_size,
+            availability_floor: spec.fleet.availability_floor,
         };
         let hub = Hub::new(HubConfig {
             agent_ttl_ms: spec.hub.agent_ttl_ms,
@@ -904,6 +907,7 @@ impl World {
                     journal: &journal,
                     signals: &SimSignals { world: self.clone(), host: CONTROLLER_ID },
                     jitter: &SimJitter { world: self.clone() },
+                    secrets: &SimSecrets { world: self.clone() },
                     verifier: &SimVerifier,
                 };
                 engine::rollout::driver::run_rollout(&ports, &request).await;
@@ -1064,6 +1068,24 @@ struct SimJitter {
 impl ports::Jitter for SimJitter {
     fn draw(&self) -> u64 {
         self.world.jitter.borrow_mut().next_u64()
+    }
+}
+
+/// The secrets store: the attestation key each worker's identity is enrolled with. A stand-in for Vault on the
+/// controller's own network, so it has no network faults of its own yet.
+struct SimSecrets {
+    world: Rc<World>,
+}
+
+impl ports::Secrets for SimSecrets {
+    async fn attestation_key(&self, node: &str) -> Result<engine::secret::Secret, ports::SecretsError> {
+        let workers = self.world.workers.borrow();
+        let endpoint = workers.iter().find(|endpoint| endpoint.worker.id == node);
+        let env = endpoint.map(|endpoint| endpoint.worker.recovery_env_content()).unwrap_or_default();
+        env.lines()
+            .find_map(|line| line.strip_prefix("MAC_ATTESTATION_KEY="))
+            .map(engine::secret::Secret::new)
+            .ok_or_else(|| ports::SecretsError::NotFound(format!("attestation key of {node}")))
     }
 }
 

@@ -13,6 +13,17 @@ const SCENARIOS: &[&str] = &[
     "fifty-agents-heartbeat-for-two-hours-through-faults.toml",
     "hub-crashes-and-restarts-mid-run.toml",
     "legacy-expiry-tombstones-a-stopped-epoch-member.toml",
+    "ovswarm-2026-09-21-under-lanes.toml",
+    "ovswarm-2026-09-21.toml",
+    "rollout-controller-killed-after-intent-adopts-the-journal.toml",
+    "rollout-controller-killed-after-remote-mutation-adopts-the-journal.toml",
+    "rollout-controller-killed-before-completion-adopts-the-journal.toml",
+    "rollout-early-cohort-absent-env-is-recreated-hold-first.toml",
+    "rollout-endpoint-identity-change-during-retry-fails-closed.toml",
+    "rollout-exhausted-retries-leave-the-lane-held.toml",
+    "rollout-first-ssh-timeout-then-success-without-double-effects.toml",
+    "rollout-negative-repairs-quarantine-every-unsafe-shape.toml",
+    "rollout-positive-marker-repair-with-agreeing-evidence.toml",
 ];
 
 fn run_file(name: &str) -> (RunRecord, Vec<String>) {
@@ -40,7 +51,7 @@ fn every_scenario_file_has_a_test_here() {
 
 #[test]
 fn agent_partitioned_from_hub_is_reported_silent_and_recovers() {
-    let (record, trace) = run_file(SCENARIOS[0]);
+    let (record, trace) = run_file("agent-partitioned-from-hub-is-reported-silent-and-recovers.toml");
     let silent = events(&trace, "engine.instance_silent");
     assert_eq!(silent.len(), 1, "{silent:?}");
     assert!(silent[0].contains("node-03"));
@@ -52,7 +63,7 @@ fn agent_partitioned_from_hub_is_reported_silent_and_recovers() {
 
 #[test]
 fn controller_death_resumes_the_sensor_from_its_journal() {
-    let (_, trace) = run_file(SCENARIOS[1]);
+    let (_, trace) = run_file("controller-death-resumes-the-sensor-from-its-journal.toml");
     let recovered = events(&trace, "engine.instance_recovered");
     assert_eq!(recovered.len(), 1, "the restarted controller reports node-02's recovery once");
     assert!(recovered[0].contains("\"t_ms\":12000"), "reported right after the restart at 1_200_000: {recovered:?}");
@@ -61,7 +72,7 @@ fn controller_death_resumes_the_sensor_from_its_journal() {
 
 #[test]
 fn epoch_aware_expiry_keeps_members_and_expires_strays() {
-    let (record, trace) = run_file(SCENARIOS[2]);
+    let (record, trace) = run_file("epoch-aware-expiry-keeps-members-and-expires-strays.toml");
     let tombstoned = events(&trace, "hub.tombstoned");
     assert_eq!(tombstoned.len(), 1, "{tombstoned:?}");
     assert!(tombstoned[0].contains("node-05"), "only the unrelated fungible agent expires");
@@ -74,7 +85,7 @@ fn epoch_aware_expiry_keeps_members_and_expires_strays() {
 
 #[test]
 fn hub_crashes_and_restarts_mid_run() {
-    let (_, trace) = run_file(SCENARIOS[4]);
+    let (_, trace) = run_file("hub-crashes-and-restarts-mid-run.toml");
     assert_eq!(events(&trace, "host.crash").len(), 1);
     let refused = trace.iter().filter(|l| l.contains("connection refused")).count();
     assert!(refused >= 10, "every agent's heartbeats are refused while the hub is down ({refused})");
@@ -85,7 +96,7 @@ fn hub_crashes_and_restarts_mid_run() {
 
 #[test]
 fn legacy_expiry_tombstones_a_stopped_epoch_member() {
-    let (record, trace) = run_file(SCENARIOS[5]);
+    let (record, trace) = run_file("legacy-expiry-tombstones-a-stopped-epoch-member.toml");
     let violated: Vec<&str> = record.violations.iter().map(|v| v.oracle.as_str()).collect();
     assert_eq!(violated, ["epoch_member_never_tombstoned", "epoch_member_never_tombstoned"]);
     assert!(record.violations.iter().all(|v| v.expected));
@@ -94,9 +105,181 @@ fn legacy_expiry_tombstones_a_stopped_epoch_member() {
 
 #[test]
 fn fifty_agents_heartbeat_for_two_hours_through_faults() {
-    let (record, trace) = run_file(SCENARIOS[3]);
+    let (record, trace) = run_file("fifty-agents-heartbeat-for-two-hours-through-faults.toml");
     let heartbeats = events(&trace, "hub.heartbeat").len();
     assert!((11_000..12_100).contains(&heartbeats), "about 50 agents x 240 heartbeats, minus outages: {heartbeats}");
     assert_eq!(record.virtual_duration_ms, 7_200_000);
     assert_eq!(record.faults["crash"], 2);
+}
+
+/// Lines of one host whose `kind` is `kind` and that contain every needle.
+fn on<'a>(trace: &'a [String], host: &str, kind: &str, needles: &[&str]) -> Vec<&'a String> {
+    let host = format!("\"host\":\"{host}\"");
+    events(trace, kind).into_iter().filter(|l| l.contains(&host) && needles.iter().all(|n| l.contains(n))).collect()
+}
+
+fn rollout<'a>(trace: &'a [String], event: &str) -> Vec<&'a String> {
+    let needle = format!("\"event\":\"{event}\"");
+    events(trace, "engine.rollout").into_iter().filter(|l| l.contains(&needle)).collect()
+}
+
+fn violated(record: &RunRecord) -> std::collections::BTreeSet<&str> {
+    record.violations.iter().map(|v| v.oracle.as_str()).collect()
+}
+
+#[test]
+fn ovswarm_2026_09_21_replays_the_incident_under_legacy() {
+    let (record, trace) = run_file("ovswarm-2026-09-21.toml");
+    assert_eq!(
+        violated(&record),
+        ["availability_floor", "every_lane_converged", "holds_accounted", "lane_bound"].into()
+    );
+    assert!(record.violations.iter().all(|v| v.expected));
+    let failed = rollout(&trace, "node_failed");
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert!(failed[0].contains("node-50") && failed[0].contains("retained successor has an installed identity"));
+    assert!(
+        failed[1].contains("\"node\":\"hub\"") && failed[1].contains("timed out"),
+        "recovery stopped by the hub ssh timeout"
+    );
+    let stopped = events(&trace, "worker.mutated").into_iter().filter(|l| l.contains("stop_service")).count();
+    assert_eq!(stopped, 49, "workers 1-49 quiesced serially");
+    assert_eq!(events(&trace, "hub.tombstoned").len(), 49, "every stopped worker tombstoned by the legacy TTL");
+    assert!(events(&trace, "worker.mutated").iter().all(|l| !l.contains("start_service")), "the fleet stays down");
+}
+
+#[test]
+fn ovswarm_2026_09_21_under_lanes_quarantines_worker_50_and_converges() {
+    let (record, trace) = run_file("ovswarm-2026-09-21-under-lanes.toml");
+    assert!(record.violations.is_empty());
+    let quarantined = rollout(&trace, "quarantined");
+    assert_eq!(quarantined.len(), 1);
+    assert!(quarantined[0].contains("node-50") && quarantined[0].contains("signature does not verify"));
+    assert!(quarantined[0].contains("is absent but ~/.mac/mac.env carries a full installed identity"));
+    let plan = rollout(&trace, "plan_frozen");
+    assert!(plan[0].contains("\"lanes\":7") && plan[0].contains("\"lane_size\":7"), "{plan:?}");
+    let lanes = rollout(&trace, "lane_committed");
+    assert_eq!(lanes.len(), 7);
+    assert!(lanes.iter().all(|l| l.contains("\"verdict\":\"successor\"")));
+    assert!(on(&trace, "node-50", "worker.mutated", &[]).is_empty(), "worker-50 is never mutated");
+    assert_eq!(events(&trace, "worker.mutated").iter().filter(|l| l.contains("run_installer")).count(), 49);
+}
+
+fn adopted_and_converged(name: &str) -> Vec<String> {
+    let (record, trace) = run_file(name);
+    assert!(record.violations.is_empty(), "{name}: {:?}", record.violations);
+    assert_eq!(on(&trace, "controller", "host.crash", &[]).len(), 1, "{name}");
+    let adopted = rollout(&trace, "adopted");
+    assert_eq!(adopted.len(), 1, "{name}");
+    assert!(adopted[0].contains("\"revision\":\"2944aebb\""), "the journal's exact revision");
+    let terminal = rollout(&trace, "terminal");
+    assert!(terminal.last().unwrap().contains("successor"), "{name}: {terminal:?}");
+    trace
+}
+
+#[test]
+fn rollout_controller_killed_after_intent_adopts_the_journal() {
+    let trace = adopted_and_converged("rollout-controller-killed-after-intent-adopts-the-journal.toml");
+    assert!(rollout(&trace, "adopted")[0].contains("\"in_doubt\":"));
+}
+
+#[test]
+fn rollout_controller_killed_after_remote_mutation_adopts_the_journal() {
+    let trace = adopted_and_converged("rollout-controller-killed-after-remote-mutation-adopts-the-journal.toml");
+    // The step that ran before the death is found done on the node: no worker ran any operation id twice.
+    let mut ids: Vec<&str> =
+        events(&trace, "worker.mutated").iter().filter_map(|l| l.split("\"operation_id\":\"").nth(1)).collect();
+    let total = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), total);
+}
+
+#[test]
+fn rollout_controller_killed_before_completion_adopts_the_journal() {
+    let trace = adopted_and_converged("rollout-controller-killed-before-completion-adopts-the-journal.toml");
+    let completed =
+        events(&trace, "controller.journal").into_iter().filter(|l| l.contains("\"record\":\"completed\"")).count();
+    assert_eq!(completed, 16 * 7, "every step of every node completed exactly once in the journal");
+}
+
+#[test]
+fn rollout_early_cohort_absent_env_is_recreated_hold_first() {
+    let (_, trace) = run_file("rollout-early-cohort-absent-env-is-recreated-hold-first.toml");
+    let writes = on(&trace, "node-02", "worker.mutated", &["~/.mac/mac.env"]);
+    assert!(writes.len() >= 3, "{writes:?}");
+    assert!(
+        writes[0].contains("repair-0") && writes[1].contains("repair-1"),
+        "the hold-only env is written before the key"
+    );
+    assert!(rollout(&trace, "repaired")[0].contains("node-02"));
+}
+
+#[test]
+fn rollout_endpoint_identity_change_during_retry_fails_closed() {
+    let (record, trace) = run_file("rollout-endpoint-identity-change-during-retry-fails-closed.toml");
+    assert!(record.violations.iter().all(|v| v.oracle == "every_lane_converged" && v.expected));
+    let failed = rollout(&trace, "node_failed");
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0].contains("node-07") && failed[0].contains("host key mismatch"), "{failed:?}");
+    assert!(
+        on(&trace, "node-07", "worker.mutated", &["stop_service"]).is_empty(),
+        "nothing ran under the new identity"
+    );
+    let lanes = rollout(&trace, "lane_committed");
+    assert_eq!(lanes.len(), 2, "lanes after a stuck one are not started, so not committed: {lanes:?}");
+    assert!(lanes[0].contains("successor") && lanes[1].contains("stuck"), "{lanes:?}");
+    for node in 9..=16 {
+        let name = format!("node-{node:02}");
+        assert!(
+            on(&trace, &name, "worker.mutated", &["stop_service"]).is_empty(),
+            "no lane goes down after a stuck one"
+        );
+    }
+}
+
+#[test]
+fn rollout_exhausted_retries_leave_the_lane_held() {
+    let (_, trace) = run_file("rollout-exhausted-retries-leave-the-lane-held.toml");
+    let failed = rollout(&trace, "node_failed");
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0].contains("\"endpoint\":\"node-06@hostkey-node-06-1\""), "the failed endpoint is named");
+    assert!(failed[0].contains("\"replay\":\"re-run the rollout: the controller adopts journal rollout-2944aebb"));
+    assert_eq!(rollout(&trace, "retrying").iter().filter(|l| l.contains("node-06")).count(), 4, "five attempts in all");
+    assert!(on(&trace, "hub", "hub.hold_released", &["node-06"]).is_empty(), "the hold stays");
+    assert!(
+        events(&trace, "controller.journal").iter().all(|l| !l.contains("\"record\":\"terminal\"")),
+        "journal non-terminal"
+    );
+}
+
+#[test]
+fn rollout_first_ssh_timeout_then_success_without_double_effects() {
+    let (record, trace) = run_file("rollout-first-ssh-timeout-then-success-without-double-effects.toml");
+    assert!(record.violations.is_empty());
+    assert_eq!(rollout(&trace, "retrying").len(), 1);
+    assert_eq!(on(&trace, "node-07", "worker.mutated", &["stop_service"]).len(), 1, "quiesced once");
+}
+
+#[test]
+fn rollout_negative_repairs_quarantine_every_unsafe_shape() {
+    let (record, trace) = run_file("rollout-negative-repairs-quarantine-every-unsafe-shape.toml");
+    assert!(record.violations.is_empty());
+    let quarantined = rollout(&trace, "quarantined");
+    assert_eq!(quarantined.len(), 8);
+    for node in 1..=8 {
+        let name = format!("node-{node:02}");
+        assert!(quarantined.iter().any(|l| l.contains(&name)), "{name} quarantined");
+        assert!(on(&trace, &name, "worker.mutated", &[]).is_empty(), "{name} never mutated");
+    }
+}
+
+#[test]
+fn rollout_positive_marker_repair_with_agreeing_evidence() {
+    let (record, trace) = run_file("rollout-positive-marker-repair-with-agreeing-evidence.toml");
+    assert!(record.violations.is_empty());
+    assert!(rollout(&trace, "quarantined").is_empty());
+    let repair = on(&trace, "node-05", "worker.mutated", &["repair-0"]);
+    assert_eq!(repair.len(), 1);
+    assert!(repair[0].contains("~/.mac/deployed-source-revision"), "the marker is written, nothing else is touched");
 }

@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use futures_util::future::join_all;
 
 use crate::ports::{
-    Clock, Endpoint, Hub, Jitter, Journal, NodeReport, RolloutEvent, Signal, Signals, Ssh, SshError, SshRequest,
-    SshResponse,
+    Clock, Endpoint, Hub, Jitter, Journal, NodeReport, RolloutEvent, Secrets, Signal, Signals, Ssh, SshError,
+    SshRequest, SshResponse,
 };
 use crate::rollout::journal::{self, Adopted, Record};
 use crate::rollout::lane::{LaneVerdict, NodeMachine, NodeState, NodeStep, lane_verdict, operation_id};
@@ -60,13 +60,14 @@ pub struct RolloutRequest {
 }
 
 /// The ports the driver needs.
-pub struct Ports<'a, C, H, S, J, G, X> {
+pub struct Ports<'a, C, H, S, J, G, X, K> {
     pub clock: &'a C,
     pub hub: &'a H,
     pub ssh: &'a S,
     pub journal: &'a J,
     pub signals: &'a G,
     pub jitter: &'a X,
+    pub secrets: &'a K,
     pub verifier: &'a dyn SignatureVerifier,
 }
 
@@ -82,7 +83,7 @@ pub struct RolloutOutcome {
 const DEPLOY_HOLD_PREFIX: &str = "deploy:";
 const QUARANTINE_HOLD_PREFIX: &str = "quarantine:";
 
-impl<C, H, S, J, G, X> Ports<'_, C, H, S, J, G, X>
+impl<C, H, S, J, G, X, K> Ports<'_, C, H, S, J, G, X, K>
 where
     C: Clock,
     H: Hub,
@@ -90,6 +91,7 @@ where
     J: Journal,
     G: Signals,
     X: Jitter,
+    K: Secrets,
 {
     fn emit(&self, rollout: &str, event: RolloutEvent) {
         self.signals.emit(Signal::Rollout { rollout: rollout.to_owned(), event });
@@ -167,8 +169,8 @@ fn already_done(step: NodeStep, request: &RolloutRequest, report: &NodeReport) -
 }
 
 /// Runs a rollout from scratch, or adopts the journal's non-terminal rollout when there is one.
-pub async fn run_rollout<C, H, S, J, G, X>(
-    ports: &Ports<'_, C, H, S, J, G, X>,
+pub async fn run_rollout<C, H, S, J, G, X, K>(
+    ports: &Ports<'_, C, H, S, J, G, X, K>,
     request: &RolloutRequest,
 ) -> RolloutOutcome
 where
@@ -178,6 +180,7 @@ where
     J: Journal,
     G: Signals,
     X: Jitter,
+    K: Secrets,
 {
     let lines = ports.journal.replay().await.unwrap_or_else(|error| panic!("rollout journal unreadable: {error}"));
     let adopted = journal::replay(lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
@@ -196,7 +199,10 @@ where
     }
 }
 
-async fn run_lanes<C, H, S, J, G, X>(ports: &Ports<'_, C, H, S, J, G, X>, request: &RolloutRequest) -> RolloutOutcome
+async fn run_lanes<C, H, S, J, G, X, K>(
+    ports: &Ports<'_, C, H, S, J, G, X, K>,
+    request: &RolloutRequest,
+) -> RolloutOutcome
 where
     C: Clock,
     H: Hub,
@@ -204,6 +210,7 @@ where
     J: Journal,
     G: Signals,
     X: Jitter,
+    K: Secrets,
 {
     let id = request.rollout.as_str();
     // 1. Read-only preflight of every selected node, before the epoch opens or anything stops.
@@ -331,8 +338,8 @@ impl Verdict {
     }
 }
 
-async fn apply_repair<C, H, S, J, G, X>(
-    ports: &Ports<'_, C, H, S, J, G, X>,
+async fn apply_repair<C, H, S, J, G, X, K>(
+    ports: &Ports<'_, C, H, S, J, G, X, K>,
     request: &RolloutRequest,
     endpoint: &Endpoint,
     repair: &Repair,
@@ -344,13 +351,26 @@ async fn apply_repair<C, H, S, J, G, X>(
     J: Journal,
     G: Signals,
     X: Jitter,
+    K: Secrets,
 {
     let id = &request.rollout;
     let writes: Vec<(String, String)> = match repair {
         Repair::WriteMarker { revision, .. } => vec![(MARKER.to_owned(), format!("{revision}\n"))],
         Repair::RecreateRecoveryEnvHoldFirst => {
-            // The hold is durable before the identity: first the hold alone, then the key beside it.
-            let key = attestation_key.map(Secret::expose).unwrap_or_default();
+            // The hold is durable before the identity: first the hold alone, then the key beside it. The key comes
+            // from the secrets store, never from the file being repaired.
+            let Ok(key) = ports.secrets.attestation_key(&endpoint.node).await else {
+                ports.emit(
+                    id,
+                    RolloutEvent::Quarantined {
+                        node: endpoint.node.clone(),
+                        surfaces: vec!["repair impossible: no attestation key in the secrets store".into()],
+                    },
+                );
+                return;
+            };
+            let _ = attestation_key;
+            let key = key.expose().to_owned();
             vec![
                 (MAC_ENV.to_owned(), "MAC_STARTUP_CLEAR_HOLD=0\n".to_owned()),
                 (MAC_ENV.to_owned(), format!("MAC_ATTESTATION_KEY={key}\nMAC_STARTUP_CLEAR_HOLD=0\n")),
@@ -380,8 +400,8 @@ async fn apply_repair<C, H, S, J, G, X>(
 }
 
 /// A hub call with bounded retry.
-async fn hub_retrying<C, H, S, J, G, X, T, F>(
-    ports: &Ports<'_, C, H, S, J, G, X>,
+async fn hub_retrying<C, H, S, J, G, X, K, T, F>(
+    ports: &Ports<'_, C, H, S, J, G, X, K>,
     request: &RolloutRequest,
     mut call: impl FnMut() -> F,
 ) -> Result<T, crate::ports::HubError>
@@ -392,6 +412,7 @@ where
     J: Journal,
     G: Signals,
     X: Jitter,
+    K: Secrets,
     F: std::future::Future<Output = Result<T, crate::ports::HubError>>,
 {
     let mut attempt = 1;
@@ -415,8 +436,8 @@ where
     }
 }
 
-async fn resume_lanes<C, H, S, J, G, X>(
-    ports: &Ports<'_, C, H, S, J, G, X>,
+async fn resume_lanes<C, H, S, J, G, X, K>(
+    ports: &Ports<'_, C, H, S, J, G, X, K>,
     request: &RolloutRequest,
     adopted: Adopted,
 ) -> RolloutOutcome
@@ -427,6 +448,7 @@ where
     J: Journal,
     G: Signals,
     X: Jitter,
+    K: Secrets,
 {
     ports.emit(
         &adopted.rollout,
@@ -452,8 +474,8 @@ where
 }
 
 /// Stages capsules (when `stage`), then runs the lanes one at a time, nodes of a lane concurrently.
-async fn drive_lanes<C, H, S, J, G, X>(
-    ports: &Ports<'_, C, H, S, J, G, X>,
+async fn drive_lanes<C, H, S, J, G, X, K>(
+    ports: &Ports<'_, C, H, S, J, G, X, K>,
     request: &RolloutRequest,
     mut adopted: Adopted,
     attestation_keys: BTreeMap<String, Secret>,
@@ -466,6 +488,7 @@ where
     J: Journal,
     G: Signals,
     X: Jitter,
+    K: Secrets,
 {
     let id = adopted.rollout.clone();
     let endpoints: BTreeMap<String, Endpoint> = request.nodes.iter().map(|e| (e.node.clone(), e.clone())).collect();
@@ -475,18 +498,16 @@ where
             join_all(adopted.lanes.iter().flatten().map(|node| stage_node(ports, request, &endpoints[node]))).await;
         for (node, result) in adopted.lanes.iter().flatten().zip(staged) {
             if let Err(error) = result {
-                // A node that cannot be staged is failed before it is stopped: it keeps serving the prior generation.
-                if let Some(machine) = adopted.nodes.get_mut(node) {
-                    machine.handle_failed(NodeStep::Hold, format!("staging failed: {error}"));
-                }
+                // A node that cannot be staged is quarantined before anything stops it: it keeps serving the prior
+                // generation under a dispatch hold, and its lane converges without it.
+                let reason = format!("staging failed: {error}");
+                let owner = format!("{QUARANTINE_HOLD_PREFIX}{id}");
+                let _ = hub_retrying(ports, request, || ports.hub.place_hold(node, &owner)).await;
                 ports
-                    .record(Record::NodeFailed {
-                        rollout: id.clone(),
-                        node: node.clone(),
-                        step: NodeStep::Hold,
-                        reason: format!("staging failed: {error}"),
-                    })
+                    .record(Record::Quarantined { rollout: id.clone(), node: node.clone(), reason: reason.clone() })
                     .await;
+                ports.emit(&id, RolloutEvent::Quarantined { node: node.clone(), surfaces: vec![reason] });
+                adopted.nodes.insert(node.clone(), NodeMachine::quarantined(node.clone()));
             }
         }
     }
@@ -556,8 +577,8 @@ fn verdict_name(verdict: &LaneVerdict) -> &'static str {
     }
 }
 
-async fn stage_node<C, H, S, J, G, X>(
-    ports: &Ports<'_, C, H, S, J, G, X>,
+async fn stage_node<C, H, S, J, G, X, K>(
+    ports: &Ports<'_, C, H, S, J, G, X, K>,
     request: &RolloutRequest,
     endpoint: &Endpoint,
 ) -> Result<(), SshError>
@@ -568,6 +589,7 @@ where
     J: Journal,
     G: Signals,
     X: Jitter,
+    K: Secrets,
 {
     for digest in &request.capsules {
         let operation_id = format!("{}/{}/stage/{digest}", request.rollout, endpoint.node);
@@ -597,8 +619,8 @@ where
 
 /// One node through its remaining steps. Every mutating step: journal the intent, run it, and on a failure
 /// re-observe the node (identity re-checked) before any re-attempt; a step whose effect is visible is done.
-async fn run_node<C, H, S, J, G, X>(
-    ports: &Ports<'_, C, H, S, J, G, X>,
+async fn run_node<C, H, S, J, G, X, K>(
+    ports: &Ports<'_, C, H, S, J, G, X, K>,
     request: &RolloutRequest,
     endpoint: &Endpoint,
     mut machine: NodeMachine,
@@ -613,6 +635,7 @@ where
     J: Journal,
     G: Signals,
     X: Jitter,
+    K: Secrets,
 {
     let id = request.rollout.as_str();
     let node = endpoint.node.as_str();
@@ -651,6 +674,16 @@ where
                     Err(error) => {
                         match request.backoff.after_failure(attempt, failure_class(&error), ports.jitter.draw()) {
                             RetryDecision::RetryAfter { delay_ms } => {
+                                ports.emit(
+                                    id,
+                                    RolloutEvent::Retrying {
+                                        node: node.to_owned(),
+                                        step: step.as_str().into(),
+                                        attempt: u64::from(attempt),
+                                        delay_ms,
+                                        error: error.to_string(),
+                                    },
+                                );
                                 ports.clock.sleep_ms(delay_ms).await;
                                 attempt += 1;
                                 continue;
@@ -750,8 +783,8 @@ fn hub_error(error: crate::ports::HubError) -> StepError {
     }
 }
 
-async fn run_step<C, H, S, J, G, X>(
-    ports: &Ports<'_, C, H, S, J, G, X>,
+async fn run_step<C, H, S, J, G, X, K>(
+    ports: &Ports<'_, C, H, S, J, G, X, K>,
     request: &RolloutRequest,
     endpoint: &Endpoint,
     step: NodeStep,
@@ -766,6 +799,7 @@ where
     J: Journal,
     G: Signals,
     X: Jitter,
+    K: Secrets,
 {
     let node = endpoint.node.as_str();
     match step {
@@ -787,10 +821,19 @@ where
             ports.ssh.run(endpoint, op).await.map(|_| ()).map_err(Into::into)
         }
         NodeStep::WriteIdentity => {
-            let Some(key) = attestation_key else {
-                return Err(StepError::Other(
-                    "no attestation key observed: refusing to write an identity without one".into(),
-                ));
+            // The current key, as observed on the node or, when the node shows none (after a repair, or in a new
+            // controller that adopted the journal), from the secrets store. Deployment never mints a new one.
+            let fetched;
+            let key = match attestation_key {
+                Some(key) => key,
+                None => {
+                    fetched = ports
+                        .secrets
+                        .attestation_key(node)
+                        .await
+                        .map_err(|error| StepError::Other(error.to_string()))?;
+                    &fetched
+                }
             };
             let env = render_env(node, &request.hub_url, &request.revision, request.generation, key.expose());
             let writes = [
@@ -840,7 +883,10 @@ where
 }
 
 /// The legacy controller of the incident: serial, all-fleet, no preflight, no epoch, no retry.
-async fn run_legacy<C, H, S, J, G, X>(ports: &Ports<'_, C, H, S, J, G, X>, request: &RolloutRequest) -> RolloutOutcome
+async fn run_legacy<C, H, S, J, G, X, K>(
+    ports: &Ports<'_, C, H, S, J, G, X, K>,
+    request: &RolloutRequest,
+) -> RolloutOutcome
 where
     C: Clock,
     H: Hub,
@@ -848,6 +894,7 @@ where
     J: Journal,
     G: Signals,
     X: Jitter,
+    K: Secrets,
 {
     let id = request.rollout.as_str();
     let owner = format!("{DEPLOY_HOLD_PREFIX}{id}");
