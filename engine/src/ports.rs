@@ -160,6 +160,12 @@ pub trait Secrets {
     fn attestation_key(&self, node: &str) -> impl Future<Output = Result<crate::secret::Secret, SecretsError>>;
 }
 
+/// The content-addressed artifact store the nodes stage capsules from. The controller checks every capsule of a
+/// rollout exists before it freezes a plan: a missing artifact is a reason to refuse the rollout, not a node defect.
+pub trait Artifacts {
+    fn available(&self, digest: &str) -> impl Future<Output = Result<bool, TransportError>>;
+}
+
 /// Randomness the engine is allowed: jitter, drawn from a seeded stream in the simulator.
 pub trait Jitter {
     fn draw(&self) -> u64;

@@ -14,13 +14,14 @@ use reports::{CampaignReport, PropertyKind};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::faults::{Step, TimedStep};
+use crate::faults::{DeathPoint, Step, TimedStep};
 use crate::runner::{self, RunIdentity, RunOutput};
 use crate::seed::{Consumer, SeedTree};
 use crate::spec::{
     self, CONTROLLER, EngineFile, Expectations, FleetFile, HUB, HubFile, NetworkFile, RangeMs, RunSpec, Source,
     SpecError,
 };
+use fakes::ssh::Storage;
 
 /// A resolved campaign file.
 #[derive(Debug, Clone, Serialize)]
@@ -36,6 +37,26 @@ pub struct Campaign {
     pub window_start_ms: u64,
     pub faults: FaultMix,
     pub oracles: CampaignOracles,
+    /// When set, every run starts this rollout at this time.
+    pub rollout: Option<RolloutStart>,
+}
+
+/// A rollout every run of the campaign starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutStart {
+    pub at_ms: u64,
+    pub revision: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshLossRate {
+    pub per_mille: u32,
+    #[serde(default = "one")]
+    pub count_max: u32,
+    /// The most consecutive connection timeouts one burst causes.
+    pub timeouts_max: u32,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -130,6 +151,16 @@ pub struct FaultMix {
     pub ttl_expiry: Option<TtlRate>,
     /// A node's or the controller's clock is stepped, then set right.
     pub clock_skew: Option<SkewRate>,
+    /// Before the run, a worker's identity takes one of the RCCA's drift shapes (drawn from all of them).
+    pub marker_drift: Option<Rate>,
+    /// A burst of SSH connection timeouts to one worker (transient SSH loss).
+    pub ssh_timeout: Option<SshLossRate>,
+    /// The controller dies at a named point of the rollout protocol (drawn), and restarts `duration_ms` later.
+    pub controller_death: Option<Rate>,
+    /// Before the run, a worker's storage stops returning writes (or is full, drawn); healed at the window's end.
+    pub storage_fault: Option<Rate>,
+    /// Before the run, one capsule of the rollout's revision is missing from the artifact store; restored later.
+    pub artifact_missing: Option<Rate>,
 }
 
 impl FaultMix {
@@ -147,6 +178,11 @@ impl FaultMix {
         "agent_stop",
         "ttl_expiry",
         "clock_skew",
+        "marker_drift",
+        "ssh_timeout",
+        "controller_death",
+        "storage_fault",
+        "artifact_missing",
     ];
 }
 
@@ -170,6 +206,7 @@ struct CampaignFile {
     faults: Option<Spanned<FaultMix>>,
     #[serde(default)]
     oracles: OraclesFile,
+    rollout: Option<Spanned<RolloutStart>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -223,7 +260,7 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         Some(faults) => (faults.get_ref().clone(), faults.span()),
         None => (FaultMix::default(), 0..0),
     };
-    validate_mix(&source, faults_span, &faults, &base, window_start_ms)?;
+    validate_mix(&source, faults_span.clone(), &faults, &base, window_start_ms)?;
     let mut oracles = CampaignOracles::default();
     for (key, names, property, out) in [
         ("oracles.always", &file.oracles.always, PropertyKind::Always, &mut oracles.always),
@@ -241,6 +278,33 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
             out.push(info.name.to_owned());
         }
     }
+    let rollout = match &file.rollout {
+        None => None,
+        Some(rollout) => {
+            let start = rollout.get_ref();
+            if start.at_ms < window_start_ms || start.at_ms >= duration_ms - liveness_budget_ms {
+                return Err(source.error_at(Some(rollout.span()), "rollout.at_ms: must fall inside the fault window"));
+            }
+            if start.revision.is_empty() || start.revision == spec::PRIOR_REVISION {
+                return Err(source.error_at(
+                    Some(rollout.span()),
+                    format!("rollout.revision: must name a new revision (the fleet runs {})", spec::PRIOR_REVISION),
+                ));
+            }
+            Some(start.clone())
+        }
+    };
+    let needs_rollout = [
+        ("controller_death", faults.controller_death.is_some()),
+        ("artifact_missing", faults.artifact_missing.is_some()),
+    ];
+    for (kind, present) in needs_rollout {
+        if present && rollout.is_none() {
+            return Err(
+                source.error_at(Some(faults_span.clone()), format!("faults.{kind}: needs a `rollout` for the runs"))
+            );
+        }
+    }
     Ok(Campaign {
         source: path.to_owned(),
         description: file.description,
@@ -250,6 +314,7 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         window_start_ms,
         faults,
         oracles,
+        rollout,
     })
 }
 
@@ -300,6 +365,27 @@ fn validate_mix(
             if range.max >= window_end_ms - window_start_ms {
                 return error(format!("faults.{kind}.duration_ms: max {} does not fit the fault window", range.max));
             }
+        }
+    }
+    for (kind, rate) in [
+        ("marker_drift", mix.marker_drift),
+        ("controller_death", mix.controller_death),
+        ("storage_fault", mix.storage_fault),
+        ("artifact_missing", mix.artifact_missing),
+    ] {
+        let Some(rate) = rate else { continue };
+        if rate.per_mille > 1000 || rate.count_max == 0 {
+            return error(format!("faults.{kind}: per_mille is 0 to 1000 and count_max at least 1"));
+        }
+        if let Some(range) = rate.duration_ms {
+            if range.min > range.max || range.max >= window_end_ms - window_start_ms {
+                return error(format!("faults.{kind}.duration_ms: needs min <= max inside the fault window"));
+            }
+        }
+    }
+    if let Some(loss) = mix.ssh_timeout {
+        if loss.per_mille > 1000 || loss.count_max == 0 || loss.timeouts_max == 0 {
+            return error("faults.ssh_timeout: per_mille is 0 to 1000, count_max and timeouts_max at least 1".into());
         }
     }
     if let Some(skew) = mix.clock_skew {
@@ -444,8 +530,73 @@ impl Campaign {
                 (Step::ClockSkew { target: target.clone(), skew_ms }, Step::ClockSkew { target, skew_ms: 0 })
             });
         }
+        self.draw_rollout_faults(&planner, &mut rng, &mut steps);
+        if let Some(rollout) = &self.rollout {
+            steps.push(TimedStep {
+                at_ms: rollout.at_ms,
+                step: Step::StartRollout { revision: rollout.revision.clone() },
+            });
+        }
         steps.sort_by_key(|timed| timed.at_ms);
         RunSpec { steps, ..self.base.clone() }
+    }
+
+    /// The RCCA gate's faults, drawn after the others so adding them changed no older plan.
+    fn draw_rollout_faults(&self, planner: &Planner, rng: &mut ChaCha8Rng, steps: &mut Vec<TimedStep>) {
+        let mix = &self.faults;
+        let window_end = planner.window_end_ms();
+        if let Some(rate) = mix.marker_drift {
+            if rng.random_range(0..1000) < rate.per_mille {
+                for _ in 0..rng.random_range(1..=rate.count_max) {
+                    let target = planner.random_node(rng);
+                    let shape = *fakes::worker::Drift::ALL.choose(rng).expect("drift shapes exist");
+                    steps.push(TimedStep { at_ms: 0, step: Step::MarkerDrift { target, shape } });
+                }
+            }
+        }
+        if let Some(loss) = mix.ssh_timeout {
+            if rng.random_range(0..1000) < loss.per_mille {
+                for _ in 0..rng.random_range(1..=loss.count_max) {
+                    let target = planner.random_node(rng);
+                    let at_ms = rng.random_range(self.window_start_ms..window_end);
+                    let count = rng.random_range(1..=loss.timeouts_max);
+                    steps.push(TimedStep { at_ms, step: Step::SshTimeout { target, count } });
+                }
+            }
+        }
+        if let (Some(rate), Some(rollout)) = (mix.controller_death, &self.rollout) {
+            if rng.random_range(0..1000) < rate.per_mille {
+                let point = *[DeathPoint::AfterIntent, DeathPoint::AfterRemoteMutation, DeathPoint::BeforeCompletion]
+                    .choose(rng)
+                    .expect("points exist");
+                let duration = rate.duration_ms.unwrap_or(RangeMs { min: 30_000, max: 600_000 });
+                let armed = rollout.at_ms + rng.random_range(0..=60_000);
+                let restart = (armed + rng.random_range(duration.min..=duration.max)).min(window_end);
+                steps.push(TimedStep { at_ms: armed, step: Step::ControllerDeath { point } });
+                steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
+            }
+        }
+        if let Some(rate) = mix.storage_fault {
+            if rng.random_range(0..1000) < rate.per_mille {
+                for _ in 0..rng.random_range(1..=rate.count_max) {
+                    let target = planner.random_node(rng);
+                    let storage = if rng.random_bool(0.5) { Storage::NonReturning } else { Storage::Full };
+                    steps.push(TimedStep { at_ms: 0, step: Step::StorageFault { target: target.clone(), storage } });
+                    steps.push(TimedStep {
+                        at_ms: window_end,
+                        step: Step::StorageFault { target, storage: Storage::Healthy },
+                    });
+                }
+            }
+        }
+        if let (Some(rate), Some(_)) = (mix.artifact_missing, &self.rollout) {
+            if rng.random_range(0..1000) < rate.per_mille {
+                let artifact = *fakes::artifacts::ArtifactKind::ALL.choose(rng).expect("kinds exist");
+                let restored_at = rng.random_range(self.window_start_ms..window_end);
+                steps.push(TimedStep { at_ms: 0, step: Step::ArtifactMissing { artifact, restored: false } });
+                steps.push(TimedStep { at_ms: restored_at, step: Step::ArtifactMissing { artifact, restored: true } });
+            }
+        }
     }
 
     fn identity(&self, index: u64, seed_overridden: bool) -> RunIdentity {

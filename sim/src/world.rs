@@ -908,6 +908,7 @@ impl World {
                     signals: &SimSignals { world: self.clone(), host: CONTROLLER_ID },
                     jitter: &SimJitter { world: self.clone() },
                     secrets: &SimSecrets { world: self.clone() },
+                    artifacts: &SimArtifacts { world: self.clone() },
                     verifier: &SimVerifier,
                 };
                 engine::rollout::driver::run_rollout(&ports, &request).await;
@@ -1086,6 +1087,17 @@ impl ports::Secrets for SimSecrets {
             .find_map(|line| line.strip_prefix("MAC_ATTESTATION_KEY="))
             .map(engine::secret::Secret::new)
             .ok_or_else(|| ports::SecretsError::NotFound(format!("attestation key of {node}")))
+    }
+}
+
+/// The artifact store's index, as the controller sees it (on its own network: no faults of its own yet).
+struct SimArtifacts {
+    world: Rc<World>,
+}
+
+impl ports::Artifacts for SimArtifacts {
+    async fn available(&self, digest: &str) -> Result<bool, TransportError> {
+        Ok(self.world.artifacts.borrow().fetch(digest).is_ok())
     }
 }
 

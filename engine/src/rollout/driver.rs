@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use futures_util::future::join_all;
 
 use crate::ports::{
-    Clock, Endpoint, Hub, Jitter, Journal, NodeReport, RolloutEvent, Secrets, Signal, Signals, Ssh, SshError,
-    SshRequest, SshResponse,
+    Artifacts, Clock, Endpoint, Hub, Jitter, Journal, NodeReport, RolloutEvent, Secrets, Signal, Signals, Ssh,
+    SshError, SshRequest, SshResponse,
 };
 use crate::rollout::journal::{self, Adopted, Record};
 use crate::rollout::lane::{LaneVerdict, NodeMachine, NodeState, NodeStep, lane_verdict, operation_id};
@@ -60,7 +60,7 @@ pub struct RolloutRequest {
 }
 
 /// The ports the driver needs.
-pub struct Ports<'a, C, H, S, J, G, X, K> {
+pub struct Ports<'a, C, H, S, J, G, X, K, A> {
     pub clock: &'a C,
     pub hub: &'a H,
     pub ssh: &'a S,
@@ -68,6 +68,7 @@ pub struct Ports<'a, C, H, S, J, G, X, K> {
     pub signals: &'a G,
     pub jitter: &'a X,
     pub secrets: &'a K,
+    pub artifacts: &'a A,
     pub verifier: &'a dyn SignatureVerifier,
 }
 
@@ -83,7 +84,7 @@ pub struct RolloutOutcome {
 const DEPLOY_HOLD_PREFIX: &str = "deploy:";
 const QUARANTINE_HOLD_PREFIX: &str = "quarantine:";
 
-impl<C, H, S, J, G, X, K> Ports<'_, C, H, S, J, G, X, K>
+impl<C, H, S, J, G, X, K, A> Ports<'_, C, H, S, J, G, X, K, A>
 where
     C: Clock,
     H: Hub,
@@ -92,6 +93,7 @@ where
     G: Signals,
     X: Jitter,
     K: Secrets,
+    A: Artifacts,
 {
     fn emit(&self, rollout: &str, event: RolloutEvent) {
         self.signals.emit(Signal::Rollout { rollout: rollout.to_owned(), event });
@@ -169,8 +171,8 @@ fn already_done(step: NodeStep, request: &RolloutRequest, report: &NodeReport) -
 }
 
 /// Runs a rollout from scratch, or adopts the journal's non-terminal rollout when there is one.
-pub async fn run_rollout<C, H, S, J, G, X, K>(
-    ports: &Ports<'_, C, H, S, J, G, X, K>,
+pub async fn run_rollout<C, H, S, J, G, X, K, A>(
+    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
     request: &RolloutRequest,
 ) -> RolloutOutcome
 where
@@ -181,6 +183,7 @@ where
     G: Signals,
     X: Jitter,
     K: Secrets,
+    A: Artifacts,
 {
     let lines = ports.journal.replay().await.unwrap_or_else(|error| panic!("rollout journal unreadable: {error}"));
     let adopted = journal::replay(lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
@@ -199,8 +202,8 @@ where
     }
 }
 
-async fn run_lanes<C, H, S, J, G, X, K>(
-    ports: &Ports<'_, C, H, S, J, G, X, K>,
+async fn run_lanes<C, H, S, J, G, X, K, A>(
+    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
     request: &RolloutRequest,
 ) -> RolloutOutcome
 where
@@ -211,6 +214,7 @@ where
     G: Signals,
     X: Jitter,
     K: Secrets,
+    A: Artifacts,
 {
     let id = request.rollout.as_str();
     // 1. Read-only preflight of every selected node, before the epoch opens or anything stops.
@@ -246,7 +250,45 @@ where
         }
     }
 
-    // 2. Plan against the floor and the duration budget; refuse before any mutation when it does not fit.
+    // 2. Every capsule must exist before anything is planned: a missing artifact refuses the whole rollout.
+    for digest in &request.capsules {
+        match ports.artifacts.available(digest).await {
+            Ok(true) => {}
+            Ok(false) => {
+                ports.emit(
+                    id,
+                    RolloutEvent::PlanRefused {
+                        reason: format!("capsule {digest} is missing from the artifact store"),
+                    },
+                );
+                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
+            }
+            Err(error) => {
+                ports.emit(id, RolloutEvent::PlanRefused { reason: format!("artifact store unreachable: {error}") });
+                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
+            }
+        }
+    }
+
+    // 3. Every capsule on every eligible node, with bounded fan-out, before anything is planned or stopped: after
+    // the barrier a fetch is a protocol violation, and a node that cannot be staged (bad storage, identity changed)
+    // is quarantined now, so the plan's lane size already accounts for it.
+    let staged = join_all(eligible.iter().map(|endpoint| stage_node(ports, request, endpoint))).await;
+    let mut still_eligible = Vec::new();
+    for (endpoint, result) in eligible.into_iter().zip(staged) {
+        match result {
+            Ok(()) => still_eligible.push(endpoint),
+            Err(error) => {
+                let surfaces = vec![format!("staging failed: {error}")];
+                ports.emit(id, RolloutEvent::Quarantined { node: endpoint.node.clone(), surfaces });
+                repairs.retain(|(repaired, _)| repaired.node != endpoint.node);
+                quarantined.push(endpoint.node.clone());
+            }
+        }
+    }
+    let eligible = still_eligible;
+
+    // 4. Plan against the floor and the duration budget; refuse before any mutation when it does not fit.
     let input = PlanInput {
         nodes: eligible.iter().map(|endpoint| endpoint.node.clone()).collect(),
         healthy: request.nodes.len() - quarantined.len(),
@@ -286,13 +328,13 @@ where
         },
     );
 
-    // 3. Quarantined nodes are dispatch-held before anything else changes.
+    // 5. Quarantined nodes are dispatch-held before anything else changes.
     let quarantine_owner = format!("{QUARANTINE_HOLD_PREFIX}{id}");
     for node in &quarantined {
         let _ = hub_retrying(ports, request, || ports.hub.place_hold(node, &quarantine_owner)).await;
     }
 
-    // 4. The epoch pins every member against expiry before the first stop.
+    // 6. The epoch pins every member against expiry before the first stop.
     let members: Vec<String> = plan.lanes.iter().flatten().cloned().collect();
     let Ok(epoch) = hub_retrying(ports, request, || ports.hub.open_epoch(&members)).await else {
         ports.emit(id, RolloutEvent::Terminal { outcome: "failed: the hub did not open the epoch".into() });
@@ -300,7 +342,7 @@ where
     };
     ports.record(Record::EpochOpened { rollout: id.to_owned(), epoch }).await;
 
-    // 5. Authenticated repairs, under the fence (the epoch is open, nothing is stopped).
+    // 7. Authenticated repairs, under the fence (the epoch is open, nothing is stopped).
     for (endpoint, repair) in &repairs {
         let key = attestation_keys.get(&endpoint.node).cloned();
         apply_repair(ports, request, endpoint, repair, key.as_ref()).await;
@@ -323,7 +365,7 @@ where
         in_doubt: Vec::new(),
         committed_lanes: BTreeMap::new(),
     };
-    drive_lanes(ports, request, adopted, attestation_keys, true).await
+    drive_lanes(ports, request, adopted, attestation_keys).await
 }
 
 impl Verdict {
@@ -338,8 +380,8 @@ impl Verdict {
     }
 }
 
-async fn apply_repair<C, H, S, J, G, X, K>(
-    ports: &Ports<'_, C, H, S, J, G, X, K>,
+async fn apply_repair<C, H, S, J, G, X, K, A>(
+    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
     request: &RolloutRequest,
     endpoint: &Endpoint,
     repair: &Repair,
@@ -352,6 +394,7 @@ async fn apply_repair<C, H, S, J, G, X, K>(
     G: Signals,
     X: Jitter,
     K: Secrets,
+    A: Artifacts,
 {
     let id = &request.rollout;
     let writes: Vec<(String, String)> = match repair {
@@ -400,8 +443,8 @@ async fn apply_repair<C, H, S, J, G, X, K>(
 }
 
 /// A hub call with bounded retry.
-async fn hub_retrying<C, H, S, J, G, X, K, T, F>(
-    ports: &Ports<'_, C, H, S, J, G, X, K>,
+async fn hub_retrying<C, H, S, J, G, X, K, A, T, F>(
+    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
     request: &RolloutRequest,
     mut call: impl FnMut() -> F,
 ) -> Result<T, crate::ports::HubError>
@@ -413,6 +456,7 @@ where
     G: Signals,
     X: Jitter,
     K: Secrets,
+    A: Artifacts,
     F: std::future::Future<Output = Result<T, crate::ports::HubError>>,
 {
     let mut attempt = 1;
@@ -436,8 +480,8 @@ where
     }
 }
 
-async fn resume_lanes<C, H, S, J, G, X, K>(
-    ports: &Ports<'_, C, H, S, J, G, X, K>,
+async fn resume_lanes<C, H, S, J, G, X, K, A>(
+    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
     request: &RolloutRequest,
     adopted: Adopted,
 ) -> RolloutOutcome
@@ -449,6 +493,7 @@ where
     G: Signals,
     X: Jitter,
     K: Secrets,
+    A: Artifacts,
 {
     ports.emit(
         &adopted.rollout,
@@ -470,16 +515,15 @@ where
             adopted.epoch = Some(epoch);
         }
     }
-    drive_lanes(ports, &request, adopted, BTreeMap::new(), false).await
+    drive_lanes(ports, &request, adopted, BTreeMap::new()).await
 }
 
-/// Stages capsules (when `stage`), then runs the lanes one at a time, nodes of a lane concurrently.
-async fn drive_lanes<C, H, S, J, G, X, K>(
-    ports: &Ports<'_, C, H, S, J, G, X, K>,
+/// Runs the lanes one at a time, nodes of a lane concurrently.
+async fn drive_lanes<C, H, S, J, G, X, K, A>(
+    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
     request: &RolloutRequest,
     mut adopted: Adopted,
     attestation_keys: BTreeMap<String, Secret>,
-    stage: bool,
 ) -> RolloutOutcome
 where
     C: Clock,
@@ -489,28 +533,10 @@ where
     G: Signals,
     X: Jitter,
     K: Secrets,
+    A: Artifacts,
 {
     let id = adopted.rollout.clone();
     let endpoints: BTreeMap<String, Endpoint> = request.nodes.iter().map(|e| (e.node.clone(), e.clone())).collect();
-    // Every capsule on every node before any quiescence: after the barrier, a fetch is a protocol violation.
-    if stage {
-        let staged =
-            join_all(adopted.lanes.iter().flatten().map(|node| stage_node(ports, request, &endpoints[node]))).await;
-        for (node, result) in adopted.lanes.iter().flatten().zip(staged) {
-            if let Err(error) = result {
-                // A node that cannot be staged is quarantined before anything stops it: it keeps serving the prior
-                // generation under a dispatch hold, and its lane converges without it.
-                let reason = format!("staging failed: {error}");
-                let owner = format!("{QUARANTINE_HOLD_PREFIX}{id}");
-                let _ = hub_retrying(ports, request, || ports.hub.place_hold(node, &owner)).await;
-                ports
-                    .record(Record::Quarantined { rollout: id.clone(), node: node.clone(), reason: reason.clone() })
-                    .await;
-                ports.emit(&id, RolloutEvent::Quarantined { node: node.clone(), surfaces: vec![reason] });
-                adopted.nodes.insert(node.clone(), NodeMachine::quarantined(node.clone()));
-            }
-        }
-    }
     let mut outcome_lanes = Vec::new();
     let mut stopped = false;
     for (index, lane) in adopted.lanes.clone().into_iter().enumerate() {
@@ -577,8 +603,8 @@ fn verdict_name(verdict: &LaneVerdict) -> &'static str {
     }
 }
 
-async fn stage_node<C, H, S, J, G, X, K>(
-    ports: &Ports<'_, C, H, S, J, G, X, K>,
+async fn stage_node<C, H, S, J, G, X, K, A>(
+    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
     request: &RolloutRequest,
     endpoint: &Endpoint,
 ) -> Result<(), SshError>
@@ -590,6 +616,7 @@ where
     G: Signals,
     X: Jitter,
     K: Secrets,
+    A: Artifacts,
 {
     for digest in &request.capsules {
         let operation_id = format!("{}/{}/stage/{digest}", request.rollout, endpoint.node);
@@ -619,8 +646,8 @@ where
 
 /// One node through its remaining steps. Every mutating step: journal the intent, run it, and on a failure
 /// re-observe the node (identity re-checked) before any re-attempt; a step whose effect is visible is done.
-async fn run_node<C, H, S, J, G, X, K>(
-    ports: &Ports<'_, C, H, S, J, G, X, K>,
+async fn run_node<C, H, S, J, G, X, K, A>(
+    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
     request: &RolloutRequest,
     endpoint: &Endpoint,
     mut machine: NodeMachine,
@@ -636,6 +663,7 @@ where
     G: Signals,
     X: Jitter,
     K: Secrets,
+    A: Artifacts,
 {
     let id = request.rollout.as_str();
     let node = endpoint.node.as_str();
@@ -783,8 +811,8 @@ fn hub_error(error: crate::ports::HubError) -> StepError {
     }
 }
 
-async fn run_step<C, H, S, J, G, X, K>(
-    ports: &Ports<'_, C, H, S, J, G, X, K>,
+async fn run_step<C, H, S, J, G, X, K, A>(
+    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
     request: &RolloutRequest,
     endpoint: &Endpoint,
     step: NodeStep,
@@ -800,6 +828,7 @@ where
     G: Signals,
     X: Jitter,
     K: Secrets,
+    A: Artifacts,
 {
     let node = endpoint.node.as_str();
     match step {
@@ -883,8 +912,8 @@ where
 }
 
 /// The legacy controller of the incident: serial, all-fleet, no preflight, no epoch, no retry.
-async fn run_legacy<C, H, S, J, G, X, K>(
-    ports: &Ports<'_, C, H, S, J, G, X, K>,
+async fn run_legacy<C, H, S, J, G, X, K, A>(
+    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
     request: &RolloutRequest,
 ) -> RolloutOutcome
 where
@@ -895,6 +924,7 @@ where
     G: Signals,
     X: Jitter,
     K: Secrets,
+    A: Artifacts,
 {
     let id = request.rollout.as_str();
     let owner = format!("{DEPLOY_HOLD_PREFIX}{id}");

@@ -46,12 +46,6 @@ pub enum Record {
         step: NodeStep,
         operation_id: String,
     },
-    /// Excluded after the plan froze but before any mutation (staging failed, identity changed): dispatch-held.
-    Quarantined {
-        rollout: String,
-        node: String,
-        reason: String,
-    },
     NodeFailed {
         rollout: String,
         node: String,
@@ -78,7 +72,6 @@ impl Record {
             | Record::Intent { rollout, .. }
             | Record::Completed { rollout, .. }
             | Record::NodeFailed { rollout, .. }
-            | Record::Quarantined { rollout, .. }
             | Record::LaneCommitted { rollout, .. }
             | Record::Terminal { rollout, .. } => rollout,
         }
@@ -159,9 +152,6 @@ pub fn replay<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<Option<Ado
                 if let Some(machine) = adopted.nodes.get_mut(&node) {
                     machine.handle_failed(step, reason);
                 }
-            }
-            Record::Quarantined { node, .. } => {
-                adopted.nodes.insert(node.clone(), NodeMachine::quarantined(node));
             }
             Record::LaneCommitted { lane, verdict, .. } => {
                 adopted.committed_lanes.insert(lane, verdict);
