@@ -172,7 +172,7 @@ fn check_validates_every_shipped_file() {
 fn a_campaign_writes_its_report_and_replays_one_run_alone() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("c");
-    let campaign = root().join("campaigns/ci-50.toml").display().to_string();
+    let campaign = root().join("campaigns/heartbeats-50.toml").display().to_string();
     let (code, out, err) =
         fleetsim(&["campaign", &campaign, "--runs", "4", "--jobs", "2", "--out", out_dir.to_str().unwrap()]);
     assert!(code == EXIT_PASS || code == EXIT_FAIL, "{err}");

@@ -43,7 +43,7 @@ fn different_seeds_give_different_digests() {
 
 #[test]
 fn a_campaign_gives_identical_runs_with_one_job_and_with_two() {
-    let mut campaign = load_campaign(&root().join("campaigns/ci-50.toml")).unwrap();
+    let mut campaign = load_campaign(&root().join("campaigns/heartbeats-50.toml")).unwrap();
     campaign.runs = 8;
     let indices: Vec<u64> = (0..8).collect();
     let one = campaign.execute(&indices, 1, false, false, &|_| {});
