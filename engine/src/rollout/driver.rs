@@ -113,6 +113,35 @@ where
         }
     }
 
+    /// After failed attempt `attempt` of `step` on `node`: when the backoff allows another, reports the retry, waits,
+    /// counts the attempt and returns true; returns false when the failure ends the step (exhausted, identity
+    /// changed, permanent refusal).
+    async fn wait_to_retry(
+        &self,
+        request: &RolloutRequest,
+        node: &str,
+        step: NodeStep,
+        attempt: &mut u32,
+        error: &SshError,
+    ) -> bool {
+        let RetryDecision::RetryAfter { delay_ms } =
+            request.backoff.after_failure(*attempt, failure_class(error), self.jitter.draw())
+        else {
+            return false;
+        };
+        let event = RolloutEvent::Retrying {
+            node: node.to_owned(),
+            step: step.as_str().into(),
+            attempt: u64::from(*attempt),
+            delay_ms,
+            error: error.to_string(),
+        };
+        self.emit(&request.rollout, event);
+        self.clock.sleep_ms(delay_ms).await;
+        *attempt += 1;
+        true
+    }
+
     /// Observes with bounded retry (read-only, always safe to repeat).
     async fn observe_retrying(&self, request: &RolloutRequest, endpoint: &Endpoint) -> Result<NodeReport, SshError> {
         let mut attempt = 1;
@@ -700,24 +729,10 @@ where
                         }
                     }
                     Err(error) => {
-                        match request.backoff.after_failure(attempt, failure_class(&error), ports.jitter.draw()) {
-                            RetryDecision::RetryAfter { delay_ms } => {
-                                ports.emit(
-                                    id,
-                                    RolloutEvent::Retrying {
-                                        node: node.to_owned(),
-                                        step: step.as_str().into(),
-                                        attempt: u64::from(attempt),
-                                        delay_ms,
-                                        error: error.to_string(),
-                                    },
-                                );
-                                ports.clock.sleep_ms(delay_ms).await;
-                                attempt += 1;
-                                continue;
-                            }
-                            _ => break Err(error.to_string()),
+                        if ports.wait_to_retry(request, node, step, &mut attempt, &error).await {
+                            continue;
                         }
+                        break Err(error.to_string());
                     }
                 }
             }
@@ -726,24 +741,11 @@ where
             match attempt_result {
                 Ok(()) => break Ok(()),
                 Err(StepError::Ssh(error)) => {
-                    match request.backoff.after_failure(attempt, failure_class(&error), ports.jitter.draw()) {
-                        RetryDecision::RetryAfter { delay_ms } => {
-                            ports.emit(
-                                id,
-                                RolloutEvent::Retrying {
-                                    node: node.to_owned(),
-                                    step: step.as_str().into(),
-                                    attempt: u64::from(attempt),
-                                    delay_ms,
-                                    error: error.to_string(),
-                                },
-                            );
-                            ports.clock.sleep_ms(delay_ms).await;
-                            attempt += 1;
-                            look_first = true;
-                        }
-                        RetryDecision::Exhausted | RetryDecision::Stop => break Err(error.to_string()),
+                    if !ports.wait_to_retry(request, node, step, &mut attempt, &error).await {
+                        break Err(error.to_string());
                     }
+                    // Before the replay: re-observe (identity re-checked), and skip it if the effect is there.
+                    look_first = true;
                 }
                 Err(StepError::Other(reason)) => break Err(reason),
             }
