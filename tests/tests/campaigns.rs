@@ -13,7 +13,13 @@ fn first_runs_pass(campaign: &Campaign, runs: u64) {
     let indices: Vec<u64> = (0..runs).collect();
     for output in campaign.execute(&indices, 2, false, false, &|_| {}) {
         let record = output.record;
-        assert!(record.verdict.passed(), "{}: run {:?} failed: {:#?}", campaign.source, record.run_index, record.violations);
+        assert!(
+            record.verdict.passed(),
+            "{}: run {:?} failed: {:#?}",
+            campaign.source,
+            record.run_index,
+            record.violations
+        );
     }
 }
 
