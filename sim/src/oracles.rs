@@ -111,6 +111,12 @@ pub const CATALOG: &[OracleInfo] = &[
         build: |_| Box::new(NoFetchAfterQuiescence::default()),
     },
     OracleInfo {
+        name: "no_dispatch_to_held_worker",
+        property: PropertyKind::Always,
+        summary: "no task is dispatched to a worker under a dispatch hold, nor to one a rollout quiesced",
+        build: |_| Box::new(NoDispatchToHeld::default()),
+    },
+    OracleInfo {
         name: "every_lane_converged",
         property: PropertyKind::Eventually,
         summary: "a started rollout reaches a terminal state with every lane successor or prior",
@@ -151,6 +157,12 @@ pub const CATALOG: &[OracleInfo] = &[
         property: PropertyKind::Sometimes,
         summary: "a host crashed and booted again",
         build: |_| Box::new(Reached(|body| matches!(body, Body::HostBoot { boot } if *boot > 1))),
+    },
+    OracleInfo {
+        name: "dispatch_refused_by_hold",
+        property: PropertyKind::Sometimes,
+        summary: "the hub refused to dispatch a task to a held worker",
+        build: |_| Box::new(Reached(|body| matches!(body, Body::HubDispatchRefused { .. }))),
     },
     OracleInfo {
         name: "node_quarantined",
@@ -809,6 +821,53 @@ impl Oracle for NoFetchAfterQuiescence {
     }
 }
 
+/// `no_dispatch_to_held_worker`: from the hub's dispatch events against the holds it placed and the services the
+/// rollout stopped. The rollout must hold a worker before it quiesces it, so no task can land on a stopped worker.
+#[derive(Default)]
+struct NoDispatchToHeld {
+    holds: BTreeMap<String, BTreeSet<String>>,
+    quiesced: BTreeSet<String>,
+}
+
+impl Oracle for NoDispatchToHeld {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubHoldPlaced { agent, owner } => {
+                self.holds.entry(agent.clone()).or_default().insert(owner.clone());
+            }
+            Body::HubHoldReleased { agent, owner } => {
+                if let Some(owners) = self.holds.get_mut(agent) {
+                    owners.remove(owner);
+                    if owners.is_empty() {
+                        self.holds.remove(agent);
+                    }
+                }
+            }
+            Body::WorkerMutated { op, .. } if op == "stop_service" => {
+                self.quiesced.insert(event.host.to_string());
+            }
+            Body::WorkerMutated { op, .. } if op == "start_service" => {
+                self.quiesced.remove(&*event.host);
+            }
+            Body::HubDispatched { agent, task } => {
+                if let Some(owners) = self.holds.get(agent) {
+                    let owners: Vec<&str> = owners.iter().map(String::as_str).collect();
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!("{task} dispatched to {agent}, held by {}", owners.join(", ")),
+                    });
+                } else if self.quiesced.contains(agent) {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!("{task} dispatched to {agent}, whose service the rollout stopped"),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 #[derive(Default)]
 struct EveryLaneConverged {
     started_ms: Option<u64>,
@@ -1005,6 +1064,37 @@ mod tests {
         let mut oracle = EpochMemberNeverTombstoned::default();
         let closed = ev(3, "hub", Body::HubEpochClosed { epoch: 1 });
         assert!(run(&mut oracle, &[opened, closed, tomb(5)], 0).is_empty());
+    }
+
+    #[test]
+    fn a_dispatch_to_a_held_or_quiesced_worker_is_a_violation() {
+        let held = ev(1, "hub", Body::HubHoldPlaced { agent: "n1".into(), owner: "deploy:r".into() });
+        let dispatched = |t| ev(t, "hub", Body::HubDispatched { agent: "n1".into(), task: "canary-1".into() });
+        let released = ev(3, "hub", Body::HubHoldReleased { agent: "n1".into(), owner: "deploy:r".into() });
+        assert_eq!(run(&mut NoDispatchToHeld::default(), &[held.clone(), dispatched(2)], 0).len(), 1);
+        assert!(run(&mut NoDispatchToHeld::default(), &[held, released, dispatched(4)], 0).is_empty());
+        let stopped = ev(
+            5,
+            "n1",
+            Body::WorkerMutated {
+                op: "stop_service".into(),
+                operation_id: "r/n1/quiesce".into(),
+                target: "ovswarm-agent".into(),
+            },
+        );
+        let found = run(&mut NoDispatchToHeld::default(), &[stopped, dispatched(6)], 0);
+        assert!(found[0].evidence.contains("whose service the rollout stopped"), "{found:?}");
+    }
+
+    #[test]
+    fn availability_floor_and_lane_bound_count_holds() {
+        let hold = |t, agent: &str| ev(t, "hub", Body::HubHoldPlaced { agent: agent.into(), owner: "deploy:r".into() });
+        let events = [hold(1, "a"), hold(2, "b"), hold(3, "c")];
+        let floor = run(&mut AvailabilityFloor::new(&ctx()), &events, 0);
+        assert_eq!(floor.len(), 1, "4 nodes, floor 2: the third hold leaves 1");
+        assert_eq!(floor[0].t_ms, 3);
+        let mut bound = LaneBound { lane_size: 2, held: BTreeSet::new(), over: false };
+        assert_eq!(run(&mut bound, &events, 0).len(), 1);
     }
 
     #[test]

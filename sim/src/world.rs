@@ -41,6 +41,8 @@ use crate::trace::{Body, Event, Trace};
 const CONTROLLER_ID: HostId = 0;
 const HUB_ID: HostId = 1;
 const SIM_HOST: &str = "sim";
+/// How often the canary dispatcher asks the hub for a task.
+const CANARY_PERIOD_MS: u64 = 20_000;
 /// Disk key of the controller's journal.
 const JOURNAL_KEY: &str = "controller.journal";
 
@@ -96,6 +98,8 @@ pub struct World {
     rollout_requested: Rc<tokio::sync::Notify>,
     /// The engine's jitter stream.
     jitter: RefCell<ChaCha8Rng>,
+    /// The hub's own stream (the canary dispatcher's choice of worker).
+    hub_rng: RefCell<ChaCha8Rng>,
 }
 
 /// What a delivered request does at its destination.
@@ -183,6 +187,7 @@ impl World {
             rollout_request: RefCell::new(None),
             rollout_requested: Rc::new(tokio::sync::Notify::new()),
             jitter: RefCell::new(seeds.rng(Consumer::EngineJitter)),
+            hub_rng: RefCell::new(seeds.rng(Consumer::Hub)),
         })
     }
 
@@ -287,6 +292,8 @@ impl World {
             Role::Hub => {
                 let world = self.clone();
                 self.spawn_on(host, async move { world.run_hub_sweeper().await });
+                let world = self.clone();
+                self.spawn_on(host, async move { world.run_canary_dispatcher().await });
             }
             Role::Node(index) => {
                 let world = self.clone();
@@ -449,6 +456,20 @@ impl World {
             let now_ms = self.host_now_ms(HUB_ID);
             self.hub.borrow_mut().sweep(now_ms, &mut events);
             self.record_hub_events(events);
+        }
+    }
+
+    /// A trusted client's canary tasks, as in the RCCA's recovery ("stage and release the canary tasks, dispatch
+    /// work"): every 20 s the hub is asked to dispatch a task to a worker drawn from the hub's seed stream. The hub
+    /// refuses held and unknown workers; the oracles check that nothing lands on a held or quiesced one.
+    async fn run_canary_dispatcher(self: Rc<Self>) {
+        let mut task = 0u64;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(CANARY_PERIOD_MS)).await;
+            let index = self.hub_rng.borrow_mut().random_range(1..=self.spec.fleet.nodes);
+            task += 1;
+            let agent = self.spec.fleet.node_name(index);
+            let _ = self.hub_request(Request::Dispatch { agent, task: format!("canary-{task}") });
         }
     }
 
