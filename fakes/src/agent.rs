@@ -1,8 +1,9 @@
 //! The node agent: the service on every node that heartbeats the hub every 30 s while it runs
 //! (`seeds/004_c1eb714c76320200.txt`, Phase 4 — Run).
 //!
-//! The model decides; the simulator's node host task sleeps and sends. The service's enabled/stopped state is on the
-//! node's disk, so it survives a node crash: a stopped service stays stopped after the node restarts.
+//! The model decides; the simulator's node host task sleeps and sends. The service's running/stopped state belongs to
+//! the node's worker model (`crate::worker`), which survives a node crash: a stopped service stays stopped after the
+//! node restarts.
 
 use serde::{Deserialize, Serialize};
 

@@ -367,10 +367,14 @@ impl SshEndpoint {
                 if let Some(digest) = required_digests.into_iter().find(|digest| !self.worker.staged.contains(digest)) {
                     return refuse(now_ms, Some(operation_id), op_kind, SshError::NotStaged { digest }, events);
                 }
-                // The installer replaces source and venv and passes the barrier. It writes none of the identity files:
-                // those are separate atomic writes by the engine, which is how a worker can end up incoherent.
+                // The installer replaces source and venv, lays down the release's signed deployment manifest (it ships
+                // in the capsule, signed by the release pipeline, not by the controller) and passes the barrier. It
+                // writes neither the marker nor mac.env: those are separate atomic writes by the engine, which is how
+                // a worker can end up incoherent.
                 let target = format!("{revision}@{generation}");
                 self.mutate(now_ms, operation_id, op_kind, target, StorageUse::Data, events, |worker| {
+                    let manifest = crate::worker::Manifest::signed(&revision, generation).render();
+                    worker.files.insert(crate::worker::MANIFEST.to_owned(), FileEntry::canonical(manifest));
                     worker.installed = Some(Installed { revision, generation });
                     worker.barrier_generation = generation;
                 })

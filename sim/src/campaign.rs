@@ -570,8 +570,9 @@ impl Campaign {
                     .choose(rng)
                     .expect("points exist");
                 let duration = rate.duration_ms.unwrap_or(RangeMs { min: 30_000, max: 600_000 });
-                let armed = rollout.at_ms + rng.random_range(0..=60_000);
-                let restart = (armed + rng.random_range(duration.min..=duration.max)).min(window_end);
+                // Armed while the rollout runs, and restarted after it was armed, both inside the window.
+                let armed = (rollout.at_ms + rng.random_range(0..=60_000)).min(window_end - 1);
+                let restart = (armed + rng.random_range(duration.min..=duration.max)).min(window_end).max(armed + 1);
                 steps.push(TimedStep { at_ms: armed, step: Step::ControllerDeath { point } });
                 steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
             }

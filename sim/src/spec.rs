@@ -503,6 +503,20 @@ pub(crate) fn validate_step(
             .find(|member| fleet.node_index(member).is_none())
             .map(|member| format!("{key}.members: \"{member}\" runs no agent (only nodes do)")),
         Step::CloseEpoch { epoch: 0 } => Some(format!("{key}.epoch: epochs are numbered from 1")),
+        Step::MarkerDrift { target, .. }
+        | Step::EndpointIdentityChange { target }
+        | Step::StorageFault { target, .. }
+            if fleet.node_index(target).is_none() =>
+        {
+            Some(format!("{key}.target: \"{target}\" is not a worker node"))
+        }
+        Step::SshTimeout { target, .. } if target == CONTROLLER => {
+            Some(format!("{key}.target: the controller runs no SSH endpoint"))
+        }
+        Step::SshTimeout { count: 0, .. } => Some(format!("{key}.count: must be at least 1")),
+        Step::StartRollout { revision } if revision.is_empty() || revision == PRIOR_REVISION => {
+            Some(format!("{key}.revision: must name a new revision (the fleet runs {PRIOR_REVISION})"))
+        }
         _ => None,
     };
     match problem {
@@ -656,6 +670,29 @@ nodes = 2
     fn a_fault_too_late_for_the_liveness_budget_is_refused() {
         let late = format!("{MINIMAL}\n[[step]]\nat_ms = 900_000\nkind = \"crash\"\ntarget = \"hub\"\n");
         assert!(err(&late).contains("must last at least 1500000 ms"), "{}", err(&late));
+    }
+
+    #[test]
+    fn rollout_steps_are_validated() {
+        let step = |body: &str| err(&format!("{MINIMAL}\n[[step]]\nat_ms = 5\n{body}\n"));
+        assert!(
+            step("kind = \"marker_drift\"\ntarget = \"hub\"\nshape = \"env_absent\"")
+                .contains("step[0].target: \"hub\" is not a worker node")
+        );
+        assert!(
+            step("kind = \"storage_fault\"\ntarget = \"controller\"\nstorage = \"full\"")
+                .contains("is not a worker node")
+        );
+        assert!(
+            step("kind = \"ssh_timeout\"\ntarget = \"node-01\"\ncount = 0")
+                .contains("step[0].count: must be at least 1")
+        );
+        assert!(step("kind = \"ssh_timeout\"\ntarget = \"controller\"\ncount = 1").contains("runs no SSH endpoint"));
+        assert!(step("kind = \"start_rollout\"\nrevision = \"7f3bbd12\"").contains("must name a new revision"));
+        assert!(
+            step("kind = \"marker_drift\"\ntarget = \"node-01\"\nshape = \"melted\"")
+                .contains("unknown variant `melted`")
+        );
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub struct World {
     jitter: RefCell<ChaCha8Rng>,
     /// The hub's own stream (the canary dispatcher's choice of worker).
     hub_rng: RefCell<ChaCha8Rng>,
+    canary_tasks: Cell<u64>,
 }
 
 /// What a delivered request does at its destination.
@@ -188,6 +189,7 @@ impl World {
             rollout_requested: Rc::new(tokio::sync::Notify::new()),
             jitter: RefCell::new(seeds.rng(Consumer::EngineJitter)),
             hub_rng: RefCell::new(seeds.rng(Consumer::Hub)),
+            canary_tasks: Cell::new(0),
         })
     }
 
@@ -463,11 +465,12 @@ impl World {
     /// work"): every 20 s the hub is asked to dispatch a task to a worker drawn from the hub's seed stream. The hub
     /// refuses held and unknown workers; the oracles check that nothing lands on a held or quiesced one.
     async fn run_canary_dispatcher(self: Rc<Self>) {
-        let mut task = 0u64;
         loop {
             tokio::time::sleep(std::time::Duration::from_millis(CANARY_PERIOD_MS)).await;
             let index = self.hub_rng.borrow_mut().random_range(1..=self.spec.fleet.nodes);
-            task += 1;
+            // Task names count across hub restarts (the client's counter, not the hub's).
+            let task = self.canary_tasks.get() + 1;
+            self.canary_tasks.set(task);
             let agent = self.spec.fleet.node_name(index);
             let _ = self.hub_request(Request::Dispatch { agent, task: format!("canary-{task}") });
         }
@@ -883,7 +886,15 @@ impl World {
         RolloutRequest {
             rollout: format!("rollout-{revision}"),
             revision: revision.to_owned(),
-            generation: PRIOR_GENERATION + 1,
+            // The next generation after the newest barrier any worker has passed.
+            generation: self
+                .workers
+                .borrow()
+                .iter()
+                .map(|e| e.worker.barrier_generation)
+                .max()
+                .unwrap_or(PRIOR_GENERATION)
+                + 1,
             route_digest: format!("sha256:routes-{revision}"),
             hub_url: fakes::worker::DEFAULT_HUB_URL.to_owned(),
             nodes: endpoints,
@@ -910,7 +921,8 @@ impl World {
         }
     }
 
-    /// The controller's rollout task: adopt the journal's non-terminal rollout, or wait for an operator's request.
+    /// The controller's rollout task: on boot and on every operator request, run the latest request unless the
+    /// journal shows it finished (a non-terminal journal is adopted); then wait for the next request.
     async fn run_rollout_controller(self: Rc<Self>) {
         loop {
             let request = self.rollout_request.borrow().clone();
@@ -918,22 +930,22 @@ impl World {
                 let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
                 let lines = journal.replay().await.unwrap_or_default();
                 let finished = format!("\"record\":\"terminal\",\"rollout\":\"{}\"", request.rollout);
-                if lines.iter().any(|line| line.contains(&finished)) {
-                    return;
+                if !lines.iter().any(|line| line.contains(&finished)) {
+                    let ports = Ports {
+                        clock: &SimClock { world: self.clone(), host: CONTROLLER_ID },
+                        hub: &SimHub { world: self.clone(), from: CONTROLLER_ID },
+                        ssh: &SimSsh { world: self.clone(), from: CONTROLLER_ID },
+                        journal: &journal,
+                        signals: &SimSignals { world: self.clone(), host: CONTROLLER_ID },
+                        jitter: &SimJitter { world: self.clone() },
+                        secrets: &SimSecrets { world: self.clone() },
+                        artifacts: &SimArtifacts { world: self.clone() },
+                        verifier: &SimVerifier,
+                    };
+                    // Refused, partial or failed rollouts are not retried here: a new request, or a restarted
+                    // controller adopting the journal, starts the next attempt.
+                    engine::rollout::driver::run_rollout(&ports, &request).await;
                 }
-                let ports = Ports {
-                    clock: &SimClock { world: self.clone(), host: CONTROLLER_ID },
-                    hub: &SimHub { world: self.clone(), from: CONTROLLER_ID },
-                    ssh: &SimSsh { world: self.clone(), from: CONTROLLER_ID },
-                    journal: &journal,
-                    signals: &SimSignals { world: self.clone(), host: CONTROLLER_ID },
-                    jitter: &SimJitter { world: self.clone() },
-                    secrets: &SimSecrets { world: self.clone() },
-                    artifacts: &SimArtifacts { world: self.clone() },
-                    verifier: &SimVerifier,
-                };
-                engine::rollout::driver::run_rollout(&ports, &request).await;
-                return;
             }
             self.rollout_requested.notified().await;
         }

@@ -13,6 +13,7 @@ const SCENARIOS: &[&str] = &[
     "fifty-agents-heartbeat-for-two-hours-through-faults.toml",
     "hub-crashes-and-restarts-mid-run.toml",
     "legacy-expiry-tombstones-a-stopped-epoch-member.toml",
+    "legacy-rollout-without-faults-breaks-the-rcca-invariants.toml",
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
     "rollout-controller-killed-after-intent-adopts-the-journal.toml",
@@ -24,6 +25,7 @@ const SCENARIOS: &[&str] = &[
     "rollout-first-ssh-timeout-then-success-without-double-effects.toml",
     "rollout-negative-repairs-quarantine-every-unsafe-shape.toml",
     "rollout-positive-marker-repair-with-agreeing-evidence.toml",
+    "rollout-twice-in-a-row-each-converges.toml",
 ];
 
 fn run_file(name: &str) -> (RunRecord, Vec<String>) {
@@ -282,4 +284,29 @@ fn rollout_positive_marker_repair_with_agreeing_evidence() {
     let repair = on(&trace, "node-05", "worker.mutated", &["repair-0"]);
     assert_eq!(repair.len(), 1);
     assert!(repair[0].contains("~/.mac/deployed-source-revision"), "the marker is written, nothing else is touched");
+}
+
+#[test]
+fn rollout_twice_in_a_row_each_converges() {
+    let (_, trace) = run_file("rollout-twice-in-a-row-each-converges.toml");
+    let terminals = rollout(&trace, "terminal");
+    assert_eq!(terminals.len(), 2);
+    assert!(terminals.iter().all(|l| l.contains("successor")));
+    assert!(terminals[1].contains("rollout-1154f2ad"));
+    let installs: Vec<&String> =
+        events(&trace, "worker.mutated").into_iter().filter(|l| l.contains("run_installer")).collect();
+    assert_eq!(installs.iter().filter(|l| l.contains("2944aebb@5")).count(), 10);
+    assert_eq!(installs.iter().filter(|l| l.contains("1154f2ad@6")).count(), 10, "the second release is generation 6");
+}
+
+#[test]
+fn legacy_rollout_without_faults_breaks_the_rcca_invariants() {
+    let (record, trace) = run_file("legacy-rollout-without-faults-breaks-the-rcca-invariants.toml");
+    assert_eq!(violated(&record), ["availability_floor", "lane_bound", "no_fetch_after_quiescence"].into());
+    assert!(record.violations.iter().all(|v| v.expected));
+    assert_eq!(
+        on(&trace, "node-01", "worker.mutated", &["stage_artifact"]).len(),
+        6,
+        "six capsules fetched after the stop"
+    );
 }

@@ -1,5 +1,5 @@
 //! The rollout driver: runs the synchronous decisions of [`crate::rollout`] against the `Ssh`, `Hub`, `Journal`,
-//! `Clock`, `Signals` and `Jitter` ports. Two policies:
+//! `Clock`, `Signals`, `Jitter`, `Secrets` and `Artifacts` ports. Two policies:
 //!
 //! - `lanes` (the RCCA's replacement plan): read-only preflight of every node, quarantine before mutation, authenticated
 //!   repair, plan frozen in the journal, epoch opened with its members before the first stop, every capsule staged
@@ -77,7 +77,8 @@ pub struct Ports<'a, C, H, S, J, G, X, K, A> {
 pub struct RolloutOutcome {
     pub lanes: Vec<(Vec<String>, LaneVerdict)>,
     pub quarantined: Vec<String>,
-    /// `successor`, `partial` (some lane stuck or not run), `refused`, or `failed`.
+    /// `successor` (every lane successor), `converged` (every lane successor or prior), `partial` (a lane stuck:
+    /// later lanes not run), `refused` (no plan), or `failed` (legacy stopped, or the epoch could not open).
     pub outcome: String,
 }
 
@@ -249,15 +250,15 @@ where
     // 1. Read-only preflight of every selected node, before the epoch opens or anything stops.
     let reports = join_all(request.nodes.iter().map(|endpoint| ports.observe_retrying(request, endpoint))).await;
     let mut quarantined = Vec::new();
-    let mut repairs = Vec::new();
+    let mut repairs: Vec<(Endpoint, Repair)> = Vec::new();
     let mut eligible = Vec::new();
     let mut attestation_keys = BTreeMap::new();
     for (endpoint, report) in request.nodes.iter().zip(reports) {
         let verdict = match &report {
             Ok(report) => preflight::classify(&report.identity, &Expectation::default(), ports.verifier),
             Err(error) => {
-                Verdict::Quarantined { surfaces: Vec::new(), repair: Repair::OperatorInspect { surfaces: Vec::new() } }
-                    .with_reason(format!("unreachable in preflight: {error}"))
+                let surfaces = vec![preflight::Contradiction::Unreachable { error: error.to_string() }];
+                Verdict::Quarantined { repair: Repair::OperatorInspect { surfaces: surfaces.clone() }, surfaces }
             }
         };
         if let Ok(report) = &report {
@@ -302,7 +303,10 @@ where
     // 3. Every capsule on every eligible node, with bounded fan-out, before anything is planned or stopped: after
     // the barrier a fetch is a protocol violation, and a node that cannot be staged (bad storage, identity changed)
     // is quarantined now, so the plan's lane size already accounts for it.
-    let staged = join_all(eligible.iter().map(|endpoint| stage_node(ports, request, endpoint))).await;
+    let mut staged = Vec::with_capacity(eligible.len());
+    for batch in eligible.chunks(request.fan_out.max(1)) {
+        staged.extend(join_all(batch.iter().map(|endpoint| stage_node(ports, request, endpoint))).await);
+    }
     let mut still_eligible = Vec::new();
     for (endpoint, result) in eligible.into_iter().zip(staged) {
         match result {
@@ -315,9 +319,35 @@ where
             }
         }
     }
-    let eligible = still_eligible;
+    let mut eligible = still_eligible;
 
-    // 4. Plan against the floor and the duration budget; refuse before any mutation when it does not fit.
+    // 4. Authenticated repairs, one node at a time under a deployment dispatch hold (the fence), before the plan: a
+    // node whose repair fails is quarantined now, so the plan's lane size accounts for it. A repair takes one node
+    // out of service briefly, so none is attempted when that would break the floor.
+    let repair_owner = format!("{DEPLOY_HOLD_PREFIX}{id}");
+    let room = request.nodes.len().saturating_sub(quarantined.len()) > request.availability_floor;
+    for (endpoint, repair) in &repairs {
+        let node = endpoint.node.as_str();
+        let outcome = if !room {
+            Err("no room under the availability floor to take the node out for its repair".to_owned())
+        } else if let Err(error) = hub_retrying(ports, request, || ports.hub.place_hold(node, &repair_owner)).await {
+            Err(format!("could not fence the repair: {error}"))
+        } else {
+            let repaired = apply_repair(ports, request, endpoint, repair).await;
+            match hub_retrying(ports, request, || ports.hub.release_hold(node, &repair_owner)).await {
+                Ok(_) => repaired,
+                // The fence stays: the node is held either way, and a quarantine accounts for it.
+                Err(error) => repaired.and(Err(format!("repair fence not released: {error}"))),
+            }
+        };
+        if let Err(reason) = outcome {
+            ports.emit(id, RolloutEvent::Quarantined { node: node.to_owned(), surfaces: vec![reason] });
+            eligible.retain(|eligible| eligible.node != node);
+            quarantined.push(node.to_owned());
+        }
+    }
+
+    // 5. Plan against the floor and the duration budget; refuse before any mutation when it does not fit.
     let input = PlanInput {
         nodes: eligible.iter().map(|endpoint| endpoint.node.clone()).collect(),
         healthy: request.nodes.len() - quarantined.len(),
@@ -357,25 +387,19 @@ where
         },
     );
 
-    // 5. Quarantined nodes are dispatch-held before anything else changes.
+    // 6. Quarantined nodes are dispatch-held before anything else changes.
     let quarantine_owner = format!("{QUARANTINE_HOLD_PREFIX}{id}");
     for node in &quarantined {
         let _ = hub_retrying(ports, request, || ports.hub.place_hold(node, &quarantine_owner)).await;
     }
 
-    // 6. The epoch pins every member against expiry before the first stop.
+    // 7. The epoch pins every member against expiry before the first stop.
     let members: Vec<String> = plan.lanes.iter().flatten().cloned().collect();
     let Ok(epoch) = hub_retrying(ports, request, || ports.hub.open_epoch(&members)).await else {
         ports.emit(id, RolloutEvent::Terminal { outcome: "failed: the hub did not open the epoch".into() });
         return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "failed".into() };
     };
     ports.record(Record::EpochOpened { rollout: id.to_owned(), epoch }).await;
-
-    // 7. Authenticated repairs, under the fence (the epoch is open, nothing is stopped).
-    for (endpoint, repair) in &repairs {
-        let key = attestation_keys.get(&endpoint.node).cloned();
-        apply_repair(ports, request, endpoint, repair, key.as_ref()).await;
-    }
 
     let adopted = Adopted {
         rollout: id.to_owned(),
@@ -397,25 +421,14 @@ where
     drive_lanes(ports, request, adopted, attestation_keys).await
 }
 
-impl Verdict {
-    fn with_reason(self, reason: String) -> Verdict {
-        match self {
-            Verdict::Quarantined { mut surfaces, .. } => {
-                surfaces.push(preflight::Contradiction::EnvMalformed { reason });
-                Verdict::Quarantined { repair: Repair::OperatorInspect { surfaces: surfaces.clone() }, surfaces }
-            }
-            other => other,
-        }
-    }
-}
-
+/// Applies one typed repair; `Err` names why it could not be applied.
 async fn apply_repair<C, H, S, J, G, X, K, A>(
     ports: &Ports<'_, C, H, S, J, G, X, K, A>,
     request: &RolloutRequest,
     endpoint: &Endpoint,
     repair: &Repair,
-    attestation_key: Option<&Secret>,
-) where
+) -> Result<(), String>
+where
     C: Clock,
     H: Hub,
     S: Ssh,
@@ -431,24 +444,17 @@ async fn apply_repair<C, H, S, J, G, X, K, A>(
         Repair::RecreateRecoveryEnvHoldFirst => {
             // The hold is durable before the identity: first the hold alone, then the key beside it. The key comes
             // from the secrets store, never from the file being repaired.
-            let Ok(key) = ports.secrets.attestation_key(&endpoint.node).await else {
-                ports.emit(
-                    id,
-                    RolloutEvent::Quarantined {
-                        node: endpoint.node.clone(),
-                        surfaces: vec!["repair impossible: no attestation key in the secrets store".into()],
-                    },
-                );
-                return;
-            };
-            let _ = attestation_key;
-            let key = key.expose().to_owned();
+            let key = ports
+                .secrets
+                .attestation_key(&endpoint.node)
+                .await
+                .map_err(|error| format!("repair impossible: {error}"))?;
             vec![
                 (MAC_ENV.to_owned(), "MAC_STARTUP_CLEAR_HOLD=0\n".to_owned()),
-                (MAC_ENV.to_owned(), format!("MAC_ATTESTATION_KEY={key}\nMAC_STARTUP_CLEAR_HOLD=0\n")),
+                (MAC_ENV.to_owned(), format!("MAC_ATTESTATION_KEY={}\nMAC_STARTUP_CLEAR_HOLD=0\n", key.expose())),
             ]
         }
-        Repair::OperatorInspect { .. } => return,
+        Repair::OperatorInspect { .. } => return Err("only an operator can repair this node".into()),
     };
     for (index, (path, content)) in writes.into_iter().enumerate() {
         let request_op = SshRequest::WriteFileAtomic {
@@ -457,18 +463,10 @@ async fn apply_repair<C, H, S, J, G, X, K, A>(
             content: Secret::new(content),
             mode: 0o600,
         };
-        if let Err(error) = ports.ssh.run(endpoint, request_op).await {
-            ports.emit(
-                id,
-                RolloutEvent::Quarantined {
-                    node: endpoint.node.clone(),
-                    surfaces: vec![format!("repair failed: {error}")],
-                },
-            );
-            return;
-        }
+        ports.ssh.run(endpoint, request_op).await.map_err(|error| format!("repair failed: {error}"))?;
     }
     ports.emit(id, RolloutEvent::Repaired { node: endpoint.node.clone(), repair: format!("{repair:?}") });
+    Ok(())
 }
 
 /// A hub call with bounded retry.
@@ -1037,6 +1035,26 @@ where
         machine.handle_done(NodeStep::Hold);
         machine.handle_done(NodeStep::Quiesce);
         let no_retry = RolloutRequest { backoff: Backoff { attempts_max: 1, ..request.backoff }, ..request.clone() };
+        // The incident's defect, kept: capsules are fetched after the node was quiesced (RCCA: "Artifact fetches ...
+        // still occur after service quiescence").
+        if let Err(error) = stage_node(ports, &no_retry, endpoint).await {
+            ports.emit(
+                id,
+                RolloutEvent::NodeFailed {
+                    node: endpoint.node.clone(),
+                    step: "install".into(),
+                    error: error.to_string(),
+                    endpoint: format!("{}@{}", endpoint.node, endpoint.host_key),
+                    replay: "no supported recovery-only mode: a later typed deployment resumes the journal".into(),
+                },
+            );
+            ports.emit(id, RolloutEvent::Terminal { outcome: "failed: journal non-terminal, holds retained".into() });
+            return RolloutOutcome {
+                lanes: vec![(all, LaneVerdict::Stuck)],
+                quarantined: Vec::new(),
+                outcome: "failed".into(),
+            };
+        }
         let report = ports.observe(endpoint).await.ok();
         let key = report.as_ref().and_then(|r| env_value(r, "MAC_ATTESTATION_KEY")).map(Secret::new);
         let machine = run_node(ports, &no_retry, endpoint, machine, 0, key, Vec::new()).await;

@@ -161,6 +161,10 @@ pub enum Contradiction {
         installed: u64,
     },
     NothingInstalled,
+    /// The read-only observation itself failed (after bounded retries): nothing is known, so nothing is trusted.
+    Unreachable {
+        error: String,
+    },
 }
 
 impl std::fmt::Display for Contradiction {
@@ -190,6 +194,7 @@ impl std::fmt::Display for Contradiction {
                 write!(f, "generation barrier is {barrier}, installed generation is {installed}")
             }
             Contradiction::NothingInstalled => write!(f, "no installed source or venv"),
+            Contradiction::Unreachable { error } => write!(f, "unreachable in preflight: {error}"),
         }
     }
 }
@@ -526,6 +531,8 @@ mod tests {
 
     #[test]
     fn contradictions_name_their_surfaces_in_words() {
+        let unreachable = Contradiction::Unreachable { error: "ssh: timed out".into() };
+        assert_eq!(unreachable.to_string(), "unreachable in preflight: ssh: timed out");
         let text = Contradiction::MarkerAbsentWithFullEnv.to_string();
         assert_eq!(
             text,
