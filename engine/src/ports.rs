@@ -74,6 +74,8 @@ pub trait Hub {
     fn open_epoch(&self, members: &[String]) -> impl Future<Output = Result<u64, HubError>>;
     /// Makes an epoch terminal. `Ok(false)` when it already was.
     fn close_epoch(&self, epoch: u64) -> impl Future<Output = Result<bool, HubError>>;
+    /// The digest of the signed route bundle the hub publishes now.
+    fn route_bundle(&self) -> impl Future<Output = Result<String, HubError>>;
 }
 
 /// An SSH endpoint and the host key the engine holds authority for. Every operation presents the expected key; a
@@ -237,6 +239,11 @@ pub enum RolloutEvent {
         lane: u64,
         verdict: String,
         nodes: Vec<String>,
+    },
+    /// The hub's route bundle is no longer the one the plan froze: no further lane goes down.
+    RouteChanged {
+        frozen: String,
+        published: String,
     },
     Terminal {
         outcome: String,

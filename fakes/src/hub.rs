@@ -136,6 +136,8 @@ pub enum Request {
         agent: String,
         task: String,
     },
+    /// The digest of the signed route bundle the hub publishes (the one route authority of the RCCA).
+    ReadRouteBundle,
 }
 
 impl std::fmt::Debug for Request {
@@ -156,6 +158,7 @@ impl std::fmt::Debug for Request {
                 write!(f, "GrantLease {{ agent: {agent:?}, until_ms: {until_ms} }}")
             }
             Request::Dispatch { agent, task } => write!(f, "Dispatch {{ agent: {agent:?}, task: {task:?} }}"),
+            Request::ReadRouteBundle => write!(f, "ReadRouteBundle"),
         }
     }
 }
@@ -174,6 +177,7 @@ pub enum Response {
     Ok,
     Heartbeats { now_ms: u64, rows: Vec<HeartbeatRow> },
     EpochOpened { epoch: u64 },
+    RouteBundle { digest: String },
     Error(HubError),
 }
 
@@ -230,6 +234,8 @@ pub struct Hub {
     holds: BTreeMap<String, BTreeSet<String>>,
     leases: BTreeMap<String, u64>,
     next_epoch: u64,
+    route_digest: String,
+    route_generation: u64,
 }
 
 impl Hub {
@@ -241,6 +247,8 @@ impl Hub {
             holds: BTreeMap::new(),
             leases: BTreeMap::new(),
             next_epoch: 1,
+            route_digest: "sha256:routes-1".to_owned(),
+            route_generation: 1,
         }
     }
 
@@ -267,6 +275,18 @@ impl Hub {
 
     pub fn holds_on(&self, agent: &str) -> Vec<String> {
         self.holds.get(agent).map(|owners| owners.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// The digest of the route bundle the hub publishes now.
+    pub fn route_digest(&self) -> String {
+        self.route_digest.clone()
+    }
+
+    /// A route swap: the hub starts publishing a different signed route bundle (a new route authority).
+    pub fn swap_route_bundle(&mut self) -> String {
+        self.route_generation += 1;
+        self.route_digest = format!("sha256:routes-{}", self.route_generation);
+        self.route_digest.clone()
     }
 
     /// Handles one request at hub time `now_ms`, appending what happened to `events`.
@@ -368,6 +388,7 @@ impl Hub {
                 self.leases.insert(agent, until_ms);
                 Response::Ok
             }
+            Request::ReadRouteBundle => Response::RouteBundle { digest: self.route_digest.clone() },
             Request::Dispatch { agent, task } => {
                 let dispatchable = self.agents.get(&agent).is_some_and(|row| row.status == AgentStatus::Online);
                 if !dispatchable {
@@ -540,6 +561,15 @@ mod tests {
         );
         assert_eq!(hub.agent("stray").unwrap().last_seen_ms, 0, "a refused heartbeat does not count");
         assert_eq!(events, vec![HubEvent::HeartbeatRefused { agent: "stray".into() }]);
+    }
+
+    #[test]
+    fn a_route_swap_changes_the_published_bundle() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        let read = |hub: &mut Hub| hub.handle(0, Request::ReadRouteBundle, &mut Vec::new());
+        assert_eq!(read(&mut hub), Response::RouteBundle { digest: "sha256:routes-1".into() });
+        assert_eq!(hub.swap_route_bundle(), "sha256:routes-2");
+        assert_eq!(read(&mut hub), Response::RouteBundle { digest: "sha256:routes-2".into() });
     }
 
     #[test]

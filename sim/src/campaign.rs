@@ -161,6 +161,8 @@ pub struct FaultMix {
     pub storage_fault: Option<Rate>,
     /// Before the run, one capsule of the rollout's revision is missing from the artifact store; restored later.
     pub artifact_missing: Option<Rate>,
+    /// While the rollout runs (within 5 minutes of its start), the hub starts publishing another route bundle.
+    pub route_swap: Option<Rate>,
 }
 
 impl FaultMix {
@@ -183,6 +185,7 @@ impl FaultMix {
         "controller_death",
         "storage_fault",
         "artifact_missing",
+        "route_swap",
     ];
 }
 
@@ -372,6 +375,7 @@ fn validate_mix(
         ("controller_death", mix.controller_death),
         ("storage_fault", mix.storage_fault),
         ("artifact_missing", mix.artifact_missing),
+        ("route_swap", mix.route_swap),
     ] {
         let Some(rate) = rate else { continue };
         if rate.per_mille > 1000 || rate.count_max == 0 {
@@ -588,6 +592,12 @@ impl Campaign {
                         step: Step::StorageFault { target, storage: Storage::Healthy },
                     });
                 }
+            }
+        }
+        if let (Some(rate), Some(rollout)) = (mix.route_swap, &self.rollout) {
+            if rng.random_range(0..1000) < rate.per_mille {
+                let at_ms = (rollout.at_ms + rng.random_range(0..=300_000)).min(window_end);
+                steps.push(TimedStep { at_ms, step: Step::RouteSwap });
             }
         }
         if let (Some(rate), Some(_)) = (mix.artifact_missing, &self.rollout) {

@@ -132,6 +132,8 @@ pub enum Step {
     ControllerDeath {
         point: DeathPoint,
     },
+    /// The hub starts publishing a different signed route bundle (another route authority).
+    RouteSwap,
 }
 
 impl Step {
@@ -161,6 +163,7 @@ impl Step {
             Step::StorageFault { .. } => "storage_fault",
             Step::ArtifactMissing { .. } => "artifact_missing",
             Step::ControllerDeath { .. } => "controller_death",
+            Step::RouteSwap => "route_swap",
         }
     }
 
@@ -176,7 +179,8 @@ impl Step {
             | Step::MarkerDrift { .. }
             | Step::SshTimeout { .. }
             | Step::EndpointIdentityChange { .. }
-            | Step::ControllerDeath { .. } => true,
+            | Step::ControllerDeath { .. }
+            | Step::RouteSwap => true,
             Step::StorageFault { storage, .. } => *storage != Storage::Healthy,
             Step::ArtifactMissing { restored, .. } => !restored,
             Step::ClockSkew { skew_ms, .. } => *skew_ms != 0,
@@ -222,9 +226,8 @@ impl Step {
             Step::CloseEpoch { .. }
             | Step::StartRollout { .. }
             | Step::ArtifactMissing { .. }
-            | Step::ControllerDeath { .. } => {
-                vec![]
-            }
+            | Step::ControllerDeath { .. }
+            | Step::RouteSwap => vec![],
         }
     }
 
@@ -253,6 +256,7 @@ impl Step {
         "storage_fault",
         "artifact_missing",
         "controller_death",
+        "route_swap",
     ];
 }
 

@@ -189,6 +189,14 @@ pub const CATALOG: &[OracleInfo] = &[
         },
     },
     OracleInfo {
+        name: "rollout_stopped_on_route_change",
+        property: PropertyKind::Sometimes,
+        summary: "a rollout saw the hub publish another route bundle and took no further lane down",
+        build: |_| {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::RouteChanged { .. }, .. })))
+        },
+    },
+    OracleInfo {
         name: "retry_recovered",
         property: PropertyKind::Sometimes,
         summary: "a rollout step failed transiently, was retried, and completed",

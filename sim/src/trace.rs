@@ -98,6 +98,7 @@ pub enum RolloutBody {
     Retrying { node: String, step: String, attempt: u64, delay_ms: u64, error: String },
     NodeFailed { node: String, step: String, error: String, endpoint: String, replay: String },
     LaneCommitted { lane: u64, verdict: String, nodes: Vec<String> },
+    RouteChanged { frozen: String, published: String },
     Terminal { outcome: String },
 }
 
@@ -121,6 +122,7 @@ impl From<engine::ports::RolloutEvent> for RolloutBody {
                 RolloutBody::NodeFailed { node, step, error, endpoint, replay }
             }
             E::LaneCommitted { lane, verdict, nodes } => RolloutBody::LaneCommitted { lane, verdict, nodes },
+            E::RouteChanged { frozen, published } => RolloutBody::RouteChanged { frozen, published },
             E::Terminal { outcome } => RolloutBody::Terminal { outcome },
         }
     }

@@ -643,6 +643,9 @@ impl World {
                 }
             }
             Step::ControllerDeath { point } => self.death_trap.set(Some(*point)),
+            Step::RouteSwap => {
+                let _ = self.hub.borrow_mut().swap_route_bundle();
+            }
             Step::OpenEpoch { members } => self.driver_hub_request(Request::OpenEpoch { members: members.clone() }),
             Step::CloseEpoch { epoch } => self.driver_hub_request(Request::CloseEpoch { epoch: *epoch }),
             Step::TaskLease { target, duration_ms } => {
@@ -746,6 +749,13 @@ impl ports::Hub for SimHub {
     async fn open_epoch(&self, members: &[String]) -> Result<u64, ports::HubError> {
         match self.request(Request::OpenEpoch { members: members.to_vec() }).await? {
             Response::EpochOpened { epoch } => Ok(epoch),
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn route_bundle(&self) -> Result<String, ports::HubError> {
+        match self.request(Request::ReadRouteBundle).await? {
+            Response::RouteBundle { digest } => Ok(digest),
             other => Err(rejected(other)),
         }
     }
@@ -895,7 +905,8 @@ impl World {
                 .max()
                 .unwrap_or(PRIOR_GENERATION)
                 + 1,
-            route_digest: format!("sha256:routes-{revision}"),
+            // The operator approves the bundle the hub publishes when the rollout is requested.
+            route_digest: self.hub.borrow().route_digest(),
             hub_url: fakes::worker::DEFAULT_HUB_URL.to_owned(),
             nodes: endpoints,
             hub_endpoint: Endpoint { node: HUB.to_owned(), host_key: hub_key },

@@ -25,6 +25,8 @@ const SCENARIOS: &[&str] = &[
     "rollout-first-ssh-timeout-then-success-without-double-effects.toml",
     "rollout-negative-repairs-quarantine-every-unsafe-shape.toml",
     "rollout-positive-marker-repair-with-agreeing-evidence.toml",
+    "rollout-route-swap-stops-at-the-next-lane-boundary.toml",
+    "rollout-route-swap-while-the-controller-is-dead-finishes-the-begun-lane.toml",
     "rollout-twice-in-a-row-each-converges.toml",
 ];
 
@@ -309,4 +311,34 @@ fn legacy_rollout_without_faults_breaks_the_rcca_invariants() {
         6,
         "six capsules fetched after the stop"
     );
+}
+
+#[test]
+fn rollout_route_swap_stops_at_the_next_lane_boundary() {
+    let (record, trace) = run_file("rollout-route-swap-stops-at-the-next-lane-boundary.toml");
+    assert!(record.violations.is_empty());
+    let lanes = rollout(&trace, "lane_committed");
+    assert_eq!(lanes.len(), 2, "lanes 0 and 1 ran; 2 and 3 were not taken down: {lanes:?}");
+    assert!(lanes.iter().all(|l| l.contains("successor")));
+    let changed = rollout(&trace, "route_changed");
+    assert!(
+        changed[0].contains("\"frozen\":\"sha256:routes-1\"")
+            && changed[0].contains("\"published\":\"sha256:routes-2\"")
+    );
+    assert!(rollout(&trace, "terminal")[0].contains("converged"));
+    assert!(on(&trace, "node-09", "worker.mutated", &["stop_service"]).is_empty());
+}
+
+#[test]
+fn rollout_route_swap_while_the_controller_is_dead_finishes_the_begun_lane() {
+    let (record, trace) = run_file("rollout-route-swap-while-the-controller-is-dead-finishes-the-begun-lane.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let lanes = rollout(&trace, "lane_committed");
+    assert_eq!(lanes.len(), 1, "{lanes:?}");
+    assert!(lanes[0].contains("\"lane\":0") && lanes[0].contains("successor"), "the begun lane is finished");
+    assert!(rollout(&trace, "route_changed").len() == 1);
+    for node in 1..=4 {
+        let name = format!("node-{node:02}");
+        assert_eq!(on(&trace, "hub", "hub.hold_released", &[&name, "deploy:"]).len(), 1, "{name}'s hold released");
+    }
 }

@@ -347,7 +347,22 @@ where
         }
     }
 
-    // 5. Plan against the floor and the duration budget; refuse before any mutation when it does not fit.
+    // 5. The route bundle the operator approved must be the one the hub publishes: it is frozen into the plan and
+    // re-checked before every lane.
+    match hub_retrying(ports, request, || ports.hub.route_bundle()).await {
+        Ok(published) if published == request.route_digest => {}
+        Ok(published) => {
+            let reason = format!("route bundle {published} is published, not the approved {}", request.route_digest);
+            ports.emit(id, RolloutEvent::PlanRefused { reason });
+            return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
+        }
+        Err(error) => {
+            ports.emit(id, RolloutEvent::PlanRefused { reason: format!("route bundle unreadable: {error}") });
+            return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
+        }
+    }
+
+    // 6. Plan against the floor and the duration budget; refuse before any mutation when it does not fit.
     let input = PlanInput {
         nodes: eligible.iter().map(|endpoint| endpoint.node.clone()).collect(),
         healthy: request.nodes.len() - quarantined.len(),
@@ -387,13 +402,13 @@ where
         },
     );
 
-    // 6. Quarantined nodes are dispatch-held before anything else changes.
+    // 7. Quarantined nodes are dispatch-held before anything else changes.
     let quarantine_owner = format!("{QUARANTINE_HOLD_PREFIX}{id}");
     for node in &quarantined {
         let _ = hub_retrying(ports, request, || ports.hub.place_hold(node, &quarantine_owner)).await;
     }
 
-    // 7. The epoch pins every member against expiry before the first stop.
+    // 8. The epoch pins every member against expiry before the first stop.
     let members: Vec<String> = plan.lanes.iter().flatten().cloned().collect();
     let Ok(epoch) = hub_retrying(ports, request, || ports.hub.open_epoch(&members)).await else {
         ports.emit(id, RolloutEvent::Terminal { outcome: "failed: the hub did not open the epoch".into() });
@@ -566,12 +581,29 @@ where
     let endpoints: BTreeMap<String, Endpoint> = request.nodes.iter().map(|e| (e.node.clone(), e.clone())).collect();
     let mut outcome_lanes = Vec::new();
     let mut stopped = false;
+    let mut route_changed = false;
     for (index, lane) in adopted.lanes.clone().into_iter().enumerate() {
         if let Some(verdict) = adopted.committed_lanes.get(&index) {
             outcome_lanes.push((lane.clone(), verdict.clone()));
             continue;
         }
-        if stopped {
+        // A lane a dead controller had begun (a step done or in doubt) is finished under the frozen bundle: leaving
+        // it would strand held, stopped workers. Only a lane not yet begun is gated on the route bundle.
+        let begun = lane.iter().any(|node| {
+            let untouched =
+                matches!(adopted.nodes[node].state, NodeState::Pending(NodeStep::Hold) | NodeState::Quarantined);
+            !untouched || adopted.in_doubt.iter().any(|(doubtful, _)| doubtful == node)
+        });
+        if !stopped && !route_changed && !begun {
+            // Fail closed: a lane goes down only under the route bundle the plan froze.
+            let published = hub_retrying(ports, request, || ports.hub.route_bundle()).await;
+            let published = published.unwrap_or_else(|error| format!("unreadable ({error})"));
+            if published != adopted.route_digest {
+                ports.emit(&id, RolloutEvent::RouteChanged { frozen: adopted.route_digest.clone(), published });
+                route_changed = true;
+            }
+        }
+        if stopped || (route_changed && !begun) {
             outcome_lanes.push((lane.clone(), LaneVerdict::Prior));
             continue;
         }
