@@ -105,6 +105,10 @@ pub struct RunRecord {
     pub commit: String,
     /// SHA-256 of the resolved run configuration (fleet, engine, network, materialised steps, expectations; not the seed).
     pub config_hash: String,
+    /// The resolved run configuration itself, as `config_hash` hashes it (defaults filled in, a campaign run's fault
+    /// plan materialised): what ran, readable without the source file.
+    #[serde(default)]
+    pub config: serde_json::Value,
     /// Where the configuration came from (a scenario file, or a campaign file and run index).
     pub source: String,
     /// Index of the run inside its campaign; absent for a single scenario run.
@@ -269,6 +273,7 @@ mod tests {
             tool_version: "0.1.0".into(),
             commit: "abc".into(),
             config_hash: "h".into(),
+            config: serde_json::json!({"fleet": {"nodes": 3}}),
             source: "campaigns/x.toml".into(),
             run_index: Some(seed),
             seed,

@@ -213,6 +213,7 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
             tool_version: TOOL_VERSION.to_owned(),
             commit: commit().to_owned(),
             config_hash: spec.config_hash(),
+            config: spec.config_value(),
             source: identity.source.clone(),
             run_index: identity.run_index,
             seed,

@@ -123,14 +123,20 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
-    /// SHA-256 of the resolved configuration, without `source` and `description` (which do not change behaviour).
-    pub fn config_hash(&self) -> String {
+    /// The resolved configuration as the record carries it: without `source` and `description`, which change no
+    /// behaviour.
+    pub fn config_value(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).expect("run specs serialise");
         if let Some(map) = value.as_object_mut() {
             map.remove("source");
             map.remove("description");
         }
-        crate::trace::sha256_hex(value.to_string().as_bytes())
+        value
+    }
+
+    /// SHA-256 of [`RunSpec::config_value`].
+    pub fn config_hash(&self) -> String {
+        crate::trace::sha256_hex(self.config_value().to_string().as_bytes())
     }
 
     /// The largest one-way latency any link can have during the run.

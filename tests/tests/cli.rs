@@ -130,6 +130,10 @@ fn a_passing_run_prints_its_summary_and_writes_its_record_and_trace() {
     assert_eq!(trace.lines().count() as u64, record.trace_events);
     assert_eq!(sim::trace::sha256_hex(trace.as_bytes()), record.trace_digest, "the trace file is the digested trace");
     assert!(out.contains(&record.trace_digest));
+    // The record carries the resolved configuration it hashes.
+    assert_eq!(record.config["fleet"]["nodes"], 10);
+    assert_eq!(record.config["steps"].as_array().unwrap().len(), 2);
+    assert_eq!(sim::trace::sha256_hex(record.config.to_string().as_bytes()), record.config_hash);
 }
 
 #[test]
