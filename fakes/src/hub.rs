@@ -268,11 +268,6 @@ impl Hub {
         self.epochs.get(&id)
     }
 
-    /// Whether `agent` is a member of any open epoch.
-    pub fn is_open_epoch_member(&self, agent: &str) -> bool {
-        self.epochs.values().any(|epoch| epoch.open && epoch.members.contains(agent))
-    }
-
     pub fn holds_on(&self, agent: &str) -> Vec<String> {
         self.holds.get(agent).map(|owners| owners.iter().cloned().collect()).unwrap_or_default()
     }

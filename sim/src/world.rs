@@ -661,11 +661,6 @@ impl World {
             let _ = self.hub_request(request);
         }
     }
-
-    /// The hub's view of every agent, for the end-of-run summary.
-    pub fn agent_statuses(&self) -> BTreeMap<String, AgentStatus> {
-        self.hub.borrow().agents().map(|row| (row.id.clone(), row.status)).collect()
-    }
 }
 
 /// A panic payload as text.

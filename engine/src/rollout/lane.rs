@@ -35,11 +35,6 @@ impl NodeStep {
         NodeStep::ALL.get(index + 1).copied()
     }
 
-    /// Whether the step changes the node (quiesce and later leave the node unavailable until `Start` + `Prove`).
-    pub fn takes_node_down(self) -> bool {
-        matches!(self, NodeStep::Quiesce | NodeStep::Install | NodeStep::WriteIdentity | NodeStep::Start)
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             NodeStep::Hold => "hold",
