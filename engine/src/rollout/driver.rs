@@ -85,6 +85,78 @@ pub struct RolloutOutcome {
 const DEPLOY_HOLD_PREFIX: &str = "deploy:";
 const QUARANTINE_HOLD_PREFIX: &str = "quarantine:";
 
+fn failure_class(error: &SshError) -> AttemptFailure {
+    match error {
+        SshError::Transport(_) => AttemptFailure::Transient,
+        SshError::HostKeyMismatch { .. } => AttemptFailure::IdentityChanged,
+        SshError::Refused(_) => AttemptFailure::Permanent,
+    }
+}
+
+fn env_value<'a>(report: &'a NodeReport, key: &str) -> Option<&'a str> {
+    let content = &report.identity.env.as_ref()?.content;
+    content.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// The one canonical installed environment the controller emits.
+fn render_env(node: &str, hub_url: &str, revision: &str, generation: u64, attestation_key: &str) -> String {
+    format!(
+        "MAC_ATTESTATION_KEY={attestation_key}\nMAC_STARTUP_CLEAR_HOLD=1\nMAC_WORKER_ID={node}\nMAC_HUB_URL={hub_url}\nMAC_DEPLOYED_REVISION={revision}\nMAC_GENERATION={generation}\n"
+    )
+}
+
+/// Whether a step's effect is already visible on the node (so a replay must not run it again).
+fn already_done(step: NodeStep, request: &RolloutRequest, report: &NodeReport) -> bool {
+    let target = (request.revision.as_str(), request.generation);
+    match step {
+        NodeStep::Quiesce => !report.service_running,
+        NodeStep::Install => report
+            .identity
+            .installed
+            .as_ref()
+            .is_some_and(|(revision, generation)| (revision.as_str(), *generation) == target),
+        NodeStep::WriteIdentity => {
+            report.identity.marker.as_ref().is_some_and(|marker| marker.content.trim() == request.revision)
+                && env_value(report, "MAC_DEPLOYED_REVISION") == Some(request.revision.as_str())
+        }
+        NodeStep::Start => report.service_running,
+        NodeStep::Hold | NodeStep::Prove | NodeStep::Release => false,
+    }
+}
+
+/// Runs a rollout from scratch, or adopts the journal's non-terminal rollout when there is one.
+pub async fn run_rollout<C, H, S, J, G, X, K, A>(
+    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
+    request: &RolloutRequest,
+) -> RolloutOutcome
+where
+    C: Clock,
+    H: Hub,
+    S: Ssh,
+    J: Journal,
+    G: Signals,
+    X: Jitter,
+    K: Secrets,
+    A: Artifacts,
+{
+    let lines = ports.journal.replay().await.unwrap_or_else(|error| panic!("rollout journal unreadable: {error}"));
+    let adopted = journal::replay(lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
+    match (adopted, request.policy) {
+        (Some(adopted), RolloutPolicy::Lanes) => ports.resume_lanes(request, adopted).await,
+        (Some(adopted), RolloutPolicy::Legacy) => {
+            // The legacy controller has no supported recovery-only mode: it reports the retained journal and stops.
+            ports.emit(
+                &adopted.rollout,
+                RolloutEvent::Adopted { revision: adopted.revision.clone(), in_doubt: adopted.in_doubt.len() as u64 },
+            );
+            RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: "failed".into() }
+        }
+        (None, RolloutPolicy::Lanes) => ports.run_lanes(request).await,
+        (None, RolloutPolicy::Legacy) => ports.run_legacy(request).await,
+    }
+}
+
+/// The driver's port calls and steps, with the ports' bounds written once.
 impl<C, H, S, J, G, X, K, A> Ports<'_, C, H, S, J, G, X, K, A>
 where
     C: Clock,
@@ -159,91 +231,7 @@ where
             }
         }
     }
-}
 
-fn failure_class(error: &SshError) -> AttemptFailure {
-    match error {
-        SshError::Transport(_) => AttemptFailure::Transient,
-        SshError::HostKeyMismatch { .. } => AttemptFailure::IdentityChanged,
-        SshError::Refused(_) => AttemptFailure::Permanent,
-    }
-}
-
-fn env_value<'a>(report: &'a NodeReport, key: &str) -> Option<&'a str> {
-    let content = &report.identity.env.as_ref()?.content;
-    content.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
-}
-
-/// The one canonical installed environment the controller emits.
-fn render_env(node: &str, hub_url: &str, revision: &str, generation: u64, attestation_key: &str) -> String {
-    format!(
-        "MAC_ATTESTATION_KEY={attestation_key}\nMAC_STARTUP_CLEAR_HOLD=1\nMAC_WORKER_ID={node}\nMAC_HUB_URL={hub_url}\nMAC_DEPLOYED_REVISION={revision}\nMAC_GENERATION={generation}\n"
-    )
-}
-
-/// Whether a step's effect is already visible on the node (so a replay must not run it again).
-fn already_done(step: NodeStep, request: &RolloutRequest, report: &NodeReport) -> bool {
-    let target = (request.revision.as_str(), request.generation);
-    match step {
-        NodeStep::Quiesce => !report.service_running,
-        NodeStep::Install => report
-            .identity
-            .installed
-            .as_ref()
-            .is_some_and(|(revision, generation)| (revision.as_str(), *generation) == target),
-        NodeStep::WriteIdentity => {
-            report.identity.marker.as_ref().is_some_and(|marker| marker.content.trim() == request.revision)
-                && env_value(report, "MAC_DEPLOYED_REVISION") == Some(request.revision.as_str())
-        }
-        NodeStep::Start => report.service_running,
-        NodeStep::Hold | NodeStep::Prove | NodeStep::Release => false,
-    }
-}
-
-/// Runs a rollout from scratch, or adopts the journal's non-terminal rollout when there is one.
-pub async fn run_rollout<C, H, S, J, G, X, K, A>(
-    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
-    request: &RolloutRequest,
-) -> RolloutOutcome
-where
-    C: Clock,
-    H: Hub,
-    S: Ssh,
-    J: Journal,
-    G: Signals,
-    X: Jitter,
-    K: Secrets,
-    A: Artifacts,
-{
-    let lines = ports.journal.replay().await.unwrap_or_else(|error| panic!("rollout journal unreadable: {error}"));
-    let adopted = journal::replay(lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
-    match (adopted, request.policy) {
-        (Some(adopted), RolloutPolicy::Lanes) => ports.resume_lanes(request, adopted).await,
-        (Some(adopted), RolloutPolicy::Legacy) => {
-            // The legacy controller has no supported recovery-only mode: it reports the retained journal and stops.
-            ports.emit(
-                &adopted.rollout,
-                RolloutEvent::Adopted { revision: adopted.revision.clone(), in_doubt: adopted.in_doubt.len() as u64 },
-            );
-            RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: "failed".into() }
-        }
-        (None, RolloutPolicy::Lanes) => ports.run_lanes(request).await,
-        (None, RolloutPolicy::Legacy) => ports.run_legacy(request).await,
-    }
-}
-
-/// The driver's steps, with the ports' bounds written once.
-impl<C, H, S, J, G, X, K, A> Ports<'_, C, H, S, J, G, X, K, A>
-where
-    C: Clock,
-    H: Hub,
-    S: Ssh,
-    J: Journal,
-    G: Signals,
-    X: Jitter,
-    K: Secrets,
-    A: Artifacts,
-{
     async fn run_lanes(&self, request: &RolloutRequest) -> RolloutOutcome {
         let id = request.rollout.as_str();
         // 1. Read-only preflight of every selected node, before the epoch opens or anything stops.
