@@ -111,6 +111,12 @@ pub const CATALOG: &[OracleInfo] = &[
         build: |_| Box::new(NoFetchAfterQuiescence::default()),
     },
     OracleInfo {
+        name: "no_incoherent_node_mutated",
+        property: PropertyKind::Always,
+        summary: "a node the preflight quarantined for its identity never sees a rollout mutation, before or after its quarantine",
+        build: |_| Box::new(NoIncoherentNodeMutated::default()),
+    },
+    OracleInfo {
         name: "no_dispatch_to_held_worker",
         property: PropertyKind::Always,
         summary: "no task is dispatched to a worker under a dispatch hold, nor to one a rollout quiesced",
@@ -829,6 +835,46 @@ impl Oracle for NoFetchAfterQuiescence {
     }
 }
 
+/// `no_incoherent_node_mutated`: the RCCA's "no incoherent node mutated before quarantine", judged over the whole run.
+/// A node is incoherent when the preflight quarantined it for its identity (not for a failed staging or repair, which
+/// come after the node was found coherent); every rollout mutation on it, at any time, is a violation.
+#[derive(Default)]
+struct NoIncoherentNodeMutated {
+    mutations: BTreeMap<String, Vec<(u64, String)>>,
+    incoherent: BTreeSet<String>,
+}
+
+impl Oracle for NoIncoherentNodeMutated {
+    fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::WorkerMutated { op, operation_id, .. } if operation_id.starts_with("rollout-") => {
+                self.mutations
+                    .entry(event.host.to_string())
+                    .or_default()
+                    .push((event.t_ms, format!("{op} {operation_id}")));
+            }
+            Body::Rollout { event: RolloutBody::Quarantined { node, surfaces }, .. } => {
+                let after_preflight = ["staging failed", "repair", "could not fence", "no room"];
+                if !surfaces.iter().any(|surface| after_preflight.iter().any(|prefix| surface.starts_with(prefix))) {
+                    self.incoherent.insert(node.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_finish(&mut self, _end_ms: u64, out: &mut Vec<Finding>) {
+        for node in &self.incoherent {
+            for (t_ms, what) in self.mutations.get(node).into_iter().flatten() {
+                out.push(Finding {
+                    t_ms: *t_ms,
+                    evidence: format!("{node}, quarantined as incoherent, was mutated: {what}"),
+                });
+            }
+        }
+    }
+}
+
 /// `no_dispatch_to_held_worker`: from the hub's dispatch events against the holds it placed and the services the
 /// rollout stopped. The rollout must hold a worker before it quiesces it, so no task can land on a stopped worker.
 #[derive(Default)]
@@ -1092,6 +1138,36 @@ mod tests {
         );
         let found = run(&mut NoDispatchToHeld::default(), &[stopped, dispatched(6)], 0);
         assert!(found[0].evidence.contains("whose service the rollout stopped"), "{found:?}");
+    }
+
+    #[test]
+    fn an_incoherent_node_is_never_mutated_but_a_staging_failure_may_have_been() {
+        let quarantined = |node: &str, surface: &str| {
+            ev(
+                9,
+                "controller",
+                Body::Rollout {
+                    rollout: "r".into(),
+                    event: RolloutBody::Quarantined { node: node.into(), surfaces: vec![surface.into()] },
+                },
+            )
+        };
+        let mutated = |node: &str| {
+            ev(
+                5,
+                node,
+                Body::WorkerMutated {
+                    op: "stage_artifact".into(),
+                    operation_id: format!("rollout-x/{node}/stage"),
+                    target: "d".into(),
+                },
+            )
+        };
+        let events = [mutated("n1"), quarantined("n1", "~/.mac/mac.env is unsafe: mode 644, not 600")];
+        let found = run(&mut NoIncoherentNodeMutated::default(), &events, 10);
+        assert_eq!(found.len(), 1, "mutated before its quarantine: {found:?}");
+        let events = [mutated("n2"), quarantined("n2", "staging failed: ssh: timed out")];
+        assert!(run(&mut NoIncoherentNodeMutated::default(), &events, 10).is_empty());
     }
 
     #[test]
