@@ -950,7 +950,7 @@ impl World {
                     };
                     // Refused, partial or failed rollouts are not retried here: a new request, or a restarted
                     // controller adopting the journal, starts the next attempt.
-                    engine::rollout::driver::run_rollout(&ports, &request).await;
+                    ports.run_rollout(&request).await;
                 }
             }
             self.rollout_requested.notified().await;

@@ -124,38 +124,6 @@ fn already_done(step: NodeStep, request: &RolloutRequest, report: &NodeReport) -
     }
 }
 
-/// Runs a rollout from scratch, or adopts the journal's non-terminal rollout when there is one.
-pub async fn run_rollout<C, H, S, J, G, X, K, A>(
-    ports: &Ports<'_, C, H, S, J, G, X, K, A>,
-    request: &RolloutRequest,
-) -> RolloutOutcome
-where
-    C: Clock,
-    H: Hub,
-    S: Ssh,
-    J: Journal,
-    G: Signals,
-    X: Jitter,
-    K: Secrets,
-    A: Artifacts,
-{
-    let lines = ports.journal.replay().await.unwrap_or_else(|error| panic!("rollout journal unreadable: {error}"));
-    let adopted = journal::replay(lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
-    match (adopted, request.policy) {
-        (Some(adopted), RolloutPolicy::Lanes) => ports.resume_lanes(request, adopted).await,
-        (Some(adopted), RolloutPolicy::Legacy) => {
-            // The legacy controller has no supported recovery-only mode: it reports the retained journal and stops.
-            ports.emit(
-                &adopted.rollout,
-                RolloutEvent::Adopted { revision: adopted.revision.clone(), in_doubt: adopted.in_doubt.len() as u64 },
-            );
-            RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: "failed".into() }
-        }
-        (None, RolloutPolicy::Lanes) => ports.run_lanes(request).await,
-        (None, RolloutPolicy::Legacy) => ports.run_legacy(request).await,
-    }
-}
-
 /// The driver's port calls and steps, with the ports' bounds written once.
 impl<C, H, S, J, G, X, K, A> Ports<'_, C, H, S, J, G, X, K, A>
 where
@@ -168,6 +136,46 @@ where
     K: Secrets,
     A: Artifacts,
 {
+    /// Runs a rollout from scratch, or adopts the journal's non-terminal rollout when there is one.
+    pub async fn run_rollout(&self, request: &RolloutRequest) -> RolloutOutcome {
+        let lines = self.journal.replay().await.unwrap_or_else(|error| panic!("rollout journal unreadable: {error}"));
+        let adopted = journal::replay(lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
+        match (adopted, request.policy) {
+            (Some(adopted), RolloutPolicy::Lanes) => self.resume_lanes(request, adopted).await,
+            (Some(adopted), RolloutPolicy::Legacy) => {
+                // The legacy controller has no supported recovery-only mode: it reports the retained journal and stops.
+                self.emit(
+                    &adopted.rollout,
+                    RolloutEvent::Adopted {
+                        revision: adopted.revision.clone(),
+                        in_doubt: adopted.in_doubt.len() as u64,
+                    },
+                );
+                RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: "failed".into() }
+            }
+            (None, RolloutPolicy::Lanes) => self.run_lanes(request).await,
+            (None, RolloutPolicy::Legacy) => self.run_legacy(request).await,
+        }
+    }
+
+    /// The legacy controller's report of a failed node: it names the endpoint, and has no recovery-only mode to offer.
+    fn legacy_node_failed(&self, id: &str, endpoint: &Endpoint, step: &str, error: impl ToString) {
+        let event = RolloutEvent::NodeFailed {
+            node: endpoint.node.clone(),
+            step: step.into(),
+            error: error.to_string(),
+            endpoint: format!("{}@{}", endpoint.node, endpoint.host_key),
+            replay: "no supported recovery-only mode: a later typed deployment resumes the journal".into(),
+        };
+        self.emit(id, event);
+    }
+
+    /// How the legacy controller stops: journal non-terminal, holds retained, the whole selection one stuck lane.
+    fn legacy_failed(&self, id: &str, all: Vec<String>) -> RolloutOutcome {
+        self.emit(id, RolloutEvent::Terminal { outcome: "failed: journal non-terminal, holds retained".into() });
+        RolloutOutcome { lanes: vec![(all, LaneVerdict::Stuck)], quarantined: Vec::new(), outcome: "failed".into() }
+    }
+
     fn emit(&self, rollout: &str, event: RolloutEvent) {
         self.signals.emit(Signal::Rollout { rollout: rollout.to_owned(), event });
     }
@@ -871,17 +879,7 @@ where
             match result {
                 Ok(()) => quiesced.push(endpoint),
                 Err(reason) => {
-                    self.emit(
-                        id,
-                        RolloutEvent::NodeFailed {
-                            node: node.to_owned(),
-                            step: "quiesce".into(),
-                            error: reason.clone(),
-                            endpoint: format!("{}@{}", endpoint.node, endpoint.host_key),
-                            replay: "no supported recovery-only mode: a later typed deployment resumes the journal"
-                                .into(),
-                        },
-                    );
+                    self.legacy_node_failed(id, endpoint, "quiesce", reason.clone());
                     failure = Some(reason);
                     break;
                 }
@@ -901,26 +899,11 @@ where
                 }
                 .await;
                 if let Err(error) = step {
-                    self.emit(
-                        id,
-                        RolloutEvent::NodeFailed {
-                            node: request.hub_endpoint.node.clone(),
-                            step: "recover".into(),
-                            error: error.to_string(),
-                            endpoint: format!("{}@{}", request.hub_endpoint.node, request.hub_endpoint.host_key),
-                            replay: "no supported recovery-only mode: a later typed deployment resumes the journal"
-                                .into(),
-                        },
-                    );
+                    self.legacy_node_failed(id, &request.hub_endpoint, "recover", error.to_string());
                     break;
                 }
             }
-            self.emit(id, RolloutEvent::Terminal { outcome: "failed: journal non-terminal, holds retained".into() });
-            return RolloutOutcome {
-                lanes: vec![(all, LaneVerdict::Stuck)],
-                quarantined: Vec::new(),
-                outcome: "failed".into(),
-            };
+            return self.legacy_failed(id, all);
         }
         // Phase 2: install, identity, start, prove, release — serially, stopping on the first error.
         for endpoint in &request.nodes {
@@ -932,39 +915,14 @@ where
             // The incident's defect, kept: capsules are fetched after the node was quiesced (RCCA: "Artifact fetches ...
             // still occur after service quiescence").
             if let Err(error) = self.stage_node(&no_retry, endpoint).await {
-                self.emit(
-                    id,
-                    RolloutEvent::NodeFailed {
-                        node: endpoint.node.clone(),
-                        step: "install".into(),
-                        error: error.to_string(),
-                        endpoint: format!("{}@{}", endpoint.node, endpoint.host_key),
-                        replay: "no supported recovery-only mode: a later typed deployment resumes the journal".into(),
-                    },
-                );
-                self.emit(
-                    id,
-                    RolloutEvent::Terminal { outcome: "failed: journal non-terminal, holds retained".into() },
-                );
-                return RolloutOutcome {
-                    lanes: vec![(all, LaneVerdict::Stuck)],
-                    quarantined: Vec::new(),
-                    outcome: "failed".into(),
-                };
+                self.legacy_node_failed(id, endpoint, "install", error.to_string());
+                return self.legacy_failed(id, all);
             }
             let report = self.observe(endpoint).await.ok();
             let key = report.as_ref().and_then(|r| env_value(r, "MAC_ATTESTATION_KEY")).map(Secret::new);
             let machine = self.run_node(&no_retry, endpoint, machine, 0, key, Vec::new()).await;
             if machine.state != NodeState::Succeeded {
-                self.emit(
-                    id,
-                    RolloutEvent::Terminal { outcome: "failed: journal non-terminal, holds retained".into() },
-                );
-                return RolloutOutcome {
-                    lanes: vec![(all, LaneVerdict::Stuck)],
-                    quarantined: Vec::new(),
-                    outcome: "failed".into(),
-                };
+                return self.legacy_failed(id, all);
             }
         }
         self.record(Record::Terminal { rollout: id.to_owned(), outcome: "successor".into() }).await;
