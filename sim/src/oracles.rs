@@ -666,49 +666,16 @@ impl Oracle for EpochMemberSurvivedTtl {
     }
 }
 
-/// `availability_floor`: counts workers that are healthy and eligible from the controller's point of view — agent
-/// service running, no dispatch hold of any owner, not tombstoned — and reports each dip below the floor. Crashes
-/// and partitions are not counted: the floor bounds what the controller takes down, not what faults do.
-struct AvailabilityFloor {
-    floor: usize,
-    nodes: usize,
-    stopped: BTreeSet<String>,
+/// The dispatch holds the hub placed, by agent and owner, as its events report them.
+#[derive(Default)]
+struct HoldBook {
     holds: BTreeMap<String, BTreeSet<String>>,
-    tombstoned: BTreeSet<String>,
-    below: bool,
 }
 
-impl AvailabilityFloor {
-    fn new(ctx: &OracleContext) -> AvailabilityFloor {
-        AvailabilityFloor {
-            floor: ctx.availability_floor as usize,
-            nodes: ctx.nodes as usize,
-            stopped: BTreeSet::new(),
-            holds: BTreeMap::new(),
-            tombstoned: BTreeSet::new(),
-            below: false,
-        }
-    }
-
-    fn healthy(&self) -> usize {
-        let unhealthy: BTreeSet<&String> =
-            self.stopped.iter().chain(self.holds.keys()).chain(self.tombstoned.iter()).collect();
-        self.nodes.saturating_sub(unhealthy.len())
-    }
-}
-
-impl Oracle for AvailabilityFloor {
-    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
-        if self.floor == 0 {
-            return;
-        }
-        match &event.body {
-            Body::WorkerService { running: false } => {
-                self.stopped.insert(event.host.to_string());
-            }
-            Body::WorkerService { running: true } => {
-                self.stopped.remove(&*event.host);
-            }
+impl HoldBook {
+    /// Follows a hold event; returns false for any other event.
+    fn observe(&mut self, body: &Body) -> bool {
+        match body {
             Body::HubHoldPlaced { agent, owner } => {
                 self.holds.entry(agent.clone()).or_default().insert(owner.clone());
             }
@@ -719,6 +686,64 @@ impl Oracle for AvailabilityFloor {
                         self.holds.remove(agent);
                     }
                 }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    fn held(&self) -> impl Iterator<Item = &String> {
+        self.holds.keys()
+    }
+
+    fn owners(&self, agent: &str) -> Option<&BTreeSet<String>> {
+        self.holds.get(agent)
+    }
+}
+
+/// `availability_floor`: counts workers that are healthy and eligible from the controller's point of view — agent
+/// service running, no dispatch hold of any owner, not tombstoned — and reports each dip below the floor. Crashes
+/// and partitions are not counted: the floor bounds what the controller takes down, not what faults do.
+struct AvailabilityFloor {
+    floor: usize,
+    nodes: usize,
+    stopped: BTreeSet<String>,
+    holds: HoldBook,
+    tombstoned: BTreeSet<String>,
+    below: bool,
+}
+
+impl AvailabilityFloor {
+    fn new(ctx: &OracleContext) -> AvailabilityFloor {
+        AvailabilityFloor {
+            floor: ctx.availability_floor as usize,
+            nodes: ctx.nodes as usize,
+            stopped: BTreeSet::new(),
+            holds: HoldBook::default(),
+            tombstoned: BTreeSet::new(),
+            below: false,
+        }
+    }
+
+    fn healthy(&self) -> usize {
+        let unhealthy: BTreeSet<&String> =
+            self.stopped.iter().chain(self.holds.held()).chain(self.tombstoned.iter()).collect();
+        self.nodes.saturating_sub(unhealthy.len())
+    }
+}
+
+impl Oracle for AvailabilityFloor {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if self.floor == 0 {
+            return;
+        }
+        match &event.body {
+            body if self.holds.observe(body) => {}
+            Body::WorkerService { running: false } => {
+                self.stopped.insert(event.host.to_string());
+            }
+            Body::WorkerService { running: true } => {
+                self.stopped.remove(&*event.host);
             }
             Body::HubTombstoned { agent, .. } => {
                 self.tombstoned.insert(agent.clone());
@@ -879,24 +904,14 @@ impl Oracle for NoIncoherentNodeMutated {
 /// rollout stopped. The rollout must hold a worker before it quiesces it, so no task can land on a stopped worker.
 #[derive(Default)]
 struct NoDispatchToHeld {
-    holds: BTreeMap<String, BTreeSet<String>>,
+    holds: HoldBook,
     quiesced: BTreeSet<String>,
 }
 
 impl Oracle for NoDispatchToHeld {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         match &event.body {
-            Body::HubHoldPlaced { agent, owner } => {
-                self.holds.entry(agent.clone()).or_default().insert(owner.clone());
-            }
-            Body::HubHoldReleased { agent, owner } => {
-                if let Some(owners) = self.holds.get_mut(agent) {
-                    owners.remove(owner);
-                    if owners.is_empty() {
-                        self.holds.remove(agent);
-                    }
-                }
-            }
+            body if self.holds.observe(body) => {}
             Body::WorkerMutated { op, .. } if op == "stop_service" => {
                 self.quiesced.insert(event.host.to_string());
             }
@@ -904,7 +919,7 @@ impl Oracle for NoDispatchToHeld {
                 self.quiesced.remove(&*event.host);
             }
             Body::HubDispatched { agent, task } => {
-                if let Some(owners) = self.holds.get(agent) {
+                if let Some(owners) = self.holds.owners(agent) {
                     let owners: Vec<&str> = owners.iter().map(String::as_str).collect();
                     out.push(Finding {
                         t_ms: event.t_ms,
