@@ -61,10 +61,42 @@ pub enum HubError {
     /// The hub answered with an error the engine cannot retry its way out of.
     #[error("hub rejected the request: {0}")]
     Rejected(String),
+    /// The credential presented is not (or no longer) valid: read the current one from the secrets store and
+    /// authenticate again. Deployment never mints or rotates one.
+    #[error("hub refused the credential: {0}")]
+    Unauthorized(String),
+    /// A mutation under the deployment lock without its current fence: this controller has lost its authority.
+    #[error("hub fenced the request: {0}")]
+    Fenced(String),
 }
 
-/// The agent hub (`seeds/003`, `seeds/004`): registry, heartbeats, epochs, holds, dispatch.
+/// The answer to a request for the deployment lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockGrant {
+    /// This controller holds the lock under `fence`; the adapter presents the fence with every later mutation.
+    Granted { fence: u64 },
+    /// Another controller holds it for `remaining_ms` more (hub clock), unless renewed.
+    Held { holder: String, fence: u64, remaining_ms: u64 },
+}
+
+/// The agent hub (`seeds/003`, `seeds/004`): registry, heartbeats, epochs, holds, dispatch, the deployment lock.
+///
+/// A controller authenticates as its principal and then takes the deployment lock; the adapter presents both the
+/// credential and the lock's fence with every later call (in HTTP, as headers), so a controller that lost the lock
+/// cannot mutate.
 pub trait Hub {
+    /// Presents `credential` for every later call. Answers when it expires (hub clock).
+    fn authenticate(&self, credential: &crate::secret::Secret) -> impl Future<Output = Result<u64, HubError>>;
+    /// Takes the deployment lock for `lease_ms` when it is free or its lease ran out.
+    fn acquire_lock(&self, holder: &str, lease_ms: u64) -> impl Future<Output = Result<LockGrant, HubError>>;
+    /// Takes over the lock held under `fence` (a dead controller's, named by the journal being adopted).
+    fn supersede_lock(&self, holder: &str, fence: u64, lease_ms: u64) -> impl Future<Output = Result<u64, HubError>>;
+    fn renew_lock(&self, fence: u64, lease_ms: u64) -> impl Future<Output = Result<(), HubError>>;
+    /// `Ok(false)` when the fence no longer holds the lock.
+    fn release_lock(&self, fence: u64) -> impl Future<Output = Result<bool, HubError>>;
+    /// Every hold, by agent: owners are `deploy:`, `quarantine:`, `successor:` (this controller's kinds) or anyone
+    /// else's (an operator's, never released by a deployment).
+    fn read_holds(&self) -> impl Future<Output = Result<std::collections::BTreeMap<String, Vec<String>>, HubError>>;
     fn read_heartbeats(&self) -> impl Future<Output = Result<HeartbeatSnapshot, HubError>>;
     /// Places a dispatch hold on `agent` owned by `owner` (idempotent: placing it again changes nothing).
     fn place_hold(&self, agent: &str, owner: &str) -> impl Future<Output = Result<(), HubError>>;
@@ -72,8 +104,10 @@ pub trait Hub {
     fn release_hold(&self, agent: &str, owner: &str) -> impl Future<Output = Result<bool, HubError>>;
     /// Opens a deployment epoch whose members are exempt from expiry until it closes.
     fn open_epoch(&self, members: &[String]) -> impl Future<Output = Result<u64, HubError>>;
-    /// Makes an epoch terminal. `Ok(false)` when it already was.
-    fn close_epoch(&self, epoch: u64) -> impl Future<Output = Result<bool, HubError>>;
+    /// Makes an epoch terminal. `untouched` names members whose candidate credential was never installed: their
+    /// principals may be gone without blocking the abort (RCCA "Make abort monotonic"). `Ok(false)` when it already
+    /// was terminal.
+    fn close_epoch(&self, epoch: u64, untouched: &[String]) -> impl Future<Output = Result<bool, HubError>>;
     /// The digest of the signed route bundle the hub publishes now.
     fn route_bundle(&self) -> impl Future<Output = Result<String, HubError>>;
 }
@@ -114,6 +148,9 @@ pub enum SshRequest {
         revision: String,
         generation: u64,
         required_digests: Vec<String>,
+        /// The frozen route bundle the generated runtime configuration must name (RCCA "every subprocess and
+        /// receipt in the epoch to name its digest").
+        route_digest: String,
     },
 }
 
@@ -160,6 +197,8 @@ pub enum SecretsError {
 /// re-writes the current key; it never rotates one (RCCA: rotation is a separate per-node state machine).
 pub trait Secrets {
     fn attestation_key(&self, node: &str) -> impl Future<Output = Result<crate::secret::Secret, SecretsError>>;
+    /// The controller's current hub credential (issued and rotated outside deployment).
+    fn hub_credential(&self) -> impl Future<Output = Result<crate::secret::Secret, SecretsError>>;
 }
 
 /// The content-addressed artifact store the nodes stage capsules from. The controller checks every capsule of a
@@ -239,6 +278,27 @@ pub enum RolloutEvent {
         lane: u64,
         verdict: String,
         nodes: Vec<String>,
+    },
+    /// The deployment lock is held by another controller: wait for its lease to run out (a live holder renews it).
+    LockWaiting {
+        holder: String,
+        remaining_ms: u64,
+    },
+    /// This controller holds the deployment lock under `fence`; `superseded` when it took over a journal's fence.
+    LockTaken {
+        fence: u64,
+        superseded: bool,
+    },
+    /// The hub refused the credential; the controller read the current one from the secrets store and
+    /// authenticated again (it never mints or rotates one).
+    Reauthenticated {
+        expires_at_ms: u64,
+    },
+    /// A selected node already carries a hold this rollout does not own (an operator's, another rollout's): it is
+    /// left alone, and its hold is never released by this rollout.
+    SkippedHeld {
+        node: String,
+        owners: Vec<String>,
     },
     /// The hub's route bundle is no longer the one the plan froze: no further lane goes down.
     RouteChanged {

@@ -1,5 +1,6 @@
 //! The fake agent hub: agent registry, heartbeats, the TTL sweeper with its two expiry policies, deployment epochs,
-//! dispatch holds and task leases — a plain synchronous model plus its request handler.
+//! dispatch holds and task leases, controller principals with expiring credentials, and the deployment lock with its
+//! fence — a plain synchronous model plus its request handler.
 //!
 //! Sources: `seeds/003_65d56b75d2c60639.txt` ("Deployment-epoch membership outranks ordinary heartbeat expiry",
 //! "Replacement plan": TTL makes durable workers offline, never deleted) and `seeds/004_c1eb714c76320200.txt`
@@ -72,6 +73,22 @@ impl std::fmt::Debug for Token {
     }
 }
 
+/// A principal the hub authenticates (the deployment controller): its current credential and when that expires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Principal {
+    token: Token,
+    expires_at_ms: u64,
+}
+
+/// The deployment lock: one controller at a time holds it, and every mutation it makes presents the lock's fence,
+/// so a controller that lost the lock (its lease ran out, a successor superseded it) cannot mutate any more.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeployLock {
+    pub holder: String,
+    pub fence: u64,
+    pub expires_at_ms: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Epoch {
     pub id: u64,
@@ -117,8 +134,13 @@ pub enum Request {
     OpenEpoch {
         members: Vec<String>,
     },
+    /// Makes an epoch terminal (finalise or abort). `untouched` names the members whose candidate credential the
+    /// controller never installed: under `epoch_aware`, their principals may be gone (registry cleanup) without
+    /// blocking the abort, as long as a hold keeps them out of dispatch (RCCA P0 "Make abort monotonic for
+    /// untouched participants"). Installed members keep the exact continuity check.
     CloseEpoch {
         epoch: u64,
+        untouched: Vec<String>,
     },
     PlaceHold {
         agent: String,
@@ -138,6 +160,54 @@ pub enum Request {
     },
     /// The digest of the signed route bundle the hub publishes (the one route authority of the RCCA).
     ReadRouteBundle,
+    /// Every hold, by agent (the controller accounts for operator holds it must not release).
+    ReadHolds,
+    /// Checks a principal's credential; answers when it expires.
+    Authenticate {
+        principal: String,
+        token: String,
+    },
+    /// Takes the deployment lock when it is free or its lease ran out; answers the new fence, or who holds it.
+    AcquireLock {
+        holder: String,
+        lease_ms: u64,
+    },
+    /// Takes over the lock held under `fence` (a dead controller's, named by the journal the caller adopted), even
+    /// before its lease runs out. Refused when `fence` is not the current one.
+    SupersedeLock {
+        holder: String,
+        fence: u64,
+        lease_ms: u64,
+    },
+    /// Extends the lease of the lock held under `fence`.
+    RenewLock {
+        fence: u64,
+        lease_ms: u64,
+    },
+    ReleaseLock {
+        fence: u64,
+    },
+    /// A controller's request: its principal's credential, and the lock fence it holds. A bare request (without
+    /// this envelope) is the hub's local operator console, trusted as such.
+    Authorized {
+        principal: String,
+        token: String,
+        fence: Option<u64>,
+        request: Box<Request>,
+    },
+}
+
+impl Request {
+    /// Requests that change deployment state: under a held lock they must present its fence.
+    fn is_fenced_mutation(&self) -> bool {
+        matches!(
+            self,
+            Request::OpenEpoch { .. }
+                | Request::CloseEpoch { .. }
+                | Request::PlaceHold { .. }
+                | Request::ReleaseHold { .. }
+        )
+    }
 }
 
 impl std::fmt::Debug for Request {
@@ -151,7 +221,9 @@ impl std::fmt::Debug for Request {
             }
             Request::ReadHeartbeats => write!(f, "ReadHeartbeats"),
             Request::OpenEpoch { members } => write!(f, "OpenEpoch {{ members: {members:?} }}"),
-            Request::CloseEpoch { epoch } => write!(f, "CloseEpoch {{ epoch: {epoch} }}"),
+            Request::CloseEpoch { epoch, untouched } => {
+                write!(f, "CloseEpoch {{ epoch: {epoch}, untouched: {untouched:?} }}")
+            }
             Request::PlaceHold { agent, owner } => write!(f, "PlaceHold {{ agent: {agent:?}, owner: {owner:?} }}"),
             Request::ReleaseHold { agent, owner } => write!(f, "ReleaseHold {{ agent: {agent:?}, owner: {owner:?} }}"),
             Request::GrantLease { agent, until_ms } => {
@@ -159,6 +231,22 @@ impl std::fmt::Debug for Request {
             }
             Request::Dispatch { agent, task } => write!(f, "Dispatch {{ agent: {agent:?}, task: {task:?} }}"),
             Request::ReadRouteBundle => write!(f, "ReadRouteBundle"),
+            Request::ReadHolds => write!(f, "ReadHolds"),
+            Request::Authenticate { principal, .. } => {
+                write!(f, "Authenticate {{ principal: {principal:?}, token: [redacted] }}")
+            }
+            Request::AcquireLock { holder, lease_ms } => {
+                write!(f, "AcquireLock {{ holder: {holder:?}, lease_ms: {lease_ms} }}")
+            }
+            Request::SupersedeLock { holder, fence, lease_ms } => {
+                write!(f, "SupersedeLock {{ holder: {holder:?}, fence: {fence}, lease_ms: {lease_ms} }}")
+            }
+            Request::RenewLock { fence, lease_ms } => write!(f, "RenewLock {{ fence: {fence}, lease_ms: {lease_ms} }}"),
+            Request::ReleaseLock { fence } => write!(f, "ReleaseLock {{ fence: {fence} }}"),
+            Request::Authorized { principal, fence, request, .. } => write!(
+                f,
+                "Authorized {{ principal: {principal:?}, token: [redacted], fence: {fence:?}, request: {request:?} }}"
+            ),
         }
     }
 }
@@ -175,9 +263,32 @@ pub struct HeartbeatRow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
     Ok,
-    Heartbeats { now_ms: u64, rows: Vec<HeartbeatRow> },
-    EpochOpened { epoch: u64 },
-    RouteBundle { digest: String },
+    Heartbeats {
+        now_ms: u64,
+        rows: Vec<HeartbeatRow>,
+    },
+    EpochOpened {
+        epoch: u64,
+    },
+    RouteBundle {
+        digest: String,
+    },
+    Holds {
+        holds: BTreeMap<String, Vec<String>>,
+    },
+    Authenticated {
+        expires_at_ms: u64,
+    },
+    LockGranted {
+        fence: u64,
+        expires_at_ms: u64,
+    },
+    /// The lock is held by another controller until `expires_at_ms` (hub clock).
+    LockHeld {
+        holder: String,
+        fence: u64,
+        expires_at_ms: u64,
+    },
     Error(HubError),
 }
 
@@ -194,6 +305,14 @@ pub enum HubError {
     Conflict { reason: String },
     /// 409: dispatch to a held agent is refused.
     Held { agent: String, owners: Vec<String> },
+    /// 401: the principal's credential is not the current one, or it has expired.
+    CredentialRejected { principal: String, expired: bool },
+    /// 409: a mutation under the deployment lock without its current fence (a stale controller).
+    StaleFence { presented: Option<u64>, current: u64, holder: String },
+    /// 409: an abort found a participant whose candidate credential was installed but whose principal is gone.
+    PrincipalDrift { agent: String },
+    /// 404: the incident's abort: it locks every participant row, and one was deleted.
+    ParticipantMissing { agent: String },
 }
 
 impl std::fmt::Display for HubError {
@@ -204,6 +323,22 @@ impl std::fmt::Display for HubError {
             HubError::UnknownEpoch { epoch } => write!(f, "unknown epoch {epoch}"),
             HubError::Conflict { reason } => write!(f, "conflict: {reason}"),
             HubError::Held { agent, owners } => write!(f, "agent {agent} is held by {}", owners.join(", ")),
+            HubError::CredentialRejected { principal, expired: true } => {
+                write!(f, "credential of principal {principal} has expired")
+            }
+            HubError::CredentialRejected { principal, expired: false } => {
+                write!(f, "invalid credential for principal {principal}")
+            }
+            HubError::StaleFence { presented, current, holder } => match presented {
+                Some(presented) => {
+                    write!(f, "stale fence {presented}: the deployment lock is at fence {current} ({holder})")
+                }
+                None => write!(f, "the deployment lock is held by {holder} (fence {current}); no fence presented"),
+            },
+            HubError::PrincipalDrift { agent } => {
+                write!(f, "participant {agent} installed its candidate credential and its principal is gone")
+            }
+            HubError::ParticipantMissing { agent } => write!(f, "participant row {agent} not found"),
         }
     }
 }
@@ -223,6 +358,11 @@ pub enum HubEvent {
     HoldReleased { agent: String, owner: String },
     Dispatched { agent: String, task: String },
     DispatchRefused { agent: String, task: String },
+    CredentialRejected { principal: String, expired: bool },
+    LockAcquired { holder: String, fence: u64, superseded: Option<String> },
+    LockReleased { holder: String, fence: u64 },
+    MutationFenced { holder: String, presented: Option<u64>, current: u64 },
+    PrincipalRevoked { agent: String },
 }
 
 /// The hub's state. All collections are ordered so that sweeps and reads are deterministic.
@@ -236,6 +376,9 @@ pub struct Hub {
     next_epoch: u64,
     route_digest: String,
     route_generation: u64,
+    principals: BTreeMap<String, Principal>,
+    lock: Option<DeployLock>,
+    next_fence: u64,
 }
 
 impl Hub {
@@ -249,7 +392,86 @@ impl Hub {
             next_epoch: 1,
             route_digest: "sha256:routes-1".to_owned(),
             route_generation: 1,
+            principals: BTreeMap::new(),
+            lock: None,
+            next_fence: 1,
         }
+    }
+
+    /// Issues (or replaces) `principal`'s credential, valid until `expires_at_ms` on the hub clock. The old one stops
+    /// working at once: the rotation state machine that calls this is outside deployment (RCCA "Delete credential
+    /// rotation from software deployment").
+    pub fn issue_credential(&mut self, principal: &str, token: &str, expires_at_ms: u64) {
+        self.principals.insert(principal.to_owned(), Principal { token: Token(token.to_owned()), expires_at_ms });
+    }
+
+    /// Makes `principal`'s current credential expire at `at_ms` (the expired-credentials fault).
+    pub fn expire_credential(&mut self, principal: &str, at_ms: u64) {
+        if let Some(row) = self.principals.get_mut(principal) {
+            row.expires_at_ms = row.expires_at_ms.min(at_ms);
+        }
+    }
+
+    /// Registry cleanup: the agent's principal is revoked (its row tombstoned, its token void).
+    pub fn revoke_principal(&mut self, agent: &str, events: &mut Vec<HubEvent>) {
+        if let Some(row) = self.agents.get_mut(agent) {
+            row.status = AgentStatus::Tombstoned;
+            row.token = Token::default();
+            events.push(HubEvent::PrincipalRevoked { agent: agent.to_owned() });
+        }
+    }
+
+    /// The deployment lock, if any controller holds one (possibly with its lease run out).
+    pub fn lock(&self) -> Option<&DeployLock> {
+        self.lock.as_ref()
+    }
+
+    fn grant_lock(&mut self, now_ms: u64, holder: String, lease_ms: u64, events: &mut Vec<HubEvent>) -> Response {
+        let superseded = self.lock.take().map(|lock| lock.holder);
+        let fence = self.next_fence;
+        self.next_fence += 1;
+        let expires_at_ms = now_ms.saturating_add(lease_ms);
+        events.push(HubEvent::LockAcquired { holder: holder.clone(), fence, superseded });
+        self.lock = Some(DeployLock { holder, fence, expires_at_ms });
+        Response::LockGranted { fence, expires_at_ms }
+    }
+
+    fn handle_authorized(
+        &mut self,
+        now_ms: u64,
+        principal: String,
+        token: String,
+        fence: Option<u64>,
+        request: Request,
+        events: &mut Vec<HubEvent>,
+    ) -> Response {
+        let credential = match self.principals.get(&principal) {
+            Some(row) if row.token.0 != token => Err(false),
+            Some(row) if now_ms >= row.expires_at_ms => Err(true),
+            Some(_) => Ok(()),
+            None => Err(false),
+        };
+        if let Err(expired) = credential {
+            events.push(HubEvent::CredentialRejected { principal: principal.clone(), expired });
+            return Response::Error(HubError::CredentialRejected { principal, expired });
+        }
+        if request.is_fenced_mutation() {
+            if let Some(lock) = &self.lock {
+                if fence != Some(lock.fence) {
+                    events.push(HubEvent::MutationFenced {
+                        holder: lock.holder.clone(),
+                        presented: fence,
+                        current: lock.fence,
+                    });
+                    return Response::Error(HubError::StaleFence {
+                        presented: fence,
+                        current: lock.fence,
+                        holder: lock.holder.clone(),
+                    });
+                }
+            }
+        }
+        self.handle(now_ms, request, events)
     }
 
     pub fn config(&self) -> HubConfig {
@@ -345,18 +567,40 @@ impl Hub {
                 self.epochs.insert(id, Epoch { id, members, open: true });
                 Response::EpochOpened { epoch: id }
             }
-            Request::CloseEpoch { epoch } => match self.epochs.get_mut(&epoch) {
-                None => Response::Error(HubError::UnknownEpoch { epoch }),
-                Some(row) if !row.open => {
-                    Response::Error(HubError::Conflict { reason: format!("epoch {epoch} is already terminal") })
+            Request::CloseEpoch { epoch, untouched } => {
+                let members = match self.epochs.get(&epoch) {
+                    None => return Response::Error(HubError::UnknownEpoch { epoch }),
+                    Some(row) if !row.open => {
+                        let reason = format!("epoch {epoch} is already terminal");
+                        return Response::Error(HubError::Conflict { reason });
+                    }
+                    Some(row) => row.members.clone(),
+                };
+                for member in &members {
+                    let present = self.agents.get(member).is_some_and(|row| row.status != AgentStatus::Tombstoned);
+                    if present {
+                        continue;
+                    }
+                    let held = self.holds.get(member).is_some_and(|owners| !owners.is_empty());
+                    let error = match self.config.expiry {
+                        // The incident's abort locks every participant row: one deleted row is a 404, forever.
+                        ExpiryPolicy::Legacy => HubError::ParticipantMissing { agent: member.clone() },
+                        ExpiryPolicy::EpochAware if untouched.contains(member) && held => continue,
+                        ExpiryPolicy::EpochAware if untouched.contains(member) => HubError::Conflict {
+                            reason: format!("untouched participant {member} has no superseding hold"),
+                        },
+                        ExpiryPolicy::EpochAware => HubError::PrincipalDrift { agent: member.clone() },
+                    };
+                    return Response::Error(error);
                 }
-                Some(row) => {
+                if let Some(row) = self.epochs.get_mut(&epoch) {
                     row.open = false;
-                    events.push(HubEvent::EpochClosed { epoch });
-                    Response::Ok
                 }
-            },
+                events.push(HubEvent::EpochClosed { epoch });
+                Response::Ok
+            }
             Request::PlaceHold { agent, owner } => {
+                // A tombstoned row can still be held (a superseding hold over a revoked principal); an unknown cannot.
                 if !self.agents.contains_key(&agent) {
                     return Response::Error(HubError::UnknownAgent { agent });
                 }
@@ -384,6 +628,64 @@ impl Hub {
                 Response::Ok
             }
             Request::ReadRouteBundle => Response::RouteBundle { digest: self.route_digest.clone() },
+            Request::ReadHolds => Response::Holds {
+                holds: self
+                    .holds
+                    .iter()
+                    .map(|(agent, owners)| (agent.clone(), owners.iter().cloned().collect()))
+                    .collect(),
+            },
+            Request::Authenticate { principal, token } => match self.principals.get(&principal) {
+                Some(row) if row.token.0 == token && now_ms < row.expires_at_ms => {
+                    Response::Authenticated { expires_at_ms: row.expires_at_ms }
+                }
+                row => {
+                    let expired = row.is_some_and(|row| row.token.0 == token);
+                    events.push(HubEvent::CredentialRejected { principal: principal.clone(), expired });
+                    Response::Error(HubError::CredentialRejected { principal, expired })
+                }
+            },
+            Request::AcquireLock { holder, lease_ms } => match &self.lock {
+                Some(lock) if lock.expires_at_ms > now_ms && lock.holder != holder => Response::LockHeld {
+                    holder: lock.holder.clone(),
+                    fence: lock.fence,
+                    expires_at_ms: lock.expires_at_ms,
+                },
+                _ => self.grant_lock(now_ms, holder, lease_ms, events),
+            },
+            Request::SupersedeLock { holder, fence, lease_ms } => match &self.lock {
+                Some(lock) if lock.fence == fence => self.grant_lock(now_ms, holder, lease_ms, events),
+                // The lease ran out and nobody took it since: the caller's claim is as good as a fresh acquire.
+                None => self.grant_lock(now_ms, holder, lease_ms, events),
+                Some(lock) => Response::Error(HubError::StaleFence {
+                    presented: Some(fence),
+                    current: lock.fence,
+                    holder: lock.holder.clone(),
+                }),
+            },
+            Request::RenewLock { fence, lease_ms } => match &mut self.lock {
+                Some(lock) if lock.fence == fence => {
+                    lock.expires_at_ms = now_ms.saturating_add(lease_ms);
+                    Response::LockGranted { fence, expires_at_ms: lock.expires_at_ms }
+                }
+                Some(lock) => Response::Error(HubError::StaleFence {
+                    presented: Some(fence),
+                    current: lock.fence,
+                    holder: lock.holder.clone(),
+                }),
+                None => Response::Error(HubError::Conflict { reason: "no deployment lock is held".into() }),
+            },
+            Request::ReleaseLock { fence } => match &self.lock {
+                Some(lock) if lock.fence == fence => {
+                    events.push(HubEvent::LockReleased { holder: lock.holder.clone(), fence });
+                    self.lock = None;
+                    Response::Ok
+                }
+                _ => Response::Error(HubError::Conflict { reason: format!("fence {fence} holds no lock") }),
+            },
+            Request::Authorized { principal, token, fence, request } => {
+                self.handle_authorized(now_ms, principal, token, fence, *request, events)
+            }
             Request::Dispatch { agent, task } => {
                 let dispatchable = self.agents.get(&agent).is_some_and(|row| row.status == AgentStatus::Online);
                 if !dispatchable {
@@ -501,11 +803,14 @@ mod tests {
         // A heartbeat brings the durable agent back; once the epoch is terminal the member may expire.
         hub.handle(2 * TTL, heartbeat("durable"), &mut events);
         assert_eq!(status(&hub, "durable"), AgentStatus::Online);
-        assert_eq!(hub.handle(2 * TTL, Request::CloseEpoch { epoch }, &mut events), Response::Ok);
+        assert_eq!(
+            hub.handle(2 * TTL, Request::CloseEpoch { epoch, untouched: Vec::new() }, &mut events),
+            Response::Ok
+        );
         hub.sweep(2 * TTL + 1, &mut events);
         assert_eq!(status(&hub, "member"), AgentStatus::Tombstoned);
         assert!(matches!(
-            hub.handle(0, Request::CloseEpoch { epoch }, &mut events),
+            hub.handle(0, Request::CloseEpoch { epoch, untouched: Vec::new() }, &mut events),
             Response::Error(HubError::Conflict { .. })
         ));
     }
@@ -519,6 +824,110 @@ mod tests {
             assert_eq!(status(&hub, "stray"), AgentStatus::Online, "{policy:?}");
             hub.sweep(2 * TTL + 1, &mut Vec::new());
             assert_eq!(status(&hub, "stray"), AgentStatus::Tombstoned, "{policy:?}: lease over");
+        }
+    }
+
+    fn as_controller(token: &str, fence: Option<u64>, request: Request) -> Request {
+        Request::Authorized { principal: "controller".into(), token: token.into(), fence, request: Box::new(request) }
+    }
+
+    fn hold(agent: &str, owner: &str) -> Request {
+        Request::PlaceHold { agent: agent.into(), owner: owner.into() }
+    }
+
+    #[test]
+    fn an_expired_or_replaced_credential_is_refused_and_the_new_one_works() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        let mut events = Vec::new();
+        hub.issue_credential("controller", "cred-1", 10_000);
+        assert_eq!(hub.handle(0, as_controller("cred-1", None, hold("member", "d")), &mut events), Response::Ok);
+        let wrong = hub.handle(0, as_controller("cred-0", None, hold("member", "d")), &mut events);
+        let invalid = HubError::CredentialRejected { principal: "controller".into(), expired: false };
+        assert_eq!(wrong, Response::Error(invalid));
+        hub.expire_credential("controller", 5_000);
+        let late = hub.handle(5_000, as_controller("cred-1", None, hold("member", "d")), &mut events);
+        let expired = HubError::CredentialRejected { principal: "controller".into(), expired: true };
+        assert_eq!(late, Response::Error(expired.clone()));
+        let check = Request::Authenticate { principal: "controller".into(), token: "cred-1".into() };
+        assert_eq!(hub.handle(5_000, check, &mut events), Response::Error(expired));
+        hub.issue_credential("controller", "cred-2", 90_000);
+        let check = Request::Authenticate { principal: "controller".into(), token: "cred-2".into() };
+        assert_eq!(hub.handle(5_000, check, &mut events), Response::Authenticated { expires_at_ms: 90_000 });
+        assert_eq!(hub.handle(5_000, as_controller("cred-2", None, hold("member", "e")), &mut events), Response::Ok);
+        assert_eq!(hub.holds_on("member"), vec!["d".to_owned(), "e".to_owned()]);
+    }
+
+    #[test]
+    fn a_stale_lock_blocks_until_its_lease_ends_and_fences_out_its_old_holder() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        let mut events = Vec::new();
+        hub.issue_credential("controller", "cred", u64::MAX);
+        let acquire = |holder: &str| Request::AcquireLock { holder: holder.into(), lease_ms: 1_000 };
+        assert_eq!(
+            hub.handle(0, acquire("dead"), &mut events),
+            Response::LockGranted { fence: 1, expires_at_ms: 1_000 }
+        );
+        let held = hub.handle(500, acquire("new"), &mut events);
+        assert_eq!(held, Response::LockHeld { holder: "dead".into(), fence: 1, expires_at_ms: 1_000 });
+        // Under a held lock, a mutation without its fence is refused, and nothing changes.
+        let unfenced = hub.handle(500, as_controller("cred", None, hold("member", "d")), &mut events);
+        assert!(matches!(unfenced, Response::Error(HubError::StaleFence { presented: None, current: 1, .. })));
+        assert!(hub.holds_on("member").is_empty());
+        assert_eq!(
+            hub.handle(1_000, acquire("new"), &mut events),
+            Response::LockGranted { fence: 2, expires_at_ms: 2_000 }
+        );
+        let stale = hub.handle(1_000, as_controller("cred", Some(1), hold("member", "d")), &mut events);
+        assert!(matches!(stale, Response::Error(HubError::StaleFence { presented: Some(1), current: 2, .. })));
+        assert_eq!(hub.handle(1_000, as_controller("cred", Some(2), hold("member", "d")), &mut events), Response::Ok);
+        // A journal-bound successor supersedes fence 2 before its lease ends; fence 2 is then stale.
+        let supersede = Request::SupersedeLock { holder: "adopter".into(), fence: 2, lease_ms: 1_000 };
+        assert_eq!(hub.handle(1_500, supersede, &mut events), Response::LockGranted { fence: 3, expires_at_ms: 2_500 });
+        let again = Request::SupersedeLock { holder: "other".into(), fence: 2, lease_ms: 1_000 };
+        assert!(matches!(hub.handle(1_600, again, &mut events), Response::Error(HubError::StaleFence { .. })));
+        assert!(matches!(
+            hub.handle(1_600, Request::RenewLock { fence: 2, lease_ms: 9 }, &mut events),
+            Response::Error(HubError::StaleFence { .. })
+        ));
+        assert_eq!(hub.handle(1_600, Request::ReleaseLock { fence: 3 }, &mut events), Response::Ok);
+        assert!(hub.lock().is_none());
+        assert!(events.contains(&HubEvent::LockAcquired {
+            holder: "adopter".into(),
+            fence: 3,
+            superseded: Some("new".into())
+        }));
+    }
+
+    #[test]
+    fn abort_is_monotonic_for_untouched_participants_only_under_epoch_aware() {
+        for policy in [ExpiryPolicy::Legacy, ExpiryPolicy::EpochAware] {
+            let mut hub = hub(policy);
+            let mut events = Vec::new();
+            let epoch = open_epoch(&mut hub, &["member", "durable"]);
+            hub.revoke_principal("member", &mut events);
+            let close = |untouched: &[&str]| Request::CloseEpoch {
+                epoch,
+                untouched: untouched.iter().map(|m| (*m).to_owned()).collect(),
+            };
+            match policy {
+                ExpiryPolicy::Legacy => {
+                    let error = HubError::ParticipantMissing { agent: "member".into() };
+                    assert_eq!(hub.handle(0, close(&["member"]), &mut events), Response::Error(error));
+                }
+                ExpiryPolicy::EpochAware => {
+                    // Installed (not named untouched): exact continuity is still required.
+                    let drift = HubError::PrincipalDrift { agent: "member".into() };
+                    assert_eq!(hub.handle(0, close(&[]), &mut events), Response::Error(drift));
+                    // Untouched but not held: the superseding hold is mandatory.
+                    assert!(matches!(
+                        hub.handle(0, close(&["member"]), &mut events),
+                        Response::Error(HubError::Conflict { .. })
+                    ));
+                    assert_eq!(hub.handle(0, hold("member", "successor:r"), &mut events), Response::Ok);
+                    assert_eq!(hub.handle(0, close(&["member"]), &mut events), Response::Ok);
+                    assert!(!hub.epoch(epoch).unwrap().open);
+                }
+            }
         }
     }
 

@@ -69,6 +69,8 @@ pub enum SshOp {
         revision: String,
         generation: u64,
         required_digests: Vec<String>,
+        /// The frozen route bundle the generated runtime configuration names.
+        route_digest: String,
     },
 }
 
@@ -122,10 +124,10 @@ impl std::fmt::Debug for SshOp {
             SshOp::StageArtifact { operation_id, capsule } => {
                 write!(f, "StageArtifact {{ operation_id: {operation_id:?}, capsule: {capsule:?} }}")
             }
-            SshOp::RunInstaller { operation_id, revision, generation, required_digests } => write!(
+            SshOp::RunInstaller { operation_id, revision, generation, required_digests, route_digest } => write!(
                 f,
                 "RunInstaller {{ operation_id: {operation_id:?}, revision: {revision:?}, generation: {generation}, \
-                 required_digests: {required_digests:?} }}"
+                 required_digests: {required_digests:?}, route_digest: {route_digest:?} }}"
             ),
         }
     }
@@ -363,7 +365,7 @@ impl SshEndpoint {
                     worker.staged.insert(digest);
                 })
             }
-            SshOp::RunInstaller { operation_id, revision, generation, required_digests } => {
+            SshOp::RunInstaller { operation_id, revision, generation, required_digests, route_digest } => {
                 if let Some(digest) = required_digests.into_iter().find(|digest| !self.worker.staged.contains(digest)) {
                     return refuse(now_ms, Some(operation_id), op_kind, SshError::NotStaged { digest }, events);
                 }
@@ -371,10 +373,13 @@ impl SshEndpoint {
                 // in the capsule, signed by the release pipeline, not by the controller) and passes the barrier. It
                 // writes neither the marker nor mac.env: those are separate atomic writes by the engine, which is how
                 // a worker can end up incoherent.
-                let target = format!("{revision}@{generation}");
+                // The runtime configuration it generates names the route bundle (one route authority, RCCA P1).
+                let target = format!("{revision}@{generation} routes {route_digest}");
                 self.mutate(now_ms, operation_id, op_kind, target, StorageUse::Data, events, |worker| {
                     let manifest = crate::worker::Manifest::signed(&revision, generation).render();
                     worker.files.insert(crate::worker::MANIFEST.to_owned(), FileEntry::canonical(manifest));
+                    let routes = format!("route_bundle={route_digest}\n");
+                    worker.files.insert(crate::worker::RUNTIME_CONFIG.to_owned(), FileEntry::canonical(routes));
                     worker.installed = Some(Installed { revision, generation });
                     worker.barrier_generation = generation;
                 })
@@ -460,6 +465,7 @@ mod tests {
             revision: revision.into(),
             generation,
             required_digests: capsule_set(revision).into_iter().map(|capsule| capsule.digest).collect(),
+            route_digest: "sha256:routes-1".into(),
         }
     }
 
@@ -475,6 +481,7 @@ mod tests {
                 revision: "2944aeb".into(),
                 generation: 13,
                 required_digests: Vec::new(),
+                route_digest: "sha256:routes-1".into(),
             },
         ]
     }
@@ -636,7 +643,9 @@ mod tests {
         assert_eq!(ssh.worker.installed, Some(Installed { revision: "2944aeb".into(), generation: 13 }));
         assert_eq!(ssh.worker.barrier_generation, 13);
         assert_eq!(ssh.worker.file(MARKER).unwrap().content, "7f3bbd1\n", "the installer writes no identity file");
-        assert_eq!(ssh.ops_log.last().unwrap().path_or_unit, "2944aeb@13");
+        assert_eq!(ssh.ops_log.last().unwrap().path_or_unit, "2944aeb@13 routes sha256:routes-1");
+        let runtime = ssh.worker.file(crate::worker::RUNTIME_CONFIG).unwrap();
+        assert_eq!(runtime.content, "route_bundle=sha256:routes-1\n", "the runtime config names the frozen bundle");
     }
 
     #[test]

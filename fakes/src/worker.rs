@@ -23,6 +23,8 @@ pub const MAC_ENV: &str = "~/.mac/mac.env";
 pub const MARKER: &str = "~/.mac/deployed-source-revision";
 /// The signed, generation-bound deployment manifest.
 pub const MANIFEST: &str = "~/.mac/deployment-manifest";
+/// The runtime configuration the installer generates; it names the frozen route bundle.
+pub const RUNTIME_CONFIG: &str = "~/.mac/runtime.conf";
 /// The only owner a deployment-written file may have.
 pub const CANONICAL_OWNER: &str = "ovswarm";
 /// Owner read/write only: the mode every deployment-written file gets.

@@ -134,6 +134,24 @@ pub enum Step {
     },
     /// The hub starts publishing a different signed route bundle (another route authority).
     RouteSwap,
+    /// The controller's hub credential expires now; the rotation state machine (outside deployment) puts a new one
+    /// in the secrets store `renew_after_ms` later. Until then every hub mutation of the controller is refused.
+    CredentialExpiry {
+        renew_after_ms: u64,
+    },
+    /// A controller that has since died took the hub's deployment lock for `lease_ms` (stale authority): a live
+    /// controller must wait it out, and can never mutate under it.
+    StaleLock {
+        lease_ms: u64,
+    },
+    /// An operator places a dispatch hold on `target` (owner `operator:maintenance`) that no rollout may release.
+    OperatorHold {
+        target: String,
+    },
+    /// Registry cleanup revokes `target`'s hub principal: its row is tombstoned and its agent's heartbeats refused.
+    PrincipalRevoked {
+        target: String,
+    },
 }
 
 impl Step {
@@ -164,6 +182,10 @@ impl Step {
             Step::ArtifactMissing { .. } => "artifact_missing",
             Step::ControllerDeath { .. } => "controller_death",
             Step::RouteSwap => "route_swap",
+            Step::CredentialExpiry { .. } => "credential_expiry",
+            Step::StaleLock { .. } => "stale_lock",
+            Step::OperatorHold { .. } => "operator_hold",
+            Step::PrincipalRevoked { .. } => "principal_revoked",
         }
     }
 
@@ -180,7 +202,11 @@ impl Step {
             | Step::SshTimeout { .. }
             | Step::EndpointIdentityChange { .. }
             | Step::ControllerDeath { .. }
-            | Step::RouteSwap => true,
+            | Step::RouteSwap
+            | Step::CredentialExpiry { .. }
+            | Step::StaleLock { .. }
+            | Step::OperatorHold { .. }
+            | Step::PrincipalRevoked { .. } => true,
             Step::StorageFault { storage, .. } => *storage != Storage::Healthy,
             Step::ArtifactMissing { restored, .. } => !restored,
             Step::ClockSkew { skew_ms, .. } => *skew_ms != 0,
@@ -221,12 +247,16 @@ impl Step {
             | Step::MarkerDrift { target, .. }
             | Step::SshTimeout { target, .. }
             | Step::EndpointIdentityChange { target }
+            | Step::OperatorHold { target }
+            | Step::PrincipalRevoked { target }
             | Step::StorageFault { target, .. } => vec![("target", target)],
             Step::OpenEpoch { members } => members.iter().map(|m| ("members", m.as_str())).collect(),
             Step::CloseEpoch { .. }
             | Step::StartRollout { .. }
             | Step::ArtifactMissing { .. }
             | Step::ControllerDeath { .. }
+            | Step::CredentialExpiry { .. }
+            | Step::StaleLock { .. }
             | Step::RouteSwap => vec![],
         }
     }
@@ -257,6 +287,10 @@ impl Step {
         "artifact_missing",
         "controller_death",
         "route_swap",
+        "credential_expiry",
+        "stale_lock",
+        "operator_hold",
+        "principal_revoked",
     ];
 }
 

@@ -814,7 +814,7 @@ impl Oracle for NoDuplicateMutation {
                 (!self.applied.insert((event.host.to_string(), operation_id.clone())))
                     .then(|| format!("{} ran {op} {operation_id} a second time", event.host))
             }
-            Body::JournalAppended { record, operation_id: Some(operation_id) } if record == "completed" => {
+            Body::JournalAppended { record, operation_id: Some(operation_id), .. } if record == "completed" => {
                 (!self.completed.insert(operation_id.clone()))
                     .then(|| format!("the journal recorded {operation_id} completed twice"))
             }

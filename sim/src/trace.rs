@@ -79,9 +79,20 @@ pub enum Body {
     /// An operation met non-returning storage: no effect, no answer.
     #[serde(rename = "worker.hung")]
     WorkerHung { op: String, operation_id: String },
-    /// A rollout record reached the controller's journal (its kind and operation id, never its content).
+    /// A rollout record reached the controller's journal (its kind, operation id and route digest, never its content).
     #[serde(rename = "controller.journal")]
-    JournalAppended { record: String, operation_id: Option<String> },
+    JournalAppended { record: String, operation_id: Option<String>, route_digest: Option<String> },
+    #[serde(rename = "hub.credential_rejected")]
+    HubCredentialRejected { principal: String, expired: bool },
+    #[serde(rename = "hub.lock_acquired")]
+    HubLockAcquired { holder: String, fence: u64, superseded: Option<String> },
+    #[serde(rename = "hub.lock_released")]
+    HubLockReleased { holder: String, fence: u64 },
+    /// A mutation without the deployment lock's current fence was refused.
+    #[serde(rename = "hub.mutation_fenced")]
+    HubMutationFenced { holder: String, presented: Option<u64>, current: u64 },
+    #[serde(rename = "hub.principal_revoked")]
+    HubPrincipalRevoked { agent: String },
 }
 
 /// A rollout signal of the engine, as the trace records it.
@@ -99,6 +110,10 @@ pub enum RolloutBody {
     NodeFailed { node: String, step: String, error: String, endpoint: String, replay: String },
     LaneCommitted { lane: u64, verdict: String, nodes: Vec<String> },
     RouteChanged { frozen: String, published: String },
+    LockWaiting { holder: String, remaining_ms: u64 },
+    LockTaken { fence: u64, superseded: bool },
+    Reauthenticated { expires_at_ms: u64 },
+    SkippedHeld { node: String, owners: Vec<String> },
     Terminal { outcome: String },
 }
 
@@ -123,6 +138,10 @@ impl From<engine::ports::RolloutEvent> for RolloutBody {
             }
             E::LaneCommitted { lane, verdict, nodes } => RolloutBody::LaneCommitted { lane, verdict, nodes },
             E::RouteChanged { frozen, published } => RolloutBody::RouteChanged { frozen, published },
+            E::LockWaiting { holder, remaining_ms } => RolloutBody::LockWaiting { holder, remaining_ms },
+            E::LockTaken { fence, superseded } => RolloutBody::LockTaken { fence, superseded },
+            E::Reauthenticated { expires_at_ms } => RolloutBody::Reauthenticated { expires_at_ms },
+            E::SkippedHeld { node, owners } => RolloutBody::SkippedHeld { node, owners },
             E::Terminal { outcome } => RolloutBody::Terminal { outcome },
         }
     }

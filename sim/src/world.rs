@@ -46,6 +46,26 @@ const CANARY_PERIOD_MS: u64 = 20_000;
 /// Disk key of the controller's journal.
 const JOURNAL_KEY: &str = "controller.journal";
 
+/// The owner of an operator's dispatch hold (`operator_hold`): no rollout may release it.
+pub const OPERATOR_HOLD_OWNER: &str = "operator:maintenance";
+
+/// The controller's principal at the hub.
+const CONTROLLER_PRINCIPAL: &str = "controller";
+/// How long a controller credential is valid when issued (a day, as the rollout request's budget assumes).
+const CONTROLLER_CREDENTIAL_LIFETIME_MS: u64 = 24 * 3_600_000;
+
+/// The controller credential of one rotation generation (secret-marked, so a leak into the trace is caught).
+fn controller_credential(generation: u64) -> String {
+    format!("{SECRET_MARKER}hub-credential-{generation}")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CredentialState {
+    generation: u64,
+    /// Virtual time at which the rotation state machine installs the next credential, after an expiry.
+    renew_at_ms: Option<u64>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
     Controller,
@@ -101,6 +121,9 @@ pub struct World {
     /// The hub's own stream (the canary dispatcher's choice of worker).
     hub_rng: RefCell<ChaCha8Rng>,
     canary_tasks: Cell<u64>,
+    /// The controller's hub credential in the secrets store, and when the rotation state machine (outside
+    /// deployment) renews it after a `credential_expiry`.
+    credential: Cell<CredentialState>,
 }
 
 /// What a delivered request does at its destination.
@@ -159,11 +182,12 @@ impl World {
             lane_size: spec.fleet.lane_size,
             availability_floor: spec.fleet.availability_floor,
         };
-        let hub = Hub::new(HubConfig {
+        let mut hub = Hub::new(HubConfig {
             agent_ttl_ms: spec.hub.agent_ttl_ms,
             expiry: spec.engine.hub_expiry,
             sweep_interval_ms: spec.hub.sweep_interval_ms,
         });
+        hub.issue_credential(CONTROLLER_PRINCIPAL, &controller_credential(1), CONTROLLER_CREDENTIAL_LIFETIME_MS);
         Rc::new(World {
             net: RefCell::new(NetState::new(seeds.rng(Consumer::Network), spec.network)),
             spec,
@@ -190,6 +214,7 @@ impl World {
             jitter: RefCell::new(seeds.rng(Consumer::EngineJitter)),
             hub_rng: RefCell::new(seeds.rng(Consumer::Hub)),
             canary_tasks: Cell::new(0),
+            credential: Cell::new(CredentialState { generation: 1, renew_at_ms: None }),
         })
     }
 
@@ -445,6 +470,17 @@ impl World {
                 HubEvent::HoldReleased { agent, owner } => Body::HubHoldReleased { agent, owner },
                 HubEvent::Dispatched { agent, task } => Body::HubDispatched { agent, task },
                 HubEvent::DispatchRefused { agent, task } => Body::HubDispatchRefused { agent, task },
+                HubEvent::CredentialRejected { principal, expired } => {
+                    Body::HubCredentialRejected { principal, expired }
+                }
+                HubEvent::LockAcquired { holder, fence, superseded } => {
+                    Body::HubLockAcquired { holder, fence, superseded }
+                }
+                HubEvent::LockReleased { holder, fence } => Body::HubLockReleased { holder, fence },
+                HubEvent::MutationFenced { holder, presented, current } => {
+                    Body::HubMutationFenced { holder, presented, current }
+                }
+                HubEvent::PrincipalRevoked { agent } => Body::HubPrincipalRevoked { agent },
             };
             self.record(HUB_ID, body);
         }
@@ -533,7 +569,7 @@ impl World {
         let world = self.clone();
         self.spawn_on(CONTROLLER_ID, async move { world.run_rollout_controller().await });
         let clock = SimClock { world: self.clone(), host: CONTROLLER_ID };
-        let hub = SimHub { world: self.clone(), from: CONTROLLER_ID };
+        let hub = SimHub::new(self.clone(), CONTROLLER_ID);
         let signals = SimSignals { world: self.clone(), host: CONTROLLER_ID };
         let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
         engine::sensor::run_instance_status_sensor(
@@ -647,7 +683,28 @@ impl World {
                 let _ = self.hub.borrow_mut().swap_route_bundle();
             }
             Step::OpenEpoch { members } => self.driver_hub_request(Request::OpenEpoch { members: members.clone() }),
-            Step::CloseEpoch { epoch } => self.driver_hub_request(Request::CloseEpoch { epoch: *epoch }),
+            Step::CloseEpoch { epoch } => {
+                self.driver_hub_request(Request::CloseEpoch { epoch: *epoch, untouched: Vec::new() })
+            }
+            Step::CredentialExpiry { renew_after_ms } => {
+                let hub_now_ms = self.host_now_ms(HUB_ID);
+                self.hub.borrow_mut().expire_credential(CONTROLLER_PRINCIPAL, hub_now_ms);
+                let state = self.credential.get();
+                self.credential.set(CredentialState { renew_at_ms: Some(self.now_ms() + renew_after_ms), ..state });
+            }
+            Step::StaleLock { lease_ms } => {
+                let holder = "controller@crashed-earlier".to_owned();
+                self.driver_hub_request(Request::AcquireLock { holder, lease_ms: *lease_ms });
+            }
+            Step::OperatorHold { target } => self.driver_hub_request(Request::PlaceHold {
+                agent: target.clone(),
+                owner: OPERATOR_HOLD_OWNER.to_owned(),
+            }),
+            Step::PrincipalRevoked { target } => {
+                let mut events = Vec::new();
+                self.hub.borrow_mut().revoke_principal(target, &mut events);
+                self.record_hub_events(events);
+            }
             Step::TaskLease { target, duration_ms } => {
                 let until_ms = self.host_now_ms(HUB_ID) + duration_ms;
                 self.driver_hub_request(Request::GrantLease { agent: target.clone(), until_ms });
@@ -695,12 +752,104 @@ impl Clock for SimClock {
     }
 }
 
+/// The hub adapter: it presents the credential the engine authenticated with and the lock fence it holds with every
+/// mutation (a real client would send them as headers). Reads are public at the hub.
 struct SimHub {
     world: Rc<World>,
     from: HostId,
+    session: RefCell<HubSession>,
+}
+
+#[derive(Default)]
+struct HubSession {
+    token: String,
+    fence: Option<u64>,
+}
+
+impl SimHub {
+    fn new(world: Rc<World>, from: HostId) -> SimHub {
+        SimHub { world, from, session: RefCell::new(HubSession::default()) }
+    }
+
+    /// A mutation, in the envelope of the controller's credential and fence.
+    async fn mutate(&self, request: Request) -> Result<Response, ports::HubError> {
+        let (token, fence) = {
+            let session = self.session.borrow();
+            (session.token.clone(), session.fence)
+        };
+        let request = Request::Authorized {
+            principal: CONTROLLER_PRINCIPAL.to_owned(),
+            token,
+            fence,
+            request: Box::new(request),
+        };
+        self.request(request).await
+    }
 }
 
 impl ports::Hub for SimHub {
+    async fn authenticate(&self, credential: &engine::secret::Secret) -> Result<u64, ports::HubError> {
+        let token = credential.expose().to_owned();
+        let request = Request::Authenticate { principal: CONTROLLER_PRINCIPAL.to_owned(), token: token.clone() };
+        match self.request(request).await? {
+            Response::Authenticated { expires_at_ms } => {
+                self.session.borrow_mut().token = token;
+                Ok(expires_at_ms)
+            }
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn acquire_lock(&self, holder: &str, lease_ms: u64) -> Result<ports::LockGrant, ports::HubError> {
+        let request = Request::AcquireLock { holder: holder.to_owned(), lease_ms };
+        match self.mutate(request).await? {
+            Response::LockGranted { fence, .. } => {
+                self.session.borrow_mut().fence = Some(fence);
+                Ok(ports::LockGrant::Granted { fence })
+            }
+            Response::LockHeld { holder, fence, expires_at_ms } => {
+                let remaining_ms = expires_at_ms.saturating_sub(self.world.host_now_ms(HUB_ID));
+                Ok(ports::LockGrant::Held { holder, fence, remaining_ms })
+            }
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn supersede_lock(&self, holder: &str, fence: u64, lease_ms: u64) -> Result<u64, ports::HubError> {
+        match self.mutate(Request::SupersedeLock { holder: holder.to_owned(), fence, lease_ms }).await? {
+            Response::LockGranted { fence, .. } => {
+                self.session.borrow_mut().fence = Some(fence);
+                Ok(fence)
+            }
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn renew_lock(&self, fence: u64, lease_ms: u64) -> Result<(), ports::HubError> {
+        match self.mutate(Request::RenewLock { fence, lease_ms }).await? {
+            Response::LockGranted { .. } => Ok(()),
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn release_lock(&self, fence: u64) -> Result<bool, ports::HubError> {
+        match self.mutate(Request::ReleaseLock { fence }).await? {
+            Response::Ok => {
+                self.session.borrow_mut().fence = None;
+                Ok(true)
+            }
+            Response::Error(fakes::hub::HubError::Conflict { .. }) => Ok(false),
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn read_holds(&self) -> Result<BTreeMap<String, Vec<String>>, ports::HubError> {
+        match self.request(Request::ReadHolds).await? {
+            Response::Holds { holds } => Ok(holds),
+            other => Err(rejected(other)),
+        }
+    }
+
     async fn read_heartbeats(&self) -> Result<HeartbeatSnapshot, ports::HubError> {
         let timeout_ms = self.world.spec.engine.call_timeout_ms;
         let response =
@@ -725,7 +874,7 @@ impl ports::Hub for SimHub {
 
     async fn place_hold(&self, agent: &str, owner: &str) -> Result<(), ports::HubError> {
         let request = Request::PlaceHold { agent: agent.to_owned(), owner: owner.to_owned() };
-        match self.request(request).await? {
+        match self.mutate(request).await? {
             Response::Ok => Ok(()),
             other => Err(rejected(other)),
         }
@@ -733,7 +882,7 @@ impl ports::Hub for SimHub {
 
     async fn release_hold(&self, agent: &str, owner: &str) -> Result<bool, ports::HubError> {
         let request = Request::ReleaseHold { agent: agent.to_owned(), owner: owner.to_owned() };
-        match self.request(request).await? {
+        match self.mutate(request).await? {
             Response::Ok => Ok(true),
             // No such hold: released already (a replay), which is what the caller wanted.
             Response::Error(fakes::hub::HubError::Conflict { .. }) => Ok(false),
@@ -742,7 +891,7 @@ impl ports::Hub for SimHub {
     }
 
     async fn open_epoch(&self, members: &[String]) -> Result<u64, ports::HubError> {
-        match self.request(Request::OpenEpoch { members: members.to_vec() }).await? {
+        match self.mutate(Request::OpenEpoch { members: members.to_vec() }).await? {
             Response::EpochOpened { epoch } => Ok(epoch),
             other => Err(rejected(other)),
         }
@@ -755,8 +904,8 @@ impl ports::Hub for SimHub {
         }
     }
 
-    async fn close_epoch(&self, epoch: u64) -> Result<bool, ports::HubError> {
-        match self.request(Request::CloseEpoch { epoch }).await? {
+    async fn close_epoch(&self, epoch: u64, untouched: &[String]) -> Result<bool, ports::HubError> {
+        match self.mutate(Request::CloseEpoch { epoch, untouched: untouched.to_vec() }).await? {
             Response::Ok => Ok(true),
             Response::Error(fakes::hub::HubError::Conflict { .. }) => Ok(false),
             other => Err(rejected(other)),
@@ -773,6 +922,10 @@ impl SimHub {
 
 fn rejected(response: Response) -> ports::HubError {
     match response {
+        Response::Error(error @ fakes::hub::HubError::CredentialRejected { .. }) => {
+            ports::HubError::Unauthorized(error.to_string())
+        }
+        Response::Error(error @ fakes::hub::HubError::StaleFence { .. }) => ports::HubError::Fenced(error.to_string()),
         Response::Error(error) => ports::HubError::Rejected(error.to_string()),
         other => ports::HubError::Rejected(format!("unexpected answer: {other:?}")),
     }
@@ -828,8 +981,10 @@ impl Journal for SimJournal {
         }
         if let Some(kind) = kind {
             let operation_id = record_field(record, "operation_id");
-            self.world.record(self.host, Body::JournalAppended { record: kind.to_owned(), operation_id });
-            if kind == "intent" && self.world.take_death(DeathPoint::AfterIntent) {
+            let route_digest = record_field(record, "route_digest");
+            let body = Body::JournalAppended { record: kind.to_owned(), operation_id, route_digest };
+            self.world.record(self.host, body);
+            if (kind == "intent" || kind == "intents") && self.world.take_death(DeathPoint::AfterIntent) {
                 self.world.die_here(self.host).await;
             }
         }
@@ -847,8 +1002,18 @@ impl Journal for SimJournal {
 /// The `record` tag of a rollout journal line, if it is one.
 fn record_kind(line: &str) -> Option<&'static str> {
     let json = line.strip_prefix("rollout ")?;
-    let kinds = ["plan_frozen", "epoch_opened", "intent", "completed", "node_failed", "lane_committed", "terminal"];
-    kinds.into_iter().find(|kind| json.starts_with(&format!("{{\"record\":\"{kind}\"")))
+    let kinds = [
+        "plan_frozen",
+        "lock_taken",
+        "epoch_opened",
+        "intent",
+        "intents",
+        "completed",
+        "node_failed",
+        "lane_committed",
+        "terminal",
+    ];
+    kinds.into_iter().find(|kind| json.starts_with(&format!("{{\"record\":\"{kind}\",")))
 }
 
 fn record_field(line: &str, field: &str) -> Option<String> {
@@ -890,6 +1055,9 @@ impl World {
         let hub_key = self.hub_ssh.borrow().host_key.clone();
         RolloutRequest {
             rollout: format!("rollout-{revision}"),
+            // One holder identity per controller process: a restarted controller must supersede its dead
+            // predecessor's lock through the journal, or wait it out.
+            controller: format!("controller@boot-{}", self.hosts.borrow()[CONTROLLER_ID].boot),
             revision: revision.to_owned(),
             // The next generation after the newest barrier any worker has passed.
             generation: self
@@ -923,6 +1091,7 @@ impl World {
             agent_ttl_ms: self.spec.hub.agent_ttl_ms,
             credential_remaining_ms: 24 * 3_600_000,
             hold_lease_ms: 3_600_000,
+            lock_lease_ms: 15 * 60_000,
             prove_poll_ms: 10_000,
         }
     }
@@ -939,7 +1108,7 @@ impl World {
                 if !lines.iter().any(|line| line.contains(&finished)) {
                     let ports = Ports {
                         clock: &SimClock { world: self.clone(), host: CONTROLLER_ID },
-                        hub: &SimHub { world: self.clone(), from: CONTROLLER_ID },
+                        hub: &SimHub::new(self.clone(), CONTROLLER_ID),
                         ssh: &SimSsh { world: self.clone(), from: CONTROLLER_ID },
                         journal: &journal,
                         signals: &SimSignals { world: self.clone(), host: CONTROLLER_ID },
@@ -1048,8 +1217,8 @@ impl ports::Ssh for SimSsh {
                     Err(error) => return Err(ports::SshError::Refused(format!("staging {digest}: {error}"))),
                 }
             }
-            SshRequest::RunInstaller { operation_id, revision, generation, required_digests } => {
-                SshOp::RunInstaller { operation_id, revision, generation, required_digests }
+            SshRequest::RunInstaller { operation_id, revision, generation, required_digests, route_digest } => {
+                SshOp::RunInstaller { operation_id, revision, generation, required_digests, route_digest }
             }
         };
         let expected = endpoint.host_key.clone();
@@ -1118,6 +1287,20 @@ struct SimSecrets {
 }
 
 impl ports::Secrets for SimSecrets {
+    async fn hub_credential(&self) -> Result<engine::secret::Secret, ports::SecretsError> {
+        let world = &self.world;
+        let mut state = world.credential.get();
+        if state.renew_at_ms.is_some_and(|at_ms| world.now_ms() >= at_ms) {
+            // The rotation state machine has installed the next credential at the hub and in the store.
+            state = CredentialState { generation: state.generation + 1, renew_at_ms: None };
+            let expires_at_ms = world.host_now_ms(HUB_ID) + CONTROLLER_CREDENTIAL_LIFETIME_MS;
+            let token = controller_credential(state.generation);
+            world.hub.borrow_mut().issue_credential(CONTROLLER_PRINCIPAL, &token, expires_at_ms);
+            world.credential.set(state);
+        }
+        Ok(engine::secret::Secret::new(controller_credential(state.generation)))
+    }
+
     async fn attestation_key(&self, node: &str) -> Result<engine::secret::Secret, ports::SecretsError> {
         let workers = self.world.workers.borrow();
         let endpoint = workers.iter().find(|endpoint| endpoint.worker.id == node);

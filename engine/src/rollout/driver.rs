@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use futures_util::future::join_all;
 
 use crate::ports::{
-    Artifacts, Clock, Endpoint, Hub, Jitter, Journal, NodeReport, RolloutEvent, Secrets, Signal, Signals, Ssh,
-    SshError, SshRequest, SshResponse,
+    Artifacts, Clock, Endpoint, Hub, HubError, Jitter, Journal, LockGrant, NodeReport, RolloutEvent, Secrets, Signal,
+    Signals, Ssh, SshError, SshRequest, SshResponse,
 };
 use crate::rollout::journal::{self, Adopted, Record};
 use crate::rollout::lane::{LaneVerdict, NodeMachine, NodeState, NodeStep, lane_verdict, operation_id};
@@ -36,6 +36,8 @@ pub enum RolloutPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RolloutRequest {
     pub rollout: String,
+    /// This controller's identity as the deployment lock's holder (one per process incarnation).
+    pub controller: String,
     pub revision: String,
     pub generation: u64,
     /// Digest of the one signed route bundle frozen for this rollout; every record names it.
@@ -55,6 +57,9 @@ pub struct RolloutRequest {
     pub agent_ttl_ms: u64,
     pub credential_remaining_ms: u64,
     pub hold_lease_ms: u64,
+    /// The deployment lock's lease: renewed before every lane, so one lane must fit in it. A dead holder's lock is
+    /// waited out for at most one lease.
+    pub lock_lease_ms: u64,
     /// How often the prove step reads the hub while it waits for the new revision's heartbeat.
     pub prove_poll_ms: u64,
 }
@@ -82,8 +87,58 @@ pub struct RolloutOutcome {
     pub outcome: String,
 }
 
+/// The kinds of dispatch hold a rollout places, by owner prefix (RCCA "Every deployment-owned hold, successor
+/// hold, and pre-existing operator hold is accounted for"): `deploy:` fences a node while its lane (or its repair)
+/// runs and is released when it proves the successor; `quarantine:` keeps an incoherent node out of dispatch and is
+/// never released by the rollout; `successor:` supersedes the authority of an untouched participant whose principal
+/// is gone, so that the epoch can be aborted. Any other owner (an operator's) is never released by a rollout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldOwner {
+    Deployment { rollout: String },
+    Quarantine { rollout: String },
+    Successor { rollout: String },
+    Other { owner: String },
+}
+
 const DEPLOY_HOLD_PREFIX: &str = "deploy:";
 const QUARANTINE_HOLD_PREFIX: &str = "quarantine:";
+const SUCCESSOR_HOLD_PREFIX: &str = "successor:";
+
+impl HoldOwner {
+    pub fn parse(owner: &str) -> HoldOwner {
+        let rollout = |prefix: &str| owner.strip_prefix(prefix).map(str::to_owned);
+        if let Some(rollout) = rollout(DEPLOY_HOLD_PREFIX) {
+            HoldOwner::Deployment { rollout }
+        } else if let Some(rollout) = rollout(QUARANTINE_HOLD_PREFIX) {
+            HoldOwner::Quarantine { rollout }
+        } else if let Some(rollout) = rollout(SUCCESSOR_HOLD_PREFIX) {
+            HoldOwner::Successor { rollout }
+        } else {
+            HoldOwner::Other { owner: owner.to_owned() }
+        }
+    }
+
+    /// Whether `rollout` placed this hold.
+    pub fn is_owned_by(&self, rollout: &str) -> bool {
+        match self {
+            HoldOwner::Deployment { rollout: owner }
+            | HoldOwner::Quarantine { rollout: owner }
+            | HoldOwner::Successor { rollout: owner } => owner == rollout,
+            HoldOwner::Other { .. } => false,
+        }
+    }
+}
+
+impl std::fmt::Display for HoldOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HoldOwner::Deployment { rollout } => write!(f, "{DEPLOY_HOLD_PREFIX}{rollout}"),
+            HoldOwner::Quarantine { rollout } => write!(f, "{QUARANTINE_HOLD_PREFIX}{rollout}"),
+            HoldOwner::Successor { rollout } => write!(f, "{SUCCESSOR_HOLD_PREFIX}{rollout}"),
+            HoldOwner::Other { owner } => f.write_str(owner),
+        }
+    }
+}
 
 fn failure_class(error: &SshError) -> AttemptFailure {
     match error {
@@ -138,6 +193,8 @@ where
 {
     /// Runs a rollout from scratch, or adopts the journal's non-terminal rollout when there is one.
     pub async fn run_rollout(&self, request: &RolloutRequest) -> RolloutOutcome {
+        // Every hub mutation presents the controller's current credential; a failure here shows on the first call.
+        let _ = self.authenticate(&request.rollout, false).await;
         let lines = self.journal.replay().await.unwrap_or_else(|error| panic!("rollout journal unreadable: {error}"));
         let adopted = journal::replay(lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
         match (adopted, request.policy) {
@@ -203,10 +260,11 @@ where
         node: &str,
         step: NodeStep,
         attempt: &mut u32,
-        error: &SshError,
+        failure: AttemptFailure,
+        error: &str,
     ) -> bool {
         let RetryDecision::RetryAfter { delay_ms } =
-            request.backoff.after_failure(*attempt, failure_class(error), self.jitter.draw())
+            request.backoff.after_failure(*attempt, failure, self.jitter.draw())
         else {
             return false;
         };
@@ -215,7 +273,7 @@ where
             step: step.as_str().into(),
             attempt: u64::from(*attempt),
             delay_ms,
-            error: error.to_string(),
+            error: error.to_owned(),
         };
         self.emit(&request.rollout, event);
         self.clock.sleep_ms(delay_ms).await;
@@ -248,7 +306,28 @@ where
         let mut repairs: Vec<(Endpoint, Repair)> = Vec::new();
         let mut eligible = Vec::new();
         let mut attestation_keys = BTreeMap::new();
+        // A node someone else holds (an operator, another rollout) is not this rollout's to take down or release.
+        let holds = match self.hub_retrying(request, || self.hub.read_holds()).await {
+            Ok(holds) => holds,
+            Err(error) => {
+                self.emit(id, RolloutEvent::PlanRefused { reason: format!("holds unreadable: {error}") });
+                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
+            }
+        };
+        let mut skipped = 0;
         for (endpoint, report) in request.nodes.iter().zip(reports) {
+            let foreign: Vec<String> = holds
+                .get(&endpoint.node)
+                .into_iter()
+                .flatten()
+                .filter(|owner| !HoldOwner::parse(owner).is_owned_by(id))
+                .cloned()
+                .collect();
+            if !foreign.is_empty() {
+                self.emit(id, RolloutEvent::SkippedHeld { node: endpoint.node.clone(), owners: foreign });
+                skipped += 1;
+                continue;
+            }
             let verdict = match &report {
                 Ok(report) => preflight::classify(&report.identity, &Expectation::default(), self.verifier),
                 Err(error) => {
@@ -295,6 +374,15 @@ where
             }
         }
 
+        // The first mutation (staging) happens under the deployment lock.
+        let fence = match self.take_lock(request, None).await {
+            Ok(fence) => fence,
+            Err(reason) => {
+                self.emit(id, RolloutEvent::PlanRefused { reason });
+                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
+            }
+        };
+
         // 3. Every capsule on every eligible node, with bounded fan-out, before anything is planned or stopped: after
         // the barrier a fetch is a protocol violation, and a node that cannot be staged (bad storage, identity changed)
         // is quarantined now, so the plan's lane size already accounts for it.
@@ -319,8 +407,8 @@ where
         // 4. Authenticated repairs, one node at a time under a deployment dispatch hold (the fence), before the plan: a
         // node whose repair fails is quarantined now, so the plan's lane size accounts for it. A repair takes one node
         // out of service briefly, so none is attempted when that would break the floor.
-        let repair_owner = format!("{DEPLOY_HOLD_PREFIX}{id}");
-        let room = request.nodes.len().saturating_sub(quarantined.len()) > request.availability_floor;
+        let repair_owner = HoldOwner::Deployment { rollout: id.to_owned() }.to_string();
+        let room = request.nodes.len().saturating_sub(quarantined.len() + skipped) > request.availability_floor;
         for (endpoint, repair) in &repairs {
             let node = endpoint.node.as_str();
             let outcome = if !room {
@@ -361,7 +449,7 @@ where
         // 6. Plan against the floor and the duration budget; refuse before any mutation when it does not fit.
         let input = PlanInput {
             nodes: eligible.iter().map(|endpoint| endpoint.node.clone()).collect(),
-            healthy: request.nodes.len() - quarantined.len(),
+            healthy: request.nodes.len() - quarantined.len() - skipped,
             availability_floor: request.availability_floor,
             lane_size_max: request.lane_size_max,
             fan_out: request.fan_out,
@@ -369,7 +457,7 @@ where
             retry_budget_ms: request.backoff.worst_case_wait_ms() * 2,
             agent_ttl_ms: request.agent_ttl_ms,
             credential_remaining_ms: request.credential_remaining_ms,
-            hold_lease_ms: request.hold_lease_ms,
+            hold_lease_ms: request.hold_lease_ms.min(request.lock_lease_ms),
         };
         let plan = match plan(&input) {
             Ok(plan) => plan,
@@ -387,6 +475,7 @@ where
             quarantined: quarantined.clone(),
         })
         .await;
+        self.record(Record::LockTaken { rollout: id.to_owned(), fence }).await;
         self.emit(
             id,
             RolloutEvent::PlanFrozen {
@@ -398,7 +487,7 @@ where
         );
 
         // 7. Quarantined nodes are dispatch-held before anything else changes.
-        let quarantine_owner = format!("{QUARANTINE_HOLD_PREFIX}{id}");
+        let quarantine_owner = HoldOwner::Quarantine { rollout: id.to_owned() }.to_string();
         for node in &quarantined {
             let _ = self.hub_retrying(request, || self.hub.place_hold(node, &quarantine_owner)).await;
         }
@@ -418,6 +507,7 @@ where
             route_digest: request.route_digest.clone(),
             lanes: plan.lanes.clone(),
             epoch: Some(epoch),
+            fence: Some(fence),
             nodes: plan
                 .lanes
                 .iter()
@@ -428,7 +518,7 @@ where
             in_doubt: Vec::new(),
             committed_lanes: BTreeMap::new(),
         };
-        self.drive_lanes(request, adopted, attestation_keys).await
+        self.drive_lanes(request, adopted, attestation_keys, fence).await
     }
 
     /// Applies one typed repair; `Err` names why it could not be applied.
@@ -464,23 +554,71 @@ where
         Ok(())
     }
 
+    /// Reads the controller's current hub credential from the secrets store and presents it to the hub.
+    async fn authenticate(&self, rollout: &str, announce: bool) -> Result<(), String> {
+        let credential = self.secrets.hub_credential().await.map_err(|error| error.to_string())?;
+        let expires_at_ms = self.hub.authenticate(&credential).await.map_err(|error| error.to_string())?;
+        if announce {
+            self.emit(rollout, RolloutEvent::Reauthenticated { expires_at_ms });
+        }
+        Ok(())
+    }
+
+    /// Takes the deployment lock: supersedes the journal's fence when adopting a dead controller's rollout,
+    /// otherwise acquires it, waiting out another holder's lease for at most one lease (a live holder renews it,
+    /// a dead one's runs out). `Err` names who holds it.
+    async fn take_lock(&self, request: &RolloutRequest, journal_fence: Option<u64>) -> Result<u64, String> {
+        let id = request.rollout.as_str();
+        let (holder, lease_ms) = (request.controller.as_str(), request.lock_lease_ms);
+        if let Some(fence) = journal_fence {
+            match self.hub_retrying(request, || self.hub.supersede_lock(holder, fence, lease_ms)).await {
+                Ok(fence) => {
+                    self.emit(id, RolloutEvent::LockTaken { fence, superseded: true });
+                    return Ok(fence);
+                }
+                // Another controller took the lock after the journal's died: wait it out like any other holder.
+                Err(HubError::Fenced(_) | HubError::Rejected(_)) => {}
+                Err(error) => return Err(format!("deployment lock unreachable: {error}")),
+            }
+        }
+        let deadline_ms = self.clock.monotonic_ms() + lease_ms;
+        loop {
+            match self.hub_retrying(request, || self.hub.acquire_lock(holder, lease_ms)).await {
+                Ok(LockGrant::Granted { fence }) => {
+                    self.emit(id, RolloutEvent::LockTaken { fence, superseded: false });
+                    return Ok(fence);
+                }
+                Ok(LockGrant::Held { holder, remaining_ms, .. }) => {
+                    if self.clock.monotonic_ms() + remaining_ms > deadline_ms {
+                        return Err(format!("the deployment lock is held by {holder} for {remaining_ms} ms more"));
+                    }
+                    self.emit(id, RolloutEvent::LockWaiting { holder, remaining_ms });
+                    // A second past the lease, so that a skewed clock does not ask a moment too early.
+                    self.clock.sleep_ms(remaining_ms + 1_000).await;
+                }
+                Err(error) => return Err(format!("deployment lock unreachable: {error}")),
+            }
+        }
+    }
+
     /// A hub call with bounded retry.
-    async fn hub_retrying<T, F>(
-        &self,
-        request: &RolloutRequest,
-        mut call: impl FnMut() -> F,
-    ) -> Result<T, crate::ports::HubError>
+    async fn hub_retrying<T, F>(&self, request: &RolloutRequest, mut call: impl FnMut() -> F) -> Result<T, HubError>
     where
-        F: std::future::Future<Output = Result<T, crate::ports::HubError>>,
+        F: std::future::Future<Output = Result<T, HubError>>,
     {
         let mut attempt = 1;
         loop {
             match call().await {
                 Ok(value) => return Ok(value),
                 Err(error) => {
-                    let failure = match error {
-                        crate::ports::HubError::Transport(_) => AttemptFailure::Transient,
-                        crate::ports::HubError::Rejected(_) => AttemptFailure::Permanent,
+                    let failure = match &error {
+                        HubError::Transport(_) => AttemptFailure::Transient,
+                        HubError::Unauthorized(_) => {
+                            // The credential expired or was rotated: read the current one, then try again.
+                            let _ = self.authenticate(&request.rollout, true).await;
+                            AttemptFailure::Transient
+                        }
+                        HubError::Rejected(_) | HubError::Fenced(_) => AttemptFailure::Permanent,
                     };
                     match request.backoff.after_failure(attempt, failure, self.jitter.draw()) {
                         RetryDecision::RetryAfter { delay_ms } => {
@@ -508,6 +646,19 @@ where
             ..request.clone()
         };
         let mut adopted = adopted;
+        let fence = match self.take_lock(&request, adopted.fence).await {
+            Ok(fence) => fence,
+            Err(reason) => {
+                // Journal and holds stay as they are: the next controller (or this one, later) adopts them.
+                let outcome = format!("failed: {reason}");
+                self.emit(&adopted.rollout, RolloutEvent::Terminal { outcome });
+                return RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: "failed".into() };
+            }
+        };
+        if adopted.fence != Some(fence) {
+            self.record(Record::LockTaken { rollout: adopted.rollout.clone(), fence }).await;
+            adopted.fence = Some(fence);
+        }
         if adopted.epoch.is_none() {
             let members: Vec<String> = adopted.lanes.iter().flatten().cloned().collect();
             if let Ok(epoch) = self.hub_retrying(&request, || self.hub.open_epoch(&members)).await {
@@ -515,7 +666,7 @@ where
                 adopted.epoch = Some(epoch);
             }
         }
-        self.drive_lanes(&request, adopted, BTreeMap::new()).await
+        self.drive_lanes(&request, adopted, BTreeMap::new(), fence).await
     }
 
     /// Runs the lanes one at a time, nodes of a lane concurrently.
@@ -524,6 +675,7 @@ where
         request: &RolloutRequest,
         mut adopted: Adopted,
         attestation_keys: BTreeMap<String, Secret>,
+        fence: u64,
     ) -> RolloutOutcome {
         let id = adopted.rollout.clone();
         let endpoints: BTreeMap<String, Endpoint> = request.nodes.iter().map(|e| (e.node.clone(), e.clone())).collect();
@@ -555,19 +707,29 @@ where
                 outcome_lanes.push((lane.clone(), LaneVerdict::Prior));
                 continue;
             }
-            let keys = &attestation_keys;
-            let in_doubt = adopted.in_doubt.clone();
-            let machines = join_all(lane.iter().map(|node| {
-                let machine = adopted.nodes[node].clone();
-                let doubt: Vec<NodeStep> = in_doubt.iter().filter(|(n, _)| n == node).map(|(_, step)| *step).collect();
-                self.run_node(request, &endpoints[node], machine, index, keys.get(node).cloned(), doubt)
-            }))
-            .await;
+            // The lock is renewed before each lane, so a lane (which the plan fits in one lease) never outlives it.
+            if let Err(error) = self.hub_retrying(request, || self.hub.renew_lock(fence, request.lock_lease_ms)).await {
+                let outcome = format!("failed: lost the deployment lock: {error}");
+                self.emit(&id, RolloutEvent::Terminal { outcome });
+                let quarantined = adopted.nodes.values().filter(|m| m.state == NodeState::Quarantined);
+                let quarantined = quarantined.map(|m| m.node.clone()).collect();
+                return RolloutOutcome { lanes: outcome_lanes, quarantined, outcome: "failed".into() };
+            }
+            let machines: Vec<NodeMachine> = lane.iter().map(|node| adopted.nodes[node].clone()).collect();
+            let machines =
+                self.run_lane(request, &endpoints, index, machines, &attestation_keys, &adopted.in_doubt).await;
             for machine in &machines {
                 adopted.nodes.insert(machine.node.clone(), machine.clone());
             }
             let verdict = lane_verdict(&machines);
-            self.record(Record::LaneCommitted { rollout: id.clone(), lane: index, verdict: verdict.clone() }).await;
+            let route_digest = request.route_digest.clone();
+            self.record(Record::LaneCommitted {
+                rollout: id.clone(),
+                route_digest,
+                lane: index,
+                verdict: verdict.clone(),
+            })
+            .await;
             self.emit(
                 &id,
                 RolloutEvent::LaneCommitted {
@@ -592,14 +754,218 @@ where
         };
         if !stopped {
             if let Some(epoch) = adopted.epoch {
-                let _ = self.hub_retrying(request, || self.hub.close_epoch(epoch)).await;
+                self.close_epoch(request, &adopted, epoch).await;
             }
             self.record(Record::Terminal { rollout: id.clone(), outcome: outcome.into() }).await;
+            let _ = self.hub_retrying(request, || self.hub.release_lock(fence)).await;
         }
         self.emit(&id, RolloutEvent::Terminal { outcome: outcome.into() });
         let quarantined =
             adopted.nodes.values().filter(|m| m.state == NodeState::Quarantined).map(|m| m.node.clone()).collect();
         RolloutOutcome { lanes: outcome_lanes, quarantined, outcome: outcome.into() }
+    }
+
+    /// Makes the epoch terminal. Members whose candidate identity was never written are named untouched; one whose
+    /// principal is gone (registry cleanup) first gets a superseding hold, so the abort is monotonic for it (RCCA P0
+    /// "Make abort monotonic for untouched participants") while installed members keep the exact continuity check.
+    async fn close_epoch(&self, request: &RolloutRequest, adopted: &Adopted, epoch: u64) {
+        let installed = |node: &str| {
+            let machine = &adopted.nodes[node];
+            let past_identity = match &machine.state {
+                NodeState::Pending(step) => *step > NodeStep::WriteIdentity,
+                NodeState::Failed { step, .. } => *step > NodeStep::WriteIdentity,
+                NodeState::Succeeded => true,
+                NodeState::RetainedPrior { .. } | NodeState::Quarantined => false,
+            };
+            past_identity || adopted.in_doubt.iter().any(|(n, step)| n == node && *step == NodeStep::WriteIdentity)
+        };
+        let untouched: Vec<String> = adopted.lanes.iter().flatten().filter(|node| !installed(node)).cloned().collect();
+        if !untouched.is_empty() {
+            let snapshot = self.hub_retrying(request, || self.hub.read_heartbeats()).await;
+            let gone: Vec<&String> = match &snapshot {
+                Ok(snapshot) => untouched
+                    .iter()
+                    .filter(|node| !snapshot.instances.iter().any(|row| &row.instance == *node && row.registered))
+                    .collect(),
+                Err(_) => untouched.iter().collect(),
+            };
+            let owner = HoldOwner::Successor { rollout: adopted.rollout.clone() }.to_string();
+            for node in gone {
+                let _ = self.hub_retrying(request, || self.hub.place_hold(node, &owner)).await;
+            }
+        }
+        let _ = self.hub_retrying(request, || self.hub.close_epoch(epoch, &untouched)).await;
+    }
+
+    /// One lane, step by step (RCCA P1 "Durably arm a batch of per-node intents, perform fenced remote operations
+    /// concurrently with bounded fan-out, then serialize ... completion records"): the intents of every node at a
+    /// step are armed in one journal append, the operations run concurrently (at most `fan_out` at once), and the
+    /// completions are recorded in lane order. A node that fails stops there; the others go on.
+    async fn run_lane(
+        &self,
+        request: &RolloutRequest,
+        endpoints: &BTreeMap<String, Endpoint>,
+        lane: usize,
+        mut machines: Vec<NodeMachine>,
+        attestation_keys: &BTreeMap<String, Secret>,
+        in_doubt: &[(String, NodeStep)],
+    ) -> Vec<NodeMachine> {
+        let id = request.rollout.as_str();
+        let mut keys: Vec<Option<Secret>> = machines.iter().map(|m| attestation_keys.get(&m.node).cloned()).collect();
+        for step in NodeStep::ALL {
+            let at_step: Vec<usize> = (0..machines.len()).filter(|&i| machines[i].poll_step() == Some(step)).collect();
+            if at_step.is_empty() {
+                continue;
+            }
+            let doubtful = |i: usize| in_doubt.iter().any(|(node, s)| *node == machines[i].node && *s == step);
+            let operations: Vec<(String, String)> = at_step
+                .iter()
+                .filter(|&&i| !doubtful(i))
+                .map(|&i| (machines[i].node.clone(), operation_id(id, &machines[i].node, step)))
+                .collect();
+            if !operations.is_empty() {
+                let route_digest = request.route_digest.clone();
+                self.record(Record::Intents { rollout: id.to_owned(), route_digest, lane, step, operations }).await;
+            }
+            let mut results = Vec::with_capacity(at_step.len());
+            for batch in at_step.chunks(request.fan_out.max(1)) {
+                results.extend(
+                    join_all(batch.iter().map(|&i| {
+                        let endpoint = &endpoints[&machines[i].node];
+                        self.attempt_step(request, endpoint, step, lane, keys[i].clone(), doubtful(i))
+                    }))
+                    .await,
+                );
+            }
+            for (&i, (result, key)) in at_step.iter().zip(results) {
+                keys[i] = key;
+                self.finish_step(request, &endpoints[&machines[i].node], &mut machines[i], step, lane, result).await;
+            }
+        }
+        machines
+    }
+
+    /// Records how one step of one node ended (completion or failure, with the replay command and endpoint) and
+    /// advances its machine.
+    async fn finish_step(
+        &self,
+        request: &RolloutRequest,
+        endpoint: &Endpoint,
+        machine: &mut NodeMachine,
+        step: NodeStep,
+        lane: usize,
+        result: Result<(), String>,
+    ) {
+        let id = request.rollout.as_str();
+        let node = endpoint.node.as_str();
+        match result {
+            Ok(()) => {
+                self.record(Record::Completed {
+                    rollout: id.to_owned(),
+                    route_digest: request.route_digest.clone(),
+                    node: node.to_owned(),
+                    step,
+                    operation_id: operation_id(id, node, step),
+                })
+                .await;
+                self.emit(
+                    id,
+                    RolloutEvent::StepDone { node: node.to_owned(), step: step.as_str().into(), lane: lane as u64 },
+                );
+                machine.handle_done(step);
+            }
+            Err(reason) => {
+                self.record(Record::NodeFailed {
+                    rollout: id.to_owned(),
+                    node: node.to_owned(),
+                    step,
+                    reason: reason.clone(),
+                })
+                .await;
+                self.emit(
+                    id,
+                    RolloutEvent::NodeFailed {
+                        node: node.to_owned(),
+                        step: step.as_str().into(),
+                        error: reason.clone(),
+                        endpoint: format!("{}@{}", endpoint.node, endpoint.host_key),
+                        replay: format!(
+                            "re-run the rollout: the controller adopts journal {id} at step {}",
+                            step.as_str()
+                        ),
+                    },
+                );
+                machine.handle_failed(step, reason);
+            }
+        }
+    }
+
+    /// One step of one node with bounded retry: on a failure the node is re-observed (identity re-checked) before
+    /// any re-attempt, and a step whose effect is already visible is done. `doubtful` (an intent without a
+    /// completion in an adopted journal) looks before the first attempt too. Returns the attestation key as known
+    /// after the step (an observation may have found it).
+    async fn attempt_step(
+        &self,
+        request: &RolloutRequest,
+        endpoint: &Endpoint,
+        step: NodeStep,
+        lane: usize,
+        mut attestation_key: Option<Secret>,
+        doubtful: bool,
+    ) -> (Result<(), String>, Option<Secret>) {
+        let id = request.rollout.as_str();
+        let node = endpoint.node.as_str();
+        let op_id = operation_id(id, node, step);
+        let owner = HoldOwner::Deployment { rollout: id.to_owned() }.to_string();
+        self.emit(
+            id,
+            RolloutEvent::StepStarted { node: node.to_owned(), step: step.as_str().into(), lane: lane as u64 },
+        );
+        let mut attempt = 1;
+        let mut look_first = doubtful;
+        let result = loop {
+            if look_first {
+                match self.observe(endpoint).await {
+                    Ok(report) => {
+                        if attestation_key.is_none() {
+                            attestation_key = env_value(&report, "MAC_ATTESTATION_KEY").map(Secret::new);
+                        }
+                        if already_done(step, request, &report) {
+                            break Ok(());
+                        }
+                    }
+                    Err(error) => {
+                        let failure = failure_class(&error);
+                        if self.wait_to_retry(request, node, step, &mut attempt, failure, &error.to_string()).await {
+                            continue;
+                        }
+                        break Err(error.to_string());
+                    }
+                }
+            }
+            match self.run_step(request, endpoint, step, &op_id, &owner, attestation_key.as_ref()).await {
+                Ok(()) => break Ok(()),
+                Err(StepError::Ssh(error)) => {
+                    let failure = failure_class(&error);
+                    if !self.wait_to_retry(request, node, step, &mut attempt, failure, &error.to_string()).await {
+                        break Err(error.to_string());
+                    }
+                    // Before the replay: re-observe (identity re-checked), and skip it if the effect is there.
+                    look_first = true;
+                }
+                Err(StepError::Unauthorized(reason)) => {
+                    // Hold and release go to the hub: read the current credential and try again (the hub's hold
+                    // operations are idempotent by owner, so a replay is safe).
+                    let _ = self.authenticate(id, true).await;
+                    let failure = AttemptFailure::Transient;
+                    if !self.wait_to_retry(request, node, step, &mut attempt, failure, &reason).await {
+                        break Err(reason);
+                    }
+                }
+                Err(StepError::Other(reason)) => break Err(reason),
+            }
+        };
+        (result, attestation_key)
     }
 
     async fn stage_node(&self, request: &RolloutRequest, endpoint: &Endpoint) -> Result<(), SshError> {
@@ -629,111 +995,30 @@ where
         Ok(())
     }
 
-    /// One node through its remaining steps. Every mutating step: journal the intent, run it, and on a failure
-    /// re-observe the node (identity re-checked) before any re-attempt; a step whose effect is visible is done.
+    /// One node through its remaining steps, one step at a time, each intent journaled alone before it runs (the
+    /// legacy controller's coupling of journal order to remote serialization).
     async fn run_node(
         &self,
         request: &RolloutRequest,
         endpoint: &Endpoint,
         mut machine: NodeMachine,
-        lane: usize,
         attestation_key: Option<Secret>,
-        in_doubt: Vec<NodeStep>,
     ) -> NodeMachine {
         let id = request.rollout.as_str();
         let node = endpoint.node.as_str();
-        let owner = format!("{DEPLOY_HOLD_PREFIX}{id}");
         let mut attestation_key = attestation_key;
         while let Some(step) = machine.poll_step() {
-            let op_id = operation_id(id, node, step);
-            let doubtful = in_doubt.contains(&step);
-            if !doubtful {
-                self.record(Record::Intent {
-                    rollout: id.to_owned(),
-                    node: node.to_owned(),
-                    step,
-                    operation_id: op_id.clone(),
-                })
-                .await;
-            }
-            self.emit(
-                id,
-                RolloutEvent::StepStarted { node: node.to_owned(), step: step.as_str().into(), lane: lane as u64 },
-            );
-            let mut attempt = 1;
-            let mut look_first = doubtful;
-            let result: Result<(), String> = loop {
-                if look_first {
-                    match self.observe(endpoint).await {
-                        Ok(report) => {
-                            if attestation_key.is_none() {
-                                attestation_key = env_value(&report, "MAC_ATTESTATION_KEY").map(Secret::new);
-                            }
-                            if already_done(step, request, &report) {
-                                break Ok(());
-                            }
-                        }
-                        Err(error) => {
-                            if self.wait_to_retry(request, node, step, &mut attempt, &error).await {
-                                continue;
-                            }
-                            break Err(error.to_string());
-                        }
-                    }
-                }
-                let attempt_result =
-                    self.run_step(request, endpoint, step, &op_id, &owner, attestation_key.as_ref()).await;
-                match attempt_result {
-                    Ok(()) => break Ok(()),
-                    Err(StepError::Ssh(error)) => {
-                        if !self.wait_to_retry(request, node, step, &mut attempt, &error).await {
-                            break Err(error.to_string());
-                        }
-                        // Before the replay: re-observe (identity re-checked), and skip it if the effect is there.
-                        look_first = true;
-                    }
-                    Err(StepError::Other(reason)) => break Err(reason),
-                }
-            };
-            match result {
-                Ok(()) => {
-                    self.record(Record::Completed {
-                        rollout: id.to_owned(),
-                        node: node.to_owned(),
-                        step,
-                        operation_id: op_id,
-                    })
-                    .await;
-                    self.emit(
-                        id,
-                        RolloutEvent::StepDone { node: node.to_owned(), step: step.as_str().into(), lane: lane as u64 },
-                    );
-                    machine.handle_done(step);
-                }
-                Err(reason) => {
-                    self.record(Record::NodeFailed {
-                        rollout: id.to_owned(),
-                        node: node.to_owned(),
-                        step,
-                        reason: reason.clone(),
-                    })
-                    .await;
-                    self.emit(
-                        id,
-                        RolloutEvent::NodeFailed {
-                            node: node.to_owned(),
-                            step: step.as_str().into(),
-                            error: reason.clone(),
-                            endpoint: format!("{}@{}", endpoint.node, endpoint.host_key),
-                            replay: format!(
-                                "re-run the rollout: the controller adopts journal {id} at step {}",
-                                step.as_str()
-                            ),
-                        },
-                    );
-                    machine.handle_failed(step, reason);
-                }
-            }
+            self.record(Record::Intent {
+                rollout: id.to_owned(),
+                route_digest: request.route_digest.clone(),
+                node: node.to_owned(),
+                step,
+                operation_id: operation_id(id, node, step),
+            })
+            .await;
+            let (result, key) = self.attempt_step(request, endpoint, step, 0, attestation_key, false).await;
+            attestation_key = key;
+            self.finish_step(request, endpoint, &mut machine, step, 0, result).await;
         }
         machine
     }
@@ -763,6 +1048,7 @@ where
                     revision: request.revision.clone(),
                     generation: request.generation,
                     required_digests: request.capsules.clone(),
+                    route_digest: request.route_digest.clone(),
                 };
                 self.ssh.run(endpoint, op).await.map(|_| ()).map_err(Into::into)
             }
@@ -831,7 +1117,7 @@ where
     /// The legacy controller of the incident: serial, all-fleet, no preflight, no epoch, no retry.
     async fn run_legacy(&self, request: &RolloutRequest) -> RolloutOutcome {
         let id = request.rollout.as_str();
-        let owner = format!("{DEPLOY_HOLD_PREFIX}{id}");
+        let owner = HoldOwner::Deployment { rollout: id.to_owned() }.to_string();
         let all: Vec<String> = request.nodes.iter().map(|e| e.node.clone()).collect();
         self.record(Record::PlanFrozen {
             rollout: id.to_owned(),
@@ -857,6 +1143,7 @@ where
                 }
                 self.record(Record::Intent {
                     rollout: id.into(),
+                    route_digest: request.route_digest.clone(),
                     node: node.into(),
                     step: NodeStep::Quiesce,
                     operation_id: operation_id(id, node, NodeStep::Quiesce),
@@ -868,6 +1155,7 @@ where
                     .map_err(|e| e.to_string())?;
                 self.record(Record::Completed {
                     rollout: id.into(),
+                    route_digest: request.route_digest.clone(),
                     node: node.into(),
                     step: NodeStep::Quiesce,
                     operation_id: operation_id(id, node, NodeStep::Quiesce),
@@ -920,7 +1208,7 @@ where
             }
             let report = self.observe(endpoint).await.ok();
             let key = report.as_ref().and_then(|r| env_value(r, "MAC_ATTESTATION_KEY")).map(Secret::new);
-            let machine = self.run_node(&no_retry, endpoint, machine, 0, key, Vec::new()).await;
+            let machine = self.run_node(&no_retry, endpoint, machine, key).await;
             if machine.state != NodeState::Succeeded {
                 return self.legacy_failed(id, all);
             }
@@ -945,6 +1233,7 @@ fn verdict_name(verdict: &LaneVerdict) -> &'static str {
 
 enum StepError {
     Ssh(SshError),
+    Unauthorized(String),
     Other(String),
 }
 
@@ -954,9 +1243,10 @@ impl From<SshError> for StepError {
     }
 }
 
-fn hub_error(error: crate::ports::HubError) -> StepError {
+fn hub_error(error: HubError) -> StepError {
     match error {
-        crate::ports::HubError::Transport(transport) => StepError::Ssh(SshError::Transport(transport)),
-        crate::ports::HubError::Rejected(reason) => StepError::Other(reason),
+        HubError::Transport(transport) => StepError::Ssh(SshError::Transport(transport)),
+        HubError::Unauthorized(reason) => StepError::Unauthorized(reason),
+        HubError::Rejected(reason) | HubError::Fenced(reason) => StepError::Other(reason),
     }
 }

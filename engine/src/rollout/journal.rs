@@ -28,20 +28,37 @@ pub enum Record {
         lanes: Vec<Vec<String>>,
         quarantined: Vec<String>,
     },
+    /// The deployment lock's fence this rollout holds: a controller adopting the journal supersedes exactly it.
+    LockTaken {
+        rollout: String,
+        fence: u64,
+    },
     EpochOpened {
         rollout: String,
         epoch: u64,
     },
-    /// Armed before the remote operation runs.
+    /// Armed before the remote operation runs (the legacy controller: one node at a time).
     Intent {
         rollout: String,
+        route_digest: String,
         node: String,
         step: NodeStep,
         operation_id: String,
     },
+    /// A batch of intents armed in one durable append before the lane's operations for `step` run concurrently
+    /// (RCCA P1 "Durably arm a batch of per-node intents").
+    Intents {
+        rollout: String,
+        route_digest: String,
+        lane: usize,
+        step: NodeStep,
+        /// `(node, operation id)` in lane order.
+        operations: Vec<(String, String)>,
+    },
     /// Recorded after the remote operation was acknowledged (or found already done).
     Completed {
         rollout: String,
+        route_digest: String,
         node: String,
         step: NodeStep,
         operation_id: String,
@@ -54,6 +71,7 @@ pub enum Record {
     },
     LaneCommitted {
         rollout: String,
+        route_digest: String,
         lane: usize,
         verdict: LaneVerdict,
     },
@@ -68,8 +86,10 @@ impl Record {
     pub fn rollout(&self) -> &str {
         match self {
             Record::PlanFrozen { rollout, .. }
+            | Record::LockTaken { rollout, .. }
             | Record::EpochOpened { rollout, .. }
             | Record::Intent { rollout, .. }
+            | Record::Intents { rollout, .. }
             | Record::Completed { rollout, .. }
             | Record::NodeFailed { rollout, .. }
             | Record::LaneCommitted { rollout, .. }
@@ -98,6 +118,8 @@ pub struct Adopted {
     pub route_digest: String,
     pub lanes: Vec<Vec<String>>,
     pub epoch: Option<u64>,
+    /// The deployment lock's fence the journal's controller held, if it recorded one.
+    pub fence: Option<u64>,
     pub nodes: BTreeMap<String, NodeMachine>,
     /// Steps whose intent was armed but whose completion was never recorded: the controller died between the two.
     /// Each must be re-checked against the node (did it happen?) before it is done or redone.
@@ -124,6 +146,7 @@ pub fn replay<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<Option<Ado
                 route_digest: route_digest.clone(),
                 lanes: lanes.clone(),
                 epoch: None,
+                fence: None,
                 nodes,
                 in_doubt: Vec::new(),
                 committed_lanes: BTreeMap::new(),
@@ -136,9 +159,17 @@ pub fn replay<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<Option<Ado
         match record {
             Record::PlanFrozen { .. } => unreachable!("handled above"),
             Record::EpochOpened { epoch, .. } => adopted.epoch = Some(epoch),
+            Record::LockTaken { fence, .. } => adopted.fence = Some(fence),
             Record::Intent { node, step, .. } => {
                 if !adopted.in_doubt.contains(&(node.clone(), step)) {
                     adopted.in_doubt.push((node, step));
+                }
+            }
+            Record::Intents { step, operations, .. } => {
+                for (node, _) in operations {
+                    if !adopted.in_doubt.contains(&(node.clone(), step)) {
+                        adopted.in_doubt.push((node, step));
+                    }
                 }
             }
             Record::Completed { node, step, .. } => {
@@ -190,12 +221,19 @@ mod tests {
     }
 
     fn intent(node: &str, step: NodeStep) -> Record {
-        Record::Intent { rollout: "r1".into(), node: node.into(), step, operation_id: operation_id("r1", node, step) }
+        Record::Intent {
+            rollout: "r1".into(),
+            route_digest: "sha256:routes".into(),
+            node: node.into(),
+            step,
+            operation_id: operation_id("r1", node, step),
+        }
     }
 
     fn done(node: &str, step: NodeStep) -> Record {
         Record::Completed {
             rollout: "r1".into(),
+            route_digest: "sha256:routes".into(),
             node: node.into(),
             step,
             operation_id: operation_id("r1", node, step),
@@ -218,6 +256,26 @@ mod tests {
         assert_eq!(adopted.in_doubt, [("w1".to_owned(), NodeStep::Quiesce)]);
         assert_eq!(adopted.resumable(), [("w1", NodeStep::Quiesce), ("w2", NodeStep::Hold), ("w3", NodeStep::Hold)]);
         assert!(adopted.is_quarantined("w50"));
+    }
+
+    #[test]
+    fn a_batch_of_intents_puts_every_node_of_it_in_doubt_and_the_lock_fence_is_adopted() {
+        let batch = Record::Intents {
+            rollout: "r1".into(),
+            route_digest: "sha256:routes".into(),
+            lane: 0,
+            step: NodeStep::Quiesce,
+            operations: ["w1", "w2"]
+                .iter()
+                .map(|node| ((*node).to_owned(), operation_id("r1", node, NodeStep::Quiesce)))
+                .collect(),
+        };
+        let lock = Record::LockTaken { rollout: "r1".into(), fence: 7 };
+        let records = [plan(), lock, batch, done("w2", NodeStep::Quiesce)];
+        let lines = lines(&records);
+        let adopted = replay(lines.iter().map(String::as_str)).unwrap().unwrap();
+        assert_eq!(adopted.fence, Some(7));
+        assert_eq!(adopted.in_doubt, [("w1".to_owned(), NodeStep::Quiesce)]);
     }
 
     #[test]
@@ -263,7 +321,7 @@ mod tests {
         let line = intent("w1", NodeStep::WriteIdentity).encode();
         assert_eq!(
             line,
-            r#"rollout {"record":"intent","rollout":"r1","node":"w1","step":"write_identity","operation_id":"r1/w1/write_identity"}"#
+            r#"rollout {"record":"intent","rollout":"r1","route_digest":"sha256:routes","node":"w1","step":"write_identity","operation_id":"r1/w1/write_identity"}"#
         );
         assert_eq!(Record::decode(&line).unwrap().unwrap(), intent("w1", NodeStep::WriteIdentity));
     }
