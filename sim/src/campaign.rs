@@ -163,6 +163,14 @@ pub struct FaultMix {
     pub artifact_missing: Option<Rate>,
     /// While the rollout runs (within 5 minutes of its start), the hub starts publishing another route bundle.
     pub route_swap: Option<Rate>,
+    /// While the rollout runs (within 10 minutes of its start), the controller's hub credential expires; the
+    /// rotation state machine renews it `duration_ms` later (default 5 to 60 s).
+    pub credential_expiry: Option<Rate>,
+    /// A controller that has since died holds the deployment lock for `duration_ms` (default 1 to 10 min), taken
+    /// between one minute before the rollout and 30 minutes into it (stale authority).
+    pub stale_lock: Option<Rate>,
+    /// Before the run, an operator holds `1..=count_max` workers for maintenance; no rollout may release them.
+    pub operator_hold: Option<Rate>,
 }
 
 impl FaultMix {
@@ -186,6 +194,9 @@ impl FaultMix {
         "storage_fault",
         "artifact_missing",
         "route_swap",
+        "credential_expiry",
+        "stale_lock",
+        "operator_hold",
     ];
 }
 
@@ -300,6 +311,8 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
     let needs_rollout = [
         ("controller_death", faults.controller_death.is_some()),
         ("artifact_missing", faults.artifact_missing.is_some()),
+        ("credential_expiry", faults.credential_expiry.is_some()),
+        ("stale_lock", faults.stale_lock.is_some()),
     ];
     for (kind, present) in needs_rollout {
         if present && rollout.is_none() {
@@ -376,6 +389,9 @@ fn validate_mix(
         ("storage_fault", mix.storage_fault),
         ("artifact_missing", mix.artifact_missing),
         ("route_swap", mix.route_swap),
+        ("credential_expiry", mix.credential_expiry),
+        ("stale_lock", mix.stale_lock),
+        ("operator_hold", mix.operator_hold),
     ] {
         let Some(rate) = rate else { continue };
         if rate.per_mille > 1000 || rate.count_max == 0 {
@@ -598,6 +614,31 @@ impl Campaign {
             if rng.random_range(0..1000) < rate.per_mille {
                 let at_ms = (rollout.at_ms + rng.random_range(0..=300_000)).min(window_end);
                 steps.push(TimedStep { at_ms, step: Step::RouteSwap });
+            }
+        }
+        if let (Some(rate), Some(rollout)) = (mix.credential_expiry, &self.rollout) {
+            if rng.random_range(0..1000) < rate.per_mille {
+                let renew = rate.duration_ms.unwrap_or(RangeMs { min: 5_000, max: 60_000 });
+                let at_ms = (rollout.at_ms + rng.random_range(0..=600_000)).min(window_end);
+                let renew_after_ms = rng.random_range(renew.min..=renew.max);
+                steps.push(TimedStep { at_ms, step: Step::CredentialExpiry { renew_after_ms } });
+            }
+        }
+        if let (Some(rate), Some(rollout)) = (mix.stale_lock, &self.rollout) {
+            if rng.random_range(0..1000) < rate.per_mille {
+                let lease = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 600_000 });
+                let earliest = rollout.at_ms.saturating_sub(60_000).max(self.window_start_ms);
+                let at_ms = rng.random_range(earliest..=(rollout.at_ms + 1_800_000).min(window_end).max(earliest));
+                let lease_ms = rng.random_range(lease.min..=lease.max);
+                steps.push(TimedStep { at_ms, step: Step::StaleLock { lease_ms } });
+            }
+        }
+        if let Some(rate) = mix.operator_hold {
+            if rng.random_range(0..1000) < rate.per_mille {
+                for _ in 0..rng.random_range(1..=rate.count_max) {
+                    let target = planner.random_node(rng);
+                    steps.push(TimedStep { at_ms: 0, step: Step::OperatorHold { target } });
+                }
             }
         }
         if let (Some(rate), Some(_)) = (mix.artifact_missing, &self.rollout) {

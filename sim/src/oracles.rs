@@ -209,6 +209,58 @@ pub const CATALOG: &[OracleInfo] = &[
         build: |_| Box::new(RetryRecovered::default()),
     },
     OracleInfo {
+        name: "only_intended_holds_released",
+        property: PropertyKind::Always,
+        summary: "no hold is released but a rollout's own deployment hold: quarantine, successor and operator holds stay",
+        build: |_| Box::new(OnlyIntendedHoldsReleased),
+    },
+    OracleInfo {
+        name: "receipts_name_frozen_route",
+        property: PropertyKind::Always,
+        summary: "every journal receipt of a rollout and every installer run names the route digest its plan froze",
+        build: |_| Box::new(ReceiptsNameFrozenRoute::default()),
+    },
+    OracleInfo {
+        name: "rollout_time_bounded",
+        property: PropertyKind::Eventually,
+        summary: "a rollout's active time (controller downtime, lock and credential waits excluded) stays within its plan's lanes x lane bound",
+        build: |_| Box::new(RolloutTimeBounded::default()),
+    },
+    OracleInfo {
+        name: "credential_renewed_mid_rollout",
+        property: PropertyKind::Sometimes,
+        summary: "the hub refused the controller's credential and the controller went on with the renewed one",
+        build: |_| {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::Reauthenticated { .. }, .. })))
+        },
+    },
+    OracleInfo {
+        name: "stale_lock_waited_out",
+        property: PropertyKind::Sometimes,
+        summary: "a controller found the deployment lock held by another and waited for its lease to end",
+        build: |_| {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::LockWaiting { .. }, .. })))
+        },
+    },
+    OracleInfo {
+        name: "lock_superseded_on_adoption",
+        property: PropertyKind::Sometimes,
+        summary: "a controller adopting a journal took over the dead controller's lock fence",
+        build: |_| {
+            Box::new(Reached(|body| {
+                matches!(body, Body::Rollout { event: RolloutBody::LockTaken { superseded: true, .. }, .. })
+            }))
+        },
+    },
+    OracleInfo {
+        name: "operator_hold_respected",
+        property: PropertyKind::Sometimes,
+        summary: "a rollout left a node alone because someone else held it",
+        build: |_| {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::SkippedHeld { .. }, .. })))
+        },
+    },
+    OracleInfo {
         name: "epoch_member_survived_ttl",
         property: PropertyKind::Sometimes,
         summary: "a member of an open epoch stayed silent past the agent TTL and a sweep, and was not tombstoned",
@@ -1014,6 +1066,125 @@ impl Oracle for HoldsAccounted {
     }
 }
 
+/// `only_intended_holds_released`: a deployment releases only its own `deploy:` holds. Quarantine holds keep an
+/// incoherent node out of dispatch, successor holds keep an untouched participant out after its principal went,
+/// and an operator's hold is the operator's (RCCA: "Only the intended holds are released").
+struct OnlyIntendedHoldsReleased;
+
+impl Oracle for OnlyIntendedHoldsReleased {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if let Body::HubHoldReleased { agent, owner } = &event.body {
+            if !owner.starts_with(DEPLOY_HOLD_PREFIX) {
+                out.push(Finding { t_ms: event.t_ms, evidence: format!("hold {owner} on {agent} was released") });
+            }
+        }
+    }
+}
+
+/// `receipts_name_frozen_route`: RCCA P1 "Freeze one signed, hashed route bundle ... and require every subprocess and
+/// receipt in the epoch to name its digest". The digest a rollout's `plan_frozen` record names is the only one its
+/// later journal receipts and the installer's generated runtime configuration may name.
+#[derive(Default)]
+struct ReceiptsNameFrozenRoute {
+    frozen: Option<String>,
+}
+
+impl Oracle for ReceiptsNameFrozenRoute {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::JournalAppended { record, route_digest, .. } if record == "plan_frozen" => {
+                self.frozen.clone_from(route_digest);
+            }
+            Body::JournalAppended { record, route_digest, operation_id }
+                if ["intent", "intents", "completed", "lane_committed"].contains(&record.as_str()) =>
+            {
+                if route_digest.is_none() || *route_digest != self.frozen {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{record} {} names route {route_digest:?}, the plan froze {:?}",
+                            operation_id.as_deref().unwrap_or("-"),
+                            self.frozen
+                        ),
+                    });
+                }
+            }
+            Body::WorkerMutated { op, target, operation_id } if op == "run_installer" => {
+                let named = target.split_once(" routes ").map(|(_, digest)| digest.to_owned());
+                if self.frozen.is_some() && named != self.frozen {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{} installer {operation_id} generated routes {named:?}, the plan froze {:?}",
+                            event.host, self.frozen
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `rollout_time_bounded`: RCCA "Quiescence and recovery wall time are bounded by batch phase limits rather than
+/// worker_count x per-node timeout". From the plan's freeze to the rollout's terminal event, the time the controller
+/// was up and not waiting on something outside its control (a held lock, a credential outage) must stay within the
+/// plan's own bound, lanes x lane bound. Judged at the terminal event; a rollout still running at the end of the run
+/// is judged by `every_lane_converged` instead.
+#[derive(Default)]
+struct RolloutTimeBounded {
+    /// `(frozen at, bound)` of the rollout in progress.
+    plan: Option<(u64, u64)>,
+    excluded_ms: u64,
+    controller_down_since: Option<u64>,
+    credential_out_since: Option<u64>,
+}
+
+impl Oracle for RolloutTimeBounded {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let Some((frozen_at_ms, bound_ms)) = self.plan else {
+            if let Body::Rollout { event: RolloutBody::PlanFrozen { rollout_bound_ms, .. }, .. } = &event.body {
+                self.plan = Some((event.t_ms, *rollout_bound_ms));
+                self.excluded_ms = 0;
+            }
+            return;
+        };
+        match &event.body {
+            Body::HostCrash { .. } if &*event.host == "controller" => self.controller_down_since = Some(event.t_ms),
+            Body::HostBoot { .. } if &*event.host == "controller" => {
+                if let Some(since) = self.controller_down_since.take() {
+                    self.excluded_ms += event.t_ms - since;
+                }
+            }
+            Body::HubCredentialRejected { .. } if self.credential_out_since.is_none() => {
+                self.credential_out_since = Some(event.t_ms);
+            }
+            Body::Rollout { event: RolloutBody::Reauthenticated { .. }, .. } => {
+                if let Some(since) = self.credential_out_since.take() {
+                    self.excluded_ms += event.t_ms - since;
+                }
+            }
+            Body::Rollout { event: RolloutBody::LockWaiting { remaining_ms, .. }, .. } => {
+                self.excluded_ms += remaining_ms + 1_000;
+            }
+            Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } => {
+                let active_ms = (event.t_ms - frozen_at_ms).saturating_sub(self.excluded_ms);
+                if active_ms > bound_ms {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "rollout ended {outcome} after {active_ms} ms of active time, over its plan's bound of \
+                             {bound_ms} ms"
+                        ),
+                    });
+                }
+                self.plan = None;
+            }
+            _ => {}
+        }
+    }
+}
+
 #[derive(Default)]
 struct RetryRecovered {
     retried: BTreeSet<(String, String)>,
@@ -1068,6 +1239,73 @@ mod tests {
         }
         oracle.on_finish(end_ms, &mut out);
         out
+    }
+
+    fn rollout(t: u64, event: RolloutBody) -> Event {
+        ev(t, "controller", Body::Rollout { rollout: "r".into(), event })
+    }
+
+    fn journal(t: u64, record: &str, route: Option<&str>) -> Event {
+        let body =
+            Body::JournalAppended { record: record.into(), operation_id: None, route_digest: route.map(str::to_owned) };
+        ev(t, "controller", body)
+    }
+
+    #[test]
+    fn only_a_deployment_hold_may_be_released() {
+        let released = |owner: &str| ev(5, "hub", Body::HubHoldReleased { agent: "n1".into(), owner: owner.into() });
+        assert!(run(&mut OnlyIntendedHoldsReleased, &[released("deploy:r")], 10).is_empty());
+        for owner in ["operator:maintenance", "quarantine:r", "successor:r"] {
+            assert_eq!(run(&mut OnlyIntendedHoldsReleased, &[released(owner)], 10).len(), 1, "{owner}");
+        }
+    }
+
+    #[test]
+    fn a_receipt_or_installer_naming_another_route_is_caught() {
+        let installer = |target: &str| {
+            let body = Body::WorkerMutated {
+                op: "run_installer".into(),
+                operation_id: "r/n1/install".into(),
+                target: target.into(),
+            };
+            ev(3, "node-01", body)
+        };
+        let good = [
+            journal(1, "plan_frozen", Some("sha256:routes-1")),
+            journal(2, "intents", Some("sha256:routes-1")),
+            installer("2944aebb@5 routes sha256:routes-1"),
+        ];
+        assert!(run(&mut ReceiptsNameFrozenRoute::default(), &good, 10).is_empty());
+        let swapped =
+            [journal(1, "plan_frozen", Some("sha256:routes-1")), journal(2, "completed", Some("sha256:routes-2"))];
+        assert_eq!(run(&mut ReceiptsNameFrozenRoute::default(), &swapped, 10).len(), 1);
+        let unnamed = [journal(1, "plan_frozen", Some("sha256:routes-1")), journal(2, "lane_committed", None)];
+        assert_eq!(run(&mut ReceiptsNameFrozenRoute::default(), &unnamed, 10).len(), 1);
+        let installer_off = [journal(1, "plan_frozen", Some("sha256:routes-1")), installer("2944aebb@5")];
+        assert_eq!(run(&mut ReceiptsNameFrozenRoute::default(), &installer_off, 10).len(), 1);
+    }
+
+    #[test]
+    fn rollout_time_is_judged_against_the_plan_minus_downtime_and_waits() {
+        let frozen = |t| {
+            rollout(
+                t,
+                RolloutBody::PlanFrozen { revision: "x".into(), lanes: 2, lane_size: 8, rollout_bound_ms: 1_000 },
+            )
+        };
+        let terminal = |t| rollout(t, RolloutBody::Terminal { outcome: "successor".into() });
+        assert!(run(&mut RolloutTimeBounded::default(), &[frozen(0), terminal(1_000)], 2_000).is_empty());
+        assert_eq!(run(&mut RolloutTimeBounded::default(), &[frozen(0), terminal(1_001)], 2_000).len(), 1);
+        // Ten seconds of controller downtime and a credential outage do not count against the plan.
+        let excused = [
+            frozen(0),
+            ev(100, "controller", Body::HostCrash { lost_unsynced_writes: 0 }),
+            ev(10_100, "controller", Body::HostBoot { boot: 2 }),
+            ev(10_200, "hub", Body::HubCredentialRejected { principal: "controller".into(), expired: true }),
+            rollout(15_200, RolloutBody::Reauthenticated { expires_at_ms: 0 }),
+            terminal(15_900),
+        ];
+        assert!(run(&mut RolloutTimeBounded::default(), &excused, 20_000).is_empty());
     }
 
     fn hb(t: u64) -> Event {

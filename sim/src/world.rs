@@ -1092,6 +1092,7 @@ impl World {
             credential_remaining_ms: 24 * 3_600_000,
             hold_lease_ms: 3_600_000,
             lock_lease_ms: 15 * 60_000,
+            credential_wait_ms: 10 * 60_000,
             prove_poll_ms: 10_000,
         }
     }

@@ -57,6 +57,9 @@ pub struct RolloutRequest {
     pub agent_ttl_ms: u64,
     pub credential_remaining_ms: u64,
     pub hold_lease_ms: u64,
+    /// How long the controller waits for a valid hub credential after the hub refused its current one (the rotation
+    /// state machine renews it): a credential outage is not a node fault, so it does not spend a node's retries.
+    pub credential_wait_ms: u64,
     /// The deployment lock's lease: renewed before every lane, so one lane must fit in it. A dead holder's lock is
     /// waited out for at most one lease.
     pub lock_lease_ms: u64,
@@ -99,6 +102,9 @@ pub enum HoldOwner {
     Successor { rollout: String },
     Other { owner: String },
 }
+
+/// How often one operation may re-authenticate before the refusal is taken as final.
+const REAUTHENTICATIONS_MAX: u32 = 3;
 
 const DEPLOY_HOLD_PREFIX: &str = "deploy:";
 const QUARANTINE_HOLD_PREFIX: &str = "quarantine:";
@@ -564,6 +570,25 @@ where
         Ok(())
     }
 
+    /// After the hub refused the credential: reads the current one and authenticates, polling the secrets store until
+    /// the rotation state machine has renewed it, for at most `credential_wait_ms`.
+    async fn reauthenticate(&self, request: &RolloutRequest) -> Result<(), String> {
+        let deadline_ms = self.clock.monotonic_ms() + request.credential_wait_ms;
+        let mut delay_ms = request.backoff.base_ms.max(1);
+        loop {
+            match self.authenticate(&request.rollout, true).await {
+                Ok(()) => return Ok(()),
+                Err(error) if self.clock.monotonic_ms() + delay_ms > deadline_ms => {
+                    return Err(format!("no valid hub credential within {} ms: {error}", request.credential_wait_ms));
+                }
+                Err(_) => {
+                    self.clock.sleep_ms(delay_ms).await;
+                    delay_ms = (delay_ms * 2).min(request.backoff.cap_ms.max(1));
+                }
+            }
+        }
+    }
+
     /// Takes the deployment lock: supersedes the journal's fence when adopting a dead controller's rollout,
     /// otherwise acquires it, waiting out another holder's lease for at most one lease (a live holder renews it,
     /// a dead one's runs out). `Err` names who holds it.
@@ -607,18 +632,24 @@ where
         F: std::future::Future<Output = Result<T, HubError>>,
     {
         let mut attempt = 1;
+        let mut reauthentications = 0;
         loop {
             match call().await {
                 Ok(value) => return Ok(value),
                 Err(error) => {
                     let failure = match &error {
                         HubError::Transport(_) => AttemptFailure::Transient,
-                        HubError::Unauthorized(_) => {
-                            // The credential expired or was rotated: read the current one, then try again.
-                            let _ = self.authenticate(&request.rollout, true).await;
-                            AttemptFailure::Transient
+                        HubError::Unauthorized(_) if reauthentications < REAUTHENTICATIONS_MAX => {
+                            // The credential expired or was rotated: wait for the current one, then try again.
+                            reauthentications += 1;
+                            if self.reauthenticate(request).await.is_ok() {
+                                continue;
+                            }
+                            return Err(error);
                         }
-                        HubError::Rejected(_) | HubError::Fenced(_) => AttemptFailure::Permanent,
+                        HubError::Unauthorized(_) | HubError::Rejected(_) | HubError::Fenced(_) => {
+                            AttemptFailure::Permanent
+                        }
                     };
                     match request.backoff.after_failure(attempt, failure, self.jitter.draw()) {
                         RetryDecision::RetryAfter { delay_ms } => {
@@ -922,6 +953,7 @@ where
             RolloutEvent::StepStarted { node: node.to_owned(), step: step.as_str().into(), lane: lane as u64 },
         );
         let mut attempt = 1;
+        let mut reauthentications = 0;
         let mut look_first = doubtful;
         let result = loop {
             if look_first {
@@ -954,11 +986,13 @@ where
                     look_first = true;
                 }
                 Err(StepError::Unauthorized(reason)) => {
-                    // Hold and release go to the hub: read the current credential and try again (the hub's hold
-                    // operations are idempotent by owner, so a replay is safe).
-                    let _ = self.authenticate(id, true).await;
-                    let failure = AttemptFailure::Transient;
-                    if !self.wait_to_retry(request, node, step, &mut attempt, failure, &reason).await {
+                    // Hold and release go to the hub: wait for a valid credential and try again (the hub's hold
+                    // operations are idempotent by owner, so a replay is safe). A credential outage spends no retry.
+                    reauthentications += 1;
+                    if reauthentications > REAUTHENTICATIONS_MAX {
+                        break Err(reason);
+                    }
+                    if let Err(reason) = self.reauthenticate(request).await {
                         break Err(reason);
                     }
                 }
