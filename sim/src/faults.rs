@@ -144,6 +144,11 @@ pub enum Step {
     StaleLock {
         lease_ms: u64,
     },
+    /// The hub carries out the controller's next `count` mutations but their answers are lost: the controller times
+    /// out on an operation that ran (the RCCA's first-attempt hub SSH timeout).
+    HubTimeout {
+        count: u32,
+    },
     /// An operator places a dispatch hold on `target` (owner `operator:maintenance`) that no rollout may release.
     OperatorHold {
         target: String,
@@ -183,6 +188,7 @@ impl Step {
             Step::ControllerDeath { .. } => "controller_death",
             Step::RouteSwap => "route_swap",
             Step::CredentialExpiry { .. } => "credential_expiry",
+            Step::HubTimeout { .. } => "hub_timeout",
             Step::StaleLock { .. } => "stale_lock",
             Step::OperatorHold { .. } => "operator_hold",
             Step::PrincipalRevoked { .. } => "principal_revoked",
@@ -204,6 +210,7 @@ impl Step {
             | Step::ControllerDeath { .. }
             | Step::RouteSwap
             | Step::CredentialExpiry { .. }
+            | Step::HubTimeout { .. }
             | Step::StaleLock { .. }
             | Step::OperatorHold { .. }
             | Step::PrincipalRevoked { .. } => true,
@@ -256,6 +263,7 @@ impl Step {
             | Step::ArtifactMissing { .. }
             | Step::ControllerDeath { .. }
             | Step::CredentialExpiry { .. }
+            | Step::HubTimeout { .. }
             | Step::StaleLock { .. }
             | Step::RouteSwap => vec![],
         }
@@ -288,6 +296,7 @@ impl Step {
         "controller_death",
         "route_swap",
         "credential_expiry",
+        "hub_timeout",
         "stale_lock",
         "operator_hold",
         "principal_revoked",

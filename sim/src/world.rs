@@ -111,6 +111,8 @@ pub struct World {
     artifacts: RefCell<ArtifactStore>,
     /// Per host: SSH connections still to time out (`ssh_timeout`).
     ssh_timeouts: RefCell<BTreeMap<HostId, u32>>,
+    /// Controller mutations the hub will carry out without its answer arriving (`hub_timeout`).
+    hub_timeouts: Cell<u32>,
     /// A controller death armed at a named point of the rollout protocol.
     death_trap: Cell<Option<DeathPoint>>,
     /// The operator's rollout request (`start_rollout`): kept by the controller's configuration across restarts.
@@ -208,6 +210,7 @@ impl World {
             hub_ssh: RefCell::new(SshEndpoint::new("hostkey-hub-1", Worker::bare(HUB, format!("{SECRET_MARKER}hub")))),
             artifacts: RefCell::new(artifacts),
             ssh_timeouts: RefCell::new(BTreeMap::new()),
+            hub_timeouts: Cell::new(0),
             death_trap: Cell::new(None),
             rollout_request: RefCell::new(None),
             rollout_requested: Rc::new(tokio::sync::Notify::new()),
@@ -692,6 +695,7 @@ impl World {
                 let state = self.credential.get();
                 self.credential.set(CredentialState { renew_at_ms: Some(self.now_ms() + renew_after_ms), ..state });
             }
+            Step::HubTimeout { count } => self.hub_timeouts.set(self.hub_timeouts.get() + count),
             Step::StaleLock { lease_ms } => {
                 let holder = "controller@crashed-earlier".to_owned();
                 self.driver_hub_request(Request::AcquireLock { holder, lease_ms: *lease_ms });
@@ -783,6 +787,20 @@ impl SimHub {
             fence,
             request: Box::new(request),
         };
+        let lost = self.world.hub_timeouts.get();
+        if lost > 0 {
+            // The hub carries the mutation out; its answer never arrives, and the caller times out.
+            self.world.hub_timeouts.set(lost - 1);
+            let timeout_ms = self.world.spec.engine.call_timeout_ms;
+            let hung = self.world.call_with(self.from, HUB_ID, timeout_ms, move |world| {
+                let _ = world.hub_request(request);
+                Delivery::<Response>::Hang
+            });
+            return Err(match hung.await {
+                Err(error) => ports::HubError::Transport(error),
+                Ok(_) => unreachable!("a hung hub call only ends in a timeout"),
+            });
+        }
         self.request(request).await
     }
 }

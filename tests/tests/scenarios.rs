@@ -16,17 +16,22 @@ const SCENARIOS: &[&str] = &[
     "legacy-rollout-without-faults-breaks-the-rcca-invariants.toml",
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
+    "rollout-abort-is-monotonic-for-an-untouched-participant.toml",
     "rollout-controller-killed-after-intent-adopts-the-journal.toml",
     "rollout-controller-killed-after-remote-mutation-adopts-the-journal.toml",
     "rollout-controller-killed-before-completion-adopts-the-journal.toml",
     "rollout-early-cohort-absent-env-is-recreated-hold-first.toml",
     "rollout-endpoint-identity-change-during-retry-fails-closed.toml",
     "rollout-exhausted-retries-leave-the-lane-held.toml",
+    "rollout-expired-credential-is-renewed-without-double-effects.toml",
+    "rollout-first-hub-timeout-then-success-without-double-effects.toml",
     "rollout-first-ssh-timeout-then-success-without-double-effects.toml",
     "rollout-negative-repairs-quarantine-every-unsafe-shape.toml",
+    "rollout-operator-hold-is-kept-and-its-node-left-alone.toml",
     "rollout-positive-marker-repair-with-agreeing-evidence.toml",
     "rollout-route-swap-stops-at-the-next-lane-boundary.toml",
     "rollout-route-swap-while-the-controller-is-dead-finishes-the-begun-lane.toml",
+    "rollout-stale-lock-of-a-dead-controller-is-waited-out.toml",
     "rollout-twice-in-a-row-each-converges.toml",
 ];
 
@@ -341,4 +346,85 @@ fn rollout_route_swap_while_the_controller_is_dead_finishes_the_begun_lane() {
         let name = format!("node-{node:02}");
         assert_eq!(on(&trace, "hub", "hub.hold_released", &[&name, "deploy:"]).len(), 1, "{name}'s hold released");
     }
+}
+
+/// The virtual time of a trace line.
+fn t_of(line: &str) -> u64 {
+    let start = line.find("\"t_ms\":").unwrap() + 7;
+    line[start..].split(',').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn rollout_first_hub_timeout_then_success_without_double_effects() {
+    let (record, trace) = run_file("rollout-first-hub-timeout-then-success-without-double-effects.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let retries = rollout(&trace, "retrying");
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert!(retries[0].contains("\"step\":\"release\""), "the lost answer was a hold release");
+    for node in 1..=16 {
+        let name = format!("\"agent\":\"node-{node:02}\",\"owner\":\"deploy:");
+        let released = events(&trace, "hub.hold_released").into_iter().filter(|l| l.contains(&name)).count();
+        assert_eq!(released, 1, "node-{node:02}: one release per hold");
+    }
+    let completions: Vec<&String> =
+        events(&trace, "controller.journal").into_iter().filter(|l| l.contains("\"record\":\"completed\"")).collect();
+    let unique: std::collections::BTreeSet<&String> = completions.iter().copied().collect();
+    assert_eq!(completions.len(), unique.len(), "no duplicate journal transition");
+    let key_writes = events(&trace, "worker.mutated").into_iter().filter(|l| l.contains("write_identity/env")).count();
+    assert_eq!(key_writes, 16, "each node's key written once");
+}
+
+#[test]
+fn rollout_stale_lock_of_a_dead_controller_is_waited_out() {
+    let (record, trace) = run_file("rollout-stale-lock-of-a-dead-controller-is-waited-out.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let waiting = rollout(&trace, "lock_waiting");
+    assert_eq!(waiting.len(), 1);
+    assert!(waiting[0].contains("controller@crashed-earlier"));
+    let taken = events(&trace, "hub.lock_acquired");
+    assert_eq!(taken.len(), 2, "the dead holder's, then ours: {taken:?}");
+    let taken_at = t_of(taken[1]);
+    assert!(taken_at >= 355_000, "taken only once the dead holder's lease ran out: {}", taken[1]);
+    let first_mutation = events(&trace, "worker.mutated").first().map(|l| t_of(l)).unwrap();
+    assert!(first_mutation > taken_at, "no mutation before the lock");
+    assert!(rollout(&trace, "terminal")[0].contains("successor"));
+}
+
+#[test]
+fn rollout_expired_credential_is_renewed_without_double_effects() {
+    let (record, trace) = run_file("rollout-expired-credential-is-renewed-without-double-effects.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    assert!(!events(&trace, "hub.credential_rejected").is_empty(), "the hub refused the expired credential");
+    let renewed = rollout(&trace, "reauthenticated");
+    assert!(!renewed.is_empty());
+    assert!(t_of(renewed[0]) >= 120_000, "not before the rotation renewed it");
+    assert!(rollout(&trace, "node_failed").is_empty(), "a credential outage fails no node");
+    assert!(rollout(&trace, "terminal")[0].contains("successor"));
+}
+
+#[test]
+fn rollout_operator_hold_is_kept_and_its_node_left_alone() {
+    let (record, trace) = run_file("rollout-operator-hold-is-kept-and-its-node-left-alone.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    assert_eq!(rollout(&trace, "skipped_held").len(), 1);
+    assert!(on(&trace, "node-03", "worker.mutated", &[]).is_empty(), "node-03 left alone");
+    assert!(events(&trace, "hub.hold_released").iter().all(|l| !l.contains("operator:")));
+    let lanes = rollout(&trace, "lane_committed");
+    assert_eq!(lanes.len(), 5, "15 nodes in lanes of 3: {lanes:?}");
+    assert!(lanes.iter().all(|l| l.contains("successor") && !l.contains("node-03")));
+}
+
+#[test]
+fn rollout_abort_is_monotonic_for_an_untouched_participant() {
+    let (record, trace) = run_file("rollout-abort-is-monotonic-for-an-untouched-participant.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let superseding = on(&trace, "hub", "hub.hold_placed", &["node-16", "successor:"]);
+    assert_eq!(superseding.len(), 1, "a superseding hold on the revoked, untouched participant");
+    let closed = events(&trace, "hub.epoch_closed");
+    assert_eq!(closed.len(), 1, "the epoch is terminal despite the missing principal");
+    assert!(t_of(superseding[0]) < t_of(closed[0]));
+    // Staged, never stopped, never given a candidate identity: untouched in the RCCA's sense.
+    let node_16 = on(&trace, "node-16", "worker.mutated", &[]);
+    assert!(node_16.iter().all(|l| l.contains("stage_artifact")), "{node_16:?}");
+    assert!(rollout(&trace, "terminal")[0].contains("converged"));
 }
