@@ -50,6 +50,8 @@ pub const FULL_ENV_KEYS: [&str; 6] =
 
 /// The revision a stale marker names (the [`Drift::StaleMarker`] shape).
 pub const STALE_REVISION: &str = "0000000";
+/// The revision a concurrent artifact change installs underneath a worker's manifest.
+pub const CONCURRENT_REVISION: &str = "c0ffee0";
 /// Where the [`Drift::SymlinkEnv`] shape points `mac.env`.
 pub const SYMLINK_ENV_TARGET: &str = "/tmp/mac.env";
 
@@ -345,10 +347,14 @@ pub enum Drift {
     WrongGenerationManifest,
     /// The manifest keeps its revision and generation but its signature is `none`. Written if it was absent.
     UnsignedManifest,
+    /// A concurrent artifact change: the installed source and venv were replaced by [`CONCURRENT_REVISION`] (same
+    /// generation) underneath the signed manifest, and the marker is removed — so the marker looks repairable while
+    /// the evidence a repair would rest on no longer agrees with what is installed. Nothing if nothing is installed.
+    ConcurrentArtifactChange,
 }
 
 impl Drift {
-    pub const ALL: [Drift; 11] = [
+    pub const ALL: [Drift; 12] = [
         Drift::MarkerAbsentFullEnv,
         Drift::EnvAbsent,
         Drift::RecoveryOnlyEnv,
@@ -360,6 +366,7 @@ impl Drift {
         Drift::StaleMarker,
         Drift::WrongGenerationManifest,
         Drift::UnsignedManifest,
+        Drift::ConcurrentArtifactChange,
     ];
 }
 
@@ -481,6 +488,12 @@ impl Worker {
             }),
             Drift::HardLinkedEnv => self.edit(MAC_ENV, |entry| entry.nlink = 2),
             Drift::StaleMarker => self.rewrite(MARKER, render_marker(STALE_REVISION)),
+            Drift::ConcurrentArtifactChange => {
+                if let Some(installed) = &mut self.installed {
+                    installed.revision = CONCURRENT_REVISION.to_owned();
+                    self.files.remove(MARKER);
+                }
+            }
             Drift::WrongGenerationManifest | Drift::UnsignedManifest => {
                 let Some((revision, generation)) = self.manifest_identity() else {
                     return;
@@ -646,7 +659,9 @@ mod tests {
         let unsigned = check(Drift::UnsignedManifest, &["manifest.content"]).observe().manifest.unwrap();
         let unsigned = Manifest::parse(&unsigned.content).unwrap();
         assert_eq!((unsigned.generation, unsigned.signature.as_str(), unsigned.is_signed()), (12, "none", false));
-        assert_eq!(Drift::ALL.len(), 11, "every drift shape is checked above");
+        let changed = check(Drift::ConcurrentArtifactChange, &["marker", "installed"]).observe();
+        assert_eq!(changed.installed.unwrap().revision, CONCURRENT_REVISION);
+        assert_eq!(Drift::ALL.len(), 12, "every drift shape is checked above");
     }
 
     #[test]

@@ -275,8 +275,10 @@ fn rollout_negative_repairs_quarantine_every_unsafe_shape() {
     let (record, trace) = run_file("rollout-negative-repairs-quarantine-every-unsafe-shape.toml");
     assert!(record.violations.is_empty());
     let quarantined = rollout(&trace, "quarantined");
-    assert_eq!(quarantined.len(), 8);
-    for node in 1..=8 {
+    assert_eq!(quarantined.len(), 9);
+    let concurrent = quarantined.iter().find(|l| l.contains("node-09")).unwrap();
+    assert!(concurrent.contains("c0ffee0"), "the changed install is named as the contradiction: {concurrent}");
+    for node in 1..=9 {
         let name = format!("node-{node:02}");
         assert!(quarantined.iter().any(|l| l.contains(&name)), "{name} quarantined");
         assert!(on(&trace, &name, "worker.mutated", &[]).is_empty(), "{name} never mutated");
