@@ -7,6 +7,8 @@
 
 use std::future::Future;
 
+pub mod site;
+
 /// Time as the engine sees it: a wall clock that can be skewed or stepped, and a monotonic clock for intervals.
 /// In production: the host's clocks; in the simulator: virtual time (plus the host's skew for the wall clock).
 pub trait Clock {
@@ -191,6 +193,12 @@ pub enum SecretsError {
     Transport(#[from] TransportError),
     #[error("no secret for {0}")]
     NotFound(String),
+    /// The store answered that it cannot serve now (503): worth retrying.
+    #[error("secrets store unavailable: {0}")]
+    Unavailable(String),
+    /// The store refused (403: a disabled site, an expired token): a retry cannot fix it.
+    #[error("secrets store refused: {0}")]
+    Refused(String),
 }
 
 /// The secrets store (Vault-like): the attestation key each worker's identity must carry. Deployment validates and
@@ -223,6 +231,54 @@ pub enum Signal {
     HubReadFailed { error: HubError },
     /// A rollout event worth a person's attention (quarantine, lane verdict, retry exhausted, adoption, terminal).
     Rollout { rollout: String, event: RolloutEvent },
+    /// An onboarding workflow's progress and verdict.
+    Onboarding { workflow: String, event: OnboardingEvent },
+}
+
+/// What an onboarding workflow reports. Stage, class and state names are the recovery matrix's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnboardingEvent {
+    StageStarted {
+        stage: String,
+        attempt: u64,
+    },
+    /// `adopted`: the observed state already satisfied the stage's checkpoint (late success, an operator's change).
+    StageDone {
+        stage: String,
+        adopted: bool,
+    },
+    /// A zero-cost read made before any mutation (`load_site_config`), recorded for the diagnosis.
+    Observed {
+        what: String,
+        value: String,
+    },
+    /// A waiting stage went silent for the stall window (or met evidence that waiting cannot help).
+    Stalled {
+        stage: String,
+        class: String,
+        evidence: Vec<String>,
+    },
+    StageFailed {
+        stage: String,
+        class: String,
+        error: String,
+    },
+    Retrying {
+        stage: String,
+        attempt: u64,
+        delay_ms: u64,
+    },
+    /// The workflow rests: `failed_retryable` or `failed_manual_intervention`, with what a person needs to act.
+    Stopped {
+        stage: String,
+        class: String,
+        workflow_state: String,
+        node_state: String,
+        evidence: Vec<String>,
+    },
+    Completed {
+        system_id: String,
+    },
 }
 
 /// What the rollout controller reports.

@@ -64,7 +64,7 @@ impl SilenceSensor {
         match signal {
             Signal::InstanceSilent { instance, .. } => Some(format!("{JOURNAL_SILENT}{instance}")),
             Signal::InstanceRecovered { instance, .. } => Some(format!("{JOURNAL_RECOVERED}{instance}")),
-            Signal::HubReadFailed { .. } | Signal::Rollout { .. } => None,
+            Signal::HubReadFailed { .. } | Signal::Rollout { .. } | Signal::Onboarding { .. } => None,
         }
     }
 
@@ -207,7 +207,9 @@ mod tests {
                             proptest::prop_assert!(silent_for_ms <= SILENT_THRESHOLD_MS);
                             last_was_silent = false;
                         }
-                        Signal::HubReadFailed { .. } | Signal::Rollout { .. } => proptest::prop_assert!(false, "only silence signals here"),
+                        Signal::HubReadFailed { .. } | Signal::Rollout { .. } | Signal::Onboarding { .. } => {
+                            proptest::prop_assert!(false, "only silence signals here")
+                        }
                     }
                 }
             }

@@ -69,6 +69,8 @@ pub enum Body {
     HubReadFailed { error: String },
     #[serde(rename = "engine.rollout")]
     Rollout { rollout: String, event: RolloutBody },
+    #[serde(rename = "engine.onboarding")]
+    Onboarding { workflow: String, event: OnboardingBody },
     /// A worker's agent service started or stopped (by the rollout, a fault or an operator).
     #[serde(rename = "worker.service")]
     WorkerService { running: bool },
@@ -143,6 +145,38 @@ impl From<engine::ports::RolloutEvent> for RolloutBody {
             E::Reauthenticated { expires_at_ms } => RolloutBody::Reauthenticated { expires_at_ms },
             E::SkippedHeld { node, owners } => RolloutBody::SkippedHeld { node, owners },
             E::Terminal { outcome } => RolloutBody::Terminal { outcome },
+        }
+    }
+}
+
+/// An onboarding signal of the engine, as the trace records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum OnboardingBody {
+    StageStarted { stage: String, attempt: u64 },
+    StageDone { stage: String, adopted: bool },
+    Observed { what: String, value: String },
+    Stalled { stage: String, class: String, evidence: Vec<String> },
+    StageFailed { stage: String, class: String, error: String },
+    Retrying { stage: String, attempt: u64, delay_ms: u64 },
+    Stopped { stage: String, class: String, workflow_state: String, node_state: String, evidence: Vec<String> },
+    Completed { system_id: String },
+}
+
+impl From<engine::ports::OnboardingEvent> for OnboardingBody {
+    fn from(event: engine::ports::OnboardingEvent) -> Self {
+        use engine::ports::OnboardingEvent as E;
+        match event {
+            E::StageStarted { stage, attempt } => OnboardingBody::StageStarted { stage, attempt },
+            E::StageDone { stage, adopted } => OnboardingBody::StageDone { stage, adopted },
+            E::Observed { what, value } => OnboardingBody::Observed { what, value },
+            E::Stalled { stage, class, evidence } => OnboardingBody::Stalled { stage, class, evidence },
+            E::StageFailed { stage, class, error } => OnboardingBody::StageFailed { stage, class, error },
+            E::Retrying { stage, attempt, delay_ms } => OnboardingBody::Retrying { stage, attempt, delay_ms },
+            E::Stopped { stage, class, workflow_state, node_state, evidence } => {
+                OnboardingBody::Stopped { stage, class, workflow_state, node_state, evidence }
+            }
+            E::Completed { system_id } => OnboardingBody::Completed { system_id },
         }
     }
 }

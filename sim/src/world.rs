@@ -965,6 +965,9 @@ impl Signals for SimSignals {
             Signal::Rollout { rollout, event } => {
                 Body::Rollout { rollout, event: crate::trace::RolloutBody::from(event) }
             }
+            Signal::Onboarding { workflow, event } => {
+                Body::Onboarding { workflow, event: crate::trace::OnboardingBody::from(event) }
+            }
         };
         self.world.record(self.host, body);
     }

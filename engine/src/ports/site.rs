@@ -1,0 +1,229 @@
+//! The MAAS site's ports, for the onboarding and decommission workflows: the region API ([`MaasApi`]), the rack
+//! resolver the nodes are given ([`Resolver`]) and the site's secrets store ([`SiteSecrets`]).
+//!
+//! API Boundary: the types here are the engine's view of MAAS, reduced to what the workflows read. An adapter maps
+//! the real API (or the simulator's fake) onto them; status codes and names are MAAS's own
+//! (`reference/maas-api-notes.md`), and an HTTP error keeps its status, its message and its `Retry-After`.
+
+use std::future::Future;
+
+use crate::ports::{SecretsError, TransportError};
+use crate::secret::Secret;
+
+/// A machine's status as MAAS names it (`NODE_STATUS`); the ones the workflows act on are named, the rest kept.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MachineStatus {
+    New,
+    Commissioning,
+    FailedCommissioning,
+    Ready,
+    Allocated,
+    Deploying,
+    Deployed,
+    FailedDeployment,
+    Releasing,
+    Broken,
+    /// Any other status: its code and MAAS's name for it.
+    Other {
+        code: u8,
+        name: String,
+    },
+}
+
+impl MachineStatus {
+    /// From MAAS's numeric status code and its name.
+    pub fn from_code(code: u8, name: &str) -> MachineStatus {
+        match code {
+            0 => MachineStatus::New,
+            1 => MachineStatus::Commissioning,
+            2 => MachineStatus::FailedCommissioning,
+            4 => MachineStatus::Ready,
+            10 => MachineStatus::Allocated,
+            9 => MachineStatus::Deploying,
+            6 => MachineStatus::Deployed,
+            11 => MachineStatus::FailedDeployment,
+            12 => MachineStatus::Releasing,
+            8 => MachineStatus::Broken,
+            _ => MachineStatus::Other { code, name: name.to_owned() },
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            MachineStatus::New => "New",
+            MachineStatus::Commissioning => "Commissioning",
+            MachineStatus::FailedCommissioning => "Failed commissioning",
+            MachineStatus::Ready => "Ready",
+            MachineStatus::Allocated => "Allocated",
+            MachineStatus::Deploying => "Deploying",
+            MachineStatus::Deployed => "Deployed",
+            MachineStatus::FailedDeployment => "Failed deployment",
+            MachineStatus::Releasing => "Releasing",
+            MachineStatus::Broken => "Broken",
+            MachineStatus::Other { name, .. } => name,
+        }
+    }
+}
+
+/// A machine as the workflows read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    pub system_id: String,
+    pub hostname: String,
+    pub status: MachineStatus,
+    pub status_message: String,
+    /// The BMC address MAAS drives the machine's power through; `None` when it has no power parameters yet.
+    pub power_address: Option<String>,
+    /// Every interface's MAC, lowercase, boot interface first.
+    pub macs: Vec<String>,
+    pub enable_hw_sync: bool,
+    /// Hardware sync enabled, synced, and not overdue (as MAAS's UI judges it).
+    pub hw_sync_healthy: bool,
+}
+
+/// One entry of MAAS's event log for a machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaasEvent {
+    pub id: u64,
+    /// `DEBUG`, `INFO`, `WARNING`, `ERROR`, `CRITICAL`.
+    pub level: String,
+    /// The event type's text ("Commissioning", "Loading ephemeral", "Ready", "Marking node failed", ...).
+    pub text: String,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    pub id: u64,
+    pub name: String,
+    pub mac: String,
+    /// The VLAN's `vid`, if the interface is on one.
+    pub vlan_vid: Option<u16>,
+    /// Linked to a subnet in mode AUTO.
+    pub auto_linked: bool,
+    /// A RoCE interface (MAAS has no such type: the site tags them).
+    pub roce: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disk {
+    pub id: u64,
+    pub name: String,
+    pub model: String,
+    pub serial: String,
+    /// MAAS's current boot disk.
+    pub boot: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subnet {
+    pub id: u64,
+    pub cidr: String,
+    pub vlan_vid: u16,
+    pub mtu: u16,
+}
+
+/// What an operator's inventory says about a node, for `create_or_find_in_maas`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMachine {
+    pub hostname: String,
+    pub pxe_mac: String,
+    pub power_address: String,
+    pub power_user: String,
+    pub power_password: Secret,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MaasError {
+    #[error("maas unreachable: {0}")]
+    Transport(#[from] TransportError),
+    /// MAAS answered with an HTTP error: its status, its message, and its `Retry-After` when it sent one.
+    #[error("maas answered {status}: {message}")]
+    Http { status: u16, message: String, retry_after_s: Option<u32> },
+}
+
+impl MaasError {
+    /// Worth retrying as it is: no answer, or 503 (MAAS's "try again", usually with `Retry-After`).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, MaasError::Transport(_) | MaasError::Http { status: 503, .. })
+    }
+
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            MaasError::Http { status, .. } => Some(*status),
+            MaasError::Transport(_) => None,
+        }
+    }
+}
+
+/// The MAAS region API (2.0), reduced to the calls the workflows make. Every mutating call is a POST on the
+/// machine's op; MAAS checks the transition and answers 409 with its message when it is illegal.
+pub trait MaasApi {
+    fn machines(&self) -> impl Future<Output = Result<Vec<Machine>, MaasError>>;
+    fn machine(&self, system_id: &str) -> impl Future<Output = Result<Machine, MaasError>>;
+    /// Creates a machine with Redfish power parameters; MAAS starts commissioning it at once.
+    fn create_machine(&self, new: &NewMachine) -> impl Future<Output = Result<Machine, MaasError>>;
+    fn commission(&self, system_id: &str) -> impl Future<Output = Result<Machine, MaasError>>;
+    /// Events of one machine with an id above `after`, newest first (MAAS's order).
+    fn events(&self, system_id: &str, after: Option<u64>) -> impl Future<Output = Result<Vec<MaasEvent>, MaasError>>;
+    fn disks(&self, system_id: &str) -> impl Future<Output = Result<Vec<Disk>, MaasError>>;
+    fn set_boot_disk(&self, system_id: &str, disk_id: u64) -> impl Future<Output = Result<(), MaasError>>;
+    fn interfaces(&self, system_id: &str) -> impl Future<Output = Result<Vec<Interface>, MaasError>>;
+    fn subnets(&self) -> impl Future<Output = Result<Vec<Subnet>, MaasError>>;
+    /// `link_subnet` with mode AUTO.
+    fn link_subnet_auto(
+        &self,
+        system_id: &str,
+        interface_id: u64,
+        subnet_id: u64,
+    ) -> impl Future<Output = Result<(), MaasError>>;
+    fn deploy(
+        &self,
+        system_id: &str,
+        user_data: &Secret,
+        enable_hw_sync: bool,
+    ) -> impl Future<Output = Result<Machine, MaasError>>;
+    fn release(&self, system_id: &str) -> impl Future<Output = Result<Machine, MaasError>>;
+    fn abort(&self, system_id: &str) -> impl Future<Output = Result<Machine, MaasError>>;
+}
+
+/// A resolver's answer for one name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DnsAnswer {
+    Address(String),
+    NxDomain,
+    ServFail,
+}
+
+/// The resolver the site gives its nodes (the rack's), as seen from the controller: a zero-cost probe of whether a
+/// booting node can resolve the metadata host.
+pub trait Resolver {
+    fn resolve(&self, name: &str) -> impl Future<Output = Result<DnsAnswer, TransportError>>;
+}
+
+/// The site configuration the workflows need, from the secrets store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteConfig {
+    pub enabled: bool,
+    /// The name cloud-init's `cloud-config-url` points at (resolved through the rack).
+    pub metadata_host: String,
+    pub pxe_vlan_vid: u16,
+    pub roce_vlan_vid: u16,
+    /// Whether a node without its RoCE interfaces may go on (`apply_roce_phase2`'s policy).
+    pub roce_mandatory: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PowerCredential {
+    pub user: String,
+    pub password: Secret,
+}
+
+/// The site's secrets store (Vault-like).
+pub trait SiteSecrets {
+    fn site_config(&self) -> impl Future<Output = Result<SiteConfig, SecretsError>>;
+    /// The node's power credential: its override if there is one, else the site default.
+    fn power_credential(&self, node: &str) -> impl Future<Output = Result<PowerCredential, SecretsError>>;
+    /// A single-use token the node's agent enrols with, valid for `ttl_ms`.
+    fn bootstrap_token(&self, node: &str, ttl_ms: u64) -> impl Future<Output = Result<Secret, SecretsError>>;
+}
