@@ -9,6 +9,7 @@
 //! words live in [`crate::matrix`]; this module holds only their interpretation, each rule written once below, and
 //! tests that walk every (stage, failure class) pair of the table.
 
+pub mod driver;
 pub mod legacy;
 pub mod stall;
 

@@ -1,0 +1,1046 @@
+//! The onboarding workflow's driver: the 16 stages of the recovery matrix run against the `MaasApi`, `Resolver`,
+//! `SiteSecrets`, `Hub`, `Clock`, `Journal` and `Signals` ports. Every failure is classified into one of the
+//! matrix's classes and handed to [`crate::onboarding::decide`]; the driver only performs what the decision says.
+//!
+//! - **Observe first**: `load_site_config` reads the site configuration, the region (subnets and VLAN MTUs) and the
+//!   resolver's answer for the metadata host before anything changes, and records them.
+//! - **Slow is not silent** (policy `current`): a wait with neither an event nor a status change for the stall window
+//!   is classified at once from evidence (an unknown machine MAAS enlisted on this node's BMC, the resolver's SERVFAIL,
+//!   the last event) instead of burning MAAS's 30-minute timeout.
+//! - **Refresh before destructive steps**: commission, deploy, release and abort are preceded by a fresh read, and an
+//!   observed state that already satisfies the stage is adopted (late success, an operator's change).
+//! - **Journal**: a checkpoint per stage (workflow id, run id, stage, attempt); a restarted controller reruns from the
+//!   top with status-aware adoption, which for a fresh node is safer than replaying shell-era steps.
+//! - Policy `legacy` (the 2026-07-20 controller, kept to replay it): no stall detection, MAAS's fixed timeout, blind
+//!   retry of commissioning.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::matrix::{FailureClass, NodeState, OnboardingStage, Stage, WorkflowState};
+use crate::onboarding::legacy::LegacyConfig;
+use crate::onboarding::{
+    ContinueReason, DecideContext, Decision, Evidence, Observed, ProgressEvidence, ResolverProbe, RetryPolicy,
+    SitePolicy, StallClassifier, StallVerdict, UnknownMachine, decide,
+};
+use crate::ports::site::{DnsAnswer, MaasApi, MaasError, Machine, MachineStatus, NewMachine, Resolver, SiteSecrets};
+use crate::ports::{Clock, Hub, Journal, OnboardingEvent, SecretsError, Signal, Signals};
+use crate::secret::Secret;
+
+/// Which controller runs the workflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnboardingPolicy {
+    /// The recovery matrix with stall detection, observe-first and refresh-before-destroy.
+    Current,
+    /// The 2026-07-20 controller: MAAS's fixed timeout, blind commissioning retry.
+    Legacy,
+}
+
+/// What the operator's inventory says about a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// The node's name in the fleet (and its agent's name at the hub).
+    pub name: String,
+    pub hostname: String,
+    /// The MAC the node PXE-boots from, as registered.
+    pub pxe_mac: String,
+    /// The node's BMC, as MAAS's power parameters name it.
+    pub bmc_address: String,
+    /// The model name of the disk the node must boot from (the BOSS device).
+    pub boot_disk_model: String,
+}
+
+/// One onboarding workflow to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnboardRequest {
+    /// The workflow id (stable across controller restarts and resumes).
+    pub workflow: String,
+    pub node: NodeSpec,
+    pub policy: OnboardingPolicy,
+    /// Neither an event nor a status change for this long is a stall (policy `current`).
+    pub stall_window_ms: u64,
+    /// How often a waiting stage reads MAAS.
+    pub poll_ms: u64,
+    pub retry: RetryPolicy,
+    pub site_policy: SitePolicy,
+    /// How long the agent's bootstrap token is valid.
+    pub bootstrap_token_ttl_ms: u64,
+}
+
+/// How a workflow run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnboardOutcome {
+    pub workflow_state: WorkflowState,
+    pub node_state: NodeState,
+    /// The stage it stopped at (none when it completed).
+    pub stage: Option<OnboardingStage>,
+    pub class: Option<FailureClass>,
+    /// What a person needs to act: the evidence the classification rests on.
+    pub evidence: Vec<String>,
+    pub system_id: Option<String>,
+}
+
+/// The ports the driver needs.
+pub struct OnboardPorts<'a, C, M, R, K, H, J, G> {
+    pub clock: &'a C,
+    pub maas: &'a M,
+    pub resolver: &'a R,
+    pub secrets: &'a K,
+    pub hub: &'a H,
+    pub journal: &'a J,
+    pub signals: &'a G,
+}
+
+/// A journal line of an onboarding workflow: `onboard <json>`, next to the other subsystems' records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case", deny_unknown_fields)]
+pub enum OnboardRecord {
+    /// A run of the workflow begins (1 for the first; a resume or a restarted controller starts the next).
+    RunStarted {
+        workflow: String,
+        run: u32,
+    },
+    /// A stage attempt begins: where a restarted controller knows the workflow had got to.
+    Checkpoint {
+        workflow: String,
+        run: u32,
+        stage: OnboardingStage,
+        attempt: u32,
+        system_id: Option<String>,
+    },
+    Stopped {
+        workflow: String,
+        run: u32,
+        stage: OnboardingStage,
+        class: FailureClass,
+        workflow_state: WorkflowState,
+    },
+    Completed {
+        workflow: String,
+        run: u32,
+        system_id: String,
+    },
+}
+
+const RECORD_PREFIX: &str = "onboard ";
+
+impl OnboardRecord {
+    pub fn encode(&self) -> String {
+        format!("{RECORD_PREFIX}{}", serde_json::to_string(self).expect("onboarding records serialise"))
+    }
+
+    /// `None` for another subsystem's line (or an onboarding line that does not decode: it is reported by replay).
+    pub fn decode(line: &str) -> Option<Result<OnboardRecord, String>> {
+        let json = line.strip_prefix(RECORD_PREFIX)?;
+        Some(serde_json::from_str(json).map_err(|error| format!("onboarding record: {error}")))
+    }
+
+    fn workflow(&self) -> &str {
+        match self {
+            OnboardRecord::RunStarted { workflow, .. }
+            | OnboardRecord::Checkpoint { workflow, .. }
+            | OnboardRecord::Stopped { workflow, .. }
+            | OnboardRecord::Completed { workflow, .. } => workflow,
+        }
+    }
+}
+
+/// What the journal says about one workflow.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct History {
+    pub runs: u32,
+    /// Runs that ended `failed_retryable` (section 6: escalate after bounded attempts).
+    pub failed_retryable_runs: u32,
+    pub completed: Option<String>,
+    /// The last checkpoint: the stage a dead controller had reached.
+    pub last_stage: Option<OnboardingStage>,
+}
+
+impl History {
+    pub fn of<'a>(workflow: &str, lines: impl IntoIterator<Item = &'a str>) -> Result<History, String> {
+        let mut history = History::default();
+        for line in lines {
+            let Some(record) = OnboardRecord::decode(line) else { continue };
+            let record = record?;
+            if record.workflow() != workflow {
+                continue;
+            }
+            match record {
+                OnboardRecord::RunStarted { run, .. } => history.runs = history.runs.max(run),
+                OnboardRecord::Checkpoint { stage, .. } => history.last_stage = Some(stage),
+                OnboardRecord::Stopped { workflow_state, .. } => {
+                    if workflow_state == WorkflowState::FailedRetryable {
+                        history.failed_retryable_runs += 1;
+                    }
+                }
+                OnboardRecord::Completed { system_id, .. } => history.completed = Some(system_id),
+            }
+        }
+        Ok(history)
+    }
+}
+
+/// The stages a run walks, in order. `classify_deploy_failure` and `recover_for_datasource_retry` run only when a
+/// deploy fails (they are that failure's handling, not steps of a healthy run).
+const MAIN_STAGES: [OnboardingStage; 14] = [
+    OnboardingStage::LoadSiteConfig,
+    OnboardingStage::ResolvePowerCredentials,
+    OnboardingStage::CreateOrFindInMaas,
+    OnboardingStage::CommissionNode,
+    OnboardingStage::WaitForReady,
+    OnboardingStage::ConfigureStorage,
+    OnboardingStage::ApplyRocePhase2,
+    OnboardingStage::EnsurePxeInterfaceAuto,
+    OnboardingStage::RenderCloudInit,
+    OnboardingStage::DeployViaMaas,
+    OnboardingStage::WaitForDeployed,
+    OnboardingStage::EnsureHardwareSyncConfigured,
+    OnboardingStage::WaitForHardwareSyncHealthy,
+    OnboardingStage::WaitForAgentEnrollment,
+];
+
+/// Waits bounded by the timeouts of section 6 (our defaults where the seed gives none, as in [`crate::matrix`]),
+/// plus a margin past MAAS's own 30-minute `node_timeout` so that MAAS's verdict arrives first.
+const COMMISSION_WAIT_MS: u64 = 35 * 60_000;
+const DEPLOY_WAIT_MS: u64 = 35 * 60_000;
+const HW_SYNC_HEALTH_WAIT_MS: u64 = 20 * 60_000;
+const AGENT_ENROLLMENT_WAIT_MS: u64 = 15 * 60_000;
+/// Consecutive failed reads of MAAS a waiting stage tolerates before it calls the region unreachable.
+const READ_FAILURES_MAX: u32 = 4;
+/// Fresh observations one failure may ask for before the decision is taken on what is known.
+const REFRESHES_MAX: u32 = 2;
+
+/// A failed stage attempt, classified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StageFailure {
+    class: FailureClass,
+    error: String,
+    evidence: Vec<String>,
+}
+
+impl StageFailure {
+    fn new(class: FailureClass, error: impl Into<String>) -> StageFailure {
+        StageFailure { class, error: error.into(), evidence: Vec::new() }
+    }
+
+    /// A MAAS error: unreachable or 503 is transient, 404 means the machine went away under the workflow
+    /// (ownership unclear), 409 an illegal transition (MAAS's state is not what the workflow believed).
+    fn maas(error: &MaasError) -> StageFailure {
+        let class = match error.status() {
+            _ if error.is_transient() => FailureClass::UpstreamTransient,
+            Some(404 | 409) => FailureClass::StateAmbiguity,
+            Some(_) => FailureClass::UpstreamTransient,
+            None => FailureClass::UpstreamTransient,
+        };
+        StageFailure::new(class, error.to_string())
+    }
+
+    fn secrets(error: &SecretsError) -> StageFailure {
+        let class = match error {
+            SecretsError::Transport(_) | SecretsError::Unavailable(_) => FailureClass::UpstreamTransient,
+            SecretsError::NotFound(_) | SecretsError::Refused(_) => FailureClass::InputConfigError,
+        };
+        StageFailure::new(class, error.to_string())
+    }
+}
+
+/// What a run has learnt so far.
+#[derive(Default)]
+struct RunState {
+    system_id: Option<String>,
+    metadata_host: Option<String>,
+    pxe_vlan_vid: u16,
+    roce_vlan_vid: u16,
+    power: Option<crate::ports::site::PowerCredential>,
+    user_data: Option<Secret>,
+    deploy_started: bool,
+    /// Attempts of each stage in this run (a retried wait re-enters the stage that started what it waits for).
+    attempts: std::collections::BTreeMap<OnboardingStage, u32>,
+}
+
+impl RunState {
+    fn next_attempt(&mut self, stage: OnboardingStage) -> u32 {
+        let attempts = self.attempts.entry(stage).or_insert(0);
+        *attempts += 1;
+        *attempts
+    }
+
+    fn system_id(&self) -> Result<&str, StageFailure> {
+        self.system_id
+            .as_deref()
+            .ok_or_else(|| StageFailure::new(FailureClass::StateAmbiguity, "no MAAS machine is known for the node"))
+    }
+}
+
+fn display_evidence(evidence: &Evidence) -> String {
+    match evidence {
+        Evidence::Silent { quiet_for_ms, stall_window_ms } => {
+            format!("no event and no status change for {quiet_for_ms} ms (stall window {stall_window_ms} ms)")
+        }
+        Evidence::LastEvent { text } => format!("last event: {text}"),
+        Evidence::MacDrift(machine) => format!(
+            "unknown machine {} enlisted with MAC {} on this node's BMC {}",
+            machine.system_id, machine.mac, machine.bmc_address
+        ),
+        Evidence::ResolverServFail { host } => format!("the rack resolver answers SERVFAIL for {host}"),
+    }
+}
+
+impl<C, M, R, K, H, J, G> OnboardPorts<'_, C, M, R, K, H, J, G>
+where
+    C: Clock,
+    M: MaasApi,
+    R: Resolver,
+    K: SiteSecrets,
+    H: Hub,
+    J: Journal,
+    G: Signals,
+{
+    /// Runs the workflow (the next run of it, when the journal shows earlier ones) to completion or to a stop.
+    pub async fn run_onboarding(&self, request: &OnboardRequest) -> OnboardOutcome {
+        let workflow = request.workflow.as_str();
+        let lines =
+            self.journal.replay().await.unwrap_or_else(|error| panic!("onboarding journal unreadable: {error}"));
+        let history = History::of(workflow, lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
+        if let Some(system_id) = history.completed {
+            return OnboardOutcome {
+                workflow_state: WorkflowState::Completed,
+                node_state: NodeState::Active,
+                stage: None,
+                class: None,
+                evidence: Vec::new(),
+                system_id: Some(system_id),
+            };
+        }
+        let run = history.runs + 1;
+        self.record(OnboardRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
+        let mut state = RunState::default();
+        let mut index = 0;
+        while let Some(&stage) = MAIN_STAGES.get(index) {
+            let attempt = state.next_attempt(stage);
+            let system_id = state.system_id.clone();
+            self.record(OnboardRecord::Checkpoint { workflow: workflow.to_owned(), run, stage, attempt, system_id })
+                .await;
+            self.emit(
+                workflow,
+                OnboardingEvent::StageStarted { stage: stage.as_str().into(), attempt: attempt.into() },
+            );
+            let failure = match self.run_stage(request, stage, &mut state).await {
+                Ok(()) => {
+                    self.emit(workflow, OnboardingEvent::StageDone { stage: stage.as_str().into(), adopted: false });
+                    index += 1;
+                    continue;
+                }
+                Err(failure) => failure,
+            };
+            let (stage, failure, attempt) = match (stage, failure.class) {
+                // A failed deploy is classified from MAAS's events first (best effort); a datasource failure gets
+                // its own bounded recovery (back to a clean deployable state, then deploy again).
+                (OnboardingStage::WaitForDeployed, FailureClass::DeployCloudInitFailure) => {
+                    let failure = self.classify_deploy_failure(request, &state, failure).await;
+                    if failure.evidence.iter().any(|line| line.contains("datasource")) {
+                        let stage = OnboardingStage::RecoverForDatasourceRetry;
+                        (stage, failure, state.next_attempt(stage))
+                    } else {
+                        (stage, failure, attempt)
+                    }
+                }
+                _ => (stage, failure, attempt),
+            };
+            self.emit(
+                workflow,
+                OnboardingEvent::StageFailed {
+                    stage: stage.as_str().into(),
+                    class: failure.class.as_str().into(),
+                    error: failure.error.clone(),
+                },
+            );
+            match self.decide_after(request, &history, &state, stage, &failure, attempt).await {
+                Decision::Retry { attempt_next, delay_ms, compensation, .. } => {
+                    if let Some(compensation) = compensation {
+                        self.compensate(&mut state, compensation).await;
+                    }
+                    if stage == OnboardingStage::RecoverForDatasourceRetry {
+                        self.recover_for_datasource_retry(request, &mut state).await;
+                    }
+                    let event = OnboardingEvent::Retrying {
+                        stage: stage.as_str().into(),
+                        attempt: attempt_next.into(),
+                        delay_ms,
+                    };
+                    self.emit(workflow, event);
+                    self.clock.sleep_ms(delay_ms).await;
+                    index = MAIN_STAGES.iter().position(|s| *s == retry_from(stage)).unwrap_or(index);
+                }
+                Decision::Continue { reason } => {
+                    let adopted = reason == ContinueReason::AdoptObservedState;
+                    self.emit(workflow, OnboardingEvent::StageDone { stage: stage.as_str().into(), adopted });
+                    index += 1;
+                }
+                Decision::Stop(stop) => {
+                    if let Some(compensation) = stop.compensation {
+                        self.compensate(&mut state, compensation).await;
+                    }
+                    let record = OnboardRecord::Stopped {
+                        workflow: workflow.to_owned(),
+                        run,
+                        stage,
+                        class: failure.class,
+                        workflow_state: stop.workflow_state,
+                    };
+                    self.record(record).await;
+                    self.emit(
+                        workflow,
+                        OnboardingEvent::Stopped {
+                            stage: stage.as_str().into(),
+                            class: failure.class.as_str().into(),
+                            workflow_state: stop.workflow_state.as_str().into(),
+                            node_state: stop.node_state.as_str().into(),
+                            evidence: failure.evidence.clone(),
+                        },
+                    );
+                    return OnboardOutcome {
+                        workflow_state: stop.workflow_state,
+                        node_state: stop.node_state,
+                        stage: Some(stage),
+                        class: Some(failure.class),
+                        evidence: failure.evidence,
+                        system_id: state.system_id,
+                    };
+                }
+                Decision::RefreshObservedState => unreachable!("decide_after resolves refreshes"),
+            }
+        }
+        let system_id = state.system_id.clone().unwrap_or_default();
+        self.record(OnboardRecord::Completed { workflow: workflow.to_owned(), run, system_id: system_id.clone() })
+            .await;
+        self.emit(workflow, OnboardingEvent::Completed { system_id: system_id.clone() });
+        OnboardOutcome {
+            workflow_state: WorkflowState::Completed,
+            node_state: NodeState::Active,
+            stage: None,
+            class: None,
+            evidence: Vec::new(),
+            system_id: Some(system_id),
+        }
+    }
+
+    fn emit(&self, workflow: &str, event: OnboardingEvent) {
+        self.signals.emit(Signal::Onboarding { workflow: workflow.to_owned(), event });
+    }
+
+    async fn record(&self, record: OnboardRecord) {
+        if let Err(error) = self.journal.append(&record.encode()).await {
+            panic!("onboarding journal write failed: {error}");
+        }
+    }
+
+    /// The decision after a failed attempt: the matrix's (or, under `legacy`, the shell's), with as many fresh
+    /// observations as it asks for.
+    async fn decide_after(
+        &self,
+        request: &OnboardRequest,
+        history: &History,
+        state: &RunState,
+        stage: OnboardingStage,
+        failure: &StageFailure,
+        attempt: u32,
+    ) -> Decision {
+        let mut ctx = DecideContext::new(NodeState::Enrolling);
+        ctx.retry = request.retry;
+        ctx.policy = request.site_policy;
+        ctx.failed_runs = history.failed_retryable_runs;
+        ctx.deploy_attempt_started = state.deploy_started;
+        let mut refreshes = 0;
+        loop {
+            let decision = match request.policy {
+                OnboardingPolicy::Current => decide(Stage::Onboarding(stage), failure.class, attempt, &ctx),
+                OnboardingPolicy::Legacy => {
+                    LegacyConfig::default().decide(Stage::Onboarding(stage), failure.class, attempt, &ctx)
+                }
+            };
+            match decision {
+                Decision::RefreshObservedState if refreshes < REFRESHES_MAX => {
+                    refreshes += 1;
+                    ctx.observed = self.observe(request, state, stage).await;
+                }
+                // Nothing fresher could be read: decide on what the failure itself says.
+                Decision::RefreshObservedState => ctx.observed = Observed::AsExpected,
+                other => return other,
+            }
+        }
+    }
+
+    /// A fresh read of the node's machine, judged against what `stage` expects.
+    async fn observe(&self, request: &OnboardRequest, state: &RunState, stage: OnboardingStage) -> Observed {
+        let Some(system_id) = &state.system_id else {
+            return match self.find_own_machine(request).await {
+                Ok(Some(_)) if stage == OnboardingStage::CreateOrFindInMaas => Observed::SatisfiesCheckpoint,
+                Ok(_) => Observed::AsExpected,
+                Err(_) => Observed::Stale,
+            };
+        };
+        match self.maas.machine(system_id).await {
+            Ok(machine) => judge(stage, &machine.status, state.deploy_started),
+            // Deleted under the workflow: ownership is unclear.
+            Err(MaasError::Http { status: 404, .. }) => Observed::Conflicting,
+            Err(_) => Observed::Stale,
+        }
+    }
+
+    /// Runs a compensation, after a fresh read (section 7: refresh before destructive steps).
+    async fn compensate(&self, state: &mut RunState, compensation: crate::matrix::Compensation) {
+        use crate::matrix::Compensation as K;
+        let Some(system_id) = state.system_id.clone() else { return };
+        match compensation {
+            K::ReleaseToReadyIfDeployStarted if !state.deploy_started => {}
+            K::ReleaseToReadyIfDeployStarted | K::ReleaseToReady | K::AbortReleaseToCleanDeployableState => {
+                // Refresh before the destructive call: abort what is in flight, release what is deployed.
+                if let Ok(machine) = self.maas.machine(&system_id).await {
+                    let _ = match machine.status {
+                        MachineStatus::Deploying => self.maas.abort(&system_id).await.map(|_| ()),
+                        MachineStatus::Deployed | MachineStatus::FailedDeployment | MachineStatus::Allocated => {
+                            self.maas.release(&system_id).await.map(|_| ())
+                        }
+                        _ => Ok(()),
+                    };
+                }
+                state.deploy_started = false;
+            }
+            // Interface links are re-made by the stage itself; the partial node row is the controller's own record
+            // (this simulator keeps none); the decommission compensations do not apply to onboarding.
+            K::UnlinkRelinkInterface
+            | K::DeletePartialNodeRow
+            | K::QuarantineOnFailedValidation
+            | K::AbortMarkFixedNoEraseRelease
+            | K::RevertToRetiredOnUninstallFailure => {}
+        }
+    }
+
+    /// `classify_deploy_failure` (best effort): MAAS's recent events for the machine name the failure.
+    async fn classify_deploy_failure(
+        &self,
+        request: &OnboardRequest,
+        state: &RunState,
+        mut failure: StageFailure,
+    ) -> StageFailure {
+        let workflow = request.workflow.as_str();
+        self.emit(workflow, OnboardingEvent::StageStarted { stage: "classify_deploy_failure".into(), attempt: 1 });
+        if let Some(system_id) = &state.system_id {
+            if let Ok(events) = self.maas.events(system_id, None).await {
+                for event in events.iter().take(5) {
+                    let line = format!("{}: {} {}", event.level, event.text, event.description).to_lowercase();
+                    failure.evidence.push(line);
+                }
+            }
+        }
+        self.emit(workflow, OnboardingEvent::StageDone { stage: "classify_deploy_failure".into(), adopted: false });
+        failure
+    }
+
+    /// `recover_for_datasource_retry`: back to a clean deployable state (Ready) before the deploy is tried again.
+    async fn recover_for_datasource_retry(&self, request: &OnboardRequest, state: &mut RunState) {
+        let Some(system_id) = state.system_id.clone() else { return };
+        let deadline_ms = self.clock.monotonic_ms() + DEPLOY_WAIT_MS;
+        while self.clock.monotonic_ms() < deadline_ms {
+            match self.maas.machine(&system_id).await {
+                Ok(machine) if machine.status == MachineStatus::Ready => return,
+                Ok(machine) if matches!(machine.status, MachineStatus::Deployed | MachineStatus::FailedDeployment) => {
+                    let _ = self.maas.release(&system_id).await;
+                }
+                Ok(machine) if machine.status == MachineStatus::Deploying => {
+                    let _ = self.maas.abort(&system_id).await;
+                }
+                _ => {}
+            }
+            self.clock.sleep_ms(request.poll_ms).await;
+        }
+    }
+
+    /// The node's own machine in MAAS: the one that carries its registered PXE MAC.
+    async fn find_own_machine(&self, request: &OnboardRequest) -> Result<Option<Machine>, MaasError> {
+        let mac = request.node.pxe_mac.to_lowercase();
+        Ok(self.maas.machines().await?.into_iter().find(|machine| machine.macs.contains(&mac)))
+    }
+
+    /// A machine MAAS enlisted (NEW) on this node's BMC that is not the node's own record: the node booted with
+    /// MACs MAAS does not know (seed 001's MAC drift).
+    async fn find_unknown_machine(&self, request: &OnboardRequest, own: &str) -> Option<UnknownMachine> {
+        let machines = self.maas.machines().await.ok()?;
+        machines.into_iter().find_map(|machine| {
+            let ours = machine.power_address.as_deref() == Some(request.node.bmc_address.as_str());
+            (ours && machine.system_id != own && machine.status == MachineStatus::New).then(|| UnknownMachine {
+                mac: machine.macs.first().cloned().unwrap_or_default(),
+                system_id: machine.system_id,
+                bmc_address: request.node.bmc_address.clone(),
+            })
+        })
+    }
+
+    /// One attempt of one stage.
+    async fn run_stage(
+        &self,
+        request: &OnboardRequest,
+        stage: OnboardingStage,
+        state: &mut RunState,
+    ) -> Result<(), StageFailure> {
+        use OnboardingStage as S;
+        let workflow = request.workflow.as_str();
+        match stage {
+            S::LoadSiteConfig => {
+                // Zero-cost reads first, before any mutation: the site's configuration, the region (its subnets and
+                // VLAN MTUs), and whether the nodes' resolver answers for the metadata host.
+                let site = self.secrets.site_config().await.map_err(|error| StageFailure::secrets(&error))?;
+                if !site.enabled {
+                    return Err(StageFailure::new(FailureClass::InputConfigError, "the site is disabled"));
+                }
+                let subnets = self.maas.subnets().await.map_err(|error| StageFailure::maas(&error))?;
+                for subnet in &subnets {
+                    let value = format!("{} mtu {}", subnet.cidr, subnet.mtu);
+                    self.emit(workflow, OnboardingEvent::Observed { what: format!("vlan {}", subnet.vlan_vid), value });
+                }
+                for vid in [site.pxe_vlan_vid, site.roce_vlan_vid] {
+                    if !subnets.iter().any(|subnet| subnet.vlan_vid == vid) {
+                        let error = format!("no subnet on vlan {vid}, which the site configuration names");
+                        return Err(StageFailure::new(FailureClass::SiteCapabilityMissing, error));
+                    }
+                }
+                let answer = self.resolver.resolve(&site.metadata_host).await;
+                let value = match &answer {
+                    Ok(DnsAnswer::Address(address)) => address.clone(),
+                    Ok(DnsAnswer::NxDomain) => "NXDOMAIN".to_owned(),
+                    Ok(DnsAnswer::ServFail) => "SERVFAIL".to_owned(),
+                    Err(error) => format!("no answer ({error})"),
+                };
+                self.emit(
+                    workflow,
+                    OnboardingEvent::Observed {
+                        what: format!("resolver {}", site.metadata_host),
+                        value: value.clone(),
+                    },
+                );
+                match answer {
+                    Ok(DnsAnswer::Address(_)) => {}
+                    Ok(_) if request.policy == OnboardingPolicy::Current => {
+                        // A node that cannot resolve the metadata host boots to a login prompt and never reports:
+                        // commissioning cannot succeed, so nothing is started.
+                        let mut failure = StageFailure::new(
+                            FailureClass::SiteCapabilityMissing,
+                            format!("the rack resolver answers {value} for the metadata host {}", site.metadata_host),
+                        );
+                        failure.evidence.push(format!("the rack resolver answers {value} for {}", site.metadata_host));
+                        return Err(failure);
+                    }
+                    Ok(_) => {}
+                    Err(error) => return Err(StageFailure::new(FailureClass::UpstreamTransient, error.to_string())),
+                }
+                state.metadata_host = Some(site.metadata_host);
+                state.pxe_vlan_vid = site.pxe_vlan_vid;
+                state.roce_vlan_vid = site.roce_vlan_vid;
+                Ok(())
+            }
+            S::ResolvePowerCredentials => {
+                let credential = self
+                    .secrets
+                    .power_credential(&request.node.name)
+                    .await
+                    .map_err(|error| StageFailure::secrets(&error))?;
+                state.power = Some(credential);
+                Ok(())
+            }
+            S::CreateOrFindInMaas => {
+                if let Some(machine) =
+                    self.find_own_machine(request).await.map_err(|error| StageFailure::maas(&error))?
+                {
+                    state.system_id = Some(machine.system_id);
+                    return Ok(());
+                }
+                let Some(power) = &state.power else {
+                    return Err(StageFailure::new(FailureClass::InputConfigError, "no power credential resolved"));
+                };
+                let new = NewMachine {
+                    hostname: request.node.hostname.clone(),
+                    pxe_mac: request.node.pxe_mac.to_lowercase(),
+                    power_address: request.node.bmc_address.clone(),
+                    power_user: power.user.clone(),
+                    power_password: power.password.clone(),
+                };
+                let machine = self.maas.create_machine(&new).await.map_err(|error| StageFailure::maas(&error))?;
+                state.system_id = Some(machine.system_id);
+                Ok(())
+            }
+            S::CommissionNode => {
+                let system_id = state.system_id()?.to_owned();
+                // Refresh before the irreversible call: a machine already commissioning (MAAS commissions a machine
+                // it just created) or past it is adopted, not commissioned again.
+                let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+                match judge(stage, &machine.status, state.deploy_started) {
+                    Observed::SatisfiesCheckpoint => Ok(()),
+                    Observed::Conflicting => Err(StageFailure::new(
+                        FailureClass::StateAmbiguity,
+                        format!("machine {system_id} is {} in MAAS, unexpectedly", machine.status.name()),
+                    )),
+                    Observed::AsExpected | Observed::Stale => {
+                        self.maas.commission(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+                        Ok(())
+                    }
+                }
+            }
+            S::WaitForReady => {
+                let system_id = state.system_id()?.to_owned();
+                self.wait_for(request, state, &system_id, stage, &[MachineStatus::Ready], COMMISSION_WAIT_MS).await?;
+                Ok(())
+            }
+            S::ConfigureStorage => {
+                let system_id = state.system_id()?.to_owned();
+                let disks = self.maas.disks(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+                let Some(disk) = disks.iter().find(|disk| disk.model.contains(&request.node.boot_disk_model)) else {
+                    let found: Vec<&str> = disks.iter().map(|disk| disk.model.as_str()).collect();
+                    return Err(StageFailure::new(
+                        FailureClass::HardwareMismatch,
+                        format!("no {} boot disk among {}", request.node.boot_disk_model, found.join(", ")),
+                    ));
+                };
+                if !disk.boot {
+                    self.maas.set_boot_disk(&system_id, disk.id).await.map_err(|error| StageFailure::maas(&error))?;
+                }
+                Ok(())
+            }
+            S::ApplyRocePhase2 | S::EnsurePxeInterfaceAuto => {
+                let system_id = state.system_id()?.to_owned();
+                let interfaces = self.maas.interfaces(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+                let subnets = self.maas.subnets().await.map_err(|error| StageFailure::maas(&error))?;
+                let (wanted, vid): (Vec<_>, u16) = if stage == S::ApplyRocePhase2 {
+                    (interfaces.iter().filter(|i| i.roce).collect(), state.roce_vlan_vid)
+                } else {
+                    let boot = interfaces.iter().filter(|i| !i.roce && i.vlan_vid == Some(state.pxe_vlan_vid));
+                    (boot.take(1).collect(), state.pxe_vlan_vid)
+                };
+                if wanted.is_empty() {
+                    let what = if stage == S::ApplyRocePhase2 { "RoCE interface" } else { "PXE interface" };
+                    return Err(StageFailure::new(FailureClass::HardwareMismatch, format!("no {what} found")));
+                }
+                let Some(subnet) = subnets.iter().find(|subnet| subnet.vlan_vid == vid) else {
+                    return Err(StageFailure::new(FailureClass::HardwareMismatch, format!("no subnet on vlan {vid}")));
+                };
+                for interface in wanted.into_iter().filter(|interface| !interface.auto_linked) {
+                    self.maas
+                        .link_subnet_auto(&system_id, interface.id, subnet.id)
+                        .await
+                        .map_err(|error| StageFailure::maas(&error))?;
+                }
+                Ok(())
+            }
+            S::RenderCloudInit => {
+                let token = self
+                    .secrets
+                    .bootstrap_token(&request.node.name, request.bootstrap_token_ttl_ms)
+                    .await
+                    .map_err(|error| StageFailure::secrets(&error))?;
+                let metadata_host = state.metadata_host.clone().unwrap_or_default();
+                state.user_data = Some(Secret::new(format!(
+                    "#cloud-config\nfleetsim_node: {}\nfleetsim_metadata_host: {metadata_host}\nfleetsim_bootstrap_token: {}\n",
+                    request.node.name,
+                    token.expose()
+                )));
+                Ok(())
+            }
+            S::DeployViaMaas => {
+                let system_id = state.system_id()?.to_owned();
+                let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+                match judge(stage, &machine.status, state.deploy_started) {
+                    Observed::SatisfiesCheckpoint => Ok(()),
+                    Observed::Conflicting => Err(StageFailure::new(
+                        FailureClass::StateAmbiguity,
+                        format!("machine {system_id} is {} in MAAS, not deployable", machine.status.name()),
+                    )),
+                    Observed::AsExpected | Observed::Stale => {
+                        let Some(user_data) = &state.user_data else {
+                            return Err(StageFailure::new(FailureClass::InputConfigError, "no cloud-init rendered"));
+                        };
+                        self.maas
+                            .deploy(&system_id, user_data, true)
+                            .await
+                            .map_err(|error| StageFailure::maas(&error))?;
+                        state.deploy_started = true;
+                        Ok(())
+                    }
+                }
+            }
+            S::WaitForDeployed => {
+                let system_id = state.system_id()?.to_owned();
+                self.wait_for(request, state, &system_id, stage, &[MachineStatus::Deployed], DEPLOY_WAIT_MS).await?;
+                Ok(())
+            }
+            S::EnsureHardwareSyncConfigured => {
+                let system_id = state.system_id()?.to_owned();
+                let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+                if machine.enable_hw_sync {
+                    Ok(())
+                } else {
+                    Err(StageFailure::new(
+                        FailureClass::HardwareSyncFailure,
+                        "hardware sync is not enabled on the machine",
+                    ))
+                }
+            }
+            S::WaitForHardwareSyncHealthy => {
+                let system_id = state.system_id()?.to_owned();
+                let deadline_ms = self.clock.monotonic_ms() + HW_SYNC_HEALTH_WAIT_MS;
+                loop {
+                    match self.maas.machine(&system_id).await {
+                        Ok(machine) if machine.hw_sync_healthy => return Ok(()),
+                        Ok(_) | Err(_) if self.clock.monotonic_ms() >= deadline_ms => {
+                            return Err(StageFailure::new(
+                                FailureClass::HardwareSyncFailure,
+                                format!("hardware sync not healthy within {HW_SYNC_HEALTH_WAIT_MS} ms"),
+                            ));
+                        }
+                        _ => self.clock.sleep_ms(request.poll_ms).await,
+                    }
+                }
+            }
+            S::WaitForAgentEnrollment => {
+                let deadline_ms = self.clock.monotonic_ms() + AGENT_ENROLLMENT_WAIT_MS;
+                loop {
+                    if let Ok(snapshot) = self.hub.read_heartbeats().await {
+                        if snapshot.instances.iter().any(|row| row.instance == request.node.name && row.registered) {
+                            return Ok(());
+                        }
+                    }
+                    if self.clock.monotonic_ms() >= deadline_ms {
+                        return Err(StageFailure::new(
+                            FailureClass::AgentEnrollmentFailure,
+                            format!("no agent {} enrolled within {AGENT_ENROLLMENT_WAIT_MS} ms", request.node.name),
+                        ));
+                    }
+                    self.clock.sleep_ms(request.poll_ms).await;
+                }
+            }
+            S::ClassifyDeployFailure | S::RecoverForDatasourceRetry => Ok(()),
+        }
+    }
+
+    /// Waits for `want`, reading the machine and its events every `poll_ms`. Under `current`, a silence longer
+    /// than the stall window is classified at once from evidence; under `legacy`, only MAAS's verdict (or the
+    /// stage's bound) ends the wait.
+    async fn wait_for(
+        &self,
+        request: &OnboardRequest,
+        state: &RunState,
+        system_id: &str,
+        stage: OnboardingStage,
+        want: &[MachineStatus],
+        bound_ms: u64,
+    ) -> Result<Machine, StageFailure> {
+        let workflow = request.workflow.as_str();
+        let started_ms = self.clock.monotonic_ms();
+        let mut progress = ProgressEvidence::started_at(started_ms);
+        let classifier = StallClassifier::new(request.stall_window_ms);
+        let mut last_status: Option<MachineStatus> = None;
+        let mut after: Option<u64> = None;
+        let mut read_failures = 0;
+        let mut seen: BTreeSet<u64> = BTreeSet::new();
+        loop {
+            let now_ms = self.clock.monotonic_ms();
+            match self.maas.machine(system_id).await {
+                Ok(machine) => {
+                    read_failures = 0;
+                    if last_status.as_ref() != Some(&machine.status) {
+                        if last_status.is_some() {
+                            progress.last_status_change_ms = Some(now_ms);
+                        }
+                        last_status = Some(machine.status.clone());
+                    }
+                    if let Ok(events) = self.maas.events(system_id, after).await {
+                        let fresh: Vec<_> = events.iter().filter(|event| seen.insert(event.id)).collect();
+                        if let Some(newest) = fresh.first() {
+                            progress.last_event_ms = Some(now_ms);
+                            progress.last_event = Some(newest.text.clone());
+                        }
+                        after = events.iter().map(|event| event.id).max().or(after);
+                    }
+                    if want.contains(&machine.status) {
+                        return Ok(machine);
+                    }
+                    match machine.status {
+                        MachineStatus::FailedCommissioning => {
+                            // Section 6: "upstream_transient or hardware_mismatch depending on MAAS status": a
+                            // failed script is the hardware's; a timeout is MAAS giving up on a silent node.
+                            let class = if machine.status_message.to_lowercase().contains("timed out") {
+                                FailureClass::UpstreamTransient
+                            } else {
+                                FailureClass::HardwareMismatch
+                            };
+                            let mut failure =
+                                StageFailure::new(class, format!("commissioning failed: {}", machine.status_message));
+                            failure
+                                .evidence
+                                .extend(progress.last_event.iter().map(|text| format!("last event: {text}")));
+                            return Err(failure);
+                        }
+                        MachineStatus::FailedDeployment => {
+                            let error = format!("deployment failed: {}", machine.status_message);
+                            return Err(StageFailure::new(FailureClass::DeployCloudInitFailure, error));
+                        }
+                        MachineStatus::Broken | MachineStatus::New => {
+                            let error = format!(
+                                "machine {system_id} became {} while the workflow waited",
+                                machine.status.name()
+                            );
+                            return Err(StageFailure::new(FailureClass::StateAmbiguity, error));
+                        }
+                        _ => {}
+                    }
+                }
+                Err(MaasError::Http { status: 404, message, .. }) => {
+                    let error =
+                        format!("machine {system_id} was deleted from MAAS while the workflow waited: {message}");
+                    return Err(StageFailure::new(FailureClass::StateAmbiguity, error));
+                }
+                Err(error) => {
+                    read_failures += 1;
+                    if read_failures >= READ_FAILURES_MAX {
+                        return Err(StageFailure::maas(&error));
+                    }
+                }
+            }
+            progress.now_ms = now_ms;
+            if request.policy == OnboardingPolicy::Current && progress.quiet_for_ms() > request.stall_window_ms {
+                // Silent past the window: gather the evidence, then classify (slow is not silent).
+                progress.unknown_machine = self.find_unknown_machine(request, system_id).await;
+                if let Some(host) = &state.metadata_host {
+                    progress.metadata_resolver = match self.resolver.resolve(host).await {
+                        Ok(DnsAnswer::Address(_)) => ResolverProbe::Answered,
+                        Ok(_) | Err(_) => ResolverProbe::ServFail { host: host.clone() },
+                    };
+                }
+                if let StallVerdict::Stalled { class, evidence } = classifier.classify(&progress) {
+                    let evidence: Vec<String> = evidence.iter().map(display_evidence).collect();
+                    self.emit(
+                        workflow,
+                        OnboardingEvent::Stalled {
+                            stage: stage.as_str().into(),
+                            class: class.as_str().into(),
+                            evidence: evidence.clone(),
+                        },
+                    );
+                    return Err(StageFailure { class, error: format!("{} stalled", stage.as_str()), evidence });
+                }
+            }
+            if now_ms.saturating_sub(started_ms) >= bound_ms {
+                let class = match stage {
+                    OnboardingStage::WaitForDeployed => FailureClass::DeployCloudInitFailure,
+                    _ => FailureClass::UpstreamTransient,
+                };
+                return Err(StageFailure::new(class, format!("{} not reached within {bound_ms} ms", want[0].name())));
+            }
+            self.clock.sleep_ms(request.poll_ms).await;
+        }
+    }
+}
+
+/// Where a retry of `stage` re-enters the run: a wait is retried by redoing what it waits for.
+fn retry_from(stage: OnboardingStage) -> OnboardingStage {
+    match stage {
+        OnboardingStage::WaitForReady => OnboardingStage::CommissionNode,
+        OnboardingStage::WaitForDeployed | OnboardingStage::RecoverForDatasourceRetry => OnboardingStage::DeployViaMaas,
+        other => other,
+    }
+}
+
+/// How a machine's status compares with what `stage` expects.
+fn judge(stage: OnboardingStage, status: &MachineStatus, deploy_started: bool) -> Observed {
+    use MachineStatus as M;
+    use OnboardingStage as S;
+    match stage {
+        S::CommissionNode | S::WaitForReady => match status {
+            M::Commissioning if stage == S::CommissionNode => Observed::SatisfiesCheckpoint,
+            M::Ready => Observed::SatisfiesCheckpoint,
+            M::New | M::FailedCommissioning | M::Commissioning => Observed::AsExpected,
+            // Allocated, deployed or broken before this workflow deployed it: someone else advanced it.
+            _ => Observed::Conflicting,
+        },
+        S::DeployViaMaas | S::WaitForDeployed => match status {
+            M::Deployed => Observed::SatisfiesCheckpoint,
+            M::Deploying if stage == S::DeployViaMaas && deploy_started => Observed::SatisfiesCheckpoint,
+            M::Ready | M::Allocated | M::Deploying | M::FailedDeployment => Observed::AsExpected,
+            _ => Observed::Conflicting,
+        },
+        _ => match status {
+            M::Broken => Observed::Conflicting,
+            _ => Observed::AsExpected,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_counts_runs_failed_runs_and_completion_of_one_workflow_only() {
+        let records = [
+            OnboardRecord::RunStarted { workflow: "w1".into(), run: 1 },
+            OnboardRecord::Checkpoint {
+                workflow: "w1".into(),
+                run: 1,
+                stage: OnboardingStage::WaitForReady,
+                attempt: 2,
+                system_id: Some("abc123".into()),
+            },
+            OnboardRecord::Stopped {
+                workflow: "w1".into(),
+                run: 1,
+                stage: OnboardingStage::WaitForReady,
+                class: FailureClass::UpstreamTransient,
+                workflow_state: WorkflowState::FailedRetryable,
+            },
+            OnboardRecord::RunStarted { workflow: "w2".into(), run: 1 },
+            OnboardRecord::Completed { workflow: "w2".into(), run: 1, system_id: "def456".into() },
+        ];
+        let mut lines: Vec<String> = records.iter().map(OnboardRecord::encode).collect();
+        lines.insert(2, "sensor.silent node-03".into());
+        let w1 = History::of("w1", lines.iter().map(String::as_str)).unwrap();
+        assert_eq!((w1.runs, w1.failed_retryable_runs, w1.completed), (1, 1, None));
+        assert_eq!(w1.last_stage, Some(OnboardingStage::WaitForReady));
+        let w2 = History::of("w2", lines.iter().map(String::as_str)).unwrap();
+        assert_eq!(w2.completed.as_deref(), Some("def456"));
+        let corrupt = ["onboard {\"record\":\"run_started\"".to_owned()];
+        assert!(History::of("w1", corrupt.iter().map(String::as_str)).is_err());
+    }
+
+    #[test]
+    fn a_retried_wait_redoes_what_it_waits_for() {
+        assert_eq!(retry_from(OnboardingStage::WaitForReady), OnboardingStage::CommissionNode);
+        assert_eq!(retry_from(OnboardingStage::WaitForDeployed), OnboardingStage::DeployViaMaas);
+        assert_eq!(retry_from(OnboardingStage::RecoverForDatasourceRetry), OnboardingStage::DeployViaMaas);
+        assert_eq!(retry_from(OnboardingStage::ConfigureStorage), OnboardingStage::ConfigureStorage);
+    }
+
+    #[test]
+    fn observed_state_is_adopted_when_it_satisfies_the_stage_and_conflicts_when_advanced_elsewhere() {
+        use MachineStatus as M;
+        assert_eq!(judge(OnboardingStage::CommissionNode, &M::Commissioning, false), Observed::SatisfiesCheckpoint);
+        assert_eq!(judge(OnboardingStage::WaitForReady, &M::Ready, false), Observed::SatisfiesCheckpoint);
+        assert_eq!(judge(OnboardingStage::CommissionNode, &M::Deployed, false), Observed::Conflicting);
+        assert_eq!(judge(OnboardingStage::CommissionNode, &M::FailedCommissioning, false), Observed::AsExpected);
+        assert_eq!(judge(OnboardingStage::DeployViaMaas, &M::Deploying, true), Observed::SatisfiesCheckpoint);
+        assert_eq!(judge(OnboardingStage::DeployViaMaas, &M::Deploying, false), Observed::AsExpected);
+        assert_eq!(judge(OnboardingStage::WaitForDeployed, &M::New, true), Observed::Conflicting);
+    }
+
+    #[test]
+    fn maas_errors_are_classified_by_what_they_mean() {
+        let http = |status| MaasError::Http { status, message: "x".into(), retry_after_s: Some(5) };
+        assert_eq!(StageFailure::maas(&http(503)).class, FailureClass::UpstreamTransient);
+        assert_eq!(StageFailure::maas(&http(409)).class, FailureClass::StateAmbiguity);
+        assert_eq!(StageFailure::maas(&http(404)).class, FailureClass::StateAmbiguity);
+        let timeout = MaasError::Transport(crate::ports::TransportError::Timeout);
+        assert_eq!(StageFailure::maas(&timeout).class, FailureClass::UpstreamTransient);
+        let refused = SecretsError::Refused("site disabled".into());
+        assert_eq!(StageFailure::secrets(&refused).class, FailureClass::InputConfigError);
+    }
+}
