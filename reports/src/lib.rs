@@ -1,7 +1,13 @@
-//! Run records and campaign reports: the versioned JSON model release gates read, and its atomic writer.
+//! Run records and campaign reports: the versioned JSON model release gates read, its atomic writer, its
+//! fail-closed reader ([`read`]), its renderers ([`render`]) and the trace comparison behind `fleetsim diff`
+//! ([`trace_diff`]).
 //!
 //! API Boundary: the JSON shapes here are a stable, versioned format (documented in `docs/formats.md`).
 //! A change that removes or renames a field bumps [`SCHEMA_VERSION`]. This crate depends on no other workspace crate.
+
+pub mod read;
+pub mod render;
+pub mod trace_diff;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -54,11 +60,12 @@ impl Verdict {
         self.outcome == Outcome::Pass
     }
 
-    /// A short label for terminal output: `pass`, `fail (safety_violation)`.
+    /// A short label for terminal output: `pass`, `fail (safety_violation)`, or `fail` for a failure without a kind.
     pub fn label(&self) -> String {
-        match self.kind {
-            None => "pass".to_owned(),
-            Some(kind) => format!("fail ({})", kind.as_str()),
+        match (self.outcome, self.kind) {
+            (Outcome::Pass, _) => "pass".to_owned(),
+            (Outcome::Fail, Some(kind)) => format!("fail ({})", kind.as_str()),
+            (Outcome::Fail, None) => "fail".to_owned(),
         }
     }
 }

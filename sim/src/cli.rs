@@ -1,8 +1,9 @@
-//! The `fleetsim` command line: `run`, `campaign`, `check`. [`main_with`] is the whole program, callable in-process
-//! by tests with any argument list and output sinks.
+//! The `fleetsim` command line: `run`, `campaign`, `check`, `report`, `diff`. [`main_with`] is the whole program,
+//! callable in-process by tests with any argument list and output sinks.
 //!
-//! Exit codes (documented in `docs/ARCHITECTURE.md`): 0 everything passed, 1 a run or campaign failed, 2 bad input
-//! (usage, a missing or malformed file), 3 an output could not be written.
+//! Exit codes (documented in `docs/ARCHITECTURE.md` and `README.md`): 0 everything passed, 1 a run or campaign
+//! failed (for `diff`: the traces differ), 2 bad input (usage, a missing, malformed or incompatible file), 3 an
+//! output could not be written. `report` renders and does not judge: it exits 0 whatever verdict it renders.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -10,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use reports::RunRecord;
+use reports::render::human_ms;
 
-use crate::campaign::{self, Campaign};
+use crate::campaign;
 use crate::runner::{self, RunIdentity, RunOutput};
 use crate::spec::{self, SpecError};
 
@@ -22,6 +24,7 @@ pub const EXIT_OUTPUT_ERROR: i32 = 3;
 
 const AFTER_HELP: &str = "\
 Exit codes: 0 pass, 1 a run or campaign failed, 2 bad input, 3 an output could not be written.
+`diff` exits 1 when the traces differ; `report` exits 0 whatever verdict it renders.
 Logs go to stderr; choose their level with RUST_LOG (e.g. RUST_LOG=info).
 
 Examples:
@@ -29,12 +32,39 @@ Examples:
   fleetsim run scenarios/hub-crashes-and-restarts-mid-run.toml --seed 7 --out /tmp/run
   fleetsim campaign campaigns/ci-50.toml --jobs 2
   fleetsim campaign campaigns/ci-50.toml --run 17 --out /tmp/run17
-  fleetsim check scenarios/*.toml campaigns/*.toml";
+  fleetsim check scenarios/*.toml campaigns/*.toml
+  fleetsim report target/fleetsim/ci-50/report.json --format md >> \"$GITHUB_STEP_SUMMARY\"
+  fleetsim diff /tmp/a/trace.jsonl /tmp/b/trace.jsonl";
 
-/// Deterministic fault-injection simulator and conformance harness for a bare-metal fleet lifecycle engine.
-///
-/// The real lifecycle engine runs against deterministic fakes on a simulated network in virtual time. A run is a
-/// pure function of its file and its seed: the same seed gives the same trace digest, byte for byte.
+const REPORT_HELP: &str = "\
+Formats:
+  text   the summary `fleetsim campaign` prints at its end
+  md     Markdown for a CI job summary or a pull-request comment
+  junit  JUnit XML: a test case per run, per (run, oracle) that fired, per sometimes-property
+  html   one self-contained page: inline CSS and SVG plots, no script, no network
+
+The report is read fail-closed: a missing, empty, truncated, corrupt or self-inconsistent
+file, or one with another schema_version, is refused with its reason and exit code 2.
+`report` renders and does not judge: it exits 0 whatever the campaign's verdict.
+
+Examples:
+  fleetsim report target/fleetsim/ci-50/report.json
+  fleetsim report target/fleetsim/ci-50/report.json --format md >> \"$GITHUB_STEP_SUMMARY\"
+  fleetsim report target/fleetsim/ci-50/report.json --format junit -o junit.xml
+  fleetsim report target/fleetsim/ci-50/report.json --format html -o report.html";
+
+const DIFF_HELP: &str = "\
+Two runs of the same file and seed must write the same trace, byte for byte. When their
+digests differ, this shows where: the first line at which the traces disagree, the lines
+before it they share, a few lines of each from there on, and the keys that differ.
+
+Exit codes: 0 identical, 1 the traces differ, 2 bad input (a missing file, or not a trace).
+
+Examples:
+  fleetsim run scenarios/hub-crashes-and-restarts-mid-run.toml --out /tmp/a
+  fleetsim run scenarios/hub-crashes-and-restarts-mid-run.toml --out /tmp/b
+  fleetsim diff /tmp/a/trace.jsonl /tmp/b/trace.jsonl";
+
 #[derive(Debug, Parser)]
 #[command(name = "fleetsim", version, after_help = AFTER_HELP)]
 struct Cli {
@@ -48,6 +78,19 @@ enum Format {
     Text,
     /// The run record (`run.json`) on stdout.
     Json,
+}
+
+/// What `fleetsim report` renders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ReportFormat {
+    /// The terminal summary `fleetsim campaign` prints.
+    Text,
+    /// Markdown for a CI job summary or a pull-request comment.
+    Md,
+    /// JUnit XML for CI test views.
+    Junit,
+    /// One self-contained HTML page with inline SVG plots.
+    Html,
 }
 
 #[derive(Debug, Subcommand)]
@@ -99,6 +142,27 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Render a campaign's report.json as text, Markdown, JUnit XML or a self-contained HTML page.
+    ///
+    /// Prints to stdout, or writes FILE (atomically) with -o.
+    #[command(after_long_help = REPORT_HELP)]
+    Report {
+        /// A report.json written by `fleetsim campaign` (see docs/formats.md).
+        report: PathBuf,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        /// Write the rendering to FILE instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Show where two traces (trace.jsonl) first diverge, with context, or say they are identical.
+    #[command(after_long_help = DIFF_HELP)]
+    Diff {
+        /// The first trace.
+        a: PathBuf,
+        /// The second trace.
+        b: PathBuf,
+    },
 }
 
 /// The whole program. Returns the exit code.
@@ -118,6 +182,8 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
             run_campaign(&campaign, CampaignArgs { runs, seed, jobs, dir, run, format }, out, err)
         }
         Command::Check { files } => check(&files, out),
+        Command::Report { report, format, output } => render_report(&report, format, output.as_deref(), out),
+        Command::Diff { a, b } => diff(&a, &b, out),
     };
     match result {
         Ok(code) => code,
@@ -140,6 +206,12 @@ enum CliError {
 impl From<SpecError> for CliError {
     fn from(error: SpecError) -> Self {
         CliError::BadInput(error)
+    }
+}
+
+impl From<reports::read::ReadError> for CliError {
+    fn from(error: reports::read::ReadError) -> Self {
+        CliError::BadInput(SpecError { path: error.path, position: None, message: error.reason })
     }
 }
 
@@ -237,12 +309,6 @@ pub fn render_run(record: &RunRecord) -> String {
     text
 }
 
-/// `7_200_000` → `2h 00m 00s`.
-pub fn human_ms(ms: u64) -> String {
-    let seconds = ms / 1000;
-    format!("{}h {:02}m {:02}s", seconds / 3600, seconds / 60 % 60, seconds % 60)
-}
-
 struct CampaignArgs {
     runs: Option<u64>,
     seed: Option<u64>,
@@ -305,7 +371,7 @@ fn run_campaign(path: &Path, args: CampaignArgs, out: &mut dyn Write, err: &mut 
     let report_path = dir.join("report.json");
     reports::write_json_atomic(&report_path, &report).map_err(output_error(&report_path))?;
     match args.format {
-        Format::Text => console(out, &render_campaign(&campaign, &report, jobs, wall.as_secs_f64(), &report_path))?,
+        Format::Text => console(out, &render_campaign(&report, jobs, wall.as_secs_f64(), &report_path))?,
         Format::Json => {
             let json = serde_json::to_string_pretty(&report).expect("reports serialise");
             console(out, &format!("{json}\n"))?;
@@ -320,71 +386,12 @@ fn default_campaign_dir(path: &Path) -> PathBuf {
     PathBuf::from("target").join("fleetsim").join(stem)
 }
 
-/// The human summary of a campaign.
-pub fn render_campaign(
-    campaign: &Campaign,
-    report: &reports::CampaignReport,
-    jobs: usize,
-    wall_s: f64,
-    report_path: &Path,
-) -> String {
-    let summary = &report.summary;
-    let mut text = String::new();
-    text.push_str(&format!(
-        "campaign {}: {} runs, seed {}, {} jobs, {:.2} s wall, {} virtual\n",
-        report.campaign,
-        summary.runs,
-        report.seed,
-        jobs,
-        wall_s,
-        human_ms(summary.virtual_duration_ms_total)
-    ));
-    text.push_str(&format!("  passed        {}/{}\n", summary.passed, summary.runs));
-    let faults: Vec<String> = summary.faults.iter().map(|(kind, count)| format!("{kind} {count}")).collect();
-    text.push_str(&format!(
-        "  faults        {}\n",
-        if faults.is_empty() { "none".to_owned() } else { faults.join(", ") }
-    ));
-    let sometimes: Vec<String> =
-        summary.sometimes_reached.iter().map(|(name, runs)| format!("{name} {runs}/{}", summary.runs)).collect();
-    if !sometimes.is_empty() {
-        text.push_str(&format!("  reached       {}\n", sometimes.join(", ")));
-    }
-    for name in &summary.sometimes_never_reached {
-        text.push_str(&format!("  never reached {name}: no run got there, so the campaign proves nothing about it\n"));
-    }
-    if summary.violations_by_oracle.is_empty() {
-        text.push_str("  violations    none\n");
-    } else {
-        text.push_str("  violations\n");
-        for (oracle, count) in &summary.violations_by_oracle {
-            text.push_str(&format!("    {oracle}: {count}\n"));
-        }
-    }
-    let failures: Vec<&RunRecord> = report.runs.iter().filter(|run| !run.verdict.passed()).collect();
-    for run in failures.iter().take(10) {
-        let first = run
-            .violations
-            .iter()
-            .find(|v| !v.expected)
-            .map(|v| format!("{} at t={} ms: {}", v.oracle, v.t_ms, v.evidence))
-            .or_else(|| run.panic.clone())
-            .or_else(|| run.unmet.first().map(|name| format!("{name} never fired")))
-            .unwrap_or_default();
-        text.push_str(&format!(
-            "  FAIL run {} seed {}: {} {first}\n",
-            run.run_index.unwrap_or(0),
-            run.seed,
-            run.verdict.label()
-        ));
-        text.push_str(&format!("       reproduce: {}\n", run.repro));
-    }
-    if failures.len() > 10 {
-        text.push_str(&format!("  … and {} more failing runs in the report\n", failures.len() - 10));
-    }
-    text.push_str(&format!("  digest        {}\n", summary.campaign_digest));
+/// The human summary of a campaign: the report's own summary ([`reports::render::text`], the same `fleetsim report`
+/// prints), then what only this execution knows: threads, wall time and where the report went.
+pub fn render_campaign(report: &reports::CampaignReport, jobs: usize, wall_s: f64, report_path: &Path) -> String {
+    let mut text = reports::render::text(report);
+    text.push_str(&format!("  executed      {jobs} jobs, {wall_s:.2} s wall\n"));
     text.push_str(&format!("  report        {}\n", report_path.display()));
-    text.push_str(&format!("  config        {} ({})\n", campaign.source, report.config_hash));
     text
 }
 
@@ -419,4 +426,44 @@ fn check(files: &[PathBuf], out: &mut dyn Write) -> Result<i32, CliError> {
         }
     }
     Ok(EXIT_PASS)
+}
+
+fn render_report(
+    path: &Path,
+    format: ReportFormat,
+    output: Option<&Path>,
+    out: &mut dyn Write,
+) -> Result<i32, CliError> {
+    let report = reports::read::read_report(path)?;
+    let rendered = match format {
+        ReportFormat::Text => reports::render::text(&report),
+        ReportFormat::Md => reports::render::markdown(&report),
+        ReportFormat::Junit => reports::render::junit(&report),
+        ReportFormat::Html => reports::render::html(&report),
+    };
+    match output {
+        Some(file) => reports::write_atomic(file, rendered.as_bytes()).map_err(output_error(file))?,
+        None => console(out, &rendered)?,
+    }
+    Ok(EXIT_PASS)
+}
+
+/// Reads a trace file for `diff`: one line naming the file when it is missing, not text, or not a trace.
+fn read_trace(path: &Path) -> Result<String, CliError> {
+    let text = spec::read(path)?;
+    if let Err(error) = reports::trace_diff::trace_lines(&text) {
+        return Err(SpecError { path: path.display().to_string(), position: None, message: error.to_string() }.into());
+    }
+    Ok(text)
+}
+
+fn diff(a: &Path, b: &Path, out: &mut dyn Write) -> Result<i32, CliError> {
+    let (text_a, text_b) = (read_trace(a)?, read_trace(b)?);
+    let (lines_a, lines_b): (Vec<&str>, Vec<&str>) = (text_a.lines().collect(), text_b.lines().collect());
+    let (name_a, name_b) = (a.display().to_string(), b.display().to_string());
+    console(out, &reports::trace_diff::render(&name_a, &lines_a, &name_b, &lines_b))?;
+    Ok(match reports::trace_diff::compare(&lines_a, &lines_b) {
+        reports::trace_diff::TraceDiff::Identical { .. } => EXIT_PASS,
+        reports::trace_diff::TraceDiff::Diverged { .. } => EXIT_FAIL,
+    })
 }

@@ -204,3 +204,132 @@ fn an_unwritable_output_exits_3() {
     assert_eq!(code, sim::cli::EXIT_OUTPUT_ERROR, "{err}");
     assert!(err.starts_with("error: cannot write"), "{err}");
 }
+
+#[test]
+fn report_renders_a_campaign_report_as_the_campaign_printed_it_and_as_markdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("c");
+    let campaign = root().join("campaigns/heartbeats-50.toml").display().to_string();
+    let (code, printed, err) = fleetsim(&["campaign", &campaign, "--runs", "2", "--out", out_dir.to_str().unwrap()]);
+    assert!(code == EXIT_PASS || code == EXIT_FAIL, "{err}");
+    let report = out_dir.join("report.json").display().to_string();
+
+    let (code, text, err) = fleetsim(&["report", &report]);
+    assert_eq!(code, EXIT_PASS, "{err}");
+    assert!(printed.starts_with(&text), "one renderer for both:\n{printed}\nvs\n{text}");
+    assert!(text.contains("passed        2/2"), "{text}");
+
+    let (code, md, err) = fleetsim(&["report", &report, "--format", "md"]);
+    assert_eq!(code, EXIT_PASS, "{err}");
+    assert!(md.starts_with(&format!("## fleetsim campaign `{campaign}`: ")), "{md}");
+    assert!(md.contains("**2/2 runs passed**"), "{md}");
+    assert!(md.contains("### Violations by oracle"), "{md}");
+
+    let html = dir.path().join("report.html");
+    let (code, out, err) = fleetsim(&["report", &report, "--format", "html", "-o", html.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (EXIT_PASS, ""), "{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.ends_with("</html>\n"));
+    let (code, xml, _) = fleetsim(&["report", &report, "--format", "junit"]);
+    assert_eq!(code, EXIT_PASS);
+    assert!(xml.matches("<testcase classname=").count() >= 2, "{xml}");
+}
+
+#[test]
+fn a_missing_truncated_corrupt_or_incompatible_report_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = scenario("hub-crashes-and-restarts-mid-run.toml");
+    let run_dir = dir.path().join("run");
+    let (code, _, _) = fleetsim(&["run", &file, "--out", run_dir.to_str().unwrap()]);
+    assert_eq!(code, EXIT_PASS);
+    let run_json = run_dir.join("run.json").display().to_string();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let truncated = write("truncated.json", "{\n  \"schema_version\": 1,\n  \"runs\": [\n");
+    let corrupt = write("corrupt.json", "schema_version = 1\n");
+    let newer = write("newer.json", "{\"schema_version\": 2, \"runs\": [], \"summary\": {}}");
+    let cases = [
+        ("no/such/report.json".to_owned(), "no such file"),
+        (truncated, "truncated: the JSON ends early"),
+        (corrupt, "corrupt: not JSON"),
+        (newer, "schema_version: this fleetsim reads version 1, the file has 2"),
+        (run_json, "a run record (run.json), not a campaign report (report.json)"),
+    ];
+    for (path, reason) in cases {
+        for format in ["text", "md", "junit", "html"] {
+            let (code, out, err) = fleetsim(&["report", &path, "--format", format]);
+            assert_eq!(code, EXIT_BAD_INPUT, "{path}: {err}");
+            assert_eq!(out, "", "nothing rendered from a bad report");
+            assert!(err.starts_with(&format!("error: {path}: {reason}")), "{err}");
+            assert_eq!(err.lines().count(), 1, "one line: {err}");
+        }
+    }
+}
+
+#[test]
+fn diff_says_identical_for_one_seed_run_twice_and_shows_where_two_traces_diverge() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = scenario("hub-crashes-and-restarts-mid-run.toml");
+    let trace = |name: &str, seed: &str| {
+        let out_dir = dir.path().join(name);
+        let (code, _, err) = fleetsim(&["run", &file, "--seed", seed, "--out", out_dir.to_str().unwrap()]);
+        assert_eq!(code, EXIT_PASS, "{err}");
+        out_dir.join("trace.jsonl")
+    };
+    let (a, b, other_seed) = (trace("a", "7"), trace("b", "7"), trace("c", "8"));
+    let (a, b, other_seed) = (a.display().to_string(), b.display().to_string(), other_seed.display().to_string());
+    let events = std::fs::read_to_string(&a).unwrap().lines().count();
+
+    let (code, out, err) = fleetsim(&["diff", &a, &b]);
+    assert_eq!(code, EXIT_PASS, "{err}");
+    assert_eq!(out, format!("identical ({events} events)\n"));
+
+    let (code, out, _) = fleetsim(&["diff", &a, &other_seed]);
+    assert_eq!(code, EXIT_FAIL, "{out}");
+    assert!(out.starts_with("traces differ: first divergence at line 1\n"), "{out}");
+    assert!(out.contains("differs in: seed (7 vs 8)"), "{out}");
+
+    // The same trace with one event changed in the middle: the shared lines before it are shown once.
+    let text = std::fs::read_to_string(&a).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    lines[99] = lines[99].replacen("\"t_ms\":", "\"t_ms\":1", 1);
+    let edited = dir.path().join("edited.jsonl");
+    std::fs::write(&edited, lines.join("\n") + "\n").unwrap();
+    let (code, out, _) = fleetsim(&["diff", &a, edited.to_str().unwrap()]);
+    assert_eq!(code, EXIT_FAIL, "{out}");
+    assert!(out.starts_with("traces differ: first divergence at line 100\n"), "{out}");
+    assert!(out.contains(&format!("      99  {}", &lines[98][..40])), "context before the divergence: {out}");
+    assert!(out.contains(&format!("  a  100  {}", text.lines().nth(99).unwrap())), "{out}");
+    assert!(out.contains(&format!("  b  100  {}", lines[99])), "{out}");
+    assert!(out.contains("differs in: t_ms ("), "{out}");
+}
+
+#[test]
+fn diff_of_a_missing_file_or_a_file_that_is_not_a_trace_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_trace = dir.path().join("notes.txt");
+    std::fs::write(&not_a_trace, "hello\n").unwrap();
+    let not_a_trace = not_a_trace.display().to_string();
+    let (code, _, err) = fleetsim(&["diff", "no/such/a.jsonl", &not_a_trace]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert_eq!(err, "error: no/such/a.jsonl: no such file\n");
+    let (code, _, err) = fleetsim(&["diff", &not_a_trace, &not_a_trace]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(err.starts_with(&format!("error: {not_a_trace}: line 1 is not a trace event (")), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn report_and_diff_help_teach_with_examples() {
+    let (code, out, _) = fleetsim(&["report", "--help"]);
+    assert_eq!(code, EXIT_PASS);
+    assert!(out.contains("fleetsim report target/fleetsim/ci-50/report.json --format md"), "{out}");
+    assert!(out.contains("fail-closed"), "{out}");
+    let (code, out, _) = fleetsim(&["diff", "--help"]);
+    assert_eq!(code, EXIT_PASS);
+    assert!(out.contains("Exit codes: 0 identical, 1 the traces differ, 2 bad input"), "{out}");
+    assert!(out.contains("fleetsim diff /tmp/a/trace.jsonl /tmp/b/trace.jsonl"), "{out}");
+}

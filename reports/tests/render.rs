@@ -1,0 +1,287 @@
+//! Snapshots of every renderer over fixed reports that hold every record variant (each verdict kind, a fail without a
+//! kind, expected and unexpected violations, runs with and without a rollout), plus structural checks of the HTML
+//! and JUnit output and, when a Chromium is on PATH, a real headless load of the HTML page.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use reports::render;
+use reports::{
+    CampaignReport, FailureKind, Firing, Outcome, PropertyKind, RunRecord, SCHEMA_VERSION, Verdict, summarize,
+};
+
+const CAMPAIGN: &str = "campaigns/fixture.toml";
+
+fn firing(oracle: &str, property: PropertyKind, t_ms: u64, evidence: &str, expected: bool) -> Firing {
+    Firing { oracle: oracle.to_owned(), property, t_ms, evidence: evidence.to_owned(), expected }
+}
+
+fn run(index: u64, verdict: Verdict, rollout: bool) -> RunRecord {
+    let steps = if rollout {
+        serde_json::json!([{"at_ms": 120000, "step": {"kind": "start_rollout", "revision": "2944aebb"}}])
+    } else {
+        serde_json::json!([])
+    };
+    RunRecord {
+        schema_version: SCHEMA_VERSION,
+        tool_version: "0.1.0".to_owned(),
+        commit: "8ab8d93b".to_owned(),
+        config_hash: format!("config-{index}"),
+        config: serde_json::json!({"fleet": {"nodes": 50}, "steps": steps}),
+        source: CAMPAIGN.to_owned(),
+        run_index: Some(index),
+        seed: 1000 + index * 7919,
+        verdict,
+        trace_digest: format!("digest-{index}"),
+        trace_events: 2000 + index,
+        virtual_duration_ms: 10_800_000,
+        faults: BTreeMap::new(),
+        violations: Vec::new(),
+        violation_counts: BTreeMap::new(),
+        reached: Vec::new(),
+        unmet: Vec::new(),
+        panic: None,
+        repro: format!("fleetsim campaign {CAMPAIGN} --run {index}"),
+    }
+}
+
+fn report(runs: Vec<RunRecord>, sometimes: &[&str]) -> CampaignReport {
+    let named: Vec<String> = sometimes.iter().map(|name| (*name).to_owned()).collect();
+    let summary = summarize(&runs, &named, |bytes| format!("campaign-digest-over-{}-bytes", bytes.len()));
+    CampaignReport {
+        schema_version: SCHEMA_VERSION,
+        tool_version: "0.1.0".to_owned(),
+        commit: "8ab8d93b".to_owned(),
+        config_hash: "campaign-config".to_owned(),
+        campaign: CAMPAIGN.to_owned(),
+        description: "Fixture: one run of every verdict, with <markup> & \"quotes\" to escape".to_owned(),
+        seed: 1,
+        summary,
+        runs,
+    }
+}
+
+/// One run of every verdict variant, and an incident replay whose violations were expected.
+fn mixed() -> CampaignReport {
+    let successor = firing("rollout_reached_successor", PropertyKind::Sometimes, 323_128, "engine.rollout", false);
+
+    let mut pass = run(0, Verdict::PASS, true);
+    pass.faults = BTreeMap::from([("ssh_timeout".to_owned(), 2)]);
+    pass.reached = vec![successor.clone()];
+
+    let mut safety = run(1, Verdict::fail(FailureKind::SafetyViolation), true);
+    safety.faults = BTreeMap::from([("controller_death".to_owned(), 1), ("marker_drift".to_owned(), 1)]);
+    safety.violations = vec![
+        firing(
+            "availability_floor",
+            PropertyKind::Always,
+            61_319,
+            "41 < 42 healthy | node-07 & node-08 \"down\"",
+            false,
+        ),
+        firing("availability_floor", PropertyKind::Always, 61_400, "40 < 42 healthy", false),
+    ];
+    safety.violation_counts = BTreeMap::from([("availability_floor".to_owned(), 3)]);
+    safety.reached = vec![successor.clone()];
+
+    let mut liveness = run(2, Verdict::fail(FailureKind::LivenessFailure), true);
+    liveness.faults = BTreeMap::from([("storage_fault".to_owned(), 1)]);
+    liveness.violations = vec![firing(
+        "every_lane_converged",
+        PropertyKind::Eventually,
+        10_200_000,
+        "lane 2 is stuck: neither successor nor prior",
+        false,
+    )];
+    liveness.violation_counts = BTreeMap::from([("every_lane_converged".to_owned(), 1)]);
+
+    let mut unmet = run(3, Verdict::fail(FailureKind::ExpectationUnmet), true);
+    unmet.unmet = vec!["controller_adopted_journal".to_owned()];
+
+    let mut panic = run(4, Verdict::fail(FailureKind::Panic), false);
+    panic.faults = BTreeMap::from([("partition".to_owned(), 1)]);
+    panic.panic = Some("index out of bounds: the len is 3 but the index is 7\nat sim/src/world.rs:12:5".to_owned());
+    panic.virtual_duration_ms = 654_321;
+
+    let mut replay = run(5, Verdict::PASS, false);
+    replay.faults = BTreeMap::from([("agent_stop".to_owned(), 2)]);
+    replay.violations = vec![firing(
+        "epoch_member_never_tombstoned",
+        PropertyKind::Always,
+        3_720_000,
+        "node-01, a member of open epoch 1, was tombstoned after 3603674 ms of silence",
+        true,
+    )];
+    replay.violation_counts = BTreeMap::from([("epoch_member_never_tombstoned".to_owned(), 1)]);
+
+    let mut unclassified = run(6, Verdict { outcome: Outcome::Fail, kind: None }, true);
+    unclassified.faults = BTreeMap::from([("ssh_timeout".to_owned(), 1)]);
+    unclassified.violations =
+        vec![firing("no_duplicate_mutation", PropertyKind::Always, 70_000, "install ran twice on node-03", false)];
+    unclassified.violation_counts = BTreeMap::from([("no_duplicate_mutation".to_owned(), 1)]);
+    unclassified.run_index = None;
+
+    report(
+        vec![pass, safety, liveness, unmet, panic, replay, unclassified],
+        &["controller_adopted_journal", "rollout_reached_successor"],
+    )
+}
+
+/// Everything passed, no rollout, no fault, no sometimes-property: every "none" branch.
+fn quiet() -> CampaignReport {
+    let mut report = report(vec![run(0, Verdict::PASS, false), run(1, Verdict::PASS, false)], &[]);
+    report.description = String::new();
+    report
+}
+
+/// More failing runs than a summary lists, all of one oracle.
+fn many_failures() -> CampaignReport {
+    let runs = (0..13)
+        .map(|index| {
+            let mut record = run(index, Verdict::fail(FailureKind::SafetyViolation), true);
+            record.faults = BTreeMap::from([("ssh_timeout".to_owned(), index % 3)]);
+            record.violations =
+                vec![firing("lane_bound", PropertyKind::Always, 100 + index, "lane of 9 > lane_size 8", false)];
+            record.violation_counts =
+                BTreeMap::from([("lane_bound".to_owned(), 1), (render::LANE_ORACLE.to_owned(), 1)]);
+            record
+        })
+        .collect();
+    report(runs, &["rollout_reached_successor"])
+}
+
+#[test]
+fn text_snapshots() {
+    insta::assert_snapshot!("text_mixed", render::text(&mixed()));
+    insta::assert_snapshot!("text_quiet", render::text(&quiet()));
+    insta::assert_snapshot!("text_many_failures", render::text(&many_failures()));
+}
+
+#[test]
+fn markdown_snapshots() {
+    insta::assert_snapshot!("markdown_mixed", render::markdown(&mixed()));
+    insta::assert_snapshot!("markdown_quiet", render::markdown(&quiet()));
+    insta::assert_snapshot!("markdown_many_failures", render::markdown(&many_failures()));
+}
+
+#[test]
+fn junit_snapshots() {
+    insta::assert_snapshot!("junit_mixed", render::junit(&mixed()));
+    insta::assert_snapshot!("junit_quiet", render::junit(&quiet()));
+}
+
+#[test]
+fn html_snapshots() {
+    insta::assert_snapshot!("html_mixed", render::html(&mixed()));
+    insta::assert_snapshot!("html_quiet", render::html(&quiet()));
+}
+
+/// Elements HTML writes without a closing tag.
+const VOID: [&str; 4] = ["meta", "br", "hr", "img"];
+
+/// Checks that every tag is closed in order; returns the element names seen. Renderers escape every `<` in text, so
+/// each `<` opens a tag.
+fn balanced_tags(document: &str, void: &[&str]) -> Vec<String> {
+    let mut stack: Vec<String> = Vec::new();
+    let mut seen = Vec::new();
+    let mut rest = document;
+    while let Some(start) = rest.find('<') {
+        let end = rest[start..].find('>').unwrap_or_else(|| panic!("unclosed `<` at {:?}", &rest[start..])) + start;
+        let tag = &rest[start + 1..end];
+        rest = &rest[end + 1..];
+        if tag.starts_with('!') || tag.starts_with('?') {
+            continue;
+        }
+        let name: String =
+            tag.trim_start_matches('/').chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+        assert!(!name.is_empty(), "empty tag <{tag}>");
+        if let Some(closing) = tag.strip_prefix('/') {
+            let open = stack.pop().unwrap_or_else(|| panic!("</{closing}> closes nothing"));
+            assert_eq!(open, name, "<{open}> closed by </{name}>");
+        } else if !tag.ends_with('/') && !void.contains(&name.as_str()) {
+            stack.push(name.clone());
+        }
+        seen.push(name);
+    }
+    assert!(stack.is_empty(), "left open: {stack:?}");
+    seen
+}
+
+fn assert_self_contained(html: &str) {
+    for reference in
+        ["http://", "https://", "<script", "<link", "<iframe", "<img", " src=", " href=", "url(", "@import"]
+    {
+        assert!(!html.contains(reference), "the page references something outside itself: {reference}");
+    }
+}
+
+#[test]
+fn the_html_page_is_well_formed_and_self_contained() {
+    for report in [mixed(), quiet(), many_failures()] {
+        let html = render::html(&report);
+        assert!(html.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"));
+        let tags = balanced_tags(&html, &VOID);
+        for element in ["html", "head", "body", "svg", "style", "title"] {
+            assert!(tags.iter().any(|tag| tag == element), "no <{element}>");
+        }
+        assert_self_contained(&html);
+    }
+    let html = render::html(&mixed());
+    assert!(html.contains("needs traces: report.json holds one record per run"), "the missing plots say why");
+    assert!(html.contains("no data: the run records carry no recovery-matrix coverage yet"));
+    assert!(html.contains("&lt;markup&gt; &amp; &quot;quotes&quot;"), "text is escaped");
+}
+
+#[test]
+fn the_junit_xml_is_well_formed_and_counts_its_cases() {
+    let xml = render::junit(&mixed());
+    balanced_tags(&xml, &[]);
+    // 7 runs (4 failures, 1 panic error), 4 oracle cases (3 failures; one expected, so passing), 2 sometimes-properties
+    // (one never reached, a failure).
+    assert!(xml.contains("<testsuites name=\"fleetsim\" tests=\"13\" failures=\"8\" errors=\"1\">"), "{xml}");
+    assert!(xml.contains("<error type=\"panic\" message=\"panic: index out of bounds"), "{xml}");
+    assert!(xml.contains("reproduce: fleetsim campaign campaigns/fixture.toml --run 1"));
+    assert!(!xml.contains("<markup>"), "text is escaped");
+}
+
+/// A Chromium-family browser on PATH, if any. CI installs none: this test then checks only the structure above.
+fn browser() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    for name in ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"] {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn a_headless_browser_loads_the_page_and_takes_a_screenshot() {
+    let html = render::html(&mixed());
+    balanced_tags(&html, &VOID);
+    assert_self_contained(&html);
+    let Some(browser) = browser() else {
+        eprintln!(
+            "note: no chromium, chromium-browser or google-chrome on PATH; checked the page's structure only \
+             (scripts/check-html.sh runs the browser check where one is installed)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    std::fs::write(&page, &html).unwrap();
+    let screenshot = dir.path().join("report.png");
+    let status = std::process::Command::new(&browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,2400"])
+        .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
+        .arg(format!("--screenshot={}", screenshot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap_or_else(|error| panic!("cannot start {}: {error}", browser.display()));
+    assert!(status.status.success(), "{}: {}", browser.display(), String::from_utf8_lossy(&status.stderr));
+    let png = std::fs::read(Path::new(&screenshot)).expect("the browser wrote no screenshot");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 1000, "not a screenshot: {} bytes", png.len());
+}
