@@ -14,7 +14,7 @@ use reports::{CampaignReport, PropertyKind};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::faults::{DeathPoint, Step, TimedStep};
+use crate::faults::{BmcFaultKind, DeathPoint, HardwarePart, Step, TimedStep};
 use crate::runner::{self, RunIdentity, RunOutput};
 use crate::seed::{Consumer, SeedTree};
 use crate::spec::{
@@ -171,6 +171,39 @@ pub struct FaultMix {
     pub stale_lock: Option<Rate>,
     /// Before the run, an operator holds `1..=count_max` workers for maintenance; no rollout may release them.
     pub operator_hold: Option<Rate>,
+    // The MAAS site's faults (campaigns with `[onboarding]`). Each bites `1..=count_max` machines drawn from the
+    // site; those set before the machines boot are applied at 0, the others inside the fault window.
+    /// Before the run, a machine's MACs are set to drift at its next power-on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac_drift: Option<Rate>,
+    /// The rack resolver SERVFAILs every query for `duration_ms` (default 1 to 10 min) inside the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolver_servfail: Option<Rate>,
+    /// Before the run, a commissioning script of a machine is set to hang.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_hang: Option<Rate>,
+    /// Before the run, a machine's cloud-init is set to fail at its datasource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datasource_failure: Option<Rate>,
+    /// Before the run, a machine loses its BOSS disk or a RoCE NIC (drawn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware_missing: Option<Rate>,
+    /// Before the run, a machine's agent is set to enrol late, by `duration_ms` (default 1 to 20 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_enrol_delay: Option<Rate>,
+    /// Before the run, a machine's hardware-sync service is set never to report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_sync_failure: Option<Rate>,
+    /// Inside the window, the region answers its next 1 to 5 requests 503 with `Retry-After` 1 to 30 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maas_unavailable: Option<Rate>,
+    /// Inside the window, a machine's BMC becomes unreachable, ignores commands or changes its password (drawn),
+    /// and heals `duration_ms` later (default 30 s to 10 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bmc_fault: Option<Rate>,
+    /// Inside the window, an operator deletes a machine's MAAS record out of band.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_deleted: Option<Rate>,
 }
 
 impl FaultMix {
@@ -197,7 +230,33 @@ impl FaultMix {
         "credential_expiry",
         "stale_lock",
         "operator_hold",
+        "mac_drift",
+        "resolver_servfail",
+        "script_hang",
+        "datasource_failure",
+        "hardware_missing",
+        "agent_enrol_delay",
+        "hw_sync_failure",
+        "maas_unavailable",
+        "bmc_fault",
+        "machine_deleted",
     ];
+
+    /// The site's kinds, with whether each is configured.
+    fn site_kinds(&self) -> [(&'static str, Option<Rate>); 10] {
+        [
+            ("mac_drift", self.mac_drift),
+            ("resolver_servfail", self.resolver_servfail),
+            ("script_hang", self.script_hang),
+            ("datasource_failure", self.datasource_failure),
+            ("hardware_missing", self.hardware_missing),
+            ("agent_enrol_delay", self.agent_enrol_delay),
+            ("hw_sync_failure", self.hw_sync_failure),
+            ("maas_unavailable", self.maas_unavailable),
+            ("bmc_fault", self.bmc_fault),
+            ("machine_deleted", self.machine_deleted),
+        ]
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -221,6 +280,7 @@ struct CampaignFile {
     #[serde(default)]
     oracles: OraclesFile,
     rollout: Option<Spanned<RolloutStart>>,
+    onboarding: Option<Spanned<spec::OnboardingFile>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -258,17 +318,20 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
             ),
         ));
     }
+    let fleet = spec::resolve_fleet(&source, &file.fleet)?;
+    let onboarding = spec::resolve_onboarding(&source, file.onboarding.as_ref(), &fleet, duration_ms)?;
     let base = RunSpec {
         source: path.to_owned(),
         description: file.description.clone(),
         duration_ms,
         liveness_budget_ms,
-        fleet: spec::resolve_fleet(&source, &file.fleet)?,
+        fleet,
         engine: spec::resolve_engine(&source, &file.engine)?,
         hub: spec::resolve_hub(&source, &file.hub)?,
         network: spec::resolve_network(&source, &file.network)?,
         steps: Vec::new(),
         expect: Expectations { must_hold: Vec::new(), must_fire: Vec::new() },
+        onboarding,
     };
     let (faults, faults_span) = match &file.faults {
         Some(faults) => (faults.get_ref().clone(), faults.span()),
@@ -394,6 +457,20 @@ fn validate_mix(
         ("operator_hold", mix.operator_hold),
     ] {
         let Some(rate) = rate else { continue };
+        if rate.per_mille > 1000 || rate.count_max == 0 {
+            return error(format!("faults.{kind}: per_mille is 0 to 1000 and count_max at least 1"));
+        }
+        if let Some(range) = rate.duration_ms {
+            if range.min > range.max || range.max >= window_end_ms - window_start_ms {
+                return error(format!("faults.{kind}.duration_ms: needs min <= max inside the fault window"));
+            }
+        }
+    }
+    for (kind, rate) in mix.site_kinds() {
+        let Some(rate) = rate else { continue };
+        if base.onboarding.is_none() {
+            return error(format!("faults.{kind}: acts on the MAAS site, which needs an [onboarding] table"));
+        }
         if rate.per_mille > 1000 || rate.count_max == 0 {
             return error(format!("faults.{kind}: per_mille is 0 to 1000 and count_max at least 1"));
         }
@@ -551,6 +628,7 @@ impl Campaign {
             });
         }
         self.draw_rollout_faults(&planner, &mut rng, &mut steps);
+        self.draw_site_faults(&planner, &mut rng, &mut steps);
         if let Some(rollout) = &self.rollout {
             steps.push(TimedStep {
                 at_ms: rollout.at_ms,
@@ -647,6 +725,73 @@ impl Campaign {
                 let restored_at = rng.random_range(self.window_start_ms..window_end);
                 steps.push(TimedStep { at_ms: 0, step: Step::ArtifactMissing { artifact, restored: false } });
                 steps.push(TimedStep { at_ms: restored_at, step: Step::ArtifactMissing { artifact, restored: true } });
+            }
+        }
+    }
+
+    /// The MAAS site's faults, drawn after every other kind (and only for the kinds configured), so they change no
+    /// older campaign's plans.
+    fn draw_site_faults(&self, planner: &Planner, rng: &mut ChaCha8Rng, steps: &mut Vec<TimedStep>) {
+        let Some(onboarding) = &self.base.onboarding else { return };
+        let window_end = planner.window_end_ms();
+        let machine = |rng: &mut ChaCha8Rng| onboarding.machines.choose(rng).expect("onboarding has machines").clone();
+        for (kind, rate) in self.faults.site_kinds() {
+            let Some(rate) = rate else { continue };
+            if rng.random_range(0..1000) >= rate.per_mille {
+                continue;
+            }
+            for _ in 0..rng.random_range(1..=rate.count_max) {
+                let target = machine(rng);
+                let in_window = |rng: &mut ChaCha8Rng| rng.random_range(self.window_start_ms..window_end);
+                match kind {
+                    "mac_drift" => steps.push(TimedStep { at_ms: 0, step: Step::MacDrift { target } }),
+                    "script_hang" => steps.push(TimedStep { at_ms: 0, step: Step::ScriptHang { target } }),
+                    "datasource_failure" => {
+                        steps.push(TimedStep { at_ms: 0, step: Step::DatasourceFailure { target } })
+                    }
+                    "hw_sync_failure" => steps.push(TimedStep { at_ms: 0, step: Step::HwSyncFailure { target } }),
+                    "hardware_missing" => {
+                        let part = if rng.random_bool(0.5) { HardwarePart::Boss } else { HardwarePart::Roce };
+                        steps.push(TimedStep { at_ms: 0, step: Step::HardwareMissing { target, part } });
+                    }
+                    "agent_enrol_delay" => {
+                        let delay = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 1_200_000 });
+                        let delay_ms = rng.random_range(delay.min..=delay.max);
+                        steps.push(TimedStep { at_ms: 0, step: Step::AgentEnrolDelay { target, delay_ms } });
+                    }
+                    "resolver_servfail" => {
+                        let duration = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 600_000 });
+                        let start = in_window(rng);
+                        let heal = (start + rng.random_range(duration.min..=duration.max)).min(window_end);
+                        steps.push(TimedStep { at_ms: start, step: Step::ResolverServfail { zones: None } });
+                        steps.push(TimedStep { at_ms: heal, step: Step::ResolverRepair });
+                    }
+                    "maas_unavailable" => {
+                        let at_ms = in_window(rng);
+                        let count = rng.random_range(1..=5);
+                        let retry_after_s = rng.random_range(1..=30);
+                        steps.push(TimedStep { at_ms, step: Step::MaasUnavailable { count, retry_after_s } });
+                    }
+                    "bmc_fault" => {
+                        let duration = rate.duration_ms.unwrap_or(RangeMs { min: 30_000, max: 600_000 });
+                        let fault =
+                            *[BmcFaultKind::Unreachable, BmcFaultKind::IgnoreCommands, BmcFaultKind::WrongCredentials]
+                                .choose(rng)
+                                .expect("faults exist");
+                        let start = in_window(rng);
+                        let heal = (start + rng.random_range(duration.min..=duration.max)).min(window_end);
+                        steps.push(TimedStep { at_ms: start, step: Step::BmcFault { target: target.clone(), fault } });
+                        steps.push(TimedStep {
+                            at_ms: heal,
+                            step: Step::BmcFault { target, fault: BmcFaultKind::Healthy },
+                        });
+                    }
+                    "machine_deleted" => {
+                        let at_ms = in_window(rng);
+                        steps.push(TimedStep { at_ms, step: Step::MachineDeleted { target } });
+                    }
+                    other => unreachable!("site fault kind {other} has no planner"),
+                }
             }
         }
     }
@@ -839,6 +984,33 @@ sometimes = ["instance_silent_raised"]
             CAMPAIGN.replace("always = [\"epoch_member_never_tombstoned\"]", "always = [\"silence_detected_in_time\"]");
         let error = parse_campaign("c.toml", &text).unwrap_err().to_string();
         assert!(error.contains("oracles.always: \"silence_detected_in_time\" is an eventually-property"), "{error}");
+    }
+
+    #[test]
+    fn site_faults_need_onboarding_and_target_the_sites_machines() {
+        let site = "mac_drift = { per_mille = 1000 }\nbmc_fault = { per_mille = 1000, count_max = 2 }\nmaas_unavailable = { per_mille = 1000 }\n";
+        let without = CAMPAIGN.replace("[oracles]", &format!("{site}\n[oracles]"));
+        let error = parse_campaign("c.toml", &without).unwrap_err().to_string();
+        assert!(
+            error.contains("faults.mac_drift: acts on the MAAS site, which needs an [onboarding] table"),
+            "{error}"
+        );
+        let with = format!("{without}\n[onboarding]\nnodes = 3\n");
+        let campaign = parse_campaign("c.toml", &with).unwrap();
+        let plain = parse_campaign("c.toml", CAMPAIGN).unwrap();
+        for index in 0..10 {
+            let spec = campaign.run_spec(index);
+            let machines = &spec.onboarding.as_ref().unwrap().machines;
+            assert_eq!(machines, &["node-11", "node-12", "node-13"]);
+            let site_steps: Vec<&Step> = spec.steps.iter().map(|t| &t.step).filter(|s| s.is_site_step()).collect();
+            assert!(site_steps.iter().any(|s| matches!(s, Step::MacDrift { .. })));
+            assert!(site_steps.iter().any(|s| matches!(s, Step::MaasUnavailable { .. })));
+            assert!(site_steps.iter().filter_map(|s| s.site_machine()).all(|m| machines.iter().any(|n| n == m)));
+            let others: Vec<&TimedStep> = spec.steps.iter().filter(|t| !t.step.is_site_step()).collect();
+            let plain_spec = plain.run_spec(index);
+            let before: Vec<&TimedStep> = plain_spec.steps.iter().collect();
+            assert_eq!(others, before, "the site's draws come after the others");
+        }
     }
 
     #[test]

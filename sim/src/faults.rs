@@ -20,6 +20,30 @@ pub enum DeathPoint {
     BeforeCompletion,
 }
 
+/// The part `hardware_missing` takes out of a machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HardwarePart {
+    /// The BOSS boot disk.
+    Boss,
+    /// The first RoCE NIC.
+    Roce,
+}
+
+/// What `bmc_fault` does to a machine's BMC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BmcFaultKind {
+    /// No answer at all.
+    Unreachable,
+    /// Commands answer 204 and do nothing.
+    IgnoreCommands,
+    /// The BMC's password changes under MAAS (401 with the stored login).
+    WrongCredentials,
+    /// Heals the BMC: answers, obeys, and accepts the login it was racked with.
+    Healthy,
+}
+
 /// One step of a fault plan. Two-host steps (`a`, `b`) act on both directions of the link.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -157,6 +181,96 @@ pub enum Step {
     PrincipalRevoked {
         target: String,
     },
+    // --- the MAAS site (runs with `[onboarding]`; `target` is one of the site's machines) ---------------------------
+    /// Every NIC MAC of the machine is regenerated at its next power-on (seed: the `SiteFaults` stream).
+    MacDrift {
+        target: String,
+    },
+    /// The rack resolver answers SERVFAIL to every query, or to names in `zones` only.
+    ResolverServfail {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        zones: Option<Vec<String>>,
+    },
+    /// The rack resolver answers again.
+    ResolverRepair,
+    /// A commissioning script of the machine never completes.
+    ScriptHang {
+        target: String,
+    },
+    /// A commissioning script of the machine fails.
+    ScriptFailure {
+        target: String,
+    },
+    /// cloud-init on the machine fails after reaching the metadata service (every boot).
+    DatasourceFailure {
+        target: String,
+    },
+    /// A part of the machine is absent from now on.
+    HardwareMissing {
+        target: String,
+        part: HardwarePart,
+    },
+    /// The machine's node agent enrols `delay_ms` after cloud-init starts it.
+    AgentEnrolDelay {
+        target: String,
+        delay_ms: u64,
+    },
+    /// The machine's hardware-sync service is never seeded (never reports).
+    HwSyncFailure {
+        target: String,
+    },
+    /// The region's next `count` answers are 503 with `Retry-After: retry_after_s`.
+    MaasUnavailable {
+        count: u32,
+        retry_after_s: u32,
+    },
+    /// The region answers nothing (`down = true`) or answers again.
+    MaasUnreachable {
+        down: bool,
+    },
+    /// The site's secrets store answers its next `count` requests 503.
+    VaultUnavailable {
+        count: u32,
+    },
+    /// The machine's power-credential override is deleted from the secrets store.
+    PowerCredentialMissing {
+        target: String,
+    },
+    /// The machine's BMC fails (or heals).
+    BmcFault {
+        target: String,
+        fault: BmcFaultKind,
+    },
+    /// The rack's DHCP server forgets the machine's leases and answers its current MACs no more until `dhcp_repair`.
+    DhcpLeaseLoss {
+        target: String,
+    },
+    /// The DHCP server answers everyone again.
+    DhcpRepair,
+    /// The site is disabled in its configuration.
+    SiteDisabled,
+    /// An operator deletes the machine's MAAS record out of band.
+    MachineDeleted {
+        target: String,
+    },
+    /// An operator commissions the machine out of band.
+    MachineAdvanced {
+        target: String,
+    },
+    /// The machine's MAAS record disappears from the API (`hidden = true`) or reappears.
+    MachineHidden {
+        target: String,
+        hidden: bool,
+    },
+    /// Operator repair after a MAC drift: the machine's current MACs are put on its original record and the records
+    /// MAAS enlisted for the new MACs are deleted.
+    RegisterMacs {
+        target: String,
+    },
+    /// Driver action: an operator asks the controller to run the machine's onboarding workflow again.
+    ResumeOnboarding {
+        target: String,
+    },
 }
 
 impl Step {
@@ -192,6 +306,28 @@ impl Step {
             Step::StaleLock { .. } => "stale_lock",
             Step::OperatorHold { .. } => "operator_hold",
             Step::PrincipalRevoked { .. } => "principal_revoked",
+            Step::MacDrift { .. } => "mac_drift",
+            Step::ResolverServfail { .. } => "resolver_servfail",
+            Step::ResolverRepair => "resolver_repair",
+            Step::ScriptHang { .. } => "script_hang",
+            Step::ScriptFailure { .. } => "script_failure",
+            Step::DatasourceFailure { .. } => "datasource_failure",
+            Step::HardwareMissing { .. } => "hardware_missing",
+            Step::AgentEnrolDelay { .. } => "agent_enrol_delay",
+            Step::HwSyncFailure { .. } => "hw_sync_failure",
+            Step::MaasUnavailable { .. } => "maas_unavailable",
+            Step::MaasUnreachable { .. } => "maas_unreachable",
+            Step::VaultUnavailable { .. } => "vault_unavailable",
+            Step::PowerCredentialMissing { .. } => "power_credential_missing",
+            Step::BmcFault { .. } => "bmc_fault",
+            Step::DhcpLeaseLoss { .. } => "dhcp_lease_loss",
+            Step::DhcpRepair => "dhcp_repair",
+            Step::SiteDisabled => "site_disabled",
+            Step::MachineDeleted { .. } => "machine_deleted",
+            Step::MachineAdvanced { .. } => "machine_advanced",
+            Step::MachineHidden { .. } => "machine_hidden",
+            Step::RegisterMacs { .. } => "register_macs",
+            Step::ResumeOnboarding { .. } => "resume_onboarding",
         }
     }
 
@@ -213,7 +349,25 @@ impl Step {
             | Step::HubTimeout { .. }
             | Step::StaleLock { .. }
             | Step::OperatorHold { .. }
-            | Step::PrincipalRevoked { .. } => true,
+            | Step::PrincipalRevoked { .. }
+            | Step::MacDrift { .. }
+            | Step::ResolverServfail { .. }
+            | Step::ScriptHang { .. }
+            | Step::ScriptFailure { .. }
+            | Step::DatasourceFailure { .. }
+            | Step::HardwareMissing { .. }
+            | Step::AgentEnrolDelay { .. }
+            | Step::HwSyncFailure { .. }
+            | Step::MaasUnavailable { .. }
+            | Step::VaultUnavailable { .. }
+            | Step::PowerCredentialMissing { .. }
+            | Step::DhcpLeaseLoss { .. }
+            | Step::SiteDisabled
+            | Step::MachineDeleted { .. }
+            | Step::MachineAdvanced { .. } => true,
+            Step::MaasUnreachable { down } => *down,
+            Step::MachineHidden { hidden, .. } => *hidden,
+            Step::BmcFault { fault, .. } => *fault != BmcFaultKind::Healthy,
             Step::StorageFault { storage, .. } => *storage != Storage::Healthy,
             Step::ArtifactMissing { restored, .. } => !restored,
             Step::ClockSkew { skew_ms, .. } => *skew_ms != 0,
@@ -231,7 +385,11 @@ impl Step {
             | Step::OpenEpoch { .. }
             | Step::CloseEpoch { .. }
             | Step::TaskLease { .. }
-            | Step::StartRollout { .. } => false,
+            | Step::StartRollout { .. }
+            | Step::ResolverRepair
+            | Step::DhcpRepair
+            | Step::RegisterMacs { .. }
+            | Step::ResumeOnboarding { .. } => false,
         }
     }
 
@@ -257,6 +415,21 @@ impl Step {
             | Step::OperatorHold { target }
             | Step::PrincipalRevoked { target }
             | Step::StorageFault { target, .. } => vec![("target", target)],
+            Step::MacDrift { target }
+            | Step::ScriptHang { target }
+            | Step::ScriptFailure { target }
+            | Step::DatasourceFailure { target }
+            | Step::HardwareMissing { target, .. }
+            | Step::AgentEnrolDelay { target, .. }
+            | Step::HwSyncFailure { target }
+            | Step::PowerCredentialMissing { target }
+            | Step::BmcFault { target, .. }
+            | Step::DhcpLeaseLoss { target }
+            | Step::MachineDeleted { target }
+            | Step::MachineAdvanced { target }
+            | Step::MachineHidden { target, .. }
+            | Step::RegisterMacs { target }
+            | Step::ResumeOnboarding { target } => vec![("target", target)],
             Step::OpenEpoch { members } => members.iter().map(|m| ("members", m.as_str())).collect(),
             Step::CloseEpoch { .. }
             | Step::StartRollout { .. }
@@ -265,7 +438,51 @@ impl Step {
             | Step::CredentialExpiry { .. }
             | Step::HubTimeout { .. }
             | Step::StaleLock { .. }
-            | Step::RouteSwap => vec![],
+            | Step::RouteSwap
+            | Step::ResolverServfail { .. }
+            | Step::ResolverRepair
+            | Step::MaasUnavailable { .. }
+            | Step::MaasUnreachable { .. }
+            | Step::VaultUnavailable { .. }
+            | Step::DhcpRepair
+            | Step::SiteDisabled => vec![],
+        }
+    }
+
+    /// Whether the step acts on the MAAS site (and so needs an `[onboarding]` section).
+    pub fn is_site_step(&self) -> bool {
+        self.site_machine().is_some()
+            || matches!(
+                self,
+                Step::ResolverServfail { .. }
+                    | Step::ResolverRepair
+                    | Step::MaasUnavailable { .. }
+                    | Step::MaasUnreachable { .. }
+                    | Step::VaultUnavailable { .. }
+                    | Step::DhcpRepair
+                    | Step::SiteDisabled
+            )
+    }
+
+    /// The site machine a machine-targeted step names (its `target` is a machine, not a host).
+    pub fn site_machine(&self) -> Option<&str> {
+        match self {
+            Step::MacDrift { target }
+            | Step::ScriptHang { target }
+            | Step::ScriptFailure { target }
+            | Step::DatasourceFailure { target }
+            | Step::HardwareMissing { target, .. }
+            | Step::AgentEnrolDelay { target, .. }
+            | Step::HwSyncFailure { target }
+            | Step::PowerCredentialMissing { target }
+            | Step::BmcFault { target, .. }
+            | Step::DhcpLeaseLoss { target }
+            | Step::MachineDeleted { target }
+            | Step::MachineAdvanced { target }
+            | Step::MachineHidden { target, .. }
+            | Step::RegisterMacs { target }
+            | Step::ResumeOnboarding { target } => Some(target),
+            _ => None,
         }
     }
 
@@ -300,6 +517,28 @@ impl Step {
         "stale_lock",
         "operator_hold",
         "principal_revoked",
+        "mac_drift",
+        "resolver_servfail",
+        "resolver_repair",
+        "script_hang",
+        "script_failure",
+        "datasource_failure",
+        "hardware_missing",
+        "agent_enrol_delay",
+        "hw_sync_failure",
+        "maas_unavailable",
+        "maas_unreachable",
+        "vault_unavailable",
+        "power_credential_missing",
+        "bmc_fault",
+        "dhcp_lease_loss",
+        "dhcp_repair",
+        "site_disabled",
+        "machine_deleted",
+        "machine_advanced",
+        "machine_hidden",
+        "register_macs",
+        "resume_onboarding",
     ];
 }
 

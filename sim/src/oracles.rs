@@ -12,7 +12,7 @@ use engine::sensor::{SENSOR_PERIOD_MS, SILENT_THRESHOLD_MS};
 use reports::PropertyKind;
 
 use crate::faults::Step;
-use crate::trace::{Body, Event, RolloutBody};
+use crate::trace::{Body, Event, OnboardingBody, RolloutBody};
 
 const DEPLOY_HOLD_PREFIX: &str = "deploy:";
 
@@ -38,6 +38,8 @@ pub struct OracleContext {
     pub lane_size: u32,
     /// Healthy, eligible nodes a rollout must keep (0: no floor).
     pub availability_floor: u32,
+    /// The onboarding workflows the run starts (empty without `[onboarding]`).
+    pub workflows: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,6 +260,57 @@ pub const CATALOG: &[OracleInfo] = &[
         summary: "a rollout left a node alone because someone else held it",
         build: |_| {
             Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::SkippedHeld { .. }, .. })))
+        },
+    },
+    OracleInfo {
+        name: "maas_transitions_legal",
+        property: PropertyKind::Always,
+        summary: "every status write of a MAAS machine is a transition real MAAS allows (NODE_TRANSITIONS), and a created row starts in an initial status",
+        build: |_| Box::new(MaasTransitionsLegal),
+    },
+    OracleInfo {
+        name: "no_destructive_call_without_fresh_read",
+        property: PropertyKind::Always,
+        summary: "every commission, deploy, release or abort an onboarding workflow sends is preceded, in the same stage attempt, by an answered read of that machine (or of the machine list)",
+        build: |_| Box::new(NoDestructiveCallWithoutFreshRead::default()),
+    },
+    OracleInfo {
+        name: "no_double_commission_or_deploy",
+        property: PropertyKind::Always,
+        summary: "no machine is commissioned, nor deployed, twice (accepted by MAAS) within one attempt of one stage of a workflow",
+        build: |_| Box::new(NoDoubleCommissionOrDeploy::default()),
+    },
+    OracleInfo {
+        name: "every_node_onboarded_or_diagnosed",
+        property: PropertyKind::Eventually,
+        summary: "when the run ends, every onboarding workflow ended completed, or failed_manual_intervention with a failure class; none is still running or failed_retryable",
+        build: |ctx| Box::new(EveryNodeOnboardedOrDiagnosed::new(ctx)),
+    },
+    OracleInfo {
+        name: "stall_detected",
+        property: PropertyKind::Sometimes,
+        summary: "an onboarding workflow classified a silent wait as a stall",
+        build: |_| {
+            Box::new(Reached(|body| matches!(body, Body::Onboarding { event: OnboardingBody::Stalled { .. }, .. })))
+        },
+    },
+    OracleInfo {
+        name: "onboarding_completed",
+        property: PropertyKind::Sometimes,
+        summary: "an onboarding workflow completed",
+        build: |_| {
+            Box::new(Reached(|body| matches!(body, Body::Onboarding { event: OnboardingBody::Completed { .. }, .. })))
+        },
+    },
+    OracleInfo {
+        name: "mac_drift_classified",
+        property: PropertyKind::Sometimes,
+        summary: "an onboarding workflow stopped with state_ambiguity on the evidence of an unknown machine enlisted on its node's BMC",
+        build: |_| {
+            Box::new(Reached(|body| {
+                matches!(body, Body::Onboarding { event: OnboardingBody::Stopped { class, evidence, .. }, .. }
+                    if class == "state_ambiguity" && evidence.iter().any(|e| e.to_ascii_lowercase().contains("unknown machine")))
+            }))
         },
     },
     OracleInfo {
@@ -1096,18 +1149,17 @@ impl Oracle for ReceiptsNameFrozenRoute {
                 self.frozen.clone_from(route_digest);
             }
             Body::JournalAppended { record, route_digest, operation_id }
-                if ["intent", "intents", "completed", "lane_committed"].contains(&record.as_str()) =>
+                if ["intent", "intents", "completed", "lane_committed"].contains(&record.as_str())
+                    && (route_digest.is_none() || *route_digest != self.frozen) =>
             {
-                if route_digest.is_none() || *route_digest != self.frozen {
-                    out.push(Finding {
-                        t_ms: event.t_ms,
-                        evidence: format!(
-                            "{record} {} names route {route_digest:?}, the plan froze {:?}",
-                            operation_id.as_deref().unwrap_or("-"),
-                            self.frozen
-                        ),
-                    });
-                }
+                out.push(Finding {
+                    t_ms: event.t_ms,
+                    evidence: format!(
+                        "{record} {} names route {route_digest:?}, the plan froze {:?}",
+                        operation_id.as_deref().unwrap_or("-"),
+                        self.frozen
+                    ),
+                });
             }
             Body::WorkerMutated { op, target, operation_id } if op == "run_installer" => {
                 let named = target.split_once(" routes ").map(|(_, digest)| digest.to_owned());
@@ -1208,6 +1260,172 @@ impl Oracle for RetryRecovered {
     }
 }
 
+// --- the MAAS site and onboarding --------------------------------------------------------------------------------------
+
+/// Every `site.status` write is allowed by `fakes::maas::status`'s transition table.
+struct MaasTransitionsLegal;
+
+impl Oracle for MaasTransitionsLegal {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let Body::SiteStatus { system_id, from, to } = &event.body else { return };
+        let legal = match from {
+            None => fakes::maas::status::INITIAL.contains(to),
+            Some(from) => from.can_transition_to(*to),
+        };
+        if !legal {
+            let from = from.map_or_else(|| "(created)".to_owned(), |from| from.label().to_owned());
+            out.push(Finding {
+                t_ms: event.t_ms,
+                evidence: format!("machine {system_id}: {from} -> {} is not a MAAS transition", to.label()),
+            });
+        }
+    }
+}
+
+/// A workflow's current stage attempt, from its `StageStarted` events.
+#[derive(Debug, Default)]
+struct StageBook {
+    /// workflow → (stage, attempt)
+    current: BTreeMap<String, (String, u64)>,
+}
+
+impl StageBook {
+    /// True when the event started a new stage attempt of a workflow.
+    fn observe(&mut self, body: &Body) -> bool {
+        if let Body::Onboarding { workflow, event: OnboardingBody::StageStarted { stage, attempt } } = body {
+            self.current.insert(workflow.clone(), (stage.clone(), *attempt));
+            return true;
+        }
+        false
+    }
+}
+
+const DESTRUCTIVE_OPS: [&str; 4] = ["commission", "deploy", "release", "abort"];
+
+/// Destructive MAAS calls follow an answered read of the machine within the same stage attempt.
+#[derive(Default)]
+struct NoDestructiveCallWithoutFreshRead {
+    stages: StageBook,
+    /// workflow → machines read (`None`: the whole list) since its current stage attempt began.
+    read: BTreeMap<String, BTreeSet<Option<String>>>,
+}
+
+impl Oracle for NoDestructiveCallWithoutFreshRead {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if self.stages.observe(&event.body) {
+            if let Body::Onboarding { workflow, .. } = &event.body {
+                self.read.remove(workflow);
+            }
+            return;
+        }
+        let Body::SiteRequest { workflow, op, system_id, status } = &event.body else { return };
+        let answered = status.is_some_and(|status| (200..300).contains(&status));
+        match op.as_str() {
+            "read" | "list" if answered => {
+                let key = if op == "list" { None } else { system_id.clone() };
+                self.read.entry(workflow.clone()).or_default().insert(key);
+            }
+            op if DESTRUCTIVE_OPS.contains(&op) => {
+                let reads = self.read.get(workflow);
+                let fresh = reads.is_some_and(|reads| reads.contains(&None) || reads.contains(system_id));
+                if !fresh {
+                    let (stage, attempt) = self.stages.current.get(workflow).cloned().unwrap_or_default();
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{workflow}: {op} of {} in stage {stage} attempt {attempt} without a read of it first",
+                            system_id.as_deref().unwrap_or("?")
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// No machine is commissioned or deployed twice within one stage attempt.
+#[derive(Default)]
+struct NoDoubleCommissionOrDeploy {
+    stages: StageBook,
+    /// (workflow, op, machine) accepted in the workflow's current stage attempt.
+    accepted: BTreeSet<(String, String, String)>,
+}
+
+impl Oracle for NoDoubleCommissionOrDeploy {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if self.stages.observe(&event.body) {
+            if let Body::Onboarding { workflow, .. } = &event.body {
+                self.accepted.retain(|(w, _, _)| w != workflow);
+            }
+            return;
+        }
+        let Body::SiteRequest { workflow, op, system_id: Some(system_id), status: Some(status) } = &event.body else {
+            return;
+        };
+        if (op == "commission" || op == "deploy") && (200..300).contains(status) {
+            let key = (workflow.clone(), op.clone(), system_id.clone());
+            if !self.accepted.insert(key) {
+                let (stage, attempt) = self.stages.current.get(workflow).cloned().unwrap_or_default();
+                out.push(Finding {
+                    t_ms: event.t_ms,
+                    evidence: format!(
+                        "{workflow}: {system_id} accepted a second {op} in stage {stage} attempt {attempt}"
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// At the end of the run every onboarding workflow rests: completed, or diagnosed for a person.
+struct EveryNodeOnboardedOrDiagnosed {
+    /// workflow → its last state (`None`: never started).
+    last: BTreeMap<String, Option<String>>,
+}
+
+impl EveryNodeOnboardedOrDiagnosed {
+    fn new(ctx: &OracleContext) -> EveryNodeOnboardedOrDiagnosed {
+        EveryNodeOnboardedOrDiagnosed { last: ctx.workflows.iter().map(|w| (w.clone(), None)).collect() }
+    }
+}
+
+impl Oracle for EveryNodeOnboardedOrDiagnosed {
+    fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        let Body::Onboarding { workflow, event } = &event.body else { return };
+        let state = match event {
+            OnboardingBody::Completed { .. } => "completed".to_owned(),
+            OnboardingBody::Stopped { class, workflow_state, .. } => {
+                if workflow_state == "failed_manual_intervention" && class.is_empty() {
+                    "failed_manual_intervention without a class".to_owned()
+                } else {
+                    workflow_state.clone()
+                }
+            }
+            _ => "running".to_owned(),
+        };
+        self.last.insert(workflow.clone(), Some(state));
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        for (workflow, state) in &self.last {
+            let resting = matches!(
+                state.as_deref(),
+                Some("completed" | "completed_with_follow_up_record" | "failed_manual_intervention")
+            );
+            if !resting {
+                out.push(Finding {
+                    t_ms: end_ms,
+                    evidence: format!(
+                        "{workflow} is {} at the end of the run",
+                        state.as_deref().unwrap_or("not started")
+                    ),
+                });
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::rc::Rc;
@@ -1225,11 +1443,69 @@ mod tests {
             nodes: 4,
             lane_size: 2,
             availability_floor: 2,
+            workflows: Vec::new(),
         }
     }
 
     fn ev(t_ms: u64, host: &str, body: Body) -> Event {
         Event { t_ms, host: Rc::from(host), body }
+    }
+
+    fn stage(workflow: &str, stage: &str, attempt: u64) -> Body {
+        Body::Onboarding {
+            workflow: workflow.into(),
+            event: OnboardingBody::StageStarted { stage: stage.into(), attempt },
+        }
+    }
+
+    fn request(op: &str, system_id: Option<&str>, status: Option<u16>) -> Body {
+        Body::SiteRequest {
+            workflow: "onboard-node-02".into(),
+            op: op.into(),
+            system_id: system_id.map(str::to_owned),
+            status,
+        }
+    }
+
+    #[test]
+    fn site_oracles_judge_reads_doubles_transitions_and_resting_states() {
+        use fakes::maas::NodeStatus;
+        let w = "onboard-node-02";
+        let events = [
+            ev(1, "controller", stage(w, "commission_node", 1)),
+            ev(2, "controller", request("commission", Some("abc"), Some(200))),
+            ev(3, "controller", stage(w, "commission_node", 2)),
+            ev(4, "controller", request("read", Some("abc"), Some(200))),
+            ev(5, "controller", request("commission", Some("abc"), Some(200))),
+            ev(6, "controller", request("commission", Some("abc"), Some(200))),
+        ];
+        let unread = run(&mut NoDestructiveCallWithoutFreshRead::default(), &events, 10);
+        assert_eq!(unread.len(), 1, "{unread:?}");
+        assert_eq!(unread[0].t_ms, 2);
+        let doubles = run(&mut NoDoubleCommissionOrDeploy::default(), &events, 10);
+        assert_eq!(doubles.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [6]);
+        let status = |from: Option<NodeStatus>, to| Body::SiteStatus { system_id: "abc".into(), from, to };
+        let writes = [
+            ev(1, "maas", status(None, NodeStatus::New)),
+            ev(2, "maas", status(Some(NodeStatus::New), NodeStatus::Commissioning)),
+            ev(3, "maas", status(Some(NodeStatus::New), NodeStatus::Deployed)),
+        ];
+        let illegal = run(&mut MaasTransitionsLegal, &writes, 10);
+        assert_eq!(illegal.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [3]);
+        let ctx = OracleContext { workflows: vec![w.into(), "onboard-node-03".into()], ..ctx() };
+        let stopped = Body::Onboarding {
+            workflow: w.into(),
+            event: OnboardingBody::Stopped {
+                stage: "wait_for_ready".into(),
+                class: "state_ambiguity".into(),
+                workflow_state: "failed_manual_intervention".into(),
+                node_state: "enrolling".into(),
+                evidence: vec!["unknown machine x enlisted".into()],
+            },
+        };
+        let rests = run(&mut EveryNodeOnboardedOrDiagnosed::new(&ctx), &[ev(1, "controller", stopped)], 10);
+        assert_eq!(rests.len(), 1, "the workflow that never started: {rests:?}");
+        assert!(rests[0].evidence.contains("onboard-node-03 is not started"));
     }
 
     fn run(oracle: &mut dyn Oracle, events: &[Event], end_ms: u64) -> Vec<Finding> {

@@ -2,7 +2,9 @@
 //! key, so no two consumers can ever draw from the same stream, and adding a consumer never shifts another's draws.
 //!
 //! Stream ids, in the documented order (`docs/ARCHITECTURE.md`, "Determinism"):
-//! 1 network, 2 hub, 3 fault plan, 4 engine jitter, 5 campaign run seeds, 1_000_000 + i node i (1-based).
+//! 1 network, 2 hub, 3 fault plan, 4 engine jitter, 5 campaign run seeds, 6 the MAAS site (its fakes' seed: system
+//! ids, hardware, BMC passwords, bootstrap tokens), 7 site faults (the seed of each `mac_drift`, drawn in plan order),
+//! 1_000_000 + i node i (1-based).
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -15,6 +17,10 @@ pub enum Consumer {
     FaultPlan,
     EngineJitter,
     CampaignRuns,
+    /// The MAAS site of an onboarding run: one draw seeds `fakes::maas::Site`.
+    Site,
+    /// The site's faults: one draw per `mac_drift` step, in the order the plan applies them.
+    SiteFaults,
     /// A node's fakes (agent phase, later its MAAS machine and BMC), 1-based like the host names.
     Node(u32),
 }
@@ -27,6 +33,8 @@ impl Consumer {
             Consumer::FaultPlan => 3,
             Consumer::EngineJitter => 4,
             Consumer::CampaignRuns => 5,
+            Consumer::Site => 6,
+            Consumer::SiteFaults => 7,
             Consumer::Node(index) => 1_000_000 + u64::from(index),
         }
     }
@@ -94,7 +102,15 @@ mod tests {
         #[test]
         fn no_two_consumers_share_a_stream(seed in proptest::prelude::any::<u64>(), a in 0u32..200, b in 0u32..200) {
             let tree = SeedTree::new(seed);
-            let fixed = [Consumer::Network, Consumer::Hub, Consumer::FaultPlan, Consumer::EngineJitter, Consumer::CampaignRuns];
+            let fixed = [
+                Consumer::Network,
+                Consumer::Hub,
+                Consumer::FaultPlan,
+                Consumer::EngineJitter,
+                Consumer::CampaignRuns,
+                Consumer::Site,
+                Consumer::SiteFaults,
+            ];
             let mut consumers: Vec<Consumer> = fixed.to_vec();
             consumers.push(Consumer::Node(a));
             if a != b {

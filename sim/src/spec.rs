@@ -100,6 +100,35 @@ pub struct HubSpec {
     pub sweep_interval_ms: u64,
 }
 
+/// Defaults of the `[onboarding]` table.
+pub const DEFAULT_ONBOARDING_STALL_WINDOW_MS: u64 = 300_000;
+pub const DEFAULT_ONBOARDING_POLL_MS: u64 = 15_000;
+pub const DEFAULT_ONBOARDING_CONCURRENCY: u32 = 8;
+/// The most machines one run may onboard.
+pub const ONBOARDING_NODES_MAX: u32 = 1_000;
+/// The host that runs the MAAS region, its rack and the site's secrets store (only in runs with `[onboarding]`).
+pub const MAAS: &str = "maas";
+
+/// The onboarding of new machines through the MAAS site: the `[onboarding]` table, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OnboardingSpec {
+    /// The site's machines, named after the fleet's nodes (`node-(N+1)` …), one workflow each.
+    pub machines: Vec<String>,
+    pub policy: engine::onboarding::driver::OnboardingPolicy,
+    /// When the controller starts the workflows, in virtual ms.
+    pub start_at_ms: u64,
+    pub stall_window_ms: u64,
+    pub poll_ms: u64,
+    /// The most workflows in flight at once.
+    pub concurrency: u32,
+}
+
+impl OnboardingSpec {
+    pub fn has_machine(&self, name: &str) -> bool {
+        self.machines.iter().any(|machine| machine == name)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Expectations {
     pub must_hold: Vec<String>,
@@ -120,6 +149,9 @@ pub struct RunSpec {
     pub network: LinkConfig,
     pub steps: Vec<TimedStep>,
     pub expect: Expectations,
+    /// Absent from the configuration (and so from its hash) when the file has no `[onboarding]` table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub onboarding: Option<OnboardingSpec>,
 }
 
 impl RunSpec {
@@ -180,6 +212,18 @@ struct ScenarioFile {
     step: Vec<Spanned<toml::Table>>,
     #[serde(default)]
     expect: ExpectFile,
+    onboarding: Option<Spanned<OnboardingFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OnboardingFile {
+    nodes: Spanned<u32>,
+    policy: Option<engine::onboarding::driver::OnboardingPolicy>,
+    start_at_ms: Option<u64>,
+    stall_window_ms: Option<Spanned<u64>>,
+    poll_ms: Option<Spanned<u64>>,
+    concurrency: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -292,10 +336,11 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
         return Err(source.error_at(Some(file.duration_ms_max.span()), "duration_ms_max: must be more than 0"));
     }
     let liveness_budget_ms = file.liveness_budget_ms.unwrap_or(DEFAULT_LIVENESS_BUDGET_MS);
+    let onboarding = resolve_onboarding(&source, file.onboarding.as_ref(), &fleet, duration_ms)?;
 
     let mut steps = Vec::with_capacity(file.step.len());
     for (index, table) in file.step.iter().enumerate() {
-        steps.push(parse_step(&source, index, table, &fleet, duration_ms)?);
+        steps.push(parse_step(&source, index, table, &fleet, onboarding.as_ref(), duration_ms)?);
     }
     steps.sort_by_key(|timed| timed.at_ms);
     check_liveness_room(&source, &file.step, &steps, duration_ms, liveness_budget_ms)?;
@@ -314,8 +359,55 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
             network,
             steps,
             expect,
+            onboarding,
         },
     })
+}
+
+/// The `[onboarding]` table: its machines are named after the fleet's nodes, so no name means two things.
+pub(crate) fn resolve_onboarding(
+    source: &Source,
+    file: Option<&Spanned<OnboardingFile>>,
+    fleet: &FleetSpec,
+    duration_ms: u64,
+) -> Result<Option<OnboardingSpec>, SpecError> {
+    let Some(file) = file else { return Ok(None) };
+    let table = file.get_ref();
+    let nodes = *table.nodes.get_ref();
+    if nodes == 0 || nodes > ONBOARDING_NODES_MAX {
+        return Err(source.error_at(
+            Some(table.nodes.span()),
+            format!("onboarding.nodes: must be 1 to {ONBOARDING_NODES_MAX}, not {nodes}"),
+        ));
+    }
+    let start_at_ms = table.start_at_ms.unwrap_or(0);
+    if start_at_ms >= duration_ms {
+        return Err(source.error_at(
+            Some(file.span()),
+            format!("onboarding.start_at_ms: {start_at_ms} is not before the end of the run ({duration_ms})"),
+        ));
+    }
+    let concurrency = match &table.concurrency {
+        None => DEFAULT_ONBOARDING_CONCURRENCY,
+        Some(value) if *value.get_ref() == 0 => {
+            return Err(source.error_at(Some(value.span()), "onboarding.concurrency: must be at least 1"));
+        }
+        Some(value) => *value.get_ref(),
+    };
+    let total = fleet.nodes + nodes;
+    Ok(Some(OnboardingSpec {
+        machines: (fleet.nodes + 1..=total).map(|index| node_name(total, index)).collect(),
+        policy: table.policy.unwrap_or(engine::onboarding::driver::OnboardingPolicy::Current),
+        start_at_ms,
+        stall_window_ms: positive(
+            source,
+            "onboarding.stall_window_ms",
+            table.stall_window_ms.as_ref(),
+            DEFAULT_ONBOARDING_STALL_WINDOW_MS,
+        )?,
+        poll_ms: positive(source, "onboarding.poll_ms", table.poll_ms.as_ref(), DEFAULT_ONBOARDING_POLL_MS)?,
+        concurrency,
+    }))
 }
 
 pub(crate) fn check_schema_version(source: &Source, version: &Spanned<u32>) -> Result<(), SpecError> {
@@ -441,6 +533,7 @@ fn parse_step(
     index: usize,
     table: &Spanned<toml::Table>,
     fleet: &FleetSpec,
+    onboarding: Option<&OnboardingSpec>,
     duration_ms: u64,
 ) -> Result<TimedStep, SpecError> {
     let span = table.span();
@@ -462,7 +555,7 @@ fn parse_step(
         let message = error.message().trim_end().replace('\n', "; ");
         source.error_at(Some(span.clone()), format!("{key}: {message}"))
     })?;
-    validate_step(source, &key, span, &step, fleet)?;
+    validate_step(source, &key, span, &step, fleet, onboarding)?;
     Ok(TimedStep { at_ms, step })
 }
 
@@ -472,10 +565,31 @@ pub(crate) fn validate_step(
     span: Range<usize>,
     step: &Step,
     fleet: &FleetSpec,
+    onboarding: Option<&OnboardingSpec>,
 ) -> Result<(), SpecError> {
-    for (field, host) in step.hosts() {
-        if !fleet.host_exists(host) {
-            return Err(unknown_host(source, span, &format!("{key}.{field}"), host, fleet));
+    if step.is_site_step() {
+        let Some(onboarding) = onboarding else {
+            return Err(source.error_at(
+                Some(span),
+                format!("{key}: a {} step acts on the MAAS site, which needs an [onboarding] table", step.kind()),
+            ));
+        };
+        if let Some(machine) = step.site_machine() {
+            if !onboarding.has_machine(machine) {
+                let first = onboarding.machines.first().map_or("", String::as_str);
+                let last = onboarding.machines.last().map_or("", String::as_str);
+                return Err(source.error_at(
+                    Some(span),
+                    format!("{key}.target: \"{machine}\" is not a machine of the MAAS site ({first}..{last})"),
+                ));
+            }
+        }
+    } else {
+        for (field, host) in step.hosts() {
+            let maas = host == MAAS && onboarding.is_some();
+            if !fleet.host_exists(host) && !maas {
+                return Err(unknown_host(source, span, &format!("{key}.{field}"), host, fleet));
+            }
         }
     }
     let problem = match step {
@@ -523,6 +637,15 @@ pub(crate) fn validate_step(
         Step::StartRollout { revision } if revision.is_empty() || revision == PRIOR_REVISION => {
             Some(format!("{key}.revision: must name a new revision (the fleet runs {PRIOR_REVISION})"))
         }
+        Step::MaasUnavailable { count: 0, .. } | Step::VaultUnavailable { count: 0 } => {
+            Some(format!("{key}.count: must be at least 1"))
+        }
+        Step::ResolverServfail { zones: Some(zones) } if zones.is_empty() => {
+            Some(format!("{key}.zones: name at least one zone, or leave zones out for every query"))
+        }
+        Step::ClockSkew { target, .. } if target == MAAS => {
+            Some(format!("{key}.target: the maas host runs on the site's clock, which cannot be skewed"))
+        }
         _ => None,
     };
     match problem {
@@ -564,7 +687,12 @@ fn check_liveness_room(
 pub(crate) fn is_driver_action(step: &Step) -> bool {
     matches!(
         step,
-        Step::OpenEpoch { .. } | Step::CloseEpoch { .. } | Step::TaskLease { .. } | Step::StartRollout { .. }
+        Step::OpenEpoch { .. }
+            | Step::CloseEpoch { .. }
+            | Step::TaskLease { .. }
+            | Step::StartRollout { .. }
+            | Step::RegisterMacs { .. }
+            | Step::ResumeOnboarding { .. }
     )
 }
 

@@ -9,6 +9,8 @@ use std::rc::Rc;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use fakes::maas::{BootTarget, DnsAnswer, NodeStatus, PowerState, Stall};
+
 use crate::faults::Step;
 use crate::oracles::OracleSet;
 
@@ -95,6 +97,42 @@ pub enum Body {
     HubMutationFenced { holder: String, presented: Option<u64>, current: u64 },
     #[serde(rename = "hub.principal_revoked")]
     HubPrincipalRevoked { agent: String },
+    /// An event MAAS logged for a machine.
+    #[serde(rename = "site.maas_event")]
+    SiteMaasEvent { id: u64, system_id: String, level: String, event_type: String, description: String },
+    /// A machine row was written: created (`from` null) or changed status.
+    #[serde(rename = "site.status")]
+    SiteStatus { system_id: String, from: Option<NodeStatus>, to: NodeStatus },
+    /// MAAS enlisted a machine that booted with MACs it did not know.
+    #[serde(rename = "site.enlisted")]
+    SiteEnlisted { machine: String, system_id: String },
+    #[serde(rename = "site.power")]
+    SitePower { machine: String, state: PowerState, boot: Option<BootTarget> },
+    /// A pending MAC drift applied at power-on: `[old, new]` per NIC.
+    #[serde(rename = "site.macs_drifted")]
+    SiteMacsDrifted { machine: String, macs: Vec<(String, String)> },
+    #[serde(rename = "site.dhcp")]
+    SiteDhcp { machine: String, mac: String, ip: Option<String>, mtu_option: Option<u16> },
+    #[serde(rename = "site.pxe")]
+    SitePxe { machine: String, mac: String, system_id: Option<String> },
+    /// A query the rack resolver did not answer with an address (SERVFAIL or NXDOMAIN); answered ones are not traced.
+    #[serde(rename = "site.dns_query")]
+    SiteDnsQuery { client: String, name: String, answer: DnsAnswer },
+    /// A powered-on machine stopped making progress.
+    #[serde(rename = "site.stalled")]
+    SiteStalled { machine: String, stall: Stall },
+    /// A deployed machine's node agent enrolled at the hub (its bootstrap token redeemed; never the token).
+    #[serde(rename = "site.agent_enrol")]
+    SiteAgentEnrol { machine: String, system_id: String },
+    /// A node agent's enrolment was refused (bad, spent or expired bootstrap token, or a token of another node).
+    #[serde(rename = "site.agent_enrol_refused")]
+    SiteAgentEnrolRefused { machine: String, error: String },
+    #[serde(rename = "site.hardware_sync")]
+    SiteHardwareSync { machine: String, system_id: String },
+    /// One MAAS API request of an onboarding workflow, when its answer (or its failure) reached the controller.
+    /// `status` is the HTTP status, null when no answer came.
+    #[serde(rename = "site.request")]
+    SiteRequest { workflow: String, op: String, system_id: Option<String>, status: Option<u16> },
 }
 
 /// A rollout signal of the engine, as the trace records it.

@@ -38,8 +38,8 @@ use crate::seed::{Consumer, SeedTree};
 use crate::spec::{CONTROLLER, HUB, PRIOR_GENERATION, PRIOR_REVISION, RunSpec};
 use crate::trace::{Body, Event, Trace};
 
-const CONTROLLER_ID: HostId = 0;
-const HUB_ID: HostId = 1;
+pub(crate) const CONTROLLER_ID: HostId = 0;
+pub(crate) const HUB_ID: HostId = 1;
 const SIM_HOST: &str = "sim";
 /// How often the canary dispatcher asks the hub for a task.
 const CANARY_PERIOD_MS: u64 = 20_000;
@@ -72,6 +72,8 @@ enum Role {
     Hub,
     /// A node, by 1-based index.
     Node(u32),
+    /// The MAAS region, rack and site secrets store (runs with `[onboarding]`).
+    Maas,
 }
 
 struct Host {
@@ -126,6 +128,8 @@ pub struct World {
     /// The controller's hub credential in the secrets store, and when the rotation state machine (outside
     /// deployment) renews it after a `credential_expiry`.
     credential: Cell<CredentialState>,
+    /// The MAAS site, in runs with `[onboarding]`.
+    pub(crate) site: Option<crate::site::SiteWorld>,
 }
 
 /// What a delivered request does at its destination.
@@ -157,6 +161,12 @@ impl World {
             workers.push(SshEndpoint::new(format!("hostkey-{name}-1"), worker));
             node_rngs.push(rng);
         }
+        let site = spec.onboarding.as_ref().map(|onboarding| {
+            // Added last, only in onboarding runs: every other run keeps its host numbering.
+            names.push(Rc::from(crate::spec::MAAS));
+            roles.push(Role::Maas);
+            crate::site::SiteWorld::new(names.len() - 1, onboarding, &seeds)
+        });
         let mut artifacts = ArtifactStore::new();
         for capsule in capsule_set(PRIOR_REVISION) {
             artifacts.publish(capsule);
@@ -183,6 +193,11 @@ impl World {
             nodes: spec.fleet.nodes,
             lane_size: spec.fleet.lane_size,
             availability_floor: spec.fleet.availability_floor,
+            workflows: spec
+                .onboarding
+                .as_ref()
+                .map(|onboarding| onboarding.machines.iter().map(|m| crate::site::workflow_id(m)).collect())
+                .unwrap_or_default(),
         };
         let mut hub = Hub::new(HubConfig {
             agent_ttl_ms: spec.hub.agent_ttl_ms,
@@ -218,6 +233,7 @@ impl World {
             hub_rng: RefCell::new(seeds.rng(Consumer::Hub)),
             canary_tasks: Cell::new(0),
             credential: Cell::new(CredentialState { generation: 1, renew_at_ms: None }),
+            site,
         })
     }
 
@@ -228,7 +244,7 @@ impl World {
         Instant::now().duration_since(self.start).as_millis() as u64
     }
 
-    fn host_now_ms(&self, host: HostId) -> u64 {
+    pub(crate) fn host_now_ms(&self, host: HostId) -> u64 {
         let skew = self.hosts.borrow()[host].skew_ms;
         self.now_ms().saturating_add_signed(skew)
     }
@@ -239,7 +255,7 @@ impl World {
 
     // --- trace -----------------------------------------------------------------------------------------------------
 
-    fn record(&self, host: HostId, body: Body) {
+    pub(crate) fn record(&self, host: HostId, body: Body) {
         let event = Event { t_ms: self.now_ms(), host: self.names[host].clone(), body };
         self.trace.borrow_mut().record(event);
     }
@@ -302,6 +318,9 @@ impl World {
         for host in 0..self.names.len() {
             self.boot(host);
         }
+        if self.site.is_some() {
+            self.start_site();
+        }
     }
 
     fn boot(self: &Rc<Self>, host: HostId) {
@@ -318,7 +337,12 @@ impl World {
             Role::Controller => {
                 let world = self.clone();
                 self.spawn_on(host, async move { world.run_controller().await });
+                if self.site.is_some() {
+                    let world = self.clone();
+                    self.spawn_on(host, async move { world.run_onboarding_controller().await });
+                }
             }
+            Role::Maas => self.boot_maas(host),
             Role::Hub => {
                 let world = self.clone();
                 self.spawn_on(host, async move { world.run_hub_sweeper().await });
@@ -345,16 +369,22 @@ impl World {
             state.disk.crash();
             lost
         };
+        if self.hosts.borrow()[host].role == Role::Maas {
+            self.crash_maas();
+        }
         self.record(host, Body::HostCrash { lost_unsynced_writes: lost });
     }
 
-    fn is_up(&self, host: HostId) -> bool {
+    pub(crate) fn is_up(&self, host: HostId) -> bool {
         self.hosts.borrow()[host].up
     }
 
     /// Stops every task and drops them, breaking the world's reference cycles so it can be freed.
     pub fn shutdown(&self) {
         self.stopped.set(true);
+        if let Some(site) = &self.site {
+            site.shutdown();
+        }
         let tasks: Vec<JoinSet<()>> =
             self.hosts.borrow_mut().iter_mut().map(|host| std::mem::take(&mut host.tasks)).collect();
         drop(tasks);
@@ -443,7 +473,7 @@ impl World {
     // --- the hub ---------------------------------------------------------------------------------------------------
 
     /// Handles one request on the hub's model, at the hub's clock, and traces what happened.
-    fn hub_request(&self, request: Request) -> Response {
+    pub(crate) fn hub_request(&self, request: Request) -> Response {
         let mut events = Vec::new();
         let now_ms = self.host_now_ms(HUB_ID);
         let response = self.hub.borrow_mut().handle(now_ms, request, &mut events);
@@ -455,7 +485,9 @@ impl World {
         for event in events {
             let body = match event {
                 HubEvent::Registered { agent } => {
-                    let durable = self.spec.fleet.durable.contains(&agent);
+                    // An onboarded node's agent enrols as a durable worker identity.
+                    let onboarded = self.spec.onboarding.as_ref().is_some_and(|o| o.has_machine(&agent));
+                    let durable = self.spec.fleet.durable.contains(&agent) || onboarded;
                     Body::HubRegistered { agent, durable }
                 }
                 HubEvent::Heartbeat { agent } => Body::HubHeartbeat { agent },
@@ -713,6 +745,28 @@ impl World {
                 let until_ms = self.host_now_ms(HUB_ID) + duration_ms;
                 self.driver_hub_request(Request::GrantLease { agent: target.clone(), until_ms });
             }
+            Step::MacDrift { .. }
+            | Step::ResolverServfail { .. }
+            | Step::ResolverRepair
+            | Step::ScriptHang { .. }
+            | Step::ScriptFailure { .. }
+            | Step::DatasourceFailure { .. }
+            | Step::HardwareMissing { .. }
+            | Step::AgentEnrolDelay { .. }
+            | Step::HwSyncFailure { .. }
+            | Step::MaasUnavailable { .. }
+            | Step::MaasUnreachable { .. }
+            | Step::VaultUnavailable { .. }
+            | Step::PowerCredentialMissing { .. }
+            | Step::BmcFault { .. }
+            | Step::DhcpLeaseLoss { .. }
+            | Step::DhcpRepair
+            | Step::SiteDisabled
+            | Step::MachineDeleted { .. }
+            | Step::MachineAdvanced { .. }
+            | Step::MachineHidden { .. }
+            | Step::RegisterMacs { .. }
+            | Step::ResumeOnboarding { .. } => self.apply_site_step(step),
         }
     }
 
@@ -737,9 +791,9 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 
 // --- the engine's ports over the simulated world ----------------------------------------------------------------------
 
-struct SimClock {
-    world: Rc<World>,
-    host: HostId,
+pub(crate) struct SimClock {
+    pub(crate) world: Rc<World>,
+    pub(crate) host: HostId,
 }
 
 impl Clock for SimClock {
@@ -758,7 +812,7 @@ impl Clock for SimClock {
 
 /// The hub adapter: it presents the credential the engine authenticated with and the lock fence it holds with every
 /// mutation (a real client would send them as headers). Reads are public at the hub.
-struct SimHub {
+pub(crate) struct SimHub {
     world: Rc<World>,
     from: HostId,
     session: RefCell<HubSession>,
@@ -771,7 +825,7 @@ struct HubSession {
 }
 
 impl SimHub {
-    fn new(world: Rc<World>, from: HostId) -> SimHub {
+    pub(crate) fn new(world: Rc<World>, from: HostId) -> SimHub {
         SimHub { world, from, session: RefCell::new(HubSession::default()) }
     }
 
@@ -949,9 +1003,9 @@ fn rejected(response: Response) -> ports::HubError {
     }
 }
 
-struct SimSignals {
-    world: Rc<World>,
-    host: HostId,
+pub(crate) struct SimSignals {
+    pub(crate) world: Rc<World>,
+    pub(crate) host: HostId,
 }
 
 impl Signals for SimSignals {
@@ -974,9 +1028,9 @@ impl Signals for SimSignals {
 }
 
 /// The controller's journal on its simulated disk: each append is written and fsynced before it returns.
-struct SimJournal {
-    world: Rc<World>,
-    host: HostId,
+pub(crate) struct SimJournal {
+    pub(crate) world: Rc<World>,
+    pub(crate) host: HostId,
 }
 
 impl Journal for SimJournal {

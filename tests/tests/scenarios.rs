@@ -14,6 +14,7 @@ const SCENARIOS: &[&str] = &[
     "hub-crashes-and-restarts-mid-run.toml",
     "legacy-expiry-tombstones-a-stopped-epoch-member.toml",
     "legacy-rollout-without-faults-breaks-the-rcca-invariants.toml",
+    "onboarding-two-machines-deploy-and-enrol-their-agents.toml",
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
     "rollout-abort-is-monotonic-for-an-untouched-participant.toml",
@@ -429,4 +430,27 @@ fn rollout_abort_is_monotonic_for_an_untouched_participant() {
     let node_16 = on(&trace, "node-16", "worker.mutated", &[]);
     assert!(node_16.iter().all(|l| l.contains("stage_artifact")), "{node_16:?}");
     assert!(rollout(&trace, "terminal")[0].contains("converged"));
+}
+
+#[test]
+fn two_machines_deploy_through_maas_and_enrol_their_agents() {
+    let (record, trace) = run_file("onboarding-two-machines-deploy-and-enrol-their-agents.toml");
+    assert!(record.violations.is_empty(), "{:#?}", record.violations);
+    let completed: Vec<&String> = events(&trace, "engine.onboarding")
+        .into_iter()
+        .filter(|line| line.contains("\"event\":\"completed\""))
+        .collect();
+    assert_eq!(completed.len(), 2);
+    for node in ["node-02", "node-03"] {
+        let enrolled = events(&trace, "site.agent_enrol")
+            .into_iter()
+            .any(|line| line.contains(&format!("\"machine\":\"{node}\"")));
+        assert!(enrolled, "{node} enrolled its agent");
+        let heartbeats = events(&trace, "hub.heartbeat")
+            .into_iter()
+            .filter(|line| line.contains(&format!("\"agent\":\"{node}\"")))
+            .count();
+        assert!(heartbeats > 0, "{node} heartbeats after enrolling");
+    }
+    assert!(!events(&trace, "site.status").is_empty());
 }

@@ -434,6 +434,9 @@ impl Site {
             MachineAction::FetchMetadata { system_id, kind, hardware } => {
                 let reply = self.region.metadata(at_ms, system_id.as_deref(), kind, hardware.as_ref());
                 if let Some(machine::MetadataReply::Enlisted { system_id }) = &reply {
+                    // The enlistment ephemeral's BMC detection: the new row names this machine's BMC (the BMC
+                    // system is named as the machine).
+                    self.region.record_detected_bmc(system_id, name);
                     push(events, SiteEventKind::Enlisted { machine: name.to_owned(), system_id: system_id.clone() });
                 }
                 reply.map_or(ActionResult::NoAnswer, ActionResult::Metadata)

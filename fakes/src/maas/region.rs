@@ -688,6 +688,45 @@ impl Region {
         self.hidden.remove(system_id);
     }
 
+    /// What the enlistment ephemeral's BMC detection (`30-maas-01-bmc-config`) records on a machine it enlisted:
+    /// power type `redfish` at `power_address`. Only a row without power parameters is changed (a machine an operator
+    /// created keeps its own).
+    ///
+    /// Deviation from real MAAS: real `bmc-config` also creates a `maas` user with a generated password on the BMC;
+    /// the fake records the BMC's address only, with no login, so MAAS cannot drive that row's power.
+    pub fn record_detected_bmc(&mut self, system_id: &str, power_address: &str) {
+        let Some(record) = self.machines.get_mut(system_id) else { return };
+        if record.power_type.is_empty() {
+            record.power_type = "redfish".to_owned();
+            record.power.power_address = power_address.to_owned();
+        }
+    }
+
+    /// The BMC address of a machine's power parameters (`op=power_parameters`); `None` without a power type.
+    ///
+    /// Deviation from real MAAS: not a REST request of the fake; the simulator's adapter reads it beside the machine
+    /// object, as a real adapter would make a second `op=power_parameters` call.
+    pub fn power_address(&self, system_id: &str) -> Option<String> {
+        let record = self.machines.get(system_id)?;
+        (!record.power_type.is_empty() && record.power_type != "manual").then(|| record.power.power_address.clone())
+    }
+
+    /// An operator's repair of a machine whose MACs changed: the interface carrying `old_mac` now carries `new_mac`
+    /// (what `PUT /machines/{id}/interfaces/{iface}/ mac_address=...` does). False when no interface has `old_mac`.
+    ///
+    /// Deviation from real MAAS: a knob, not a REST request of the fake.
+    pub fn set_interface_mac(&mut self, system_id: &str, old_mac: &str, new_mac: &str) -> bool {
+        let Some(record) = self.machines.get_mut(system_id) else { return false };
+        let old_mac = old_mac.to_ascii_lowercase();
+        match record.interfaces.iter_mut().find(|iface| iface.mac_address == old_mac) {
+            Some(iface) => {
+                iface.mac_address = new_mac.to_ascii_lowercase();
+                true
+            }
+            None => false,
+        }
+    }
+
     // ---- the API ------------------------------------------------------------------------------------------------
 
     /// Handles one API request by `caller` at `now_ms`. `None` when the region does not answer. Power actions go to
@@ -1640,8 +1679,9 @@ impl Region {
         }
     }
 
-    /// Deviation from real MAAS: enlistment creates the row with no power type (no `bmc-config` auto-detection)
-    /// and logs no events; the row stays NEW, as with real MAAS 2.5+.
+    /// Deviation from real MAAS: enlistment logs no events; the row stays NEW, as with real MAAS 2.5+. The row is
+    /// created with no power type; the site then records the booting machine's BMC on it
+    /// ([`Region::record_detected_bmc`], the `bmc-config` auto-detection of the enlistment ephemeral).
     fn enlist(&mut self, now_ms: u64, hardware: &HardwareReport) -> String {
         let system_id = self.new_system_id();
         let hostname = self.petname();

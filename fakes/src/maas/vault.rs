@@ -176,6 +176,12 @@ impl Vault {
         self.fail_next = count;
     }
 
+    /// Fault: `node`'s power-credential override is deleted (the site default, if any, applies again). True when
+    /// there was one.
+    pub fn remove_power_credential(&mut self, node: &str) -> bool {
+        self.overrides.remove(node).is_some()
+    }
+
     pub fn set_site_value(&mut self, key: &str, value: &str) {
         self.site_config.insert(key.to_owned(), value.to_owned());
     }
