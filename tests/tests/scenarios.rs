@@ -14,6 +14,8 @@ const SCENARIOS: &[&str] = &[
     "hub-crashes-and-restarts-mid-run.toml",
     "legacy-expiry-tombstones-a-stopped-epoch-member.toml",
     "legacy-rollout-without-faults-breaks-the-rcca-invariants.toml",
+    "maas-commissioning-2026-07-20-under-the-matrix.toml",
+    "maas-commissioning-2026-07-20.toml",
     "onboarding-two-machines-deploy-and-enrol-their-agents.toml",
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
@@ -453,4 +455,51 @@ fn two_machines_deploy_through_maas_and_enrol_their_agents() {
         assert!(heartbeats > 0, "{node} heartbeats after enrolling");
     }
     assert!(!events(&trace, "site.status").is_empty());
+}
+
+fn onboarding<'a>(trace: &'a [String], event: &str) -> Vec<&'a String> {
+    let needle = format!("\"event\":\"{event}\"");
+    events(trace, "engine.onboarding").into_iter().filter(|l| l.contains(&needle)).collect()
+}
+
+#[test]
+fn maas_commissioning_2026_07_20_replays_the_incident_under_legacy() {
+    let (record, trace) = run_file("maas-commissioning-2026-07-20.toml");
+    assert!(record.violations.iter().all(|v| v.expected && v.oracle == "every_node_onboarded_or_diagnosed"));
+    // Consecutive 30-minute commissioning timeouts, each blindly retried.
+    let timeouts: Vec<u64> = onboarding(&trace, "stage_failed")
+        .into_iter()
+        .filter(|l| l.contains("onboard-node-05") && l.contains("wait_for_ready") && l.contains("timed out"))
+        .map(|l| t_of(l))
+        .collect();
+    assert!(timeouts.len() >= 2, "{timeouts:?}");
+    assert!(timeouts.windows(2).all(|w| w[1] - w[0] >= 30 * 60_000), "each a full node_timeout: {timeouts:?}");
+    // Zero script events once the apply has landed (the first three finished their last scripts at 345 s).
+    let scripts_after_apply = events(&trace, "site.maas_event")
+        .into_iter()
+        .filter(|l| t_of(l) > 400_000 && l.contains("\"event_type\":\"Script result\""))
+        .count();
+    assert_eq!(scripts_after_apply, 0);
+    // Every rebooted node enlisted as an unknown machine.
+    let enlisted = events(&trace, "site.enlisted");
+    assert!(enlisted.len() >= 6, "{}", enlisted.len());
+    assert!(onboarding(&trace, "stalled").is_empty(), "the legacy controller has no stall detection");
+}
+
+#[test]
+fn maas_commissioning_2026_07_20_under_the_matrix_is_diagnosed_within_the_stall_window() {
+    let (record, trace) = run_file("maas-commissioning-2026-07-20-under-the-matrix.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let stopped = onboarding(&trace, "stopped");
+    assert_eq!(stopped.len(), 9, "every workflow rests with a diagnosis");
+    assert!(stopped.iter().all(|l| l.contains("failed_manual_intervention")));
+    let drifted: Vec<&&String> = stopped.iter().filter(|l| l.contains("state_ambiguity")).collect();
+    assert_eq!(drifted.len(), 3, "the three deploying nodes");
+    for line in &drifted {
+        assert!(line.contains("unknown machine") && line.contains("SERVFAIL"), "both faults named: {line}");
+        // The deploy started at about 346 s: the stall window is five minutes, not MAAS's thirty.
+        assert!(t_of(line) < 346_000 + 5 * 60_000 + 60_000, "{line}");
+    }
+    let observed_first = stopped.iter().filter(|l| l.contains("load_site_config")).count();
+    assert_eq!(observed_first, 6, "the later workflows read the resolver first and touch nothing");
 }

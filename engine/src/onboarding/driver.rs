@@ -482,6 +482,11 @@ where
                 Err(_) => Observed::Stale,
             };
         };
+        // A second machine MAAS enlisted on this node's BMC means two records claim one node: ownership is unclear
+        // whatever this record's status says (seed 000 section 7).
+        if self.find_unknown_machine(request, system_id).await.is_some() {
+            return Observed::Conflicting;
+        }
         match self.maas.machine(system_id).await {
             Ok(machine) => judge(stage, &machine.status, state.deploy_started),
             // Deleted under the workflow: ownership is unclear.

@@ -649,6 +649,15 @@ impl Machine {
             (Phase::Pxe { .. }, _) => self.boot_disk_or(now_ms, Stall::NoBootableDevice),
             // Deviation from real MAAS: "Loading ephemeral" is logged at the start of the squashfs fetch, which
             // always completes (no MTU black hole: the 2026-07-20 record exonerated it for a 1500 VLAN).
+            // Deviation from real MAAS (documented choice): the enlistment ephemeral reaches the metadata service at
+            // the rack's address, so an unknown MAC enlists even when the rack resolver fails; only commissioning and
+            // later boots use the maas-internal name (seed 001: every post-apply boot was "an unknown node" while
+            // the resolver SERVFAILed).
+            (Phase::LoadEphemeral { system_id, purpose: Purpose::Enlistment, .. }, _) => Phase::FetchMetadata {
+                at_ms: now_ms + timings.ephemeral_boot_ms,
+                system_id,
+                context: Context::Ephemeral(Purpose::Enlistment),
+            },
             (Phase::LoadEphemeral { system_id, purpose, .. }, _) => {
                 let at_ms = now_ms + timings.ephemeral_boot_ms;
                 let deadline_ms = at_ms + timings.metadata_max_wait_ms;
