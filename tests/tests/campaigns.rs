@@ -44,3 +44,8 @@ fn the_rollout_gate_fails_under_the_legacy_controller() {
         assert!(!output.record.verdict.passed());
     }
 }
+
+#[test]
+fn the_onboarding_campaign_passes_its_first_runs() {
+    first_runs_pass(&campaign("onboarding-50.toml"), 4);
+}
