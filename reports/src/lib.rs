@@ -129,6 +129,9 @@ pub struct RunRecord {
     pub virtual_duration_ms: u64,
     /// Faults injected during the run, by kind, with counts.
     pub faults: BTreeMap<String, u64>,
+    /// Recovery-matrix pairs exercised: `stage/failure_class` → how many stage failures were classified so.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub matrix_pairs: BTreeMap<String, u64>,
     /// Violations of always/eventually properties, in virtual-time order (at most 10 kept per oracle).
     pub violations: Vec<Firing>,
     /// How many times each always/eventually property was violated, uncapped.
@@ -157,6 +160,9 @@ pub struct Summary {
     pub violations_by_oracle: BTreeMap<String, u64>,
     /// Faults injected over all runs, by kind.
     pub faults: BTreeMap<String, u64>,
+    /// Recovery-matrix pairs exercised over all runs (`stage/failure_class` → stage failures).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub matrix_pairs: BTreeMap<String, u64>,
     /// For each sometimes-property the campaign names: in how many runs it was reached.
     pub sometimes_reached: BTreeMap<String, u64>,
     /// Sometimes-properties the campaign names that no run reached: a non-empty list fails the campaign.
@@ -193,6 +199,7 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
     let mut failures = BTreeMap::new();
     let mut violations_by_oracle = BTreeMap::new();
     let mut faults = BTreeMap::new();
+    let mut matrix_pairs = BTreeMap::new();
     let mut sometimes_reached: BTreeMap<String, u64> = sometimes_named.iter().map(|name| (name.clone(), 0)).collect();
     let mut passed = 0;
     let mut digests = String::new();
@@ -209,6 +216,9 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
         }
         for (kind, count) in &run.faults {
             *faults.entry(kind.clone()).or_insert(0) += count;
+        }
+        for (pair, count) in &run.matrix_pairs {
+            *matrix_pairs.entry(pair.clone()).or_insert(0) += count;
         }
         for firing in &run.reached {
             if let Some(count) = sometimes_reached.get_mut(&firing.oracle) {
@@ -228,6 +238,7 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
         failures,
         violations_by_oracle,
         faults,
+        matrix_pairs,
         sometimes_reached,
         sometimes_never_reached,
         campaign_digest: digest_of(digests.as_bytes()),
@@ -289,6 +300,7 @@ mod tests {
             trace_events: 1,
             virtual_duration_ms: 10,
             faults: BTreeMap::from([("partition".to_owned(), 2)]),
+            matrix_pairs: BTreeMap::from([("wait_for_ready/pxe_discovery_failure".to_owned(), 1)]),
             violation_counts: if verdict.passed() { BTreeMap::new() } else { BTreeMap::from([("o".to_owned(), 12)]) },
             violations: if verdict.passed() {
                 vec![]
@@ -327,6 +339,7 @@ mod tests {
         assert_eq!(summary.failures["safety_violation"], 1);
         assert_eq!(summary.violations_by_oracle["o"], 12, "the uncapped count, not the kept evidence");
         assert_eq!(summary.faults["partition"], 4);
+        assert_eq!(summary.matrix_pairs["wait_for_ready/pxe_discovery_failure"], 2);
         assert_eq!(summary.sometimes_reached["a"], 1);
         assert_eq!(summary.sometimes_never_reached, vec!["b".to_owned()]);
         assert!(!summary.passed());

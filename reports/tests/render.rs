@@ -36,6 +36,7 @@ fn run(index: u64, verdict: Verdict, rollout: bool) -> RunRecord {
         trace_events: 2000 + index,
         virtual_duration_ms: 10_800_000,
         faults: BTreeMap::new(),
+        matrix_pairs: BTreeMap::new(),
         violations: Vec::new(),
         violation_counts: BTreeMap::new(),
         reached: Vec::new(),

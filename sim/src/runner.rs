@@ -112,6 +112,7 @@ struct Outcome {
     trace_events: u64,
     trace: Vec<String>,
     faults: std::collections::BTreeMap<String, u64>,
+    matrix_pairs: std::collections::BTreeMap<String, u64>,
     /// `(oracle, property, findings kept, total count)`
     fired: Vec<(&'static str, PropertyKind, Vec<crate::oracles::Finding>, u64)>,
     panic: Option<String>,
@@ -153,6 +154,7 @@ fn simulate(
                 trace_events: trace.events(),
                 trace: trace.take_lines(),
                 faults: world.faults(),
+                matrix_pairs: std::mem::take(&mut trace.matrix_pairs),
                 fired: trace
                     .oracles
                     .fired()
@@ -222,6 +224,7 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
             trace_events: outcome.trace_events,
             virtual_duration_ms: outcome.virtual_duration_ms,
             faults: outcome.faults,
+            matrix_pairs: outcome.matrix_pairs,
             violations,
             violation_counts,
             reached,

@@ -225,11 +225,19 @@ pub struct Trace {
     events: u64,
     lines: Option<Vec<String>>,
     pub oracles: OracleSet,
+    /// Recovery-matrix pairs the onboarding workflows hit: `stage/failure_class` → stage failures classified so.
+    pub matrix_pairs: std::collections::BTreeMap<String, u64>,
 }
 
 impl Trace {
     pub fn new(oracles: OracleSet, keep_lines: bool) -> Trace {
-        Trace { hasher: Sha256::new(), events: 0, lines: keep_lines.then(Vec::new), oracles }
+        Trace {
+            hasher: Sha256::new(),
+            events: 0,
+            lines: keep_lines.then(Vec::new),
+            oracles,
+            matrix_pairs: Default::default(),
+        }
     }
 
     pub fn record(&mut self, event: Event) {
@@ -238,6 +246,9 @@ impl Trace {
         self.hasher.update(b"\n");
         self.events += 1;
         self.oracles.on_event(&event, &line);
+        if let Body::Onboarding { event: OnboardingBody::StageFailed { stage, class, .. }, .. } = &event.body {
+            *self.matrix_pairs.entry(format!("{stage}/{class}")).or_default() += 1;
+        }
         if let Some(lines) = &mut self.lines {
             lines.push(line);
         }
