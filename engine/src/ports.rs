@@ -154,6 +154,11 @@ pub enum SshRequest {
         /// receipt in the epoch to name its digest").
         route_digest: String,
     },
+    /// Onboarding's hardware-sync seed (seed 000, `ensure_hardware_sync_configured`): on a freshly deployed machine,
+    /// register the hardware-sync timer with the machine's own MAAS credentials and start it.
+    SeedHardwareSync {
+        operation_id: String,
+    },
 }
 
 /// What an observation of a node shows.
@@ -199,6 +204,10 @@ pub enum SecretsError {
     /// The store refused (403: a disabled site, an expired token): a retry cannot fix it.
     #[error("secrets store refused: {0}")]
     Refused(String),
+    /// The store has no policy for what was asked (501: the site cannot issue bootstrap tokens): a capability the
+    /// site lacks, which a person must add.
+    #[error("secrets store cannot serve this: {0}")]
+    Unsupported(String),
 }
 
 /// The secrets store (Vault-like): the attestation key each worker's identity must carry. Deployment validates and

@@ -139,7 +139,8 @@ pub struct RunRecord {
     pub violation_counts: BTreeMap<String, u64>,
     /// Sometimes-properties reached, each at its first occurrence.
     pub reached: Vec<Firing>,
-    /// Expected firings (`must_fire`) that never happened.
+    /// Expected firings (`must_fire`) that never happened, and expected recovery-matrix pairs (`matrix pair stage/class`)
+    /// the run never exercised.
     pub unmet: Vec<String>,
     /// The panic message when the verdict is `panic`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

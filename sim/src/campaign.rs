@@ -330,7 +330,8 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         hub: spec::resolve_hub(&source, &file.hub)?,
         network: spec::resolve_network(&source, &file.network)?,
         steps: Vec::new(),
-        expect: Expectations { must_hold: Vec::new(), must_fire: Vec::new() },
+        stage_steps: Vec::new(),
+        expect: Expectations { must_hold: Vec::new(), must_fire: Vec::new(), matrix_pairs: Vec::new() },
         onboarding,
     };
     let (faults, faults_span) = match &file.faults {

@@ -215,14 +215,30 @@ pub enum Step {
         target: String,
         delay_ms: u64,
     },
-    /// The machine's hardware-sync service is never seeded (never reports).
+    /// Seeding the machine's hardware-sync timer fails (MAAS rejects its token): the service never reports.
     HwSyncFailure {
         target: String,
+    },
+    /// The machine's hardware-sync service reports `after_syncs` times, then stops (its last sync goes stale).
+    HwSyncStops {
+        target: String,
+        after_syncs: u32,
+    },
+    /// The machine's sshd answers none of the next `count` connections.
+    SshUnreachable {
+        target: String,
+        count: u32,
     },
     /// The region's next `count` answers are 503 with `Retry-After: retry_after_s`.
     MaasUnavailable {
         count: u32,
         retry_after_s: u32,
+    },
+    /// The site's secrets store loses its bootstrap-token role: no node can be given a token.
+    TokenPolicyMissing,
+    /// The region's next `count` deploys fail to render their preseed (400).
+    PreseedFailure {
+        count: u32,
     },
     /// The region answers nothing (`down = true`) or answers again.
     MaasUnreachable {
@@ -251,6 +267,10 @@ pub enum Step {
     SiteDisabled,
     /// An operator deletes the machine's MAAS record out of band.
     MachineDeleted {
+        target: String,
+    },
+    /// An operator disconnects the machine's PXE interface in MAAS out of band (`op=disconnect`: no VLAN, no links).
+    InterfaceDisconnected {
         target: String,
     },
     /// An operator commissions the machine out of band.
@@ -315,7 +335,11 @@ impl Step {
             Step::HardwareMissing { .. } => "hardware_missing",
             Step::AgentEnrolDelay { .. } => "agent_enrol_delay",
             Step::HwSyncFailure { .. } => "hw_sync_failure",
+            Step::HwSyncStops { .. } => "hw_sync_stops",
+            Step::SshUnreachable { .. } => "ssh_unreachable",
             Step::MaasUnavailable { .. } => "maas_unavailable",
+            Step::PreseedFailure { .. } => "preseed_failure",
+            Step::TokenPolicyMissing => "token_policy_missing",
             Step::MaasUnreachable { .. } => "maas_unreachable",
             Step::VaultUnavailable { .. } => "vault_unavailable",
             Step::PowerCredentialMissing { .. } => "power_credential_missing",
@@ -325,6 +349,7 @@ impl Step {
             Step::SiteDisabled => "site_disabled",
             Step::MachineDeleted { .. } => "machine_deleted",
             Step::MachineAdvanced { .. } => "machine_advanced",
+            Step::InterfaceDisconnected { .. } => "interface_disconnected",
             Step::MachineHidden { .. } => "machine_hidden",
             Step::RegisterMacs { .. } => "register_macs",
             Step::ResumeOnboarding { .. } => "resume_onboarding",
@@ -358,13 +383,18 @@ impl Step {
             | Step::HardwareMissing { .. }
             | Step::AgentEnrolDelay { .. }
             | Step::HwSyncFailure { .. }
+            | Step::HwSyncStops { .. }
+            | Step::SshUnreachable { .. }
             | Step::MaasUnavailable { .. }
+            | Step::PreseedFailure { .. }
+            | Step::TokenPolicyMissing
             | Step::VaultUnavailable { .. }
             | Step::PowerCredentialMissing { .. }
             | Step::DhcpLeaseLoss { .. }
             | Step::SiteDisabled
             | Step::MachineDeleted { .. }
-            | Step::MachineAdvanced { .. } => true,
+            | Step::MachineAdvanced { .. }
+            | Step::InterfaceDisconnected { .. } => true,
             Step::MaasUnreachable { down } => *down,
             Step::MachineHidden { hidden, .. } => *hidden,
             Step::BmcFault { fault, .. } => *fault != BmcFaultKind::Healthy,
@@ -422,11 +452,14 @@ impl Step {
             | Step::HardwareMissing { target, .. }
             | Step::AgentEnrolDelay { target, .. }
             | Step::HwSyncFailure { target }
+            | Step::HwSyncStops { target, .. }
+            | Step::SshUnreachable { target, .. }
             | Step::PowerCredentialMissing { target }
             | Step::BmcFault { target, .. }
             | Step::DhcpLeaseLoss { target }
             | Step::MachineDeleted { target }
             | Step::MachineAdvanced { target }
+            | Step::InterfaceDisconnected { target }
             | Step::MachineHidden { target, .. }
             | Step::RegisterMacs { target }
             | Step::ResumeOnboarding { target } => vec![("target", target)],
@@ -442,6 +475,8 @@ impl Step {
             | Step::ResolverServfail { .. }
             | Step::ResolverRepair
             | Step::MaasUnavailable { .. }
+            | Step::PreseedFailure { .. }
+            | Step::TokenPolicyMissing
             | Step::MaasUnreachable { .. }
             | Step::VaultUnavailable { .. }
             | Step::DhcpRepair
@@ -457,6 +492,8 @@ impl Step {
                 Step::ResolverServfail { .. }
                     | Step::ResolverRepair
                     | Step::MaasUnavailable { .. }
+                    | Step::PreseedFailure { .. }
+                    | Step::TokenPolicyMissing
                     | Step::MaasUnreachable { .. }
                     | Step::VaultUnavailable { .. }
                     | Step::DhcpRepair
@@ -474,11 +511,14 @@ impl Step {
             | Step::HardwareMissing { target, .. }
             | Step::AgentEnrolDelay { target, .. }
             | Step::HwSyncFailure { target }
+            | Step::HwSyncStops { target, .. }
+            | Step::SshUnreachable { target, .. }
             | Step::PowerCredentialMissing { target }
             | Step::BmcFault { target, .. }
             | Step::DhcpLeaseLoss { target }
             | Step::MachineDeleted { target }
             | Step::MachineAdvanced { target }
+            | Step::InterfaceDisconnected { target }
             | Step::MachineHidden { target, .. }
             | Step::RegisterMacs { target }
             | Step::ResumeOnboarding { target } => Some(target),
@@ -526,7 +566,11 @@ impl Step {
         "hardware_missing",
         "agent_enrol_delay",
         "hw_sync_failure",
+        "hw_sync_stops",
+        "ssh_unreachable",
         "maas_unavailable",
+        "preseed_failure",
+        "token_policy_missing",
         "maas_unreachable",
         "vault_unavailable",
         "power_credential_missing",
@@ -536,6 +580,7 @@ impl Step {
         "site_disabled",
         "machine_deleted",
         "machine_advanced",
+        "interface_disconnected",
         "machine_hidden",
         "register_macs",
         "resume_onboarding",
@@ -546,5 +591,17 @@ impl Step {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimedStep {
     pub at_ms: u64,
+    pub step: Step,
+}
+
+/// A step fired by the workflow itself: when `workflow`'s onboarding starts `stage` for the `occurrence`-th time
+/// (retries and later runs count), before the stage's first request. It aims a fault at one (stage, failure class)
+/// pair of the recovery matrix without guessing when the stage will run. It fires at most once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageStep {
+    /// The machine whose workflow triggers the step.
+    pub workflow: String,
+    pub stage: engine::matrix::OnboardingStage,
+    pub occurrence: u64,
     pub step: Step,
 }

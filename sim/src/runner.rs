@@ -195,8 +195,15 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
     violations.sort_by(|a, b| (a.t_ms, &a.oracle).cmp(&(b.t_ms, &b.oracle)));
     reached.sort_by(|a, b| (a.t_ms, &a.oracle).cmp(&(b.t_ms, &b.oracle)));
     let fired_names: Vec<&str> = outcome.fired.iter().map(|(name, ..)| *name).collect();
-    let unmet: Vec<String> =
+    let mut unmet: Vec<String> =
         spec.expect.must_fire.iter().filter(|name| !fired_names.contains(&name.as_str())).cloned().collect();
+    unmet.extend(
+        spec.expect
+            .matrix_pairs
+            .iter()
+            .filter(|pair| !outcome.matrix_pairs.contains_key(*pair))
+            .map(|pair| format!("matrix pair {pair}")),
+    );
 
     let verdict = if outcome.panic.is_some() {
         Verdict::fail(FailureKind::Panic)

@@ -62,6 +62,7 @@ pub(crate) struct Racked {
     /// Every NIC's MAC, in the profile's order.
     pub macs: Vec<String>,
     pub boot_disk_model: String,
+    pub roce_nics: u32,
     pub credential: PowerCredential,
 }
 
@@ -76,6 +77,8 @@ pub(crate) struct SiteState {
     /// boots again).
     pending: BTreeMap<String, (String, fakes::maas::Secret)>,
     faults_rng: ChaCha8Rng,
+    /// `ssh_unreachable`: SSH connections to a machine still to go unanswered.
+    ssh_unreachable: BTreeMap<String, u32>,
 }
 
 /// The site's part of the world.
@@ -103,7 +106,9 @@ impl SiteWorld {
             let boot_disk_model =
                 hardware.disks.iter().find(|disk| disk.boss).map(|disk| disk.model.clone()).unwrap_or_default();
             let macs = hardware.nics.iter().map(|nic| nic.mac.clone()).collect();
-            racked.insert(name.clone(), Racked { pxe_mac, macs, boot_disk_model, credential });
+            let roce_nics =
+                hardware.nics.iter().filter(|nic| nic.kind == fakes::maas::machine::NicKind::Roce).count() as u32;
+            racked.insert(name.clone(), Racked { pxe_mac, macs, boot_disk_model, roce_nics, credential });
         }
         SiteWorld {
             host,
@@ -114,6 +119,7 @@ impl SiteWorld {
                 enrolled: BTreeMap::new(),
                 pending: BTreeMap::new(),
                 faults_rng: seeds.rng(Consumer::SiteFaults),
+                ssh_unreachable: BTreeMap::new(),
             }),
             wake: Notify::new(),
             resumes: RefCell::new(Vec::new()),
@@ -352,6 +358,7 @@ impl World {
                 resolver: &SimResolver { world: world.clone(), from: CONTROLLER_ID },
                 secrets: &SimSiteSecrets { world: world.clone(), from: CONTROLLER_ID },
                 hub: &SimHub::new(world.clone(), CONTROLLER_ID),
+                ssh: &SimSiteSsh { world: world.clone(), from: CONTROLLER_ID },
                 journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
                 signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
             };
@@ -378,6 +385,7 @@ impl World {
                 // The BMC system is named as the machine: it is the power address MAAS drives.
                 bmc_address: machine.to_owned(),
                 boot_disk_model: racked.boot_disk_model,
+                roce_nics: racked.roce_nics,
             },
             policy: onboarding.policy,
             stall_window_ms: onboarding.stall_window_ms,
@@ -409,6 +417,20 @@ impl World {
                 for system_id in self.records_of(target, false) {
                     let request = MaasRequest::DeleteMachine { system_id };
                     self.at_site(|s, now_ms, events| s.handle_maas(now_ms, OPERATOR_MAAS_USER, request, events));
+                }
+                return;
+            }
+            Step::InterfaceDisconnected { target } => {
+                // The record's interface with the machine's racked PXE MAC, disconnected through the API.
+                let pxe_mac = self.site().state.borrow().racked[target].pxe_mac.to_lowercase();
+                for system_id in self.records_of(target, false) {
+                    let interface = self.site().state.borrow().site.region.view(&system_id).and_then(|view| {
+                        view.interface_set.iter().find(|iface| iface.mac_address == pxe_mac).map(|iface| iface.id)
+                    });
+                    if let Some(interface_id) = interface {
+                        let request = MaasRequest::DisconnectInterface { system_id, interface_id };
+                        self.at_site(|s, now_ms, events| s.handle_maas(now_ms, OPERATOR_MAAS_USER, request, events));
+                    }
                 }
                 return;
             }
@@ -463,6 +485,14 @@ impl World {
                 machine(state, target).faults.agent_enrol_delay_ms = *delay_ms
             }
             Step::HwSyncFailure { target } => machine(state, target).faults.hw_sync = HwSyncFault::SeedFails,
+            Step::PreseedFailure { count } => state.site.region.fail_next_preseeds(*count),
+            Step::SshUnreachable { target, count } => {
+                *state.ssh_unreachable.entry(target.clone()).or_insert(0) += count;
+            }
+            Step::HwSyncStops { target, after_syncs } => {
+                machine(state, target).faults.hw_sync = HwSyncFault::StopsAfter { syncs: *after_syncs }
+            }
+            Step::TokenPolicyMissing => state.site.vault.set_token_policy(false),
             Step::MaasUnavailable { count, retry_after_s } => {
                 for _ in 0..*count {
                     state.site.region.fail_next_with_503(*retry_after_s);
@@ -956,6 +986,50 @@ impl port::Resolver for SimResolver {
     }
 }
 
+/// SSH from the controller to the site's deployed machines (their sshd is on the `maas` host's network): only the
+/// hardware-sync seed is an operation a site machine answers; the fleet's worker operations are refused.
+pub(crate) struct SimSiteSsh {
+    pub world: Rc<World>,
+    pub from: HostId,
+}
+
+impl engine::ports::Ssh for SimSiteSsh {
+    async fn run(
+        &self,
+        endpoint: &engine::ports::Endpoint,
+        request: engine::ports::SshRequest,
+    ) -> Result<engine::ports::SshResponse, engine::ports::SshError> {
+        use engine::ports::{SshError, SshRequest, SshResponse};
+        let world = &self.world;
+        let machine = endpoint.node.clone();
+        let SshRequest::SeedHardwareSync { .. } = request else {
+            return Err(SshError::Refused(format!("{machine} is a MAAS machine, not a fleet worker")));
+        };
+        let target = machine.clone();
+        let answer = world
+            .call_with(self.from, world.site().host, world.spec.engine.call_timeout_ms, move |world| {
+                let mut state = world.site().state.borrow_mut();
+                if let Some(left) = state.ssh_unreachable.get_mut(&target).filter(|left| **left > 0) {
+                    *left -= 1;
+                    return Delivery::Hang;
+                }
+                let now_ms = world.now_ms();
+                match state.site.machine_mut(&target) {
+                    Some(node) => Delivery::Reply(node.seed_hw_sync(now_ms).map_err(|error| error.to_string())),
+                    None => Delivery::Hang,
+                }
+            })
+            .await;
+        let (result, error) = match answer {
+            Ok(Ok(())) => (Ok(SshResponse::Done), None),
+            Ok(Err(refusal)) => (Err(SshError::Refused(refusal.clone())), Some(refusal)),
+            Err(error) => (Err(SshError::Transport(error)), Some(error.to_string())),
+        };
+        world.record(self.from, Body::SiteSsh { machine, op: "seed_hardware_sync".to_owned(), error });
+        result
+    }
+}
+
 /// The site's secrets store on the `maas` host.
 pub(crate) struct SimSiteSecrets {
     pub world: Rc<World>,
@@ -971,6 +1045,7 @@ pub(crate) fn secrets_error(error: VaultError) -> SecretsError {
         VaultError::SiteDisabled | VaultError::TokenExpired { .. } | VaultError::UnknownToken => {
             SecretsError::Refused(error.to_string())
         }
+        VaultError::NoTokenPolicy => SecretsError::Unsupported(error.to_string()),
     }
 }
 

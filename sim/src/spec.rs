@@ -13,7 +13,7 @@ use reports::PropertyKind;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::faults::{Step, TimedStep};
+use crate::faults::{StageStep, Step, TimedStep};
 use crate::net::LinkConfig;
 use crate::oracles;
 
@@ -133,6 +133,10 @@ impl OnboardingSpec {
 pub struct Expectations {
     pub must_hold: Vec<String>,
     pub must_fire: Vec<String>,
+    /// Recovery-matrix pairs (`stage/failure_class`) the run must exercise: a conformance case names the pair it
+    /// scripts. Absent from the configuration when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub matrix_pairs: Vec<String>,
 }
 
 /// Everything one run executes, resolved: defaults filled in, steps materialised and ordered.
@@ -148,6 +152,9 @@ pub struct RunSpec {
     pub hub: HubSpec,
     pub network: LinkConfig,
     pub steps: Vec<TimedStep>,
+    /// Steps fired by onboarding stages (`on_stage`); absent from the configuration when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stage_steps: Vec<StageStep>,
     pub expect: Expectations,
     /// Absent from the configuration (and so from its hash) when the file has no `[onboarding]` table.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -273,6 +280,8 @@ struct ExpectFile {
     must_hold: Vec<Spanned<String>>,
     #[serde(default)]
     must_fire: Vec<Spanned<String>>,
+    #[serde(default)]
+    matrix_pairs: Vec<Spanned<String>>,
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -339,8 +348,12 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
     let onboarding = resolve_onboarding(&source, file.onboarding.as_ref(), &fleet, duration_ms)?;
 
     let mut steps = Vec::with_capacity(file.step.len());
+    let mut stage_steps = Vec::new();
     for (index, table) in file.step.iter().enumerate() {
-        steps.push(parse_step(&source, index, table, &fleet, onboarding.as_ref(), duration_ms)?);
+        match parse_step(&source, index, table, &fleet, onboarding.as_ref(), duration_ms)? {
+            Triggered::At(timed) => steps.push(timed),
+            Triggered::OnStage(staged) => stage_steps.push(staged),
+        }
     }
     steps.sort_by_key(|timed| timed.at_ms);
     check_liveness_room(&source, &file.step, &steps, duration_ms, liveness_budget_ms)?;
@@ -358,6 +371,7 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
             hub,
             network,
             steps,
+            stage_steps,
             expect,
             onboarding,
         },
@@ -528,6 +542,12 @@ fn unknown_host(source: &Source, span: Range<usize>, key: &str, name: &str, flee
     )
 }
 
+/// What fires a step: the clock, or an onboarding stage.
+enum Triggered {
+    At(TimedStep),
+    OnStage(StageStep),
+}
+
 fn parse_step(
     source: &Source,
     index: usize,
@@ -535,28 +555,107 @@ fn parse_step(
     fleet: &FleetSpec,
     onboarding: Option<&OnboardingSpec>,
     duration_ms: u64,
-) -> Result<TimedStep, SpecError> {
+) -> Result<Triggered, SpecError> {
     let span = table.span();
     let key = format!("step[{index}]");
     let mut fields = table.get_ref().clone();
-    let at_ms = match fields.remove("at_ms") {
-        Some(toml::Value::Integer(at)) if at >= 0 => at as u64,
-        Some(_) => {
+    let at_ms = fields.remove("at_ms");
+    let on_stage = fields.remove("on_stage");
+    let workflow = fields.remove("workflow");
+    let occurrence = fields.remove("occurrence");
+    let trigger = match (at_ms, on_stage) {
+        (Some(_), Some(_)) => {
+            return Err(source.error_at(Some(span), format!("{key}: give at_ms or on_stage, not both")));
+        }
+        (None, None) => return Err(source.error_at(Some(span), format!("{key}: missing at_ms (or on_stage)"))),
+        (Some(toml::Value::Integer(at)), None) if at >= 0 => {
+            let at_ms = at as u64;
+            if at_ms > duration_ms {
+                return Err(source.error_at(
+                    Some(span),
+                    format!("{key}.at_ms: {at_ms} is after the end of the run ({duration_ms})"),
+                ));
+            }
+            if workflow.is_some() || occurrence.is_some() {
+                return Err(
+                    source.error_at(Some(span), format!("{key}: workflow and occurrence go with on_stage, not at_ms"))
+                );
+            }
+            None
+        }
+        (Some(_), None) => {
             return Err(source.error_at(Some(span), format!("{key}.at_ms: must be a whole number of ms, 0 or more")));
         }
-        None => return Err(source.error_at(Some(span), format!("{key}: missing at_ms"))),
+        (None, Some(stage)) => {
+            Some(parse_stage_trigger(source, &key, span.clone(), stage, workflow, occurrence, onboarding)?)
+        }
     };
-    if at_ms > duration_ms {
-        return Err(
-            source.error_at(Some(span), format!("{key}.at_ms: {at_ms} is after the end of the run ({duration_ms})"))
-        );
-    }
     let step = Step::deserialize(toml::Value::Table(fields)).map_err(|error| {
         let message = error.message().trim_end().replace('\n', "; ");
         source.error_at(Some(span.clone()), format!("{key}: {message}"))
     })?;
-    validate_step(source, &key, span, &step, fleet, onboarding)?;
-    Ok(TimedStep { at_ms, step })
+    validate_step(source, &key, span.clone(), &step, fleet, onboarding)?;
+    match trigger {
+        None => {
+            let at_ms = table.get_ref().get("at_ms").and_then(toml::Value::as_integer).unwrap_or(0) as u64;
+            Ok(Triggered::At(TimedStep { at_ms, step }))
+        }
+        Some((workflow, stage, occurrence)) => {
+            if is_driver_action(&step) {
+                return Err(source.error_at(
+                    Some(span),
+                    format!("{key}: a {} step is a driver action; give it an at_ms", step.kind()),
+                ));
+            }
+            Ok(Triggered::OnStage(StageStep { workflow, stage, occurrence, step }))
+        }
+    }
+}
+
+/// `on_stage = "<stage>"`, `workflow = "<machine>"`, `occurrence = N` (default 1) of a stage-triggered step.
+fn parse_stage_trigger(
+    source: &Source,
+    key: &str,
+    span: Range<usize>,
+    stage: toml::Value,
+    workflow: Option<toml::Value>,
+    occurrence: Option<toml::Value>,
+    onboarding: Option<&OnboardingSpec>,
+) -> Result<(String, engine::matrix::OnboardingStage, u64), SpecError> {
+    let Some(onboarding) = onboarding else {
+        return Err(source.error_at(Some(span), format!("{key}.on_stage: needs an [onboarding] table")));
+    };
+    let stage = stage
+        .as_str()
+        .and_then(|name| engine::matrix::OnboardingStage::ALL.into_iter().find(|stage| stage.as_str() == name))
+        .ok_or_else(|| {
+            let names: Vec<&str> = engine::matrix::OnboardingStage::ALL.iter().map(|stage| stage.as_str()).collect();
+            source.error_at(
+                Some(span.clone()),
+                format!("{key}.on_stage: {stage} is not an onboarding stage (one of {})", names.join(", ")),
+            )
+        })?;
+    let workflow = match workflow {
+        Some(toml::Value::String(machine)) if onboarding.has_machine(&machine) => machine,
+        Some(other) => {
+            return Err(source.error_at(
+                Some(span),
+                format!(
+                    "{key}.workflow: {other} is not a machine of the MAAS site ({})",
+                    onboarding.machines.join(", ")
+                ),
+            ));
+        }
+        None => return Err(source.error_at(Some(span), format!("{key}: on_stage needs workflow = \"<machine>\""))),
+    };
+    let occurrence = match occurrence {
+        None => 1,
+        Some(toml::Value::Integer(occurrence)) if occurrence >= 1 => occurrence as u64,
+        Some(other) => {
+            return Err(source.error_at(Some(span), format!("{key}.occurrence: must be 1 or more, not {other}")));
+        }
+    };
+    Ok((workflow, stage, occurrence))
 }
 
 pub(crate) fn validate_step(
@@ -722,7 +821,26 @@ fn resolve_expect(source: &Source, file: &ExpectFile) -> Result<Expectations, Sp
         }
         must_fire.push(info.name.to_owned());
     }
-    Ok(Expectations { must_hold, must_fire })
+    let mut matrix_pairs = Vec::new();
+    for pair in &file.matrix_pairs {
+        let listed = engine::matrix::OnboardingStage::ALL.iter().any(|stage| {
+            let row = stage.row();
+            engine::matrix::FailureClass::ALL
+                .iter()
+                .any(|class| row.lists(*class) && format!("{}/{}", stage.as_str(), class.as_str()) == *pair.get_ref())
+        });
+        if !listed {
+            return Err(source.error_at(
+                Some(pair.span()),
+                format!(
+                    "expect.matrix_pairs: \"{}\" is not a pair the onboarding recovery matrix lists (stage/failure_class; see docs/recovery-matrix.md)",
+                    pair.get_ref()
+                ),
+            ));
+        }
+        matrix_pairs.push(pair.get_ref().clone());
+    }
+    Ok(Expectations { must_hold, must_fire, matrix_pairs })
 }
 
 pub(crate) fn known_oracle(

@@ -133,6 +133,9 @@ pub enum Body {
     /// `status` is the HTTP status, null when no answer came.
     #[serde(rename = "site.request")]
     SiteRequest { workflow: String, op: String, system_id: Option<String>, status: Option<u16> },
+    /// An SSH command of the controller on a site machine (the hardware-sync seed), when its outcome is known.
+    #[serde(rename = "site.ssh")]
+    SiteSsh { machine: String, op: String, error: Option<String> },
 }
 
 /// A rollout signal of the engine, as the trace records it.

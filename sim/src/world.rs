@@ -105,6 +105,10 @@ pub struct World {
     /// The first panic message of a task of this run, if any.
     panic: RefCell<Option<String>>,
     faults: RefCell<BTreeMap<String, u64>>,
+    /// Which of the spec's stage-triggered steps have fired (each fires once).
+    stage_steps_fired: RefCell<Vec<bool>>,
+    /// How many times each (workflow, stage) has started.
+    stage_starts: RefCell<BTreeMap<(String, String), u64>>,
     stopped: Cell<bool>,
     /// Each node's worker state behind its SSH endpoint (its disk and installed software: survives crashes).
     workers: RefCell<Vec<SshEndpoint>>,
@@ -144,6 +148,7 @@ pub(crate) enum Delivery<T> {
 impl World {
     /// Builds the world at virtual time 0. Nothing runs until [`World::boot_all`].
     pub fn new(spec: Rc<RunSpec>, seed: u64, keep_trace: bool) -> Rc<World> {
+        let stage_steps = spec.stage_steps.len();
         let seeds = SeedTree::new(seed);
         let mut names: Vec<Rc<str>> = vec![Rc::from(CONTROLLER), Rc::from(HUB)];
         let mut roles = vec![Role::Controller, Role::Hub];
@@ -220,6 +225,8 @@ impl World {
             node_rngs: RefCell::new(node_rngs),
             panic: RefCell::new(None),
             faults: RefCell::new(BTreeMap::new()),
+            stage_steps_fired: RefCell::new(vec![false; stage_steps]),
+            stage_starts: RefCell::new(BTreeMap::new()),
             stopped: Cell::new(false),
             workers: RefCell::new(workers),
             hub_ssh: RefCell::new(SshEndpoint::new("hostkey-hub-1", Worker::bare(HUB, format!("{SECRET_MARKER}hub")))),
@@ -628,6 +635,37 @@ impl World {
         }
     }
 
+    /// Fires the stage-triggered steps waiting for this start of this stage of `workflow`, in file order.
+    fn on_stage_started(self: &Rc<Self>, workflow: &str, stage: &str) {
+        let occurrence = {
+            let mut starts = self.stage_starts.borrow_mut();
+            let count = starts.entry((workflow.to_owned(), stage.to_owned())).or_insert(0);
+            *count += 1;
+            *count
+        };
+        let due: Vec<Step> = {
+            let mut fired = self.stage_steps_fired.borrow_mut();
+            self.spec
+                .stage_steps
+                .iter()
+                .zip(fired.iter_mut())
+                .filter(|(staged, fired)| {
+                    !**fired
+                        && staged.stage.as_str() == stage
+                        && staged.occurrence == occurrence
+                        && crate::site::workflow_id(&staged.workflow) == workflow
+                })
+                .map(|(staged, fired)| {
+                    *fired = true;
+                    staged.step.clone()
+                })
+                .collect()
+        };
+        for step in &due {
+            self.apply(step);
+        }
+    }
+
     pub(crate) fn apply(self: &Rc<Self>, step: &Step) {
         self.record_sim(Body::Step { step: step.clone() });
         // A crash of a host that is already down changes nothing and is not counted.
@@ -755,6 +793,11 @@ impl World {
             | Step::AgentEnrolDelay { .. }
             | Step::HwSyncFailure { .. }
             | Step::MaasUnavailable { .. }
+            | Step::PreseedFailure { .. }
+            | Step::TokenPolicyMissing
+            | Step::HwSyncStops { .. }
+            | Step::SshUnreachable { .. }
+            | Step::InterfaceDisconnected { .. }
             | Step::MaasUnreachable { .. }
             | Step::VaultUnavailable { .. }
             | Step::PowerCredentialMissing { .. }
@@ -1023,7 +1066,16 @@ impl Signals for SimSignals {
                 Body::Onboarding { workflow, event: crate::trace::OnboardingBody::from(event) }
             }
         };
+        let started = match &body {
+            Body::Onboarding { workflow, event: crate::trace::OnboardingBody::StageStarted { stage, .. } } => {
+                Some((workflow.clone(), stage.clone()))
+            }
+            _ => None,
+        };
         self.world.record(self.host, body);
+        if let Some((workflow, stage)) = started {
+            self.world.on_stage_started(&workflow, &stage);
+        }
     }
 }
 
@@ -1295,6 +1347,12 @@ impl ports::Ssh for SimSsh {
             }
             SshRequest::RunInstaller { operation_id, revision, generation, required_digests, route_digest } => {
                 SshOp::RunInstaller { operation_id, revision, generation, required_digests, route_digest }
+            }
+            SshRequest::SeedHardwareSync { .. } => {
+                return Err(ports::SshError::Refused(format!(
+                    "{}: no MAAS hardware-sync timer on a fleet worker",
+                    endpoint.node
+                )));
             }
         };
         let expected = endpoint.host_key.clone();

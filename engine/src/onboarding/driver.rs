@@ -25,7 +25,9 @@ use crate::onboarding::{
     SitePolicy, StallClassifier, StallVerdict, UnknownMachine, decide,
 };
 use crate::ports::site::{DnsAnswer, MaasApi, MaasError, Machine, MachineStatus, NewMachine, Resolver, SiteSecrets};
-use crate::ports::{Clock, Hub, Journal, OnboardingEvent, SecretsError, Signal, Signals};
+use crate::ports::{
+    Clock, Endpoint, Hub, Journal, OnboardingEvent, SecretsError, Signal, Signals, Ssh, SshError, SshRequest,
+};
 use crate::secret::Secret;
 
 /// Which controller runs the workflow.
@@ -50,6 +52,8 @@ pub struct NodeSpec {
     pub bmc_address: String,
     /// The model name of the disk the node must boot from (the BOSS device).
     pub boot_disk_model: String,
+    /// How many RoCE NICs the node's inventory lists: fewer in MAAS is a hardware mismatch.
+    pub roce_nics: u32,
 }
 
 /// One onboarding workflow to run.
@@ -83,12 +87,14 @@ pub struct OnboardOutcome {
 }
 
 /// The ports the driver needs.
-pub struct OnboardPorts<'a, C, M, R, K, H, J, G> {
+pub struct OnboardPorts<'a, C, M, R, K, H, S, J, G> {
     pub clock: &'a C,
     pub maas: &'a M,
     pub resolver: &'a R,
     pub secrets: &'a K,
     pub hub: &'a H,
+    /// SSH to the deployed machine, for the hardware-sync seed.
+    pub ssh: &'a S,
     pub journal: &'a J,
     pub signals: &'a G,
 }
@@ -241,6 +247,7 @@ impl StageFailure {
         let class = match error {
             SecretsError::Transport(_) | SecretsError::Unavailable(_) => FailureClass::UpstreamTransient,
             SecretsError::NotFound(_) | SecretsError::Refused(_) => FailureClass::InputConfigError,
+            SecretsError::Unsupported(_) => FailureClass::SiteCapabilityMissing,
         };
         StageFailure::new(class, error.to_string())
     }
@@ -288,13 +295,14 @@ fn display_evidence(evidence: &Evidence) -> String {
     }
 }
 
-impl<C, M, R, K, H, J, G> OnboardPorts<'_, C, M, R, K, H, J, G>
+impl<C, M, R, K, H, S, J, G> OnboardPorts<'_, C, M, R, K, H, S, J, G>
 where
     C: Clock,
     M: MaasApi,
     R: Resolver,
     K: SiteSecrets,
     H: Hub,
+    S: Ssh,
     J: Journal,
     G: Signals,
 {
@@ -318,7 +326,9 @@ where
         self.record(OnboardRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
         let mut state = RunState::default();
         let mut index = 0;
-        while let Some(&stage) = MAIN_STAGES.get(index) {
+        // A stage run off the main path before it resumes (the datasource recovery, before the deploy again).
+        let mut detour: Option<OnboardingStage> = None;
+        while let Some(stage) = detour.take().or_else(|| MAIN_STAGES.get(index).copied()) {
             let attempt = state.next_attempt(stage);
             let system_id = state.system_id.clone();
             self.record(OnboardRecord::Checkpoint { workflow: workflow.to_owned(), run, stage, attempt, system_id })
@@ -330,7 +340,9 @@ where
             let failure = match self.run_stage(request, stage, &mut state).await {
                 Ok(()) => {
                     self.emit(workflow, OnboardingEvent::StageDone { stage: stage.as_str().into(), adopted: false });
-                    index += 1;
+                    if MAIN_STAGES.get(index) == Some(&stage) {
+                        index += 1;
+                    }
                     continue;
                 }
                 Err(failure) => failure,
@@ -341,8 +353,9 @@ where
                 (OnboardingStage::WaitForDeployed, FailureClass::DeployCloudInitFailure) => {
                     let failure = self.classify_deploy_failure(request, &state, failure).await;
                     if failure.evidence.iter().any(|line| line.contains("datasource")) {
+                        // The recovery's next attempt, which the detour will start if the matrix retries.
                         let stage = OnboardingStage::RecoverForDatasourceRetry;
-                        (stage, failure, state.next_attempt(stage))
+                        (stage, failure, state.attempts.get(&stage).copied().unwrap_or(0) + 1)
                     } else {
                         (stage, failure, attempt)
                     }
@@ -363,7 +376,7 @@ where
                         self.compensate(&mut state, compensation).await;
                     }
                     if stage == OnboardingStage::RecoverForDatasourceRetry {
-                        self.recover_for_datasource_retry(request, &mut state).await;
+                        detour = Some(stage);
                     }
                     let event = OnboardingEvent::Retrying {
                         stage: stage.as_str().into(),
@@ -377,7 +390,9 @@ where
                 Decision::Continue { reason } => {
                     let adopted = reason == ContinueReason::AdoptObservedState;
                     self.emit(workflow, OnboardingEvent::StageDone { stage: stage.as_str().into(), adopted });
-                    index += 1;
+                    if MAIN_STAGES.get(index) == Some(&stage) {
+                        index += 1;
+                    }
                 }
                 Decision::Stop(stop) => {
                     if let Some(compensation) = stop.compensation {
@@ -533,32 +548,106 @@ where
     ) -> StageFailure {
         let workflow = request.workflow.as_str();
         self.emit(workflow, OnboardingEvent::StageStarted { stage: "classify_deploy_failure".into(), attempt: 1 });
-        if let Some(system_id) = &state.system_id {
-            if let Ok(events) = self.maas.events(system_id, None).await {
+        let stage = OnboardingStage::ClassifyDeployFailure.as_str();
+        let events = match &state.system_id {
+            Some(system_id) => self.maas.events(system_id, None).await,
+            None => Ok(Vec::new()),
+        };
+        match events {
+            Ok(events) => {
                 for event in events.iter().take(5) {
                     let line = format!("{}: {} {}", event.level, event.text, event.description).to_lowercase();
                     failure.evidence.push(line);
                 }
+                self.emit(workflow, OnboardingEvent::StageDone { stage: stage.into(), adopted: false });
+            }
+            // Best effort (the matrix): the events cannot be read, so the failure stays the generic deploy failure.
+            Err(error) => {
+                let class = StageFailure::maas(&error).class;
+                let error = format!("{error}; falling back to the generic deploy failure");
+                self.emit(
+                    workflow,
+                    OnboardingEvent::StageFailed { stage: stage.into(), class: class.as_str().into(), error },
+                );
             }
         }
-        self.emit(workflow, OnboardingEvent::StageDone { stage: "classify_deploy_failure".into(), adopted: false });
         failure
     }
 
     /// `recover_for_datasource_retry`: back to a clean deployable state (Ready) before the deploy is tried again.
-    async fn recover_for_datasource_retry(&self, request: &OnboardRequest, state: &mut RunState) {
-        let Some(system_id) = state.system_id.clone() else { return };
+    /// Each destructive call follows the read it acts on; a machine gone from MAAS is an ambiguity (whose is it
+    /// now?), a region that stops answering is transient, and a machine that will not come back to Ready within the
+    /// deploy bound is the deploy failure it started from.
+    async fn recover_for_datasource_retry(
+        &self,
+        request: &OnboardRequest,
+        state: &mut RunState,
+    ) -> Result<(), StageFailure> {
+        let system_id = state.system_id()?.to_owned();
+        state.deploy_started = false;
         let deadline_ms = self.clock.monotonic_ms() + DEPLOY_WAIT_MS;
+        let mut read_failures = 0;
         while self.clock.monotonic_ms() < deadline_ms {
-            match self.maas.machine(&system_id).await {
-                Ok(machine) if machine.status == MachineStatus::Ready => return,
+            let acted = match self.maas.machine(&system_id).await {
+                Ok(machine) if machine.status == MachineStatus::Ready => return Ok(()),
                 Ok(machine) if matches!(machine.status, MachineStatus::Deployed | MachineStatus::FailedDeployment) => {
-                    let _ = self.maas.release(&system_id).await;
+                    self.maas.release(&system_id).await.map(|_| ())
                 }
                 Ok(machine) if machine.status == MachineStatus::Deploying => {
-                    let _ = self.maas.abort(&system_id).await;
+                    self.maas.abort(&system_id).await.map(|_| ())
                 }
-                _ => {}
+                Ok(_) => Ok(()),
+                Err(error) => Err(error),
+            };
+            match acted {
+                Ok(()) => read_failures = 0,
+                Err(error @ MaasError::Http { status: 404, .. }) => return Err(StageFailure::maas(&error)),
+                Err(error) => {
+                    read_failures += 1;
+                    if read_failures >= READ_FAILURES_MAX {
+                        return Err(StageFailure::maas(&error));
+                    }
+                }
+            }
+            self.clock.sleep_ms(request.poll_ms).await;
+        }
+        Err(StageFailure::new(
+            FailureClass::DeployCloudInitFailure,
+            format!("machine {system_id} not back to Ready within {DEPLOY_WAIT_MS} ms"),
+        ))
+    }
+
+    /// The discovery poll after a create: within the stall window the machine's events show either MAAS's power
+    /// action failing (`bmc_power_failure`) or the machine's PXE boot; a stranger MAAS enlisted on this node's BMC
+    /// means the node booted with MACs MAAS does not know (`state_ambiguity`); silence is `pxe_discovery_failure`.
+    async fn confirm_discovery(&self, request: &OnboardRequest, system_id: &str) -> Result<(), StageFailure> {
+        let started_ms = self.clock.monotonic_ms();
+        loop {
+            if let Ok(events) = self.maas.events(system_id, None).await {
+                if let Some(failure) = power_failure(&events) {
+                    return Err(failure);
+                }
+                if events.iter().any(|event| event.text == "Performing PXE boot") {
+                    return Ok(());
+                }
+            }
+            if let Some(stranger) = self.find_unknown_machine(request, system_id).await {
+                let evidence = display_evidence(&Evidence::MacDrift(stranger));
+                let mut failure = StageFailure::new(
+                    FailureClass::StateAmbiguity,
+                    format!("machine {system_id} never PXE-booted; another record claims its BMC"),
+                );
+                failure.evidence.push(evidence);
+                return Err(failure);
+            }
+            let waited_ms = self.clock.monotonic_ms().saturating_sub(started_ms);
+            if waited_ms >= request.stall_window_ms {
+                let mut failure = StageFailure::new(
+                    FailureClass::PxeDiscoveryFailure,
+                    format!("machine {system_id} powered on but made no PXE request within {waited_ms} ms"),
+                );
+                failure.evidence.push(format!("no \"Performing PXE boot\" event for {system_id} in {waited_ms} ms"));
+                return Err(failure);
             }
             self.clock.sleep_ms(request.poll_ms).await;
         }
@@ -673,7 +762,12 @@ where
                     power_password: power.password.clone(),
                 };
                 let machine = self.maas.create_machine(&new).await.map_err(|error| StageFailure::maas(&error))?;
-                state.system_id = Some(machine.system_id);
+                state.system_id = Some(machine.system_id.clone());
+                // MAAS commissions a machine an admin creates, at once: the discovery poll sees it power on and
+                // PXE-boot (the shell of `legacy` did not look).
+                if request.policy == OnboardingPolicy::Current {
+                    self.confirm_discovery(request, &machine.system_id).await?;
+                }
                 Ok(())
             }
             S::CommissionNode => {
@@ -689,7 +783,14 @@ where
                     )),
                     Observed::AsExpected | Observed::Stale => {
                         self.maas.commission(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
-                        Ok(())
+                        // MAAS answers before its power action ends; a failed one is an ERROR event of its own.
+                        match self.maas.events(&system_id, None).await {
+                            Ok(events) => match power_failure(&events) {
+                                Some(failure) => Err(failure),
+                                None => Ok(()),
+                            },
+                            Err(_) => Ok(()),
+                        }
                     }
                 }
             }
@@ -720,12 +821,30 @@ where
                 let (wanted, vid): (Vec<_>, u16) = if stage == S::ApplyRocePhase2 {
                     (interfaces.iter().filter(|i| i.roce).collect(), state.roce_vlan_vid)
                 } else {
-                    let boot = interfaces.iter().filter(|i| !i.roce && i.vlan_vid == Some(state.pxe_vlan_vid));
-                    (boot.take(1).collect(), state.pxe_vlan_vid)
+                    // The boot interface is the one with the node's PXE MAC, and it must be on the PXE VLAN.
+                    let pxe_mac = request.node.pxe_mac.to_lowercase();
+                    let boot: Vec<_> = interfaces.iter().filter(|i| i.mac.to_lowercase() == pxe_mac).collect();
+                    if let Some(interface) = boot.first().filter(|i| i.vlan_vid != Some(state.pxe_vlan_vid)) {
+                        let on = interface.vlan_vid.map_or("no VLAN".to_owned(), |vid| format!("vlan {vid}"));
+                        let error = format!(
+                            "the PXE interface {} ({pxe_mac}) is on {on}, not the PXE vlan {}",
+                            interface.name, state.pxe_vlan_vid
+                        );
+                        return Err(StageFailure::new(FailureClass::HardwareMismatch, error));
+                    }
+                    (boot, state.pxe_vlan_vid)
                 };
                 if wanted.is_empty() {
                     let what = if stage == S::ApplyRocePhase2 { "RoCE interface" } else { "PXE interface" };
                     return Err(StageFailure::new(FailureClass::HardwareMismatch, format!("no {what} found")));
+                }
+                if stage == S::ApplyRocePhase2 && wanted.len() < request.node.roce_nics as usize {
+                    let error = format!(
+                        "MAAS found {} RoCE interfaces; the node's inventory lists {}",
+                        wanted.len(),
+                        request.node.roce_nics
+                    );
+                    return Err(StageFailure::new(FailureClass::HardwareMismatch, error));
                 }
                 let Some(subnet) = subnets.iter().find(|subnet| subnet.vlan_vid == vid) else {
                     return Err(StageFailure::new(FailureClass::HardwareMismatch, format!("no subnet on vlan {vid}")));
@@ -765,10 +884,13 @@ where
                         let Some(user_data) = &state.user_data else {
                             return Err(StageFailure::new(FailureClass::InputConfigError, "no cloud-init rendered"));
                         };
-                        self.maas
-                            .deploy(&system_id, user_data, true)
-                            .await
-                            .map_err(|error| StageFailure::maas(&error))?;
+                        self.maas.deploy(&system_id, user_data, true).await.map_err(|error| match error {
+                            // "Failed to render preseed: …": what MAAS would install from cannot be built.
+                            MaasError::Http { status: 400, .. } => {
+                                StageFailure::new(FailureClass::DeployCloudInitFailure, error.to_string())
+                            }
+                            error => StageFailure::maas(&error),
+                        })?;
                         state.deploy_started = true;
                         Ok(())
                     }
@@ -782,38 +904,86 @@ where
             S::EnsureHardwareSyncConfigured => {
                 let system_id = state.system_id()?.to_owned();
                 let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
-                if machine.enable_hw_sync {
-                    Ok(())
-                } else {
-                    Err(StageFailure::new(
+                if !machine.enable_hw_sync {
+                    return Err(StageFailure::new(
                         FailureClass::HardwareSyncFailure,
                         "hardware sync is not enabled on the machine",
-                    ))
+                    ));
+                }
+                // The seed over SSH. A freshly deployed machine's host key was made at its first boot: it is learnt
+                // here (trust on first use), not checked against an inventory.
+                let endpoint = Endpoint { node: request.node.name.clone(), host_key: String::new() };
+                let attempt = state.attempts.get(&stage).copied().unwrap_or(1);
+                let operation_id = format!("{workflow}/hw-sync-seed/{system_id}/{attempt}");
+                match self.ssh.run(&endpoint, SshRequest::SeedHardwareSync { operation_id }).await {
+                    Ok(_) => Ok(()),
+                    Err(SshError::Refused(error)) => Err(StageFailure::new(
+                        FailureClass::HardwareSyncFailure,
+                        format!("the hardware-sync seed failed on {}: {error}", request.node.name),
+                    )),
+                    Err(error @ (SshError::Transport(_) | SshError::HostKeyMismatch { .. })) => Err(StageFailure::new(
+                        FailureClass::PostDeployConnectivityFailure,
+                        format!("no SSH to the deployed machine {}: {error}", request.node.name),
+                    )),
                 }
             }
             S::WaitForHardwareSyncHealthy => {
                 let system_id = state.system_id()?.to_owned();
                 let deadline_ms = self.clock.monotonic_ms() + HW_SYNC_HEALTH_WAIT_MS;
+                let mut read_failures = 0;
                 loop {
                     match self.maas.machine(&system_id).await {
                         Ok(machine) if machine.hw_sync_healthy => return Ok(()),
-                        Ok(_) | Err(_) if self.clock.monotonic_ms() >= deadline_ms => {
-                            return Err(StageFailure::new(
-                                FailureClass::HardwareSyncFailure,
-                                format!("hardware sync not healthy within {HW_SYNC_HEALTH_WAIT_MS} ms"),
-                            ));
+                        Ok(_) => read_failures = 0,
+                        // The sync fields cannot be read: that is MAAS's trouble, not the sync's.
+                        Err(error) => {
+                            read_failures += 1;
+                            if read_failures >= READ_FAILURES_MAX || self.clock.monotonic_ms() >= deadline_ms {
+                                return Err(StageFailure::maas(&error));
+                            }
                         }
-                        _ => self.clock.sleep_ms(request.poll_ms).await,
                     }
+                    if self.clock.monotonic_ms() >= deadline_ms {
+                        return Err(StageFailure::new(
+                            FailureClass::HardwareSyncFailure,
+                            format!("hardware sync not healthy within {HW_SYNC_HEALTH_WAIT_MS} ms"),
+                        ));
+                    }
+                    self.clock.sleep_ms(request.poll_ms).await;
                 }
             }
             S::WaitForAgentEnrollment => {
+                let system_id = state.system_id()?.to_owned();
                 let deadline_ms = self.clock.monotonic_ms() + AGENT_ENROLLMENT_WAIT_MS;
+                let mut read_failures = 0;
                 loop {
-                    if let Ok(snapshot) = self.hub.read_heartbeats().await {
-                        if snapshot.instances.iter().any(|row| row.instance == request.node.name && row.registered) {
-                            return Ok(());
+                    match self.hub.read_heartbeats().await {
+                        Ok(snapshot) => {
+                            read_failures = 0;
+                            if snapshot.instances.iter().any(|row| row.instance == request.node.name && row.registered)
+                            {
+                                return Ok(());
+                            }
                         }
+                        Err(error) => {
+                            read_failures += 1;
+                            if read_failures >= READ_FAILURES_MAX {
+                                let error = format!("the hub cannot be read: {error}");
+                                return Err(StageFailure::new(FailureClass::UpstreamTransient, error));
+                            }
+                        }
+                    }
+                    // The machine the agent will speak for must still be this workflow's deployed machine.
+                    match self.maas.machine(&system_id).await {
+                        Ok(machine) if machine.status != MachineStatus::Deployed => {
+                            let error = format!(
+                                "machine {system_id} is {} in MAAS while its agent is awaited",
+                                machine.status.name()
+                            );
+                            return Err(StageFailure::new(FailureClass::StateAmbiguity, error));
+                        }
+                        Err(error @ MaasError::Http { status: 404, .. }) => return Err(StageFailure::maas(&error)),
+                        Ok(_) | Err(_) => {}
                     }
                     if self.clock.monotonic_ms() >= deadline_ms {
                         return Err(StageFailure::new(
@@ -824,7 +994,9 @@ where
                     self.clock.sleep_ms(request.poll_ms).await;
                 }
             }
-            S::ClassifyDeployFailure | S::RecoverForDatasourceRetry => Ok(()),
+            S::RecoverForDatasourceRetry => self.recover_for_datasource_retry(request, state).await,
+            // Run inside the handling of a failed deploy, never as a stage of its own.
+            S::ClassifyDeployFailure => Ok(()),
         }
     }
 
@@ -945,6 +1117,22 @@ where
             self.clock.sleep_ms(request.poll_ms).await;
         }
     }
+}
+
+/// A failed power action among the newest events, up to the action that started it ("Commissioning", "Deploying").
+fn power_failure(events: &[crate::ports::site::MaasEvent]) -> Option<StageFailure> {
+    events
+        .iter()
+        .take_while(|event| event.text != "Commissioning" && event.text != "Deploying")
+        .find(|event| event.level == "ERROR" && event.text.starts_with("Failed to power"))
+        .map(|event| {
+            let mut failure = StageFailure::new(
+                FailureClass::BmcPowerFailure,
+                format!("MAAS could not power the machine: {} {}", event.text, event.description),
+            );
+            failure.evidence.push(format!("{}: {} {}", event.level, event.text, event.description));
+            failure
+        })
 }
 
 /// Where a retry of `stage` re-enters the run: a wait is retried by redoing what it waits for.

@@ -185,10 +185,34 @@ impl Default for BootTimings {
 pub enum HwSyncFault {
     #[default]
     None,
-    /// The machine token was never seeded: the service never reports. Recoverable by [`Machine::reseed_hw_sync`].
+    /// Seeding the timer fails (MAAS rejects the machine's token): the service never reports. Recoverable by
+    /// [`Machine::reseed_hw_sync`].
     SeedFails,
     /// The service reports `syncs` times, then stops (last_sync goes stale). Recoverable by a reseed.
     StopsAfter { syncs: u32 },
+}
+
+/// Why a hardware-sync seed did not take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedError {
+    /// No deployed OS is up to answer SSH (the connection is refused).
+    NotRunning,
+    /// The deployment was made without `enable_hw_sync`: there is no timer to seed.
+    NotEnabled,
+    /// The seed command exits non-zero: MAAS rejects the machine's credentials.
+    Rejected,
+}
+
+impl std::fmt::Display for SeedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SeedError::NotRunning => write!(f, "connection refused: no deployed OS is running"),
+            SeedError::NotEnabled => write!(f, "maas-run-scripts: hardware sync is not enabled for this deployment"),
+            SeedError::Rejected => {
+                write!(f, "maas-run-scripts register-machine: 401 Unauthorized (machine token rejected)")
+            }
+        }
+    }
 }
 
 /// Fault knobs on one machine. Each is consumed or kept as its comment says.
@@ -428,6 +452,8 @@ pub struct Machine {
     agent_token: Option<Secret>,
     agent_enrolled: bool,
     hw_sync_interval_s: Option<u64>,
+    /// Whether the hardware-sync timer of this deployment was seeded (over SSH, by the onboarding workflow).
+    hw_sync_seeded: bool,
     hw_syncs: u32,
     lease: Option<Lease>,
 }
@@ -445,6 +471,7 @@ impl Machine {
             installed_system_id: None,
             agent_token: None,
             agent_enrolled: false,
+            hw_sync_seeded: false,
             hw_sync_interval_s: None,
             hw_syncs: 0,
             lease: None,
@@ -499,6 +526,7 @@ impl Machine {
     pub fn reseed_hw_sync(&mut self, now_ms: u64) {
         self.faults.hw_sync = HwSyncFault::None;
         self.hw_syncs = 0;
+        self.hw_sync_seeded = true;
         let enabled = self.hw_sync_interval_s.is_some();
         if let Phase::Running { sync_at_ms, .. } = &mut self.phase {
             if enabled {
@@ -718,8 +746,7 @@ impl Machine {
                 let sync_at_ms = match sync_at_ms {
                     Some(at_ms) if at_ms <= now_ms => {
                         self.hw_syncs += 1;
-                        let stopped =
-                            matches!(self.faults.hw_sync, HwSyncFault::StopsAfter { syncs } if self.hw_syncs >= syncs);
+                        let stopped = self.hw_sync_stopped();
                         match self.hw_sync_interval_s {
                             Some(interval_s) if !stopped => Some(now_ms + interval_s * 1000),
                             _ => None,
@@ -791,10 +818,8 @@ impl Machine {
                     _ => None,
                 };
                 self.hw_sync_interval_s = hw_sync_interval_s;
-                let sync_at_ms = match (hw_sync_interval_s, self.faults.hw_sync) {
-                    (Some(_), HwSyncFault::SeedFails) | (None, _) => None,
-                    (Some(_), _) => Some(now_ms),
-                };
+                // The timer runs from its seed on; a first boot waits for the seed (the workflow's SSH call).
+                let sync_at_ms = (hw_sync_interval_s.is_some() && self.hw_sync_seeded).then_some(now_ms);
                 Phase::Running { system_id: known, agent_at_ms, sync_at_ms }
             }
             MetadataReply::Refused { .. } => Phase::Stalled(Stall::MetadataRefused),
@@ -826,7 +851,33 @@ impl Machine {
         self.agent_token = None;
         self.agent_enrolled = false;
         self.hw_sync_interval_s = None;
+        self.hw_sync_seeded = false;
         self.hw_syncs = 0;
+    }
+
+    /// The hardware-sync seed, run over SSH on the deployed OS: registers the sync timer with the machine's own
+    /// MAAS credentials and starts it. Idempotent once seeded.
+    pub fn seed_hw_sync(&mut self, now_ms: u64) -> Result<(), SeedError> {
+        let stopped = self.hw_sync_stopped();
+        let Phase::Running { sync_at_ms, .. } = &mut self.phase else {
+            return Err(SeedError::NotRunning);
+        };
+        if self.faults.hw_sync == HwSyncFault::SeedFails {
+            return Err(SeedError::Rejected);
+        }
+        if self.hw_sync_interval_s.is_none() {
+            return Err(SeedError::NotEnabled);
+        }
+        if !self.hw_sync_seeded {
+            self.hw_sync_seeded = true;
+            *sync_at_ms = (!stopped).then_some(now_ms);
+        }
+        Ok(())
+    }
+
+    /// Whether a `StopsAfter` fault has used up its reports.
+    fn hw_sync_stopped(&self) -> bool {
+        matches!(self.faults.hw_sync, HwSyncFault::StopsAfter { syncs } if self.hw_syncs >= syncs)
     }
 }
 

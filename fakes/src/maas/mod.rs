@@ -27,7 +27,7 @@ pub use bmc::{BasicAuth, Bmc, BmcFault, BootTarget, PowerState, PowerTransition,
 pub use dhcp::{Dhcp, DhcpFault, DhcpScope, Lease};
 pub use dns::{Dns, DnsAnswer, DnsFault, METADATA_HOST};
 pub use machine::{
-    ActionResult, BootTimings, HardwareProfile, HwSyncFault, Machine, MachineAction, MachineFaults, Stall,
+    ActionResult, BootTimings, HardwareProfile, HwSyncFault, Machine, MachineAction, MachineFaults, SeedError, Stall,
 };
 pub use region::{EventLevel, EventsQuery, MaasBody, MaasRequest, MaasResponse, Region, RegionConfig};
 pub use status::NodeStatus;

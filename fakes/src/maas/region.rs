@@ -410,6 +410,11 @@ pub enum MaasRequest {
         subnet_id: u64,
         ip_address: Option<String>,
     },
+    /// `POST /nodes/{id}/interfaces/{iid}/?op=disconnect`: delete the interface's links and take it off its VLAN.
+    DisconnectInterface {
+        system_id: String,
+        interface_id: u64,
+    },
     ListBlockDevices {
         system_id: String,
     },
@@ -566,6 +571,8 @@ pub struct Region {
     next_object_id: u64,
     next_static_host: BTreeMap<u64, u32>,
     fail_next: VecDeque<(u16, u32)>,
+    /// Deploys still to fail rendering their preseed.
+    preseed_failures: u32,
     reachable: bool,
     monitor_alive: bool,
     monitor_last_tick_ms: u64,
@@ -587,6 +594,7 @@ impl Region {
             next_object_id: 1,
             next_static_host: BTreeMap::new(),
             fail_next: VecDeque::new(),
+            preseed_failures: 0,
             reachable: true,
             monitor_alive: true,
             monitor_last_tick_ms: 0,
@@ -655,6 +663,12 @@ impl Region {
     /// Fault: the next API request answers 503 with `Retry-After: retry_after_s` and has no effect. Calls queue.
     pub fn fail_next_with_503(&mut self, retry_after_s: u32) {
         self.fail_next.push_back((503, retry_after_s));
+    }
+
+    /// Fault: the next `count` deploys fail to render their preseed (400, as `MachineHandler.deploy` answers a
+    /// `PreseedError`); the machine stays allocated to the caller.
+    pub fn fail_next_preseeds(&mut self, count: u32) {
+        self.preseed_failures += count;
     }
 
     /// Fault: the next API request answers 409 (a serialisation conflict that outlived the server's retries) with
@@ -764,6 +778,7 @@ impl Region {
             | MaasRequest::QueryPowerState { system_id }
             | MaasRequest::ListInterfaces { system_id }
             | MaasRequest::LinkSubnet { system_id, .. }
+            | MaasRequest::DisconnectInterface { system_id, .. }
             | MaasRequest::ListBlockDevices { system_id }
             | MaasRequest::SetBootDisk { system_id, .. } => Some(system_id.clone()),
             _ => None,
@@ -773,6 +788,7 @@ impl Region {
                 let kind = match &request {
                     MaasRequest::ListInterfaces { .. }
                     | MaasRequest::LinkSubnet { .. }
+                    | MaasRequest::DisconnectInterface { .. }
                     | MaasRequest::ListBlockDevices { .. }
                     | MaasRequest::SetBootDisk { .. } => "Node",
                     _ => "Machine",
@@ -861,6 +877,7 @@ impl Region {
             MaasRequest::LinkSubnet { interface_id, mode, subnet_id, ip_address, .. } => {
                 self.link_subnet(&id, interface_id, &mode, subnet_id, ip_address)
             }
+            MaasRequest::DisconnectInterface { interface_id, .. } => self.disconnect_interface(&id, interface_id),
             MaasRequest::ListBlockDevices { .. } => {
                 MaasResponse::ok(MaasBody::BlockDevices(self.machines[&id].block_devices.clone()))
             }
@@ -1195,6 +1212,11 @@ impl Region {
                 format!("Can't deploy a machine that is in the '{}' state", status.label()),
             );
         }
+        if self.preseed_failures > 0 {
+            self.preseed_failures -= 1;
+            // Deviation from real MAAS: the text after the colon is ours (curtin's render error was not read).
+            return MaasResponse::text(400, "Failed to render preseed: curtin userdata template could not be rendered");
+        }
         self.log(now_ms, system_id, caller, EventLevel::Debug, "User starting deployment", &format!("({caller})"));
         self.log(now_ms, system_id, caller, EventLevel::Info, "Deploying", "");
         let distro_series = distro_series.unwrap_or_else(|| self.config.default_distro_series.clone());
@@ -1387,6 +1409,29 @@ impl Region {
             record.distro_series.clear();
         }
         self.machine_response(system_id)
+    }
+
+    /// `op=disconnect` (`InterfaceHandler.disconnect`): the same status rule as the other interface edits.
+    fn disconnect_interface(&mut self, system_id: &str, interface_id: u64) -> MaasResponse {
+        let status = self.machines[system_id].status;
+        let allowed =
+            [NodeStatus::New, NodeStatus::Ready, NodeStatus::FailedTesting, NodeStatus::Allocated, NodeStatus::Broken];
+        if !allowed.contains(&status) {
+            // Deviation from real MAAS: the operation word in this message ("disconnect") is assumed.
+            return MaasResponse::text(
+                409,
+                "Cannot disconnect interface because the machine is not New, Ready, Allocated, or Broken.",
+            );
+        }
+        let record = self.record_mut(system_id);
+        let Some(iface) = record.interfaces.iter_mut().find(|iface| iface.id == interface_id) else {
+            return MaasResponse::not_found("Interface");
+        };
+        iface.vlan_id = None;
+        iface.links.clear();
+        let iface = iface.clone();
+        let record = &self.machines[system_id];
+        MaasResponse::ok(MaasBody::Interface(Box::new(self.render_interface(record, &iface))))
     }
 
     fn link_subnet(
@@ -1805,10 +1850,22 @@ impl Region {
         record.commissioning_status = script_status;
     }
 
-    /// cloud-init's webhook reported a top-level failure.
+    /// cloud-init's webhook reported a top-level failure: its datasource search failed. MAAS logs the webhook's
+    /// message as the status's event (`'<origin>' <description>`), then marks the machine failed.
     pub fn cloud_init_failed(&mut self, now_ms: u64, system_id: &str) {
         if !self.reachable {
             return;
+        }
+        let event = match self.status_of(system_id) {
+            Some(NodeStatus::Commissioning) => Some("Node commissioning failure"),
+            Some(NodeStatus::Deploying) => Some("Node installation failure"),
+            _ => None,
+        };
+        if let Some(event) = event {
+            // Deviation from real MAAS: cloud-init's exact failure text for a datasource that never answers was not
+            // read; the name and origin are those of its `init-network/search-MAAS` stage.
+            let description = "'cloudinit' init-network/search-MAAS: no datasource found (DataSourceMAAS)";
+            self.log(now_ms, system_id, "", EventLevel::Error, event, description);
         }
         match self.status_of(system_id) {
             Some(NodeStatus::Commissioning) => self.mark_failed(

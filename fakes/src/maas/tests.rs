@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::machine::{BOOTSTRAP_TOKEN_KEY, HwSyncFault, encode_base64};
+use super::machine::{BOOTSTRAP_TOKEN_KEY, HwSyncFault, SeedError, encode_base64};
 use super::region::{EventRecord, MachineView};
 use super::status::INITIAL;
 use super::vault::SECRET_PREFIX;
@@ -150,8 +150,32 @@ fn deploy_reaches_deployed_then_the_agent_enrols_and_hardware_sync_reports() {
     assert!(!format!("{events:?}").contains(SECRET_PREFIX), "no secret in any event's Debug");
     let now_ms = site.now_ms();
     assert_eq!(machine.sync_interval, Some(900));
-    assert!(machine.is_sync_healthy(now_ms), "{machine:?}");
+    assert!(!machine.is_sync_healthy(now_ms), "no sync before the seed: {machine:?}");
+    // The onboarding workflow's seed over SSH starts the timer; a second seed changes nothing.
+    site.machine_mut("node-01").unwrap().seed_hw_sync(now_ms).unwrap();
+    site.advance(now_ms + 1);
+    site.machine_mut("node-01").unwrap().seed_hw_sync(now_ms + 1).unwrap();
+    let machine = view(&site, &id);
+    assert!(machine.is_sync_healthy(now_ms + 1), "{machine:?}");
     assert_eq!(machine.next_sync_ms, Some(machine.last_sync_ms.unwrap() + 900_000));
+}
+
+#[test]
+fn a_seed_needs_a_running_deployed_os_and_fails_under_a_rejected_token() {
+    let mut site = site();
+    let mut events = Vec::new();
+    let id = commissioned(&mut site, &mut events);
+    let now_ms = site.now_ms();
+    assert_eq!(site.machine_mut("node-01").unwrap().seed_hw_sync(now_ms), Err(SeedError::NotRunning));
+    site.machine_mut("node-01").unwrap().faults.hw_sync = HwSyncFault::SeedFails;
+    let deploy =
+        MaasRequest::Deploy { system_id: id.clone(), distro_series: None, user_data: None, enable_hw_sync: true };
+    call(&mut site, now_ms, deploy, &mut events);
+    site.advance(now_ms + 60 * MINUTE_MS);
+    let later_ms = site.now_ms();
+    assert_eq!(site.machine_mut("node-01").unwrap().seed_hw_sync(later_ms), Err(SeedError::Rejected));
+    site.advance(later_ms + 30 * MINUTE_MS);
+    assert!(!view(&site, &id).is_sync_healthy(site.now_ms()));
 }
 
 #[test]
@@ -164,7 +188,10 @@ fn hardware_sync_that_stops_goes_unhealthy_and_a_reseed_repairs_it() {
         MaasRequest::Deploy { system_id: id.clone(), distro_series: None, user_data: None, enable_hw_sync: true };
     let start_ms = site.now_ms();
     call(&mut site, start_ms, deploy, &mut events);
-    site.advance(start_ms + 90 * MINUTE_MS);
+    site.advance(start_ms + 30 * MINUTE_MS);
+    let seeded_ms = site.now_ms();
+    site.machine_mut("node-01").unwrap().seed_hw_sync(seeded_ms).unwrap();
+    site.advance(seeded_ms + 60 * MINUTE_MS);
     let later_ms = site.now_ms();
     assert!(!view(&site, &id).is_sync_healthy(later_ms));
     site.machine_mut("node-01").unwrap().reseed_hw_sync(later_ms);

@@ -128,6 +128,8 @@ pub enum VaultError {
     TokenExpired { token_id: String },
     /// 403: no such token (or one already redeemed).
     UnknownToken,
+    /// 501: the site has no bootstrap-token policy (its token role was removed): no token can be issued.
+    NoTokenPolicy,
 }
 
 impl std::fmt::Display for VaultError {
@@ -138,6 +140,7 @@ impl std::fmt::Display for VaultError {
                 write!(f, "no power credential for node {node}: no override and no site default")
             }
             VaultError::SiteDisabled => write!(f, "site is disabled"),
+            VaultError::NoTokenPolicy => write!(f, "the site has no bootstrap-token policy"),
             VaultError::TokenExpired { token_id } => write!(f, "bootstrap token {token_id} has expired"),
             VaultError::UnknownToken => write!(f, "unknown bootstrap token"),
         }
@@ -154,6 +157,8 @@ pub struct Vault {
     tokens: BTreeMap<String, TokenRow>,
     next_token: u64,
     fail_next: u32,
+    /// Whether the site's bootstrap-token role exists.
+    token_policy: bool,
 }
 
 impl Vault {
@@ -167,7 +172,14 @@ impl Vault {
             tokens: BTreeMap::new(),
             next_token: 1,
             fail_next: 0,
+            token_policy: true,
         }
+    }
+
+    /// Fault: the site's bootstrap-token role is removed (or restored): issuing a token answers
+    /// [`VaultError::NoTokenPolicy`].
+    pub fn set_token_policy(&mut self, present: bool) {
+        self.token_policy = present;
     }
 
     /// Fault: the next `count` requests fail with [`VaultError::Unavailable`] and change nothing. Recoverable: the
@@ -220,6 +232,13 @@ impl Vault {
                 Ok(VaultResponse::Stored)
             }
             VaultRequest::IssueBootstrapToken { node, ttl_ms } => {
+                // No new node joins a disabled site.
+                if self.site_config.get("enabled").is_some_and(|value| value == "false") {
+                    return Err(VaultError::SiteDisabled);
+                }
+                if !self.token_policy {
+                    return Err(VaultError::NoTokenPolicy);
+                }
                 let token_id = format!("bt-{:04}", self.next_token);
                 let value = Secret::mint("bootstrap", self.seed ^ self.next_token.wrapping_mul(0x100_0000_01B3));
                 self.next_token += 1;
