@@ -132,6 +132,24 @@ pub struct RunRecord {
     /// Recovery-matrix pairs exercised: `stage/failure_class` → how many stage failures were classified so.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub matrix_pairs: BTreeMap<String, u64>,
+    /// Fault steps by the lifecycle phase they were injected in: `kind/phase` → steps, `phase` one of
+    /// [`PHASES`]. Counted like `faults`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fault_phases: BTreeMap<String, u64>,
+    /// Healthy, eligible workers over virtual time (as `availability_floor` counts them): the change points, the
+    /// first at 0, at most [`AVAILABILITY_POINTS_MAX`]. Empty when the count never changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub availability: Vec<AvailabilityPoint>,
+    /// When the availability series reached its cap: the time of the first change point left out. The series says
+    /// nothing from there on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability_cut_ms: Option<u64>,
+    /// The lanes of the run's rollouts, in the order they began (at most [`SPANS_MAX`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<LaneSpan>,
+    /// The run's onboarding workflows, in the order they began (at most [`SPANS_MAX`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workflows: Vec<WorkflowSpan>,
     /// Violations of always/eventually properties, in virtual-time order (at most 10 kept per oracle).
     pub violations: Vec<Firing>,
     /// How many times each always/eventually property was violated, uncapped.
@@ -149,6 +167,52 @@ pub struct RunRecord {
     pub repro: String,
 }
 
+/// The most change points a record keeps of its availability series.
+pub const AVAILABILITY_POINTS_MAX: usize = 200;
+/// The most lanes, and the most onboarding workflows, a record keeps.
+pub const SPANS_MAX: usize = 200;
+/// The lifecycle phases of `fault_phases`: a rollout was in progress (from its `start_rollout` step to its
+/// terminal event), an onboarding workflow was in flight (from its first stage to its completion or stop), both, or
+/// neither.
+pub const PHASES: [&str; 4] = ["rollout", "onboarding", "rollout+onboarding", "steady"];
+
+/// One change point of a run's availability: from `t_ms` on, `available` workers were healthy and eligible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AvailabilityPoint {
+    pub t_ms: u64,
+    pub available: u64,
+}
+
+/// One lane of a rollout: from its first step to its verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneSpan {
+    /// The rollout's name (`rollout-<revision>`).
+    pub rollout: String,
+    /// The lane's index in its plan, from 0.
+    pub lane: u64,
+    /// Nodes in the lane (as committed; the nodes seen starting steps when it never committed).
+    pub nodes: u64,
+    /// When its first node step started.
+    pub start_ms: u64,
+    /// When it committed, or its last node step event when it never did.
+    pub end_ms: u64,
+    /// `successor`, `prior` or `stuck`; absent when the lane never committed (the `legacy` controller commits none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+}
+
+/// One onboarding workflow: from its first stage to its last completion or stop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowSpan {
+    pub workflow: String,
+    pub start_ms: u64,
+    /// When it completed or stopped for the last time; absent when it was still in flight at the end of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<u64>,
+    /// `completed`, `stopped: <failure class>`, or `in flight`.
+    pub outcome: String,
+}
+
 /// Aggregate numbers of a campaign.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
@@ -164,6 +228,11 @@ pub struct Summary {
     /// Recovery-matrix pairs exercised over all runs (`stage/failure_class` → stage failures).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub matrix_pairs: BTreeMap<String, u64>,
+    /// The recovery matrix's listed (typical) `stage/failure_class` pairs of the onboarding workflow, in table order,
+    /// so a report shows coverage against the matrix without depending on the engine. [`summarize`] leaves it empty;
+    /// the campaign fills it when its runs onboard machines (`sim::runner::matrix_listed_pairs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matrix_listed: Vec<String>,
     /// For each sometimes-property the campaign names: in how many runs it was reached.
     pub sometimes_reached: BTreeMap<String, u64>,
     /// Sometimes-properties the campaign names that no run reached: a non-empty list fails the campaign.
@@ -240,6 +309,7 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
         violations_by_oracle,
         faults,
         matrix_pairs,
+        matrix_listed: Vec::new(),
         sometimes_reached,
         sometimes_never_reached,
         campaign_digest: digest_of(digests.as_bytes()),
@@ -302,6 +372,26 @@ mod tests {
             virtual_duration_ms: 10,
             faults: BTreeMap::from([("partition".to_owned(), 2)]),
             matrix_pairs: BTreeMap::from([("wait_for_ready/pxe_discovery_failure".to_owned(), 1)]),
+            fault_phases: BTreeMap::from([("partition/rollout".to_owned(), 2)]),
+            availability: vec![
+                AvailabilityPoint { t_ms: 0, available: 3 },
+                AvailabilityPoint { t_ms: 7, available: 2 },
+            ],
+            availability_cut_ms: None,
+            lanes: vec![LaneSpan {
+                rollout: "rollout-r".into(),
+                lane: 0,
+                nodes: 1,
+                start_ms: 2,
+                end_ms: 9,
+                verdict: Some("successor".into()),
+            }],
+            workflows: vec![WorkflowSpan {
+                workflow: "onboard-node-04".into(),
+                start_ms: 1,
+                end_ms: None,
+                outcome: "in flight".into(),
+            }],
             violation_counts: if verdict.passed() { BTreeMap::new() } else { BTreeMap::from([("o".to_owned(), 12)]) },
             violations: if verdict.passed() {
                 vec![]

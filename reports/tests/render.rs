@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use reports::render;
 use reports::{
-    CampaignReport, FailureKind, Firing, Outcome, PropertyKind, RunRecord, SCHEMA_VERSION, Verdict, summarize,
+    AvailabilityPoint, CampaignReport, FailureKind, Firing, LaneSpan, Outcome, PropertyKind, RunRecord, SCHEMA_VERSION,
+    Verdict, WorkflowSpan, summarize,
 };
 
 const CAMPAIGN: &str = "campaigns/fixture.toml";
@@ -37,6 +38,11 @@ fn run(index: u64, verdict: Verdict, rollout: bool) -> RunRecord {
         virtual_duration_ms: 10_800_000,
         faults: BTreeMap::new(),
         matrix_pairs: BTreeMap::new(),
+        fault_phases: BTreeMap::new(),
+        availability: Vec::new(),
+        availability_cut_ms: None,
+        lanes: Vec::new(),
+        workflows: Vec::new(),
         violations: Vec::new(),
         violation_counts: BTreeMap::new(),
         reached: Vec::new(),
@@ -44,6 +50,38 @@ fn run(index: u64, verdict: Verdict, rollout: bool) -> RunRecord {
         panic: None,
         repro: format!("fleetsim campaign {CAMPAIGN} --run {index}"),
     }
+}
+
+fn points(points: &[(u64, u64)]) -> Vec<AvailabilityPoint> {
+    points.iter().map(|&(t_ms, available)| AvailabilityPoint { t_ms, available }).collect()
+}
+
+fn lane(lane: u64, nodes: u64, start_ms: u64, end_ms: u64, verdict: Option<&str>) -> LaneSpan {
+    LaneSpan {
+        rollout: "rollout-2944aebb".to_owned(),
+        lane,
+        nodes,
+        start_ms,
+        end_ms,
+        verdict: verdict.map(str::to_owned),
+    }
+}
+
+/// The series of a rollout run of a 50-node fleet with a floor of 42: seven lanes of at most 8, the last stuck when
+/// `stuck`, and availability dipping to the floor in each lane (below it when `breach`).
+fn with_rollout_series(mut record: RunRecord, stuck: bool, breach: bool) -> RunRecord {
+    record.config["fleet"] = serde_json::json!({"nodes": 50, "availability_floor": 42, "lane_size": 8});
+    let mut availability = vec![(0, 50)];
+    for index in 0..7u64 {
+        let start = 121_000 + index * 30_000;
+        availability.push((start, if breach && index == 1 { 40 } else { 42 }));
+        availability.push((start + 25_000, 50));
+        let verdict = if stuck && index == 6 { Some("stuck") } else { Some("successor") };
+        record.lanes.push(lane(index, if index == 6 { 2 } else { 8 }, start, start + 25_000 + index * 500, verdict));
+    }
+    record.availability = points(&availability);
+    record.fault_phases = record.faults.iter().map(|(kind, count)| (format!("{kind}/rollout"), *count)).collect();
+    record
 }
 
 fn report(runs: Vec<RunRecord>, sometimes: &[&str]) -> CampaignReport {
@@ -122,10 +160,63 @@ fn mixed() -> CampaignReport {
     unclassified.violation_counts = BTreeMap::from([("no_duplicate_mutation".to_owned(), 1)]);
     unclassified.run_index = None;
 
-    report(
-        vec![pass, safety, liveness, unmet, panic, replay, unclassified],
+    let pass = with_rollout_series(pass, false, false);
+    let unmet = with_rollout_series(unmet, false, false);
+    let unclassified = with_rollout_series(unclassified, false, false);
+    let safety = with_rollout_series(safety, false, true);
+    let mut liveness = with_rollout_series(liveness, true, false);
+    // A lane that never committed (the controller lost it), and a series cut at its cap.
+    liveness.lanes.push(lane(7, 3, 400_000, 460_000, None));
+    liveness.availability_cut_ms = Some(9_000_000);
+    panic.fault_phases = BTreeMap::from([("partition/steady".to_owned(), 1)]);
+
+    // An onboarding run: two workflows, one stopped on a listed pair, one unlisted pair hit, one still in flight.
+    let mut onboarding = run(7, Verdict::PASS, false);
+    onboarding.config["onboarding"] = serde_json::json!({"machines": ["node-51", "node-52", "node-53"]});
+    onboarding.faults = BTreeMap::from([("mac_drift".to_owned(), 1), ("bmc_fault".to_owned(), 1)]);
+    onboarding.fault_phases =
+        BTreeMap::from([("mac_drift/steady".to_owned(), 1), ("bmc_fault/onboarding".to_owned(), 1)]);
+    onboarding.matrix_pairs = BTreeMap::from([
+        ("create_or_find_in_maas/state_ambiguity".to_owned(), 2),
+        ("commission_node/bmc_power_failure".to_owned(), 1),
+        ("configure_storage/state_ambiguity".to_owned(), 1),
+    ]);
+    onboarding.workflows = vec![
+        WorkflowSpan {
+            workflow: "onboard-node-51".to_owned(),
+            start_ms: 0,
+            end_ms: Some(1_450_000),
+            outcome: "completed".to_owned(),
+        },
+        WorkflowSpan {
+            workflow: "onboard-node-52".to_owned(),
+            start_ms: 0,
+            end_ms: Some(610_000),
+            outcome: "stopped: state_ambiguity".to_owned(),
+        },
+        WorkflowSpan {
+            workflow: "onboard-node-53".to_owned(),
+            start_ms: 15_000,
+            end_ms: None,
+            outcome: "in flight".to_owned(),
+        },
+    ];
+
+    let mut report = report(
+        vec![pass, safety, liveness, unmet, panic, replay, unclassified, onboarding],
         &["controller_adopted_journal", "rollout_reached_successor"],
-    )
+    );
+    report.summary.matrix_listed = [
+        "create_or_find_in_maas/upstream_transient",
+        "create_or_find_in_maas/bmc_power_failure",
+        "create_or_find_in_maas/state_ambiguity",
+        "commission_node/upstream_transient",
+        "commission_node/bmc_power_failure",
+        "configure_storage/hardware_mismatch",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    report
 }
 
 /// Everything passed, no rollout, no fault, no sometimes-property: every "none" branch.
@@ -228,18 +319,37 @@ fn the_html_page_is_well_formed_and_self_contained() {
         assert_self_contained(&html);
     }
     let html = render::html(&mixed());
-    assert!(html.contains("needs traces: report.json holds one record per run"), "the missing plots say why");
-    assert!(html.contains("no data: the run records carry no recovery-matrix coverage yet"));
+    for section in ["availability", "lanes", "converge", "phases", "matrix"] {
+        assert!(html.contains(&format!("<section id=\"{section}\">")), "no {section} section");
+    }
+    assert!(html.contains("class=\"floor\""), "the availability plot draws the floor");
+    assert!(html.contains("4 of the 5 runs with an availability series: the failing ones first"), "says what it drew");
+    assert!(html.contains("<h3>run 1 seed 8919 — fail (safety_violation) (lowest 40 of 50, floor 42)</h3>"));
+    assert!(html.contains("class=\"cut\""), "a series cut at its cap is shaded");
+    assert!(html.contains("class=\"v-stuck\"") && html.contains("class=\"v-uncommitted\""), "lane verdicts");
+    assert!(html.contains("Not counted: 1 lane that never committed."));
+    assert!(html.contains("Not counted: 1 workflow still in flight when its run ended."));
+    assert!(html.contains("2 of the 6 listed (stage, typical failure class) pairs of the onboarding workflow were hit; 1 pair outside the list"));
+    assert!(html.contains("class=\"m-unlisted\"") && html.contains("class=\"m-listed\""));
+    assert!(!html.contains("needs traces"), "nothing is said to be missing when it is there");
     assert!(html.contains("&lt;markup&gt; &amp; &quot;quotes&quot;"), "text is escaped");
+
+    let quiet = render::html(&quiet());
+    assert!(quiet.contains("no run record holds an availability series"), "the missing plots say why");
+    assert!(quiet.contains("no run record holds lanes"));
+    assert!(quiet.contains("no committed lane in any run record"));
+    assert!(quiet.contains("no run record holds fault phases"));
+    assert!(quiet.contains("no onboarding stage failed in any run"));
+    assert!(!quiet.contains("<section id=\"lanes\">\n<h2>Lane timeline of each rollout</h2>\n<svg"));
 }
 
 #[test]
 fn the_junit_xml_is_well_formed_and_counts_its_cases() {
     let xml = render::junit(&mixed());
     balanced_tags(&xml, &[]);
-    // 7 runs (4 failures, 1 panic error), 4 oracle cases (3 failures; one expected, so passing), 2 sometimes-properties
+    // 8 runs (4 failures, 1 panic error), 4 oracle cases (3 failures; one expected, so passing), 2 sometimes-properties
     // (one never reached, a failure).
-    assert!(xml.contains("<testsuites name=\"fleetsim\" tests=\"13\" failures=\"8\" errors=\"1\">"), "{xml}");
+    assert!(xml.contains("<testsuites name=\"fleetsim\" tests=\"14\" failures=\"8\" errors=\"1\">"), "{xml}");
     assert!(xml.contains("<error type=\"panic\" message=\"panic: index out of bounds"), "{xml}");
     assert!(xml.contains("reproduce: fleetsim campaign campaigns/fixture.toml --run 1"));
     assert!(!xml.contains("<markup>"), "text is escaped");

@@ -14,6 +14,7 @@ pub mod net;
 pub mod oracles;
 pub mod runner;
 pub mod seed;
+pub mod shrink;
 pub mod site;
 pub mod spec;
 pub mod trace;

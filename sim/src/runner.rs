@@ -113,6 +113,7 @@ struct Outcome {
     trace: Vec<String>,
     faults: std::collections::BTreeMap<String, u64>,
     matrix_pairs: std::collections::BTreeMap<String, u64>,
+    collectors: crate::trace::Collectors,
     /// `(oracle, property, findings kept, total count)`
     fired: Vec<(&'static str, PropertyKind, Vec<crate::oracles::Finding>, u64)>,
     panic: Option<String>,
@@ -155,6 +156,7 @@ fn simulate(
                 trace: trace.take_lines(),
                 faults: world.faults(),
                 matrix_pairs: std::mem::take(&mut trace.matrix_pairs),
+                collectors: std::mem::take(&mut trace.collectors),
                 fired: trace
                     .oracles
                     .fired()
@@ -216,6 +218,15 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
     } else {
         Verdict::PASS
     };
+    let collectors = outcome.collectors;
+    let mut fault_phases = std::collections::BTreeMap::new();
+    for (step, phase) in &collectors.step_phases {
+        if step.is_fault(&spec.network) {
+            *fault_phases.entry(format!("{}/{phase}", step.kind())).or_insert(0) += 1;
+        }
+    }
+    // A series that never changed says nothing a plot could show.
+    let availability = if collectors.availability.len() > 1 { collectors.availability } else { Vec::new() };
     RunOutput {
         record: RunRecord {
             schema_version: reports::SCHEMA_VERSION,
@@ -232,6 +243,11 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
             virtual_duration_ms: outcome.virtual_duration_ms,
             faults: outcome.faults,
             matrix_pairs: outcome.matrix_pairs,
+            fault_phases,
+            availability,
+            availability_cut_ms: collectors.availability_cut_ms,
+            lanes: collectors.lanes,
+            workflows: collectors.workflows,
             violations,
             violation_counts,
             reached,
@@ -241,6 +257,17 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
         },
         trace: outcome.trace,
     }
+}
+
+/// The recovery matrix's listed (typical) `stage/failure_class` pairs of the onboarding workflow, in table order:
+/// what a campaign report's `summary.matrix_listed` holds, so the report can show coverage without the engine.
+pub fn matrix_listed_pairs() -> Vec<String> {
+    engine::matrix::OnboardingStage::ALL
+        .into_iter()
+        .flat_map(|stage| {
+            stage.row().failure_classes.iter().map(move |class| format!("{}/{}", stage.as_str(), class.as_str()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -274,6 +301,90 @@ mod tests {
         assert_eq!(output.record.repro, "fleetsim run p.toml --seed 4");
         // The thread is fine afterwards: the next run on it passes.
         assert!(run(&spec(), 4, &identity(), false).record.verdict.passed());
+    }
+
+    #[test]
+    fn a_rollout_records_its_availability_its_lanes_and_the_phase_of_each_fault() {
+        let text = r#"
+schema_version = 1
+description = "lanes of two, a floor of three, a partition before the rollout and an ssh timeout during it"
+seed = 9
+duration_ms_max = 1_800_000
+[fleet]
+nodes = 6
+lane_size = 2
+availability_floor = 3
+[[step]]
+at_ms = 10_000
+kind = "partition"
+a = "node-06"
+b = "hub"
+[[step]]
+at_ms = 20_000
+kind = "repair"
+a = "node-06"
+b = "hub"
+[[step]]
+at_ms = 60_000
+kind = "start_rollout"
+revision = "2944aebb"
+[[step]]
+at_ms = 60_001
+kind = "ssh_timeout"
+target = "node-05"
+count = 1
+"#;
+        let spec = crate::spec::parse_scenario("r.toml", text).unwrap().run;
+        let record = run(&spec, 9, &identity(), false).record;
+        assert!(record.verdict.passed(), "{record:#?}");
+        let availability: Vec<(u64, u64)> = record.availability.iter().map(|p| (p.t_ms, p.available)).collect();
+        assert_eq!(availability.first(), Some(&(0, 6)), "{availability:?}");
+        let lowest = availability.iter().map(|(_, available)| *available).min().unwrap();
+        assert!((3..6).contains(&lowest), "the rollout took nodes down, never below the floor: {availability:?}");
+        assert!(availability.windows(2).all(|pair| pair[0].0 <= pair[1].0 && pair[0].1 != pair[1].1));
+        assert_eq!(availability.last().map(|(_, available)| *available), Some(6), "all back at the end");
+        assert_eq!(record.availability_cut_ms, None);
+
+        assert!(!record.lanes.is_empty());
+        assert_eq!(record.lanes.iter().map(|lane| lane.nodes).sum::<u64>(), 6, "{:?}", record.lanes);
+        for (index, lane) in (0u64..).zip(&record.lanes) {
+            assert_eq!((lane.rollout.as_str(), lane.lane), ("rollout-2944aebb", index));
+            assert_eq!(lane.verdict.as_deref(), Some("successor"));
+            assert!(60_000 <= lane.start_ms && lane.start_ms < lane.end_ms, "{lane:?}");
+            assert!(lane.nodes <= 2, "lanes of at most two: {lane:?}");
+        }
+        assert_eq!(
+            record.fault_phases,
+            std::collections::BTreeMap::from([
+                ("partition/steady".to_owned(), 1),
+                ("ssh_timeout/rollout".to_owned(), 1)
+            ]),
+            "repairs and the rollout itself are not faults"
+        );
+        assert!(record.workflows.is_empty());
+    }
+
+    #[test]
+    fn an_onboarding_run_records_its_workflows() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../scenarios/onboarding-two-machines-deploy-and-enrol-their-agents.toml");
+        let scenario = crate::spec::load_scenario(&path).unwrap();
+        let record = run(&scenario.run, scenario.seed, &identity(), false).record;
+        assert!(record.verdict.passed(), "{record:#?}");
+        assert_eq!(record.workflows.len(), 2, "{:?}", record.workflows);
+        for workflow in &record.workflows {
+            assert_eq!(workflow.outcome, "completed");
+            assert!(workflow.end_ms.is_some_and(|end| end > workflow.start_ms), "{workflow:?}");
+        }
+        assert!(record.lanes.is_empty() && record.fault_phases.is_empty());
+    }
+
+    #[test]
+    fn the_listed_matrix_pairs_are_the_onboarding_table() {
+        let pairs = matrix_listed_pairs();
+        assert_eq!(pairs.len(), 39, "docs/recovery-matrix.md: 39 onboarding pairs");
+        assert_eq!(pairs.first().map(String::as_str), Some("load_site_config/input_config_error"));
+        assert!(pairs.contains(&"wait_for_agent_enrollment/state_ambiguity".to_owned()));
     }
 
     #[test]

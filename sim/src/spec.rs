@@ -46,7 +46,7 @@ impl fmt::Display for SpecError {
 impl std::error::Error for SpecError {}
 
 /// The fleet of a run: `node-01` … `node-NN`, plus the `controller` and `hub` hosts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetSpec {
     pub nodes: u32,
     /// Nodes whose agents are durable (long-lived worker identities); the others are fungible.
@@ -87,14 +87,14 @@ pub fn node_name(nodes: u32, index: u32) -> String {
     format!("node-{index:0width$}")
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineSpec {
     pub hub_expiry: ExpiryPolicy,
     pub call_timeout_ms: u64,
     pub rollout_policy: engine::rollout::driver::RolloutPolicy,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HubSpec {
     pub agent_ttl_ms: u64,
     pub sweep_interval_ms: u64,
@@ -110,7 +110,7 @@ pub const ONBOARDING_NODES_MAX: u32 = 1_000;
 pub const MAAS: &str = "maas";
 
 /// The onboarding of new machines through the MAAS site: the `[onboarding]` table, resolved.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OnboardingSpec {
     /// The site's machines, named after the fleet's nodes (`node-(N+1)` …), one workflow each.
     pub machines: Vec<String>,
@@ -129,7 +129,7 @@ impl OnboardingSpec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Expectations {
     pub must_hold: Vec<String>,
     pub must_fire: Vec<String>,
@@ -140,10 +140,12 @@ pub struct Expectations {
 }
 
 /// Everything one run executes, resolved: defaults filled in, steps materialised and ordered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunSpec {
     /// Where it came from (not part of the configuration hash).
+    #[serde(default)]
     pub source: String,
+    #[serde(default)]
     pub description: String,
     pub duration_ms: u64,
     pub liveness_budget_ms: u64,
@@ -157,7 +159,7 @@ pub struct RunSpec {
     pub stage_steps: Vec<StageStep>,
     pub expect: Expectations,
     /// Absent from the configuration (and so from its hash) when the file has no `[onboarding]` table.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub onboarding: Option<OnboardingSpec>,
 }
 
@@ -205,6 +207,7 @@ pub struct Scenario {
 struct ScenarioFile {
     schema_version: Spanned<u32>,
     description: String,
+    #[serde(deserialize_with = "seed_value")]
     seed: u64,
     duration_ms_max: Spanned<u64>,
     liveness_budget_ms: Option<u64>,
@@ -282,6 +285,30 @@ struct ExpectFile {
     must_fire: Vec<Spanned<String>>,
     #[serde(default)]
     matrix_pairs: Vec<Spanned<String>>,
+}
+
+/// A scenario's `seed`: an integer, or a string of decimal digits for a seed above TOML's largest integer
+/// (`i64::MAX`), which half of a campaign's derived run seeds are (`fleetsim shrink` writes those so).
+fn seed_value<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    struct SeedVisitor;
+    impl serde::de::Visitor<'_> for SeedVisitor {
+        type Value = u64;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a seed: an integer from 0, or a string of decimal digits")
+        }
+        fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<u64, E> {
+            Ok(value)
+        }
+        fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<u64, E> {
+            u64::try_from(value).map_err(|_| E::custom(format!("seed: must be 0 or more, not {value}")))
+        }
+        fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<u64, E> {
+            value
+                .parse()
+                .map_err(|_| E::custom(format!("seed: \"{value}\" is not a whole number from 0 to {}", u64::MAX)))
+        }
+    }
+    deserializer.deserialize_any(SeedVisitor)
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -857,6 +884,8 @@ pub(crate) fn known_oracle(
     })
 }
 
+pub mod write;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -945,6 +974,14 @@ nodes = 2
             step("kind = \"marker_drift\"\ntarget = \"node-01\"\nshape = \"melted\"")
                 .contains("unknown variant `melted`")
         );
+    }
+
+    #[test]
+    fn a_seed_above_the_largest_toml_integer_is_a_string_of_digits() {
+        let big = MINIMAL.replace("seed = 3", "seed = \"18446744073709551615\"");
+        assert_eq!(parse_scenario("s.toml", &big).unwrap().seed, u64::MAX);
+        assert!(err(&MINIMAL.replace("seed = 3", "seed = \"x1\"")).contains("seed: \"x1\" is not a whole number"));
+        assert!(err(&MINIMAL.replace("seed = 3", "seed = -1")).contains("seed: must be 0 or more"));
     }
 
     #[test]

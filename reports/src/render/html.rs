@@ -2,16 +2,22 @@
 //! reference to anything outside the file, so it opens the same from a CI artifact store as from a laptop offline.
 //!
 //! Every plot is derived from what `report.json` holds: pass/fail per run, violations by oracle, the fault kind ×
-//! verdict heatmap and the sometimes-properties reached. Plots that need data the report does not carry
-//! (availability over virtual time, lane timelines, time to converge, the recovery-matrix coverage) have a section
-//! that says so and where the data lives, and no drawing: nothing here is invented.
+//! verdict heatmap, the sometimes-properties reached, and from the per-run series the records carry — availability
+//! over virtual time with the floor (`availability`), the lane timeline of each rollout (`lanes`), the time to
+//! converge of lanes and onboarding workflows (`lanes`, `workflows`), fault kind × lifecycle phase (`fault_phases`)
+//! and stage × failure class against the recovery matrix (`matrix_pairs`, `summary.matrix_listed`). The per-run
+//! plots draw at most [`super::RUNS_PLOTTED`] runs, the failing ones first, and say so. A plot whose data a report
+//! does not hold (one written before the series were kept, or a campaign without rollouts or onboarding) says so
+//! and draws nothing: nothing here is invented.
 
-use crate::{CampaignReport, FailureKind};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::{CampaignReport, FailureKind, PHASES, RunRecord};
 
 use super::junit::xml_escape as esc;
 use super::{
     FAILURES_LISTED, Rollouts, Status, count_of, failing_runs, failure_counts, fault_outcomes, headline, human_ms,
-    one_line, oracle_groups, property_name, run_name, status_columns, verdict_line,
+    one_line, oracle_groups, plotted_runs, property_name, run_name, status_columns, verdict_line,
 };
 
 const STYLE: &str = "
@@ -41,6 +47,14 @@ svg text.on-dark { fill: #fff; }
 .s-fail { fill: #6e7781; background: #6e7781; }
 .s-expected { fill: #8c959f; background: #8c959f; }
 .s-zero { fill: #f6f8fa; }
+.v-successor { fill: #1a7f37; background: #1a7f37; } .v-prior { fill: #8c959f; background: #8c959f; }
+.v-stuck { fill: #cf222e; background: #cf222e; } .v-uncommitted { fill: #bc4c00; background: #bc4c00; }
+.m-listed { fill: #fff; stroke: #57606a; stroke-dasharray: 3 2; background: #fff; }
+.m-unlisted { fill: #bc4c00; background: #bc4c00; }
+.axis { stroke: #57606a; stroke-width: 1; } .grid { stroke: #d0d7de; stroke-width: 1; }
+.series { fill: none; stroke: #0969da; stroke-width: 1.5; }
+.floor { stroke: #cf222e; stroke-width: 1.5; stroke-dasharray: 6 3; }
+.cut { fill: #d0d7de; fill-opacity: 0.5; }
 ";
 
 /// Per-mille as an SVG/CSS decimal: `1000` → `1`, `250` → `0.250`.
@@ -316,31 +330,515 @@ fn failures_section(report: &CampaignReport) -> String {
     html
 }
 
-/// The plots the issue asks for that this report cannot feed, each with where its data lives.
-fn missing_section(report: &CampaignReport) -> String {
-    let example = report
-        .runs
-        .first()
-        .map(|run| format!(" (for example <code>{} --out DIR</code>)", esc(&run.repro)))
-        .unwrap_or_default();
-    let needs_traces = format!(
-        "needs traces: report.json holds one record per run, not its events; replay a run with <code>--out DIR</code>\
-         {example} and read <code>DIR/trace.jsonl</code>"
-    );
-    let missing = [
-        ("Availability over virtual time, per run, with the floor", needs_traces.clone()),
-        ("Lane timeline (Gantt) of each rollout", needs_traces.clone()),
-        ("Time to converge, per phase", needs_traces),
-        (
-            "Stage × failure class against the recovery matrix",
-            "no data: the run records carry no recovery-matrix coverage yet, so this section is a placeholder"
-                .to_owned(),
-        ),
-    ];
-    let mut html = String::from("<section id=\"not-in-report\">\n<h2>Not in report.json</h2>\n");
-    for (title, why) in &missing {
-        html.push_str(&format!("<h3>{}</h3>\n<p class=\"missing\">{why}</p>\n", esc(title)));
+/// `(left, top, width, height)` of a plot's drawing area inside its SVG.
+const PLOT: (u64, u64, u64, u64) = (56, 10, 640, 150);
+
+/// A time axis from 0 to `end_ms` under a plot: ticks at five points, labelled in minutes.
+fn time_axis(end_ms: u64) -> String {
+    let (left, top, width, height) = PLOT;
+    let bottom = top + height;
+    let mut svg =
+        format!("<line x1=\"{left}\" y1=\"{bottom}\" x2=\"{}\" y2=\"{bottom}\" class=\"axis\"></line>\n", left + width);
+    for tick in 0..=4u64 {
+        let x = left + width * tick / 4;
+        let t_ms = end_ms * tick / 4;
+        svg.push_str(&format!(
+            "<line x1=\"{x}\" y1=\"{bottom}\" x2=\"{x}\" y2=\"{}\" class=\"axis\"></line>\
+             <text x=\"{x}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+            bottom + 4,
+            bottom + 17,
+            minutes(t_ms)
+        ));
     }
+    svg
+}
+
+/// `90 s`, `12.5 min`, `3.2 h`: a duration short enough for an axis label.
+fn minutes(ms: u64) -> String {
+    if ms < 120_000 {
+        format!("{} s", ms / 1000)
+    } else if ms < 7_200_000 {
+        format!("{}.{} min", ms / 60_000, ms % 60_000 / 6_000)
+    } else {
+        format!("{}.{} h", ms / 3_600_000, ms % 3_600_000 / 360_000)
+    }
+}
+
+fn x_of(t_ms: u64, end_ms: u64) -> u64 {
+    let (left, _, width, _) = PLOT;
+    left + t_ms.min(end_ms) * width / end_ms.max(1)
+}
+
+fn config_u64(run: &RunRecord, table: &str, key: &str) -> Option<u64> {
+    run.config.get(table).and_then(|table| table.get(key)).and_then(serde_json::Value::as_u64)
+}
+
+/// Which runs a per-run plot shows, in a sentence.
+fn plotted_sentence(shown: usize, with_data: usize, what: &str) -> String {
+    if shown == with_data {
+        format!("<p>{} with {what}, failing runs first.</p>\n", count_of(shown as u64, "run"))
+    } else {
+        format!(
+            "<p>{shown} of the {with_data} runs with {what}: the failing ones first, then the first in run order. \
+             The others are in <code>report.json</code>.</p>\n"
+        )
+    }
+}
+
+/// Availability over virtual time, one step plot per run, with the floor dashed.
+fn availability_section(report: &CampaignReport) -> String {
+    let mut html = String::from("<section id=\"availability\">\n<h2>Availability over virtual time</h2>\n");
+    let has = |run: &RunRecord| !run.availability.is_empty();
+    let with_data = report.runs.iter().filter(|run| has(run)).count();
+    if with_data == 0 {
+        html.push_str(
+            "<p class=\"missing\">no run record holds an availability series: the count of healthy, eligible \
+             workers never changed in any run, or the report was written before records kept it</p>\n</section>\n",
+        );
+        return html;
+    }
+    html.push_str(&plotted_sentence(super::RUNS_PLOTTED.min(with_data), with_data, "an availability series"));
+    html.push_str(
+        "<p>Healthy, eligible workers (agent running, no dispatch hold, not tombstoned) as \
+         <code>availability_floor</code> counts them; the dashed line is the floor.</p>\n",
+    );
+    let (left, top, width, height) = PLOT;
+    for run in plotted_runs(report, has) {
+        let end_ms = run.virtual_duration_ms.max(1);
+        let floor = config_u64(run, "fleet", "availability_floor").unwrap_or(0);
+        let peak = run.availability.iter().map(|point| point.available).max().unwrap_or(0);
+        let nodes = config_u64(run, "fleet", "nodes").unwrap_or(peak).max(peak).max(floor).max(1);
+        let y_of = |available: u64| top + height - available.min(nodes) * height / nodes;
+        let lowest = run.availability.iter().map(|point| point.available).min().unwrap_or(0);
+        html.push_str(&format!(
+            "<h3>{} — {} (lowest {lowest} of {nodes}{})</h3>\n",
+            esc(&run_name(run)),
+            esc(&run.verdict.label()),
+            if floor > 0 { format!(", floor {floor}") } else { ", no floor".to_owned() }
+        ));
+        let (svg_width, svg_height) = (left + width + 16, top + height + 24);
+        html.push_str(&format!(
+            "<svg width=\"{svg_width}\" height=\"{svg_height}\" viewBox=\"0 0 {svg_width} {svg_height}\" role=\"img\" \
+             aria-label=\"healthy eligible workers over virtual time, {}\">\n",
+            esc(&run_name(run))
+        ));
+        for value in [0, nodes] {
+            let y = y_of(value);
+            html.push_str(&format!(
+                "<line x1=\"{left}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" class=\"grid\"></line>\
+                 <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{value}</text>\n",
+                left + width,
+                left - 6,
+                y + 4
+            ));
+        }
+        let mut path = String::new();
+        for (index, point) in run.availability.iter().enumerate() {
+            let (x, y) = (x_of(point.t_ms, end_ms), y_of(point.available));
+            if index == 0 {
+                path.push_str(&format!("M{x},{y}"));
+            } else {
+                path.push_str(&format!(" H{x} V{y}"));
+            }
+        }
+        let series_end = run.availability_cut_ms.unwrap_or(end_ms);
+        path.push_str(&format!(" H{}", x_of(series_end, end_ms)));
+        html.push_str(&format!(
+            "<path d=\"{path}\" class=\"series\"><title>{} change points</title></path>\n",
+            run.availability.len()
+        ));
+        if floor > 0 {
+            let y = y_of(floor);
+            html.push_str(&format!(
+                "<line x1=\"{left}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" class=\"floor\"><title>floor {floor}</title></line>\
+                 <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{floor}</text>\n",
+                left + width,
+                left - 6,
+                y + 4
+            ));
+        }
+        if let Some(cut_ms) = run.availability_cut_ms {
+            let x = x_of(cut_ms, end_ms);
+            html.push_str(&format!(
+                "<rect x=\"{x}\" y=\"{top}\" width=\"{}\" height=\"{height}\" class=\"cut\"><title>not recorded after \
+                 {cut_ms} ms: the series keeps its first {} change points</title></rect>\n",
+                (left + width).saturating_sub(x),
+                crate::AVAILABILITY_POINTS_MAX
+            ));
+        }
+        html.push_str(&time_axis(end_ms));
+        html.push_str("</svg>\n");
+    }
+    html.push_str("</section>\n");
+    html
+}
+
+fn verdict_class(verdict: Option<&str>) -> &'static str {
+    match verdict {
+        Some("successor") => "v-successor",
+        Some("prior") => "v-prior",
+        Some("stuck") => "v-stuck",
+        Some(_) | None => "v-uncommitted",
+    }
+}
+
+/// The lane timeline (Gantt) of each plotted run's rollouts: one bar per lane, coloured by its verdict.
+fn lanes_section(report: &CampaignReport) -> String {
+    let mut html = String::from("<section id=\"lanes\">\n<h2>Lane timeline of each rollout</h2>\n");
+    let has = |run: &RunRecord| !run.lanes.is_empty();
+    let with_data = report.runs.iter().filter(|run| has(run)).count();
+    if with_data == 0 {
+        html.push_str(
+            "<p class=\"missing\">no run record holds lanes: no rollout began a lane (the <code>legacy</code> \
+             controller plans none), or the report was written before records kept them</p>\n</section>\n",
+        );
+        return html;
+    }
+    html.push_str(&plotted_sentence(super::RUNS_PLOTTED.min(with_data), with_data, "rollout lanes"));
+    html.push_str(
+        "<p class=\"legend\"><span><i class=\"v-successor\"></i>successor</span><span><i class=\"v-prior\"></i>prior\
+         </span><span><i class=\"v-stuck\"></i>stuck</span><span><i class=\"v-uncommitted\"></i>never committed\
+         </span></p>\n",
+    );
+    const ROW: u64 = 16;
+    const LABEL: u64 = 150;
+    const BAR: u64 = 560;
+    for run in plotted_runs(report, has) {
+        let start = run.lanes.iter().map(|lane| lane.start_ms).min().unwrap_or(0);
+        let end = run.lanes.iter().map(|lane| lane.end_ms).max().unwrap_or(start).max(start + 1);
+        let span = end - start;
+        html.push_str(&format!(
+            "<h3>{} — {} ({}, {} to {} ms)</h3>\n",
+            esc(&run_name(run)),
+            esc(&run.verdict.label()),
+            count_of(run.lanes.len() as u64, "lane"),
+            start,
+            end
+        ));
+        let (width, height) = (LABEL + BAR + 90, ROW * run.lanes.len() as u64 + 22);
+        html.push_str(&format!(
+            "<svg width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\" \
+             aria-label=\"lanes of {} over virtual time\">\n",
+            esc(&run_name(run))
+        ));
+        for (row, lane) in (0u64..).zip(&run.lanes) {
+            let y = row * ROW;
+            let x = LABEL + (lane.start_ms - start) * BAR / span;
+            let length = ((lane.end_ms - lane.start_ms) * BAR / span).max(2);
+            let verdict = lane.verdict.as_deref().unwrap_or("never committed");
+            html.push_str(&format!(
+                "<g><title>{} lane {}: {} nodes, {} to {} ms ({} ms), {}</title>\
+                 <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\
+                 <rect x=\"{x}\" y=\"{}\" width=\"{length}\" height=\"{}\" class=\"{}\"></rect></g>\n",
+                esc(&lane.rollout),
+                lane.lane,
+                lane.nodes,
+                lane.start_ms,
+                lane.end_ms,
+                lane.end_ms - lane.start_ms,
+                esc(verdict),
+                LABEL - 6,
+                y + 12,
+                esc(&clip(&format!("{} lane {}", lane.rollout.trim_start_matches("rollout-"), lane.lane), 22)),
+                y + 2,
+                ROW - 4,
+                verdict_class(lane.verdict.as_deref())
+            ));
+        }
+        let axis_y = ROW * run.lanes.len() as u64 + 14;
+        html.push_str(&format!(
+            "<text x=\"{LABEL}\" y=\"{axis_y}\">+0</text><text x=\"{}\" y=\"{axis_y}\" text-anchor=\"end\">+{}</text>\n",
+            LABEL + BAR,
+            minutes(span)
+        ));
+        html.push_str("</svg>\n");
+    }
+    html.push_str("</section>\n");
+    html
+}
+
+/// `(min, p25, median, p75, p90, max)` of sorted values, by nearest rank.
+fn quantiles(sorted: &[u64]) -> [u64; 6] {
+    let at = |q: usize| sorted[(sorted.len() - 1) * q / 100];
+    [at(0), at(25), at(50), at(75), at(90), at(100)]
+}
+
+/// A histogram of durations in ten equal bins from 0 to the largest, with its box summary in a table row.
+fn histogram(title: &str, durations: &[u64], note: &str) -> String {
+    const BINS: u64 = 10;
+    const BAR_W: u64 = 48;
+    const HEIGHT: u64 = 100;
+    let mut html = format!("<h3>{}</h3>\n", esc(title));
+    if durations.is_empty() {
+        html.push_str(&format!("<p class=\"missing\">{note}</p>\n"));
+        return html;
+    }
+    let mut sorted = durations.to_vec();
+    sorted.sort_unstable();
+    let [min, p25, median, p75, p90, max] = quantiles(&sorted);
+    let bin_ms = max.div_ceil(BINS).max(1);
+    let mut counts = [0u64; BINS as usize];
+    for value in &sorted {
+        counts[((value / bin_ms).min(BINS - 1)) as usize] += 1;
+    }
+    let peak = counts.iter().copied().max().unwrap_or(0).max(1);
+    let (width, height) = (BAR_W * BINS + 20, HEIGHT + 40);
+    html.push_str(&format!(
+        "<svg width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"{}\">\n",
+        esc(title)
+    ));
+    for (index, count) in (0u64..).zip(counts) {
+        let bar = count * HEIGHT / peak;
+        let x = 10 + index * BAR_W;
+        html.push_str(&format!(
+            "<g><title>{} to {} ms: {count}</title><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{bar}\" \
+             class=\"s-pass\"></rect><text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{count}</text></g>\n",
+            index * bin_ms,
+            (index + 1) * bin_ms,
+            x + 1,
+            10 + HEIGHT - bar,
+            BAR_W - 2,
+            x + BAR_W / 2,
+            (10 + HEIGHT - bar).max(20) - 2
+        ));
+    }
+    html.push_str(&format!(
+        "<text x=\"10\" y=\"{}\">0</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n</svg>\n",
+        HEIGHT + 28,
+        10 + BAR_W * BINS,
+        HEIGHT + 28,
+        minutes(bin_ms * BINS)
+    ));
+    html.push_str(&format!(
+        "<table>\n<tr><th>n</th><th>min</th><th>p25</th><th>median</th><th>p75</th><th>p90</th><th>max</th></tr>\n\
+         <tr><td class=\"n\">{}</td><td class=\"n\">{min} ms</td><td class=\"n\">{p25} ms</td><td class=\"n\">{median} ms\
+         </td><td class=\"n\">{p75} ms</td><td class=\"n\">{p90} ms</td><td class=\"n\">{max} ms</td></tr>\n</table>\n",
+        sorted.len()
+    ));
+    if !note.is_empty() {
+        html.push_str(&format!("<p>{note}</p>\n"));
+    }
+    html
+}
+
+/// Time to converge, per phase: the lanes of rollouts and the onboarding workflows, over every run.
+fn converge_section(report: &CampaignReport) -> String {
+    let mut html = String::from("<section id=\"converge\">\n<h2>Time to converge, per phase</h2>\n");
+    let lanes: Vec<u64> = report
+        .runs
+        .iter()
+        .flat_map(|run| &run.lanes)
+        .filter(|lane| lane.verdict.is_some())
+        .map(|lane| lane.end_ms - lane.start_ms)
+        .collect();
+    let uncommitted = report.runs.iter().flat_map(|run| &run.lanes).filter(|lane| lane.verdict.is_none()).count();
+    let lane_note = if lanes.is_empty() {
+        "no committed lane in any run record".to_owned()
+    } else if uncommitted > 0 {
+        format!("Not counted: {} that never committed.", count_of(uncommitted as u64, "lane"))
+    } else {
+        String::new()
+    };
+    html.push_str(&histogram("Rollout lanes: first step to verdict", &lanes, &lane_note));
+    let workflows: Vec<u64> = report
+        .runs
+        .iter()
+        .flat_map(|run| &run.workflows)
+        .filter_map(|workflow| workflow.end_ms.map(|end| end - workflow.start_ms))
+        .collect();
+    let in_flight =
+        report.runs.iter().flat_map(|run| &run.workflows).filter(|workflow| workflow.end_ms.is_none()).count();
+    let workflow_note = if workflows.is_empty() {
+        "no onboarding workflow completed or stopped in any run record".to_owned()
+    } else if in_flight > 0 {
+        format!("Not counted: {} still in flight when its run ended.", count_of(in_flight as u64, "workflow"))
+    } else {
+        String::new()
+    };
+    html.push_str(&histogram("Onboarding workflows: first stage to completion or stop", &workflows, &workflow_note));
+    html.push_str("</section>\n");
+    html
+}
+
+/// One cell of a [`grid`]: its count (shown), CSS class, opacity and tooltip.
+struct Cell {
+    text: String,
+    class: String,
+    opacity: String,
+    title: String,
+}
+
+/// A heatmap: row labels, column labels, and a cell for each.
+fn grid(rows: &[String], columns: &[String], cell: impl Fn(usize, usize) -> Cell, aria: &str) -> String {
+    const LABEL: u64 = 250;
+    const CELL_W: u64 = 96;
+    const CELL_H: u64 = 24;
+    const HEAD: u64 = 40;
+    let width = LABEL + CELL_W * columns.len() as u64;
+    let height = HEAD + CELL_H * rows.len() as u64;
+    let mut svg = format!(
+        "<svg width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"{}\">\n",
+        esc(aria)
+    );
+    for (index, column) in (0u64..).zip(columns) {
+        let x = LABEL + index * CELL_W + CELL_W / 2;
+        let y = if index % 2 == 0 { 16 } else { 32 };
+        svg.push_str(&format!(
+            "<text x=\"{x}\" y=\"{y}\" text-anchor=\"middle\"><title>{}</title>{}</text>\n",
+            esc(column),
+            esc(&clip(column, 22))
+        ));
+    }
+    for (row, label) in rows.iter().enumerate() {
+        let y = HEAD + row as u64 * CELL_H;
+        svg.push_str(&format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n",
+            LABEL - 8,
+            y + 16,
+            esc(&clip(label, 36))
+        ));
+        for column in 0..columns.len() {
+            let Cell { text, class, opacity, title } = cell(row, column);
+            let x = LABEL + column as u64 * CELL_W;
+            svg.push_str(&format!(
+                "<g><title>{}</title><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" class=\"{class}\" \
+                 fill-opacity=\"{opacity}\" stroke=\"#d0d7de\"></rect><text x=\"{}\" y=\"{}\" \
+                 text-anchor=\"middle\">{}</text></g>\n",
+                esc(&title),
+                x + 1,
+                y + 1,
+                CELL_W - 2,
+                CELL_H - 2,
+                x + CELL_W / 2,
+                y + 16,
+                esc(&text)
+            ));
+        }
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// A shade of `class` for `count` out of `max`: light for few, full for the most.
+fn shade(count: u64, max: u64) -> String {
+    ratio(250 + 750 * count / max.max(1))
+}
+
+/// Fault kind × lifecycle phase: the fault steps of every run by the phase they were injected in.
+fn phases_section(report: &CampaignReport) -> String {
+    let mut html = String::from("<section id=\"phases\">\n<h2>Coverage: fault kind × lifecycle phase</h2>\n");
+    let mut cells: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for run in &report.runs {
+        for (key, count) in &run.fault_phases {
+            let (kind, phase) = key.split_once('/').unwrap_or((key.as_str(), "?"));
+            *cells.entry((kind.to_owned(), phase.to_owned())).or_insert(0) += count;
+        }
+    }
+    if cells.is_empty() {
+        html.push_str(
+            "<p class=\"missing\">no run record holds fault phases: no fault was injected, or the report was written \
+             before records kept them</p>\n</section>\n",
+        );
+        return html;
+    }
+    html.push_str(
+        "<p>Each cell counts the fault steps of that kind injected while a rollout was in progress, an onboarding \
+         workflow was in flight, both, or neither (<code>steady</code>), over every run. An empty column is a phase \
+         no fault of that kind reached.</p>\n",
+    );
+    let kinds: Vec<String> = cells.keys().map(|(kind, _)| kind.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+    let mut phases: Vec<String> = PHASES.iter().map(|phase| (*phase).to_owned()).collect();
+    for (_, phase) in cells.keys() {
+        if !phases.contains(phase) {
+            phases.push(phase.clone());
+        }
+    }
+    let max = cells.values().copied().max().unwrap_or(0);
+    html.push_str(&grid(
+        &kinds,
+        &phases,
+        |row, column| {
+            let count = cells.get(&(kinds[row].clone(), phases[column].clone())).copied().unwrap_or(0);
+            Cell {
+                text: count.to_string(),
+                class: if count == 0 { "s-zero" } else { "s-pass" }.to_owned(),
+                opacity: if count == 0 { "1".to_owned() } else { shade(count, max) },
+                title: format!("{} during {}: {}", kinds[row], phases[column], count_of(count, "step")),
+            }
+        },
+        "fault steps by kind and lifecycle phase",
+    ));
+    html.push_str("</section>\n");
+    html
+}
+
+/// Stage × failure class against the recovery matrix: the listed pairs, those the runs hit, and unlisted hits.
+fn matrix_section(report: &CampaignReport) -> String {
+    let summary = &report.summary;
+    let mut html =
+        String::from("<section id=\"matrix\">\n<h2>Coverage: stage × failure class against the recovery matrix</h2>\n");
+    let onboarded = report.runs.iter().any(|run| run.config.get("onboarding").is_some_and(|o| !o.is_null()));
+    if summary.matrix_pairs.is_empty() && (summary.matrix_listed.is_empty() || !onboarded) {
+        html.push_str(
+            "<p class=\"missing\">no onboarding stage failed in any run, so no recovery-matrix pair was hit \
+             (campaigns without <code>[onboarding]</code> run no workflow)</p>\n</section>\n",
+        );
+        return html;
+    }
+    let listed: BTreeSet<&str> = summary.matrix_listed.iter().map(String::as_str).collect();
+    let mut stages: Vec<String> = Vec::new();
+    let mut classes: Vec<String> = Vec::new();
+    for pair in summary.matrix_listed.iter().chain(summary.matrix_pairs.keys()) {
+        let (stage, class) = pair.split_once('/').unwrap_or((pair.as_str(), "?"));
+        if !stages.iter().any(|known| known == stage) {
+            stages.push(stage.to_owned());
+        }
+        if !classes.iter().any(|known| known == class) {
+            classes.push(class.to_owned());
+        }
+    }
+    let hit_listed = summary.matrix_pairs.keys().filter(|pair| listed.contains(pair.as_str())).count();
+    let unlisted = summary.matrix_pairs.len() - hit_listed;
+    if listed.is_empty() {
+        html.push_str(
+            "<p class=\"missing\">the report does not name the matrix's listed pairs (<code>summary.matrix_listed\
+             </code>), so only the pairs the runs hit are drawn</p>\n",
+        );
+    } else {
+        html.push_str(&format!(
+            "<p>{hit_listed} of the {} listed (stage, typical failure class) pairs of the onboarding workflow were \
+             hit; {} outside the list. Each cell counts the stage failures classified so over every run.</p>\n",
+            listed.len(),
+            count_of(unlisted as u64, "pair")
+        ));
+    }
+    html.push_str(
+        "<p class=\"legend\"><span><i class=\"s-pass\"></i>listed, hit</span><span><i class=\"m-listed\"></i>listed, \
+         never hit</span><span><i class=\"m-unlisted\"></i>hit, not listed</span></p>\n",
+    );
+    let max = summary.matrix_pairs.values().copied().max().unwrap_or(0);
+    html.push_str(&grid(
+        &stages,
+        &classes,
+        |row, column| {
+            let pair = format!("{}/{}", stages[row], classes[column]);
+            let count = summary.matrix_pairs.get(&pair).copied().unwrap_or(0);
+            let is_listed = listed.contains(pair.as_str());
+            let (class, opacity, what) = match (is_listed, count) {
+                (true, 0) => ("m-listed", "1".to_owned(), "listed, never hit"),
+                (true, _) => ("s-pass", shade(count, max), "listed"),
+                (false, 0) => ("s-zero", "1".to_owned(), "not listed"),
+                (false, _) => ("m-unlisted", shade(count, max), "not listed"),
+            };
+            Cell {
+                text: if count == 0 { String::new() } else { count.to_string() },
+                class: class.to_owned(),
+                opacity,
+                title: format!("{pair}: {what}, {}", count_of(count, "stage failure")),
+            }
+        },
+        "recovery-matrix pairs by stage and failure class",
+    ));
     html.push_str("</section>\n");
     html
 }
@@ -399,7 +897,11 @@ pub fn html(report: &CampaignReport) -> String {
     html.push_str(&heatmap_section(report));
     html.push_str(&sometimes_section(report));
     html.push_str(&failures_section(report));
-    html.push_str(&missing_section(report));
+    html.push_str(&availability_section(report));
+    html.push_str(&lanes_section(report));
+    html.push_str(&converge_section(report));
+    html.push_str(&phases_section(report));
+    html.push_str(&matrix_section(report));
 
     html.push_str("<section id=\"faults\">\n<h2>Faults injected</h2>\n");
     if summary.faults.is_empty() {

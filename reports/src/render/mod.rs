@@ -4,7 +4,8 @@
 //! API Boundary: every renderer is a pure function of the report (no I/O, no clock), so its output is a snapshot.
 //! Each one matches the record enums ([`Outcome`], [`FailureKind`], [`PropertyKind`]) exhaustively: a new variant
 //! does not compile until every renderer says how to show it. What the report does not hold (per-lane verdicts,
-//! availability series, matrix coverage) is said to be missing, never made up.
+//! availability series or matrix coverage in records written before they were kept) is said to be missing, never
+//! made up.
 
 mod html;
 mod junit;
@@ -169,18 +170,25 @@ impl OracleGroup {
     }
 }
 
-/// What the report says about rollouts. Per-lane verdicts are not in the records; what is there is which runs
-/// started a rollout (their configuration's `start_rollout` steps) and which violated [`LANE_ORACLE`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the report says about rollouts: which runs started a rollout (their configuration's `start_rollout`
+/// steps), which violated [`LANE_ORACLE`], and the lanes the records kept (`lanes`, absent from older records), by
+/// verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Rollouts {
     pub runs_with_rollout: u64,
     pub runs_lanes_not_converged: u64,
+    /// Lanes kept in the records by verdict (`uncommitted` for a lane without one).
+    pub lanes: BTreeMap<String, u64>,
 }
 
 impl Rollouts {
     pub(crate) fn of(report: &CampaignReport) -> Rollouts {
-        let mut rollouts = Rollouts { runs_with_rollout: 0, runs_lanes_not_converged: 0 };
+        let mut rollouts = Rollouts { runs_with_rollout: 0, runs_lanes_not_converged: 0, lanes: BTreeMap::new() };
         for run in &report.runs {
+            for lane in &run.lanes {
+                *rollouts.lanes.entry(lane.verdict.clone().unwrap_or_else(|| "uncommitted".to_owned())).or_insert(0) +=
+                    1;
+            }
             let started = run.config["steps"]
                 .as_array()
                 .is_some_and(|steps| steps.iter().any(|step| step["step"]["kind"] == "start_rollout"));
@@ -200,9 +208,16 @@ impl Rollouts {
         if self.runs_with_rollout == 0 {
             return format!("no run started a rollout ({runs} runs), so there are no lanes to converge");
         }
+        let lanes = if self.lanes.is_empty() {
+            "per-lane verdicts are not in report.json".to_owned()
+        } else {
+            let total: u64 = self.lanes.values().sum();
+            let verdicts: Vec<String> =
+                self.lanes.iter().map(|(verdict, count)| format!("{count} {verdict}")).collect();
+            format!("{} recorded: {}", count_of(total, "lane"), verdicts.join(", "))
+        };
         format!(
-            "{} of {runs} runs started a rollout; {LANE_ORACLE} was violated in {}; per-lane verdicts are not in \
-             report.json",
+            "{} of {runs} runs started a rollout; {LANE_ORACLE} was violated in {}; {lanes}",
             self.runs_with_rollout,
             count_of(self.runs_lanes_not_converged, "run")
         )
@@ -254,6 +269,20 @@ pub(crate) fn status_columns(report: &CampaignReport) -> Vec<Status> {
         columns.push(Status::FailUnclassified);
     }
     columns
+}
+
+/// How many runs a per-run plot draws.
+pub const RUNS_PLOTTED: usize = 4;
+
+/// The runs a per-run plot draws: those `has` data for, the failing ones first, then the others, each in run order,
+/// at most [`RUNS_PLOTTED`].
+pub(crate) fn plotted_runs(report: &CampaignReport, has: impl Fn(&RunRecord) -> bool) -> Vec<&RunRecord> {
+    let with_data = || report.runs.iter().filter(|run| has(run));
+    with_data()
+        .filter(|run| !run.verdict.passed())
+        .chain(with_data().filter(|run| run.verdict.passed()))
+        .take(RUNS_PLOTTED)
+        .collect()
 }
 
 pub(crate) fn failing_runs(report: &CampaignReport) -> Vec<&RunRecord> {
