@@ -7,6 +7,7 @@
 
 pub mod campaign;
 pub mod cli;
+pub mod conformance;
 pub mod disk;
 pub mod faults;
 pub mod logging;

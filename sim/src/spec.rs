@@ -135,7 +135,7 @@ pub struct Expectations {
     pub must_fire: Vec<String>,
     /// Recovery-matrix pairs (`stage/failure_class`) the run must exercise: a conformance case names the pair it
     /// scripts. Absent from the configuration when empty.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub matrix_pairs: Vec<String>,
 }
 
@@ -155,7 +155,7 @@ pub struct RunSpec {
     pub network: LinkConfig,
     pub steps: Vec<TimedStep>,
     /// Steps fired by onboarding stages (`on_stage`); absent from the configuration when there are none.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stage_steps: Vec<StageStep>,
     pub expect: Expectations,
     /// Absent from the configuration (and so from its hash) when the file has no `[onboarding]` table.

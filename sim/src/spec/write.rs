@@ -206,20 +206,20 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
     }
 
     for timed in &spec.steps {
-        let table = match toml::Value::try_from(&timed.step) {
-            Ok(toml::Value::Table(table)) => table,
-            other => return Err(WriteError(format!("step {:?} is not a table in TOML: {other:?}", timed.step))),
-        };
-        let _ = writeln!(out, "\n[[step]]\nat_ms = {}\nkind = {}", int(timed.at_ms), string(timed.step.kind()));
-        for (key, field) in &table {
-            if key != "kind" {
-                let _ = writeln!(out, "{key} = {}", value(field));
-            }
+        let _ = writeln!(out, "\n[[step]]\nat_ms = {}", int(timed.at_ms));
+        step_fields(&mut out, &timed.step)?;
+    }
+    for staged in &spec.stage_steps {
+        let _ = writeln!(out, "\n[[step]]\non_stage = {}", string(staged.stage.as_str()));
+        let _ = writeln!(out, "workflow = {}", string(&staged.workflow));
+        if staged.occurrence != 1 {
+            let _ = writeln!(out, "occurrence = {}", int(staged.occurrence));
         }
+        step_fields(&mut out, &staged.step)?;
     }
 
     let expect = &spec.expect;
-    if !expect.must_hold.is_empty() || !expect.must_fire.is_empty() {
+    if !expect.must_hold.is_empty() || !expect.must_fire.is_empty() || !expect.matrix_pairs.is_empty() {
         let _ = writeln!(out, "\n[expect]");
         if !expect.must_hold.is_empty() {
             let _ = writeln!(out, "must_hold = {}", strings(&expect.must_hold));
@@ -227,8 +227,26 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
         if !expect.must_fire.is_empty() {
             let _ = writeln!(out, "must_fire = {}", strings(&expect.must_fire));
         }
+        if !expect.matrix_pairs.is_empty() {
+            let _ = writeln!(out, "matrix_pairs = {}", strings(&expect.matrix_pairs));
+        }
     }
     Ok(out)
+}
+
+/// A step's `kind` and its fields, as `[[step]]` lines.
+fn step_fields(out: &mut String, step: &crate::faults::Step) -> Result<(), WriteError> {
+    let table = match toml::Value::try_from(step) {
+        Ok(toml::Value::Table(table)) => table,
+        other => return Err(WriteError(format!("step {step:?} is not a table in TOML: {other:?}"))),
+    };
+    let _ = writeln!(out, "kind = {}", string(step.kind()));
+    for (key, field) in &table {
+        if key != "kind" {
+            let _ = writeln!(out, "{key} = {}", value(field));
+        }
+    }
+    Ok(())
 }
 
 /// A table header and its lines, or nothing when every key has its default.
@@ -248,9 +266,13 @@ mod tests {
     use crate::faults::{Step, TimedStep};
     use crate::spec::load_scenario;
 
+    /// The shipped scenarios and the conformance cases (which use stage-triggered steps and matrix pairs).
     fn scenarios() -> Vec<std::path::PathBuf> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("scenarios");
-        let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().path()).collect();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let mut files: Vec<_> = [root.join("scenarios"), root.join("conformance/onboarding")]
+            .iter()
+            .flat_map(|dir| std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().path()))
+            .collect();
         files.sort();
         files
     }
@@ -258,7 +280,7 @@ mod tests {
     #[test]
     fn every_shipped_scenario_round_trips_to_the_same_config_hash() {
         let files = scenarios();
-        assert!(files.len() >= 20, "the scenarios directory was not found: {files:?}");
+        assert!(files.len() >= 60, "the scenario directories were not found: {files:?}");
         for path in files {
             let scenario = load_scenario(&path).unwrap();
             let text = scenario_toml(&scenario.run, scenario.seed, &["written by a test".to_owned()])
