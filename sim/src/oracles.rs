@@ -281,6 +281,12 @@ pub const CATALOG: &[OracleInfo] = &[
         build: |_| Box::new(NoDoubleCommissionOrDeploy::default()),
     },
     OracleInfo {
+        name: "onboarding_follows_the_matrix",
+        property: PropertyKind::Always,
+        summary: "after every classified stage failure the workflow does what the stage's matrix row allows: retries only a class the row retries, adopts an observed state, or stops in a workflow and node state the row lists; an unreadable classify_deploy_failure falls back to the generic deploy failure",
+        build: |_| Box::new(OnboardingFollowsTheMatrix::default()),
+    },
+    OracleInfo {
         name: "every_node_onboarded_or_diagnosed",
         property: PropertyKind::Eventually,
         summary: "when the run ends, every onboarding workflow ended completed, or failed_manual_intervention with a failure class; none is still running or failed_retryable",
@@ -1379,6 +1385,113 @@ impl Oracle for NoDoubleCommissionOrDeploy {
 }
 
 /// At the end of the run every onboarding workflow rests: completed, or diagnosed for a person.
+/// Judges the decision that follows each `stage_failed` of a workflow against the stage's matrix row, from the
+/// workflow's next event. The row's own words are the reference (`engine::onboarding::retries`, the resulting states),
+/// so a driver that ignored a decision — retried a stop, stopped somewhere the row does not list — is caught.
+#[derive(Default)]
+struct OnboardingFollowsTheMatrix {
+    /// workflow → the failure awaiting its decision: `(stage, class)`.
+    pending: BTreeMap<String, (String, String)>,
+}
+
+impl OnboardingFollowsTheMatrix {
+    fn judge(stage: &str, class: &str, next: &OnboardingBody) -> Result<(), String> {
+        use engine::matrix::{FailureClass, NodeState, OnboardingStage, WorkflowState};
+        let Some(row_stage) = OnboardingStage::ALL.into_iter().find(|s| s.as_str() == stage) else {
+            return Err(format!("stage {stage} is not an onboarding stage"));
+        };
+        let Some(failure) = FailureClass::ALL.into_iter().find(|c| c.as_str() == class) else {
+            return Err(format!("{class} is not a failure class"));
+        };
+        let row = row_stage.row();
+        if row_stage == OnboardingStage::ClassifyDeployFailure {
+            // Best effort: the deploy failure it was classifying goes on, unclassified.
+            return match next {
+                OnboardingBody::StageFailed { stage, class, .. }
+                    if stage == "wait_for_deployed" && class == "deploy_cloud_init_failure" =>
+                {
+                    Ok(())
+                }
+                other => {
+                    Err(format!("classify_deploy_failure failed, then {other:?} instead of the generic deploy failure"))
+                }
+            };
+        }
+        match next {
+            OnboardingBody::Retrying { stage: retried, .. } => {
+                let policy = engine::onboarding::SitePolicy::default();
+                // An ambiguity a fresh read resolved is retried as the transient it turned out to be.
+                let retried_class = match failure {
+                    FailureClass::StateAmbiguity => FailureClass::UpstreamTransient,
+                    other => other,
+                };
+                if retried != stage {
+                    Err(format!("{stage} failed ({class}) but {retried} was retried"))
+                } else if !engine::onboarding::retries(row, retried_class, &policy) {
+                    Err(format!("{stage} retried {class}, which its row ({}) does not retry", row.retryability_text))
+                } else {
+                    Ok(())
+                }
+            }
+            OnboardingBody::StageDone { adopted: true, .. } => Ok(()),
+            // "Resume or skip if policy allows": only a non-fatal stage may be skipped.
+            OnboardingBody::StageDone { adopted: false, .. } => {
+                if row.retryability == engine::matrix::Retryability::NonFatal {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{stage} failed ({class}) and was skipped; its row ({}) is not non-fatal",
+                        row.retryability_text
+                    ))
+                }
+            }
+            OnboardingBody::Stopped { stage: stopped, workflow_state, node_state, .. } => {
+                let workflow_state = WorkflowState::ALL.into_iter().find(|w| w.as_str() == workflow_state);
+                let node_state = NodeState::ALL.into_iter().find(|n| n.as_str() == node_state);
+                match (workflow_state, node_state) {
+                    _ if stopped != stage => {
+                        Err(format!("{stage} failed ({class}) but the workflow stopped at {stopped}"))
+                    }
+                    (Some(w), Some(n))
+                        if row.admits_workflow_state(w) && row.node_states.admits(NodeState::Enrolling, n) =>
+                    {
+                        Ok(())
+                    }
+                    (w, n) => Err(format!(
+                        "{stage} stopped on {class} as {w:?} / {n:?}; its row lists {} and {}",
+                        row.workflow_states_text(),
+                        row.node_states.table_text()
+                    )),
+                }
+            }
+            other => Err(format!("{stage} failed ({class}), then {other:?}: no decision of the matrix")),
+        }
+    }
+}
+
+impl Oracle for OnboardingFollowsTheMatrix {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let Body::Onboarding { workflow, event: body } = &event.body else { return };
+        if let Some((stage, class)) = self.pending.remove(workflow) {
+            if let Err(evidence) = Self::judge(&stage, &class, body) {
+                out.push(Finding { t_ms: event.t_ms, evidence: format!("{workflow}: {evidence}") });
+            }
+        }
+        if let OnboardingBody::StageFailed { stage, class, .. } = body {
+            self.pending.insert(workflow.clone(), (stage.clone(), class.clone()));
+        }
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        for (workflow, (stage, class)) in std::mem::take(&mut self.pending) {
+            out.push(Finding {
+                t_ms: end_ms,
+                evidence: format!("{workflow}: {stage} failed ({class}) and no decision followed before the run ended"),
+            });
+        }
+    }
+}
+
 struct EveryNodeOnboardedOrDiagnosed {
     /// workflow → its last state (`None`: never started).
     last: BTreeMap<String, Option<String>>,
@@ -1465,6 +1578,49 @@ mod tests {
             system_id: system_id.map(str::to_owned),
             status,
         }
+    }
+
+    #[test]
+    fn onboarding_decisions_are_judged_against_the_stage_row() {
+        let w = "onboard-node-02";
+        let on = |event: OnboardingBody| Body::Onboarding { workflow: w.into(), event };
+        let failed = |stage: &str, class: &str| {
+            on(OnboardingBody::StageFailed { stage: stage.into(), class: class.into(), error: "e".into() })
+        };
+        let retrying = |stage: &str| on(OnboardingBody::Retrying { stage: stage.into(), attempt: 2, delay_ms: 1 });
+        let stopped = |stage: &str, class: &str, workflow_state: &str| {
+            on(OnboardingBody::Stopped {
+                stage: stage.into(),
+                class: class.into(),
+                workflow_state: workflow_state.into(),
+                node_state: "enrolling".into(),
+                evidence: vec![],
+            })
+        };
+        let events = [
+            // Legal: a transient retried; configure_storage's hardware mismatch stopped for a person.
+            ev(1, "controller", failed("commission_node", "upstream_transient")),
+            ev(2, "controller", retrying("commission_node")),
+            ev(3, "controller", failed("configure_storage", "hardware_mismatch")),
+            ev(4, "controller", stopped("configure_storage", "hardware_mismatch", "failed_manual_intervention")),
+            // Illegal: a hardware mismatch retried where only the PXE-interface stage may.
+            ev(5, "controller", failed("configure_storage", "hardware_mismatch")),
+            ev(6, "controller", retrying("configure_storage")),
+            // Illegal: load_site_config's row does not list `completed` as a failure's state.
+            ev(7, "controller", failed("load_site_config", "input_config_error")),
+            ev(8, "controller", stopped("load_site_config", "input_config_error", "completed")),
+            // Legal fallback, then an illegal one (classify's failure must fall back to the deploy failure).
+            ev(9, "controller", failed("classify_deploy_failure", "upstream_transient")),
+            ev(10, "controller", failed("wait_for_deployed", "deploy_cloud_init_failure")),
+            ev(11, "controller", retrying("wait_for_deployed")),
+            ev(12, "controller", failed("classify_deploy_failure", "upstream_transient")),
+            ev(13, "controller", retrying("wait_for_deployed")),
+            // Still pending when the run ends.
+            ev(14, "controller", failed("wait_for_ready", "upstream_transient")),
+        ];
+        let findings = run(&mut OnboardingFollowsTheMatrix::default(), &events, 20);
+        assert_eq!(findings.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [6, 8, 13, 20], "{findings:#?}");
+        assert!(findings[0].evidence.contains("does not retry"), "{}", findings[0].evidence);
     }
 
     #[test]
