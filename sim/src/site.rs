@@ -556,8 +556,12 @@ impl World {
         let site = self.site();
         let mut state = site.state.borrow_mut();
         let state = &mut *state;
-        let Some(physical) = state.site.machine(machine) else { return };
+        // The operator reads the MACs from the machine's definition, which a pending drift has already changed.
+        let Some(physical) = state.site.machine_mut(machine) else { return };
+        physical.apply_pending_mac_drift();
+        let physical = &*physical;
         let current: Vec<String> = physical.hardware().nics.iter().map(|nic| nic.mac.clone()).collect();
+        let pxe_mac = physical.hardware().pxe_nic().map(|nic| nic.mac.clone());
         let racked = state.racked[machine].macs.clone();
         let own = state
             .site
@@ -575,6 +579,9 @@ impl World {
         // The machine's inventory now names the MACs it boots with.
         if let Some(racked) = state.racked.get_mut(machine) {
             racked.macs = current;
+            if let Some(pxe_mac) = pxe_mac {
+                racked.pxe_mac = pxe_mac;
+            }
         }
         site.wake.notify_one();
     }

@@ -538,6 +538,16 @@ impl Machine {
     /// The BMC powered the machine on; the firmware boots from `boot`. Returns the `(old, new)` MACs when a pending
     /// MAC drift applied.
     pub fn power_on(&mut self, now_ms: u64, boot: BootTarget) -> Vec<(String, String)> {
+        let drifted = self.apply_pending_mac_drift();
+        self.lease = None;
+        self.awaiting = false;
+        self.phase = Phase::Firmware { at_ms: now_ms + self.timings.firmware_ms, boot };
+        drifted
+    }
+
+    /// A pending MAC drift (the machine's definition was regenerated; its NICs show the new MACs from the next
+    /// boot) made effective now: what an operator reading the definition sees. Returns `(old, new)` per NIC.
+    pub fn apply_pending_mac_drift(&mut self) -> Vec<(String, String)> {
         let mut drifted = Vec::new();
         if let Some(seed) = self.faults.mac_drift_seed.take() {
             for (index, nic) in self.hardware.nics.iter_mut().enumerate() {
@@ -545,9 +555,6 @@ impl Machine {
                 drifted.push((std::mem::replace(&mut nic.mac, new.clone()), new));
             }
         }
-        self.lease = None;
-        self.awaiting = false;
-        self.phase = Phase::Firmware { at_ms: now_ms + self.timings.firmware_ms, boot };
         drifted
     }
 
