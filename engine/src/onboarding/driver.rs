@@ -497,16 +497,17 @@ where
                 Err(_) => Observed::Stale,
             };
         };
+        // One read of the machine list shows both this node's record and any stranger on its BMC.
+        let Ok(machines) = self.maas.machines().await else { return Observed::Stale };
         // A second machine MAAS enlisted on this node's BMC means two records claim one node: ownership is unclear
         // whatever this record's status says (seed 000 section 7).
-        if self.find_unknown_machine(request, system_id).await.is_some() {
+        if unknown_machine(request, system_id, &machines).is_some() {
             return Observed::Conflicting;
         }
-        match self.maas.machine(system_id).await {
-            Ok(machine) => judge(stage, &machine.status, state.deploy_started),
+        match machines.iter().find(|machine| machine.system_id == *system_id) {
+            Some(machine) => judge(stage, &machine.status, state.deploy_started),
             // Deleted under the workflow: ownership is unclear.
-            Err(MaasError::Http { status: 404, .. }) => Observed::Conflicting,
-            Err(_) => Observed::Stale,
+            None => Observed::Conflicting,
         }
     }
 
@@ -617,6 +618,26 @@ where
         ))
     }
 
+    /// The read before an irreversible call (commission, deploy): `false` when the machine's observed state already
+    /// satisfies `stage` (adopt it), `true` when the workflow is to act, `state_ambiguity` when the machine is
+    /// somewhere this workflow did not put it.
+    async fn refreshed_needs_action(&self, stage: OnboardingStage, state: &RunState) -> Result<bool, StageFailure> {
+        let system_id = state.system_id()?;
+        let machine = self.maas.machine(system_id).await.map_err(|error| StageFailure::maas(&error))?;
+        match judge(stage, &machine.status, state.deploy_started) {
+            Observed::SatisfiesCheckpoint => Ok(false),
+            Observed::AsExpected | Observed::Stale => Ok(true),
+            Observed::Conflicting => Err(StageFailure::new(
+                FailureClass::StateAmbiguity,
+                format!(
+                    "machine {system_id} is {} in MAAS, which {} did not expect",
+                    machine.status.name(),
+                    stage.as_str()
+                ),
+            )),
+        }
+    }
+
     /// The discovery poll after a create: within the stall window the machine's events show either MAAS's power
     /// action failing (`bmc_power_failure`) or the machine's PXE boot; a stranger MAAS enlisted on this node's BMC
     /// means the node booted with MACs MAAS does not know (`state_ambiguity`); silence is `pxe_discovery_failure`.
@@ -663,14 +684,7 @@ where
     /// MACs MAAS does not know (seed 001's MAC drift).
     async fn find_unknown_machine(&self, request: &OnboardRequest, own: &str) -> Option<UnknownMachine> {
         let machines = self.maas.machines().await.ok()?;
-        machines.into_iter().find_map(|machine| {
-            let ours = machine.power_address.as_deref() == Some(request.node.bmc_address.as_str());
-            (ours && machine.system_id != own && machine.status == MachineStatus::New).then(|| UnknownMachine {
-                mac: machine.macs.first().cloned().unwrap_or_default(),
-                system_id: machine.system_id,
-                bmc_address: request.node.bmc_address.clone(),
-            })
-        })
+        unknown_machine(request, own, &machines)
     }
 
     /// One attempt of one stage.
@@ -771,27 +785,17 @@ where
                 Ok(())
             }
             S::CommissionNode => {
+                // A machine already commissioning (MAAS commissions a machine it just created) or past it is
+                // adopted, not commissioned again.
                 let system_id = state.system_id()?.to_owned();
-                // Refresh before the irreversible call: a machine already commissioning (MAAS commissions a machine
-                // it just created) or past it is adopted, not commissioned again.
-                let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
-                match judge(stage, &machine.status, state.deploy_started) {
-                    Observed::SatisfiesCheckpoint => Ok(()),
-                    Observed::Conflicting => Err(StageFailure::new(
-                        FailureClass::StateAmbiguity,
-                        format!("machine {system_id} is {} in MAAS, unexpectedly", machine.status.name()),
-                    )),
-                    Observed::AsExpected | Observed::Stale => {
-                        self.maas.commission(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
-                        // MAAS answers before its power action ends; a failed one is an ERROR event of its own.
-                        match self.maas.events(&system_id, None).await {
-                            Ok(events) => match power_failure(&events) {
-                                Some(failure) => Err(failure),
-                                None => Ok(()),
-                            },
-                            Err(_) => Ok(()),
-                        }
-                    }
+                if !self.refreshed_needs_action(stage, state).await? {
+                    return Ok(());
+                }
+                self.maas.commission(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+                // MAAS answers before its power action ends; a failed one is an ERROR event of its own.
+                match self.maas.events(&system_id, None).await {
+                    Ok(events) => power_failure(&events).map_or(Ok(()), Err),
+                    Err(_) => Ok(()),
                 }
             }
             S::WaitForReady => {
@@ -873,28 +877,21 @@ where
             }
             S::DeployViaMaas => {
                 let system_id = state.system_id()?.to_owned();
-                let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
-                match judge(stage, &machine.status, state.deploy_started) {
-                    Observed::SatisfiesCheckpoint => Ok(()),
-                    Observed::Conflicting => Err(StageFailure::new(
-                        FailureClass::StateAmbiguity,
-                        format!("machine {system_id} is {} in MAAS, not deployable", machine.status.name()),
-                    )),
-                    Observed::AsExpected | Observed::Stale => {
-                        let Some(user_data) = &state.user_data else {
-                            return Err(StageFailure::new(FailureClass::InputConfigError, "no cloud-init rendered"));
-                        };
-                        self.maas.deploy(&system_id, user_data, true).await.map_err(|error| match error {
-                            // "Failed to render preseed: …": what MAAS would install from cannot be built.
-                            MaasError::Http { status: 400, .. } => {
-                                StageFailure::new(FailureClass::DeployCloudInitFailure, error.to_string())
-                            }
-                            error => StageFailure::maas(&error),
-                        })?;
-                        state.deploy_started = true;
-                        Ok(())
-                    }
+                if !self.refreshed_needs_action(stage, state).await? {
+                    return Ok(());
                 }
+                let Some(user_data) = &state.user_data else {
+                    return Err(StageFailure::new(FailureClass::InputConfigError, "no cloud-init rendered"));
+                };
+                self.maas.deploy(&system_id, user_data, true).await.map_err(|error| match error {
+                    // "Failed to render preseed: …": what MAAS would install from cannot be built.
+                    MaasError::Http { status: 400, .. } => {
+                        StageFailure::new(FailureClass::DeployCloudInitFailure, error.to_string())
+                    }
+                    error => StageFailure::maas(&error),
+                })?;
+                state.deploy_started = true;
+                Ok(())
             }
             S::WaitForDeployed => {
                 let system_id = state.system_id()?.to_owned();
@@ -1117,6 +1114,18 @@ where
             self.clock.sleep_ms(request.poll_ms).await;
         }
     }
+}
+
+/// A NEW machine in `machines` that claims the node's BMC and is not its own record `own`.
+fn unknown_machine(request: &OnboardRequest, own: &str, machines: &[Machine]) -> Option<UnknownMachine> {
+    machines.iter().find_map(|machine| {
+        let ours = machine.power_address.as_deref() == Some(request.node.bmc_address.as_str());
+        (ours && machine.system_id != own && machine.status == MachineStatus::New).then(|| UnknownMachine {
+            mac: machine.macs.first().cloned().unwrap_or_default(),
+            system_id: machine.system_id.clone(),
+            bmc_address: request.node.bmc_address.clone(),
+        })
+    })
 }
 
 /// A failed power action among the newest events, up to the action that started it ("Commissioning", "Deploying").
