@@ -16,6 +16,7 @@ const SCENARIOS: &[&str] = &[
     "legacy-rollout-without-faults-breaks-the-rcca-invariants.toml",
     "maas-commissioning-2026-07-20-under-the-matrix.toml",
     "maas-commissioning-2026-07-20.toml",
+    "onboarding-resumed-after-a-stop-mid-deploy-releases-then-reruns.toml",
     "onboarding-two-machines-deploy-and-enrol-their-agents.toml",
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
@@ -525,4 +526,25 @@ fn maas_commissioning_2026_07_20_under_the_matrix_is_diagnosed_within_the_stall_
             .all(|l| t_of(l) < resumed_ms),
         "the resumed run fails nowhere"
     );
+}
+
+#[test]
+fn onboarding_resumed_after_a_stop_mid_deploy_releases_then_reruns() {
+    let (record, trace) = run_file("onboarding-resumed-after-a-stop-mid-deploy-releases-then-reruns.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let resumed_ms = 1_260_000;
+    let stopped = onboarding(&trace, "stopped");
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert!(stopped[0].contains("state_ambiguity") && t_of(stopped[0]) < resumed_ms, "{}", stopped[0]);
+    // The rerun: Deploying (its own earlier deploy) back to Ready first; Ready satisfies commissioning's checkpoint
+    // and is adopted; then the machine is deployed again.
+    let after: Vec<&String> = trace.iter().filter(|l| t_of(l) >= resumed_ms).collect();
+    let position = |needle: &str| after.iter().position(|l| l.contains(needle));
+    let aborted = position("\"from\":\"deploying\",\"to\":\"allocated\"").expect("aborted");
+    let ready = position("\"from\":\"releasing\",\"to\":\"ready\"").expect("released to Ready");
+    let adopted = position("\"stage\":\"commission_node\",\"adopted\":true").expect("Ready adopted");
+    let redeployed = position("\"from\":\"ready\",\"to\":\"allocated\"").expect("deployed again");
+    assert!(aborted < ready && ready < adopted && adopted < redeployed, "{aborted} {ready} {adopted} {redeployed}");
+    assert!(after.iter().all(|l| !l.contains("stage_failed")), "the rerun fails nowhere");
+    assert_eq!(onboarding(&trace, "completed").len(), 1);
 }

@@ -162,6 +162,8 @@ pub struct History {
     pub completed: Option<String>,
     /// The last checkpoint: the stage a dead controller had reached.
     pub last_stage: Option<OnboardingStage>,
+    /// An earlier run got as far as asking MAAS to deploy: a deploy-phase machine may be this workflow's own.
+    pub deploy_reached: bool,
 }
 
 impl History {
@@ -175,7 +177,10 @@ impl History {
             }
             match record {
                 OnboardRecord::RunStarted { run, .. } => history.runs = history.runs.max(run),
-                OnboardRecord::Checkpoint { stage, .. } => history.last_stage = Some(stage),
+                OnboardRecord::Checkpoint { stage, .. } => {
+                    history.last_stage = Some(stage);
+                    history.deploy_reached |= stage == OnboardingStage::DeployViaMaas;
+                }
                 OnboardRecord::Stopped { workflow_state, .. } => {
                     if workflow_state == WorkflowState::FailedRetryable {
                         history.failed_retryable_runs += 1;
@@ -263,6 +268,12 @@ struct RunState {
     power: Option<crate::ports::site::PowerCredential>,
     user_data: Option<Secret>,
     deploy_started: bool,
+    /// An earlier run of this workflow deployed (or began to): the safe full rerun releases a machine it left in a
+    /// deploy state before commissioning it again.
+    earlier_run_deployed: bool,
+    /// The stage attempt under way found its checkpoint already satisfied and adopted it (reported with its
+    /// `stage_done`).
+    adopted: bool,
     /// Attempts of each stage in this run (a retried wait re-enters the stage that started what it waits for).
     attempts: std::collections::BTreeMap<OnboardingStage, u32>,
 }
@@ -324,7 +335,7 @@ where
         }
         let run = history.runs + 1;
         self.record(OnboardRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
-        let mut state = RunState::default();
+        let mut state = RunState { earlier_run_deployed: history.deploy_reached, ..RunState::default() };
         let mut index = 0;
         // A stage run off the main path before it resumes (the datasource recovery, before the deploy again).
         let mut detour: Option<OnboardingStage> = None;
@@ -339,7 +350,8 @@ where
             );
             let failure = match self.run_stage(request, stage, &mut state).await {
                 Ok(()) => {
-                    self.emit(workflow, OnboardingEvent::StageDone { stage: stage.as_str().into(), adopted: false });
+                    let adopted = std::mem::take(&mut state.adopted);
+                    self.emit(workflow, OnboardingEvent::StageDone { stage: stage.as_str().into(), adopted });
                     if MAIN_STAGES.get(index) == Some(&stage) {
                         index += 1;
                     }
@@ -575,6 +587,22 @@ where
         failure
     }
 
+    /// The safe full rerun (section 7): a machine an earlier run of this workflow left in a deploy state (it stopped
+    /// mid-deploy) is brought back to Ready before it is commissioned again, after a fresh read; one in any other
+    /// state is left to `judge`.
+    async fn release_earlier_deploy(&self, request: &OnboardRequest, state: &mut RunState) -> Result<(), StageFailure> {
+        let system_id = state.system_id()?.to_owned();
+        let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+        use MachineStatus as M;
+        if !matches!(machine.status, M::Allocated | M::Deploying | M::Deployed | M::FailedDeployment) {
+            return Ok(());
+        }
+        let value =
+            format!("{} from an earlier run's deploy: back to Ready before commissioning", machine.status.name());
+        self.emit(&request.workflow, OnboardingEvent::Observed { what: format!("machine {system_id}"), value });
+        self.recover_for_datasource_retry(request, state).await
+    }
+
     /// `recover_for_datasource_retry`: back to a clean deployable state (Ready) before the deploy is tried again.
     /// Each destructive call follows the read it acts on; a machine gone from MAAS is an ambiguity (whose is it
     /// now?), a region that stops answering is transient, and a machine that will not come back to Ready within the
@@ -591,7 +619,12 @@ where
         while self.clock.monotonic_ms() < deadline_ms {
             let acted = match self.maas.machine(&system_id).await {
                 Ok(machine) if machine.status == MachineStatus::Ready => return Ok(()),
-                Ok(machine) if matches!(machine.status, MachineStatus::Deployed | MachineStatus::FailedDeployment) => {
+                Ok(machine)
+                    if matches!(
+                        machine.status,
+                        MachineStatus::Deployed | MachineStatus::FailedDeployment | MachineStatus::Allocated
+                    ) =>
+                {
                     self.maas.release(&system_id).await.map(|_| ())
                 }
                 Ok(machine) if machine.status == MachineStatus::Deploying => {
@@ -621,11 +654,14 @@ where
     /// The read before an irreversible call (commission, deploy): `false` when the machine's observed state already
     /// satisfies `stage` (adopt it), `true` when the workflow is to act, `state_ambiguity` when the machine is
     /// somewhere this workflow did not put it.
-    async fn refreshed_needs_action(&self, stage: OnboardingStage, state: &RunState) -> Result<bool, StageFailure> {
+    async fn refreshed_needs_action(&self, stage: OnboardingStage, state: &mut RunState) -> Result<bool, StageFailure> {
         let system_id = state.system_id()?;
         let machine = self.maas.machine(system_id).await.map_err(|error| StageFailure::maas(&error))?;
         match judge(stage, &machine.status, state.deploy_started) {
-            Observed::SatisfiesCheckpoint => Ok(false),
+            Observed::SatisfiesCheckpoint => {
+                state.adopted = true;
+                Ok(false)
+            }
             Observed::AsExpected | Observed::Stale => Ok(true),
             Observed::Conflicting => Err(StageFailure::new(
                 FailureClass::StateAmbiguity,
@@ -788,6 +824,9 @@ where
                 // A machine already commissioning (MAAS commissions a machine it just created) or past it is
                 // adopted, not commissioned again.
                 let system_id = state.system_id()?.to_owned();
+                if state.earlier_run_deployed && !state.deploy_started {
+                    self.release_earlier_deploy(request, state).await?;
+                }
                 if !self.refreshed_needs_action(stage, state).await? {
                     return Ok(());
                 }
