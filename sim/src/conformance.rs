@@ -185,6 +185,47 @@ pub fn render_text(report: &ConformanceReport) -> String {
     out
 }
 
+/// Where `fleetsim conformance` writes `conformance.json` unless told.
+pub const DEFAULT_OUT: &str = "target/fleetsim/conformance";
+
+/// Why `fleetsim conformance` could not finish.
+#[derive(Debug)]
+pub enum CommandError {
+    /// The cases could not be loaded (a clear reason naming the file).
+    BadInput(SuiteError),
+    /// `conformance.json` or the console could not be written.
+    Output { path: PathBuf, error: std::io::Error },
+}
+
+/// `fleetsim conformance`: runs the suite with a line per case as it finishes, prints the summary, writes
+/// `OUT/conformance.json` atomically. Exit 0 when the suite passes, 1 when it does not.
+pub fn command(dir: &Path, out_dir: Option<&Path>, out: &mut dyn std::io::Write) -> Result<i32, CommandError> {
+    let console = |error| CommandError::Output { path: PathBuf::from("<stdout>"), error };
+    let total = load_cases(dir).map_err(CommandError::BadInput)?.len();
+    let mut done = 0;
+    let mut failed_write = None;
+    let report = run_suite(dir, &mut |case| {
+        done += 1;
+        let mark = if case.passed { "ok  " } else { "FAIL" };
+        let line = format!("[{done:>3}/{total}] {mark} {}  {}\n", case.file, case.declared.join(", "));
+        if let Err(error) = out.write_all(line.as_bytes()) {
+            failed_write.get_or_insert(error);
+        }
+    })
+    .map_err(CommandError::BadInput)?;
+    if let Some(error) = failed_write {
+        return Err(console(error));
+    }
+    let out_dir = out_dir.map_or_else(|| PathBuf::from(DEFAULT_OUT), Path::to_path_buf);
+    let path = out_dir.join("conformance.json");
+    std::fs::create_dir_all(&out_dir)
+        .and_then(|()| reports::write_json_atomic(&path, &report))
+        .map_err(|error| CommandError::Output { path: path.clone(), error })?;
+    let text = format!("{}  report        {}\n", render_text(&report), path.display());
+    out.write_all(text.as_bytes()).map_err(console)?;
+    Ok(if report.passed { 0 } else { 1 })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +275,24 @@ mod tests {
         assert!(matches!(load_cases(dir.path()), Err(SuiteError::Case(_))));
         let empty = tempfile::tempdir().unwrap();
         assert!(matches!(load_cases(empty.path()), Err(SuiteError::Empty { .. })));
+    }
+
+    #[test]
+    fn the_command_reports_progress_writes_conformance_json_and_exits_by_the_verdict() {
+        let cases = tempfile::tempdir().unwrap();
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join(DEFAULT_DIR);
+        let name = "load-site-config--input-config-error.toml";
+        std::fs::copy(shipped.join(name), cases.path().join(name)).unwrap();
+        let out_dir = tempfile::tempdir().unwrap();
+        let mut out = Vec::new();
+        let code = command(cases.path(), Some(out_dir.path()), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(code, 1, "one case covers 1 of 39 pairs: {text}");
+        assert!(text.contains("[  1/1] ok   "), "{text}");
+        assert!(text.contains("coverage      1/39"), "{text}");
+        let written: ConformanceReport =
+            serde_json::from_slice(&std::fs::read(out_dir.path().join("conformance.json")).unwrap()).unwrap();
+        assert_eq!(written.covered, vec!["load_site_config/input_config_error".to_owned()]);
+        assert_eq!(written.cases.len(), 1);
     }
 }
