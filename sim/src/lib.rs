@@ -8,12 +8,15 @@
 pub mod campaign;
 pub mod cli;
 pub mod disk;
+pub mod experiment;
 pub mod faults;
+pub mod gate;
 pub mod logging;
 pub mod net;
 pub mod oracles;
 pub mod runner;
 pub mod seed;
+pub mod shard;
 pub mod site;
 pub mod spec;
 pub mod trace;

@@ -172,13 +172,13 @@ impl OracleGroup {
 /// What the report says about rollouts. Per-lane verdicts are not in the records; what is there is which runs
 /// started a rollout (their configuration's `start_rollout` steps) and which violated [`LANE_ORACLE`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Rollouts {
+pub struct Rollouts {
     pub runs_with_rollout: u64,
     pub runs_lanes_not_converged: u64,
 }
 
 impl Rollouts {
-    pub(crate) fn of(report: &CampaignReport) -> Rollouts {
+    pub fn of(report: &CampaignReport) -> Rollouts {
         let mut rollouts = Rollouts { runs_with_rollout: 0, runs_lanes_not_converged: 0 };
         for run in &report.runs {
             let started = run.config["steps"]
