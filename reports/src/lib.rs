@@ -260,8 +260,42 @@ pub struct CampaignReport {
     pub campaign: String,
     pub description: String,
     pub seed: u64,
+    /// Set when this report holds one shard of its campaign (`fleetsim campaign --shard K/N`); absent on a whole
+    /// campaign, including one merged from its shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
     pub summary: Summary,
     pub runs: Vec<RunRecord>,
+}
+
+/// Which part of a campaign a shard report holds: the runs `i` with `i % count == index - 1`, out of `runs_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shard {
+    /// `K` of `K/N`, from 1.
+    pub index: u64,
+    /// `N` of `K/N`.
+    pub count: u64,
+    /// The campaign's number of runs, all shards together.
+    pub runs_total: u64,
+}
+
+impl Shard {
+    /// Whether run `run_index` of the campaign belongs to this shard.
+    pub fn holds(&self, run_index: u64) -> bool {
+        self.count > 0 && run_index % self.count == self.index - 1
+    }
+
+    /// The run indices of this shard, in order.
+    pub fn indices(&self) -> Vec<u64> {
+        (0..self.runs_total).filter(|i| self.holds(*i)).collect()
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
 }
 
 /// Builds the summary of a set of runs (in run order).
@@ -315,6 +349,176 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
         campaign_digest: digest_of(digests.as_bytes()),
         virtual_duration_ms_total,
     }
+}
+
+/// The result of `fleetsim experiment` (`experiment.json`): two campaign files run on the same seeds, paired run
+/// by run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentReport {
+    pub schema_version: u32,
+    /// Always `experiment`.
+    pub kind: String,
+    pub tool_version: String,
+    pub commit: String,
+    /// The campaign seed both arms used (the base file's, or `--seed`).
+    pub seed: u64,
+    /// Runs per arm; pair `i` is run `i` of each.
+    pub runs: u64,
+    /// The settings in which the variant differs from the base, as dotted keys of the campaign file.
+    pub differences: Vec<String>,
+    pub base: ExperimentArm,
+    pub variant: ExperimentArm,
+    pub table: PairTable,
+    /// The pairs whose verdicts differ, in run order.
+    pub discordant: Vec<DiscordantPair>,
+}
+
+/// One side of an experiment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentArm {
+    /// The campaign file, as given on the command line.
+    pub campaign: String,
+    /// The resolved campaign's configuration hash, with the experiment's seed and runs.
+    pub config_hash: String,
+    pub passed: u64,
+    pub failed: u64,
+    /// SHA-256 over the arm's per-run trace digests, in run order (as a campaign's `campaign_digest`).
+    pub campaign_digest: String,
+}
+
+/// The paired outcomes: every pair is in exactly one cell.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PairTable {
+    pub both_pass: u64,
+    pub only_base_fails: u64,
+    pub only_variant_fails: u64,
+    pub both_fail: u64,
+}
+
+/// A pair in which one arm passed and the other failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscordantPair {
+    pub run_index: u64,
+    pub seed: u64,
+    pub base: Verdict,
+    pub variant: Verdict,
+    /// The command that replays the base's run.
+    pub base_repro: String,
+    /// The command that replays the variant's run.
+    pub variant_repro: String,
+}
+
+/// Why shard reports cannot be merged: one line, naming the files at fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeError(pub String);
+
+impl std::fmt::Display for MergeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MergeError {}
+
+/// The most run indices an error lists before `and N more`.
+const INDICES_LISTED: usize = 10;
+
+fn list_indices(indices: &[u64]) -> String {
+    let mut text: Vec<String> = indices.iter().take(INDICES_LISTED).map(u64::to_string).collect();
+    if indices.len() > INDICES_LISTED {
+        text.push(format!("and {} more", indices.len() - INDICES_LISTED));
+    }
+    text.join(", ")
+}
+
+/// Merges the shard reports of one campaign (`(name, report)` pairs; `name` is used in errors) into the report an
+/// unsharded execution writes: the runs in index order, the summary recomputed by [`summarize`] (so its
+/// `campaign_digest` is the digest of all runs), no `shard`.
+///
+/// Refused, with the files named: no input; an input that is not a shard report; inputs of different campaigns
+/// (path, description, config hash, seed, commit or tool version); a run outside its shard or the campaign; a run
+/// held twice; runs no input holds.
+pub fn merge(
+    inputs: &[(String, CampaignReport)],
+    digest_of: impl Fn(&[u8]) -> String,
+) -> Result<CampaignReport, MergeError> {
+    let fail = |message: String| Err(MergeError(message));
+    let Some((first_name, first)) = inputs.first() else {
+        return fail("nothing to merge: give the shard reports".to_owned());
+    };
+    let mut runs_total = None;
+    let mut holder: BTreeMap<u64, &str> = BTreeMap::new();
+    let mut runs: Vec<RunRecord> = Vec::new();
+    for (name, report) in inputs {
+        let Some(shard) = report.shard else {
+            return fail(format!(
+                "{name}: not a shard report (it has no `shard`); merge the reports `fleetsim campaign --shard K/N` writes"
+            ));
+        };
+        if shard.index == 0 || shard.index > shard.count {
+            return fail(format!("{name}: shard {shard} is not a shard (K must be 1 to N)"));
+        }
+        let same: [(&str, String, String); 6] = [
+            ("campaign", first.campaign.clone(), report.campaign.clone()),
+            ("description", first.description.clone(), report.description.clone()),
+            ("config_hash", first.config_hash.clone(), report.config_hash.clone()),
+            ("seed", first.seed.to_string(), report.seed.to_string()),
+            ("commit", first.commit.clone(), report.commit.clone()),
+            ("tool_version", first.tool_version.clone(), report.tool_version.clone()),
+        ];
+        for (key, expected, found) in same {
+            if expected != found {
+                return fail(format!(
+                    "{name}: {key} is {found}, but {first_name} has {expected}: these are not shards of one campaign execution"
+                ));
+            }
+        }
+        if first.summary.sometimes_reached.keys().ne(report.summary.sometimes_reached.keys()) {
+            return fail(format!("{name}: names other sometimes-properties than {first_name}"));
+        }
+        match runs_total {
+            None => runs_total = Some(shard.runs_total),
+            Some(total) if total != shard.runs_total => {
+                return fail(format!(
+                    "{name}: shard of a {}-run campaign, but {first_name} is of a {total}-run one",
+                    shard.runs_total
+                ));
+            }
+            Some(_) => {}
+        }
+        for run in &report.runs {
+            let Some(index) = run.run_index else {
+                return fail(format!("{name}: a run without `run_index` (seed {}): not a campaign run", run.seed));
+            };
+            if index >= shard.runs_total || !shard.holds(index) {
+                return fail(format!(
+                    "{name}: run {index} does not belong to shard {shard} of {} runs",
+                    shard.runs_total
+                ));
+            }
+            if let Some(other) = holder.insert(index, name) {
+                return fail(format!("run {index} is in both {other} and {name}: the shards overlap"));
+            }
+            runs.push(run.clone());
+        }
+    }
+    let runs_total = runs_total.unwrap_or(0);
+    let missing: Vec<u64> = (0..runs_total).filter(|index| !holder.contains_key(index)).collect();
+    if !missing.is_empty() {
+        return fail(format!(
+            "runs missing from every input: {} ({} of {runs_total}); give every shard",
+            list_indices(&missing),
+            missing.len()
+        ));
+    }
+    runs.sort_by_key(|run| run.run_index);
+    let sometimes: Vec<String> = first.summary.sometimes_reached.keys().cloned().collect();
+    let summary = summarize(&runs, &sometimes, digest_of);
+    Ok(CampaignReport { shard: None, summary, runs, ..first.clone() })
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsynced, then renamed over `path`.
@@ -446,6 +650,84 @@ mod tests {
         assert_eq!(back, run);
         let pass = serde_json::to_string(&Verdict::PASS).unwrap();
         assert_eq!(pass, r#"{"outcome":"pass"}"#);
+    }
+
+    fn campaign(runs: Vec<RunRecord>, shard: Option<Shard>) -> CampaignReport {
+        let summary = summarize(&runs, &["a".into()], |bytes| format!("digest of {} bytes", bytes.len()));
+        CampaignReport {
+            schema_version: SCHEMA_VERSION,
+            tool_version: "0.1.0".into(),
+            commit: "abc".into(),
+            config_hash: "h".into(),
+            campaign: "campaigns/x.toml".into(),
+            description: "d".into(),
+            seed: 1,
+            shard,
+            summary,
+            runs,
+        }
+    }
+
+    /// The shards `1/count .. count/count` of a campaign of `total` runs, each holding its runs.
+    fn shards(total: u64, count: u64) -> Vec<(String, CampaignReport)> {
+        (1..=count)
+            .map(|index| {
+                let shard = Shard { index, count, runs_total: total };
+                let runs = shard
+                    .indices()
+                    .into_iter()
+                    .map(|i| record(i, if i == 2 { Verdict::fail(FailureKind::Panic) } else { Verdict::PASS }, &["a"]))
+                    .collect();
+                (format!("s{index}.json"), campaign(runs, Some(shard)))
+            })
+            .collect()
+    }
+
+    fn merge_error(inputs: &[(String, CampaignReport)]) -> String {
+        merge(inputs, |bytes| format!("digest of {} bytes", bytes.len())).unwrap_err().0
+    }
+
+    #[test]
+    fn merged_shards_equal_the_unsharded_report() {
+        let whole = campaign(
+            (0..7)
+                .map(|i| record(i, if i == 2 { Verdict::fail(FailureKind::Panic) } else { Verdict::PASS }, &["a"]))
+                .collect(),
+            None,
+        );
+        for count in 1..=3 {
+            let mut inputs = shards(7, count);
+            inputs.reverse();
+            let merged = merge(&inputs, |bytes| format!("digest of {} bytes", bytes.len())).unwrap();
+            assert_eq!(merged, whole, "N = {count}");
+        }
+    }
+
+    #[test]
+    fn shards_of_other_campaigns_overlapping_or_missing_runs_are_refused_by_name() {
+        let mut inputs = shards(7, 3);
+        inputs[1].1.config_hash = "other".into();
+        assert_eq!(
+            merge_error(&inputs),
+            "s2.json: config_hash is other, but s1.json has h: these are not shards of one campaign execution"
+        );
+        let mut inputs = shards(7, 3);
+        inputs[2].1.seed = 9;
+        assert!(merge_error(&inputs).starts_with("s3.json: seed is 9, but s1.json has 1"));
+        let mut inputs = shards(7, 3);
+        inputs.push(inputs[0].clone());
+        inputs[3].0 = "again.json".into();
+        assert_eq!(merge_error(&inputs), "run 0 is in both s1.json and again.json: the shards overlap");
+        let mut inputs = shards(7, 3);
+        inputs.remove(1);
+        assert_eq!(merge_error(&inputs), "runs missing from every input: 1, 4 (2 of 7); give every shard");
+        let mut inputs = shards(7, 3);
+        inputs[0].1.shard = None;
+        assert!(merge_error(&inputs).starts_with("s1.json: not a shard report"));
+        let mut inputs = shards(7, 3);
+        inputs[0].1.runs.push(record(1, Verdict::PASS, &[]));
+        assert_eq!(merge_error(&inputs), "s1.json: run 1 does not belong to shard 1/3 of 7 runs");
+        assert_eq!(merge_error(&[]), "nothing to merge: give the shard reports");
     }
 
     #[test]

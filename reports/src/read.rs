@@ -86,6 +86,17 @@ pub fn parse_report(name: &str, bytes: &[u8]) -> Result<CampaignReport, ReadErro
             held - passed
         )));
     }
+    if let Some(shard) = report.shard {
+        if shard.count == 0 || shard.index == 0 || shard.index > shard.count {
+            return Err(fail(format!("inconsistent: shard {shard} is not K/N with 1 <= K <= N")));
+        }
+        if let Some(run) = report.runs.iter().find(|run| !run.run_index.is_some_and(|index| shard.holds(index))) {
+            return Err(fail(format!(
+                "inconsistent: run {} is not one of shard {shard}'s",
+                run.run_index.map_or_else(|| "without run_index".to_owned(), |index| index.to_string())
+            )));
+        }
+    }
     Ok(report)
 }
 
@@ -180,6 +191,17 @@ mod tests {
         let mut value = report_json();
         value["runs"][0]["verdict"] = serde_json::json!({"outcome": "fail", "kind": "panic"});
         assert_eq!(reason(&value), "inconsistent: the summary says 1 passed and 0 failed but the runs say 0 and 1");
+    }
+
+    #[test]
+    fn a_shard_that_holds_runs_of_another_shard_is_refused() {
+        let mut value = report_json();
+        value["shard"] = serde_json::json!({"index": 1, "count": 2, "runs_total": 4});
+        parse_report("r.json", value.to_string().as_bytes()).unwrap();
+        value["runs"][0]["run_index"] = 1.into();
+        assert_eq!(reason(&value), "inconsistent: run 1 is not one of shard 1/2's");
+        value["shard"]["index"] = 3.into();
+        assert_eq!(reason(&value), "inconsistent: shard 3/2 is not K/N with 1 <= K <= N");
     }
 
     #[test]

@@ -95,6 +95,7 @@ fn report(runs: Vec<RunRecord>, sometimes: &[&str]) -> CampaignReport {
         campaign: CAMPAIGN.to_owned(),
         description: "Fixture: one run of every verdict, with <markup> & \"quotes\" to escape".to_owned(),
         seed: 1,
+        shard: None,
         summary,
         runs,
     }

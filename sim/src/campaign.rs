@@ -797,7 +797,8 @@ impl Campaign {
         }
     }
 
-    fn identity(&self, index: u64, seed_overridden: bool) -> RunIdentity {
+    /// How run `index` is named in its record: its source, index and the command that replays it.
+    pub fn identity(&self, index: u64, seed_overridden: bool) -> RunIdentity {
         let seed = if seed_overridden { format!(" --seed {}", self.seed) } else { String::new() };
         RunIdentity {
             source: self.source.clone(),
@@ -851,6 +852,7 @@ impl Campaign {
             campaign: self.source.clone(),
             description: self.description.clone(),
             seed: self.seed,
+            shard: None,
             summary,
             runs,
         }

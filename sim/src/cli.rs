@@ -1,9 +1,11 @@
-//! The `fleetsim` command line: `run`, `campaign`, `check`, `report`, `diff`. [`main_with`] is the whole program,
-//! callable in-process by tests with any argument list and output sinks.
+//! The `fleetsim` command line: `run`, `campaign`, `check`, `report` (and `report merge`), `diff`, `gate`, `repro`
+//! and `experiment`. [`main_with`] is the whole program, callable in-process by tests with any argument list and
+//! output sinks.
 //!
 //! Exit codes (documented in `docs/ARCHITECTURE.md` and `README.md`): 0 everything passed, 1 a run or campaign
-//! failed (for `diff`: the traces differ), 2 bad input (usage, a missing, malformed or incompatible file), 3 an
-//! output could not be written. `report` renders and does not judge: it exits 0 whatever verdict it renders.
+//! failed (for `diff`: the traces differ; for `gate`: a threshold is unmet; for `repro`: the replay's digest differs),
+//! 2 bad input (usage, a missing, malformed or incompatible file), 3 an output could not be written. `report` renders
+//! and does not judge: it exits 0 whatever verdict it renders; `experiment` measures and exits 0 when it ran.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -13,9 +15,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 use reports::RunRecord;
 use reports::render::human_ms;
 
-use crate::campaign;
+use crate::campaign::{self, Campaign};
 use crate::runner::{self, RunIdentity, RunOutput};
 use crate::spec::{self, SpecError};
+use crate::{experiment, gate, shard};
 
 pub const EXIT_PASS: i32 = 0;
 pub const EXIT_FAIL: i32 = 1;
@@ -24,7 +27,8 @@ pub const EXIT_OUTPUT_ERROR: i32 = 3;
 
 const AFTER_HELP: &str = "\
 Exit codes: 0 pass, 1 a run or campaign failed, 2 bad input, 3 an output could not be written.
-`diff` exits 1 when the traces differ; `report` exits 0 whatever verdict it renders.
+`diff` exits 1 when the traces differ, `gate` when a threshold is unmet, `repro` when the replay's
+digest differs; `report` exits 0 whatever verdict it renders, `experiment` whenever it ran.
 Logs go to stderr; choose their level with RUST_LOG (e.g. RUST_LOG=info).
 
 Examples:
@@ -34,7 +38,12 @@ Examples:
   fleetsim campaign campaigns/ci-50.toml --run 17 --out /tmp/run17
   fleetsim check scenarios/*.toml campaigns/*.toml
   fleetsim report target/fleetsim/ci-50/report.json --format md >> \"$GITHUB_STEP_SUMMARY\"
-  fleetsim diff /tmp/a/trace.jsonl /tmp/b/trace.jsonl";
+  fleetsim diff /tmp/a/trace.jsonl /tmp/b/trace.jsonl
+  fleetsim gate target/fleetsim/ci-50/report.json --policy campaigns/release-gate.toml
+  fleetsim repro target/fleetsim/ci-50/report.json --run 17 --out /tmp/run17
+  fleetsim campaign campaigns/ci-50.toml --shard 2/4 --out /tmp/shard2
+  fleetsim report merge /tmp/shard*/report.json -o merged.json
+  fleetsim experiment base.toml variant.toml --runs 20";
 
 const REPORT_HELP: &str = "\
 Formats:
@@ -47,11 +56,94 @@ The report is read fail-closed: a missing, empty, truncated, corrupt or self-inc
 file, or one with another schema_version, is refused with its reason and exit code 2.
 `report` renders and does not judge: it exits 0 whatever the campaign's verdict.
 
+`fleetsim report merge A.json B.json ... -o merged.json` combines the shard reports of one
+campaign (see `fleetsim report merge --help`).
+
 Examples:
   fleetsim report target/fleetsim/ci-50/report.json
   fleetsim report target/fleetsim/ci-50/report.json --format md >> \"$GITHUB_STEP_SUMMARY\"
   fleetsim report target/fleetsim/ci-50/report.json --format junit -o junit.xml
   fleetsim report target/fleetsim/ci-50/report.json --format html -o report.html";
+
+const MERGE_HELP: &str = "\
+Each input is a report.json written by `fleetsim campaign ... --shard K/N`. The merged report
+is the one an unsharded execution writes: the runs in index order, the summary (and its
+campaign_digest) recomputed from them, no `shard` field. Shards may be given in any order.
+
+Refused with exit code 2, naming the files: an input that is not a shard report; inputs of
+different campaigns (path, description, config hash, seed, commit or tool version); a run
+held by two inputs (overlap); runs no input holds (a shard is missing).
+
+Example (a campaign over three machines):
+  fleetsim campaign campaigns/ci-50.toml --shard 1/3 --out s1    # on machine 1
+  fleetsim campaign campaigns/ci-50.toml --shard 2/3 --out s2    # on machine 2
+  fleetsim campaign campaigns/ci-50.toml --shard 3/3 --out s3    # on machine 3
+  fleetsim report merge s1/report.json s2/report.json s3/report.json -o merged/report.json
+  fleetsim gate merged/report.json --policy campaigns/release-gate.toml";
+
+const CAMPAIGN_HELP: &str = "\
+Every finished run is written to DIR/runs/NNNN.json (atomically) as it finishes, and
+DIR/report.json is written whole at the end (a temporary file renamed over it), so a
+campaign that is interrupted (Ctrl-C, killed, a machine lost) leaves its finished runs and
+never a half report. Run the same command with --resume to run only the missing runs: the
+report is the one an uninterrupted campaign writes.
+
+--shard K/N runs the runs i with i % N == K - 1 (K from 1), for spreading one campaign over
+N machines; its report records the shard, and `fleetsim report merge` combines the shards.
+A shard exits 1 only when one of its runs failed: sometimes-properties are judged on the
+merged report.
+
+Examples:
+  fleetsim campaign campaigns/ci-50.toml --jobs 2
+  fleetsim campaign campaigns/ci-50.toml --run 17 --out /tmp/run17
+  fleetsim campaign campaigns/ci-50.toml --out target/ci      # interrupted? then:
+  fleetsim campaign campaigns/ci-50.toml --out target/ci --resume
+  fleetsim campaign campaigns/ci-50.toml --shard 2/4 --out target/shard2";
+
+const GATE_HELP: &str = "\
+The policy (TOML, see docs/formats.md and campaigns/release-gate.toml) sets thresholds: the
+least runs, the pass rate, lane convergence among runs that started a rollout, the most
+violations per oracle, the least injections per fault kind, the recovery-matrix pairs to hit,
+how many runs to replay for a determinism re-check, and whether the report must come from
+the checked-out commit. A threshold the policy does not set is not checked.
+
+The gate also re-resolves the campaign file the report names (from the working directory,
+with the report's seed and runs) and fails when its config hash or any run's seed or
+configuration is not the report's, and fails on a shard report (merge the shards first).
+
+Output: one line `gate PASS: ...` and exit 0, or `gate FAIL: ...` followed by every unmet
+threshold, one a line, and exit 1. A missing, truncated, corrupt or other-schema report, a
+bad policy or an unreadable campaign file is refused in one line with exit 2.
+
+Examples:
+  fleetsim campaign campaigns/ci-50.toml
+  fleetsim gate target/fleetsim/ci-50/report.json --policy campaigns/release-gate.toml";
+
+const REPRO_HELP: &str = "\
+Replays run K of the campaign a report names (its file, read from the working directory,
+with the report's seed and runs), writes DIR/run.json and DIR/trace.jsonl (default
+target/fleetsim/<campaign>/repro-K), and compares the replay's trace digest with the
+report's. Exit 0 when they are equal, whatever the run's verdict; 1 with both digests when
+they differ (use `fleetsim diff` on two traces to see where); 2 when the report or its
+campaign cannot be read, holds no run K, or the campaign file no longer resolves to the
+report's config hash.
+
+Example:
+  fleetsim repro target/fleetsim/ci-50/report.json --run 17 --out /tmp/run17";
+
+const EXPERIMENT_HELP: &str = "\
+Runs two campaign files on the same run seeds (the base file's seed, or --seed) and pairs
+run i of one with run i of the other. The files must differ in exactly one setting, compared
+on the resolved campaigns field by field (seed, runs and description do not count); with
+more, the command names them and refuses unless --allow-multi.
+
+Prints the 2x2 table (both pass, only base fails, only variant fails, both fail) and, for each
+discordant pair, its seed and the two commands that replay it; writes the same to
+DIR/experiment.json (atomically; default target/fleetsim/experiment-<base>-vs-<variant>/).
+Exit 0 when the experiment ran: it measures, it does not judge.
+
+Example:
+  fleetsim experiment campaigns/ci-50.toml /tmp/ci-50-legacy.toml --runs 20 --jobs 2";
 
 const DIFF_HELP: &str = "\
 Two runs of the same file and seed must write the same trace, byte for byte. When their
@@ -113,8 +205,10 @@ enum Command {
     },
     /// Run a randomized campaign: N runs, each with its own seed and fault plan, over several threads.
     ///
-    /// Results are identical whatever --jobs is. Writes DIR/report.json (default target/fleetsim/<campaign name>/).
-    /// With --run K, replays only run K of the campaign (as a failing run's reproduce command does).
+    /// Results are identical whatever --jobs is. Writes DIR/report.json (default target/fleetsim/<campaign name>/)
+    /// and each finished run's DIR/runs/NNNN.json. With --run K, replays only run K of the campaign (as a failing
+    /// run's reproduce command does).
+    #[command(after_long_help = CAMPAIGN_HELP)]
     Campaign {
         /// A campaign file (see docs/formats.md).
         campaign: PathBuf,
@@ -131,24 +225,36 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
         /// Replay only run K (0-based); with --out, writes its run.json and trace.jsonl.
-        #[arg(long, value_name = "K")]
+        #[arg(long, value_name = "K", conflicts_with_all = ["shard", "resume"])]
         run: Option<u64>,
+        /// Run only the shard K of N: the runs i with i % N == K - 1 (K from 1). Merge the shards' reports with
+        /// `fleetsim report merge`.
+        #[arg(long, value_name = "K/N")]
+        shard: Option<String>,
+        /// Finish an interrupted campaign: read the runs DIR/runs/ already holds, run only the missing ones.
+        #[arg(long)]
+        resume: bool,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
-    /// Validate scenario and campaign files without running them.
+    /// Validate scenario, campaign and gate-policy files without running them.
     Check {
-        /// Files to check; each is a scenario or a campaign (a campaign has a `runs` key).
+        /// Files to check; each is a scenario, a campaign (it has a top-level `runs` key) or a gate policy (it has
+        /// `kind = "gate_policy"`).
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Render a campaign's report.json as text, Markdown, JUnit XML or a self-contained HTML page.
+    /// Render a campaign's report.json as text, Markdown, JUnit XML or a self-contained HTML page; or merge shards.
     ///
-    /// Prints to stdout, or writes FILE (atomically) with -o.
-    #[command(after_long_help = REPORT_HELP)]
+    /// Prints to stdout, or writes FILE (atomically) with -o. `fleetsim report merge A.json B.json ... -o FILE`
+    /// merges the shard reports of one campaign instead.
+    #[command(after_long_help = REPORT_HELP, args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Report {
+        #[command(subcommand)]
+        action: Option<ReportAction>,
         /// A report.json written by `fleetsim campaign` (see docs/formats.md).
-        report: PathBuf,
+        #[arg(required = true)]
+        report: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
         /// Write the rendering to FILE instead of stdout.
@@ -162,6 +268,73 @@ enum Command {
         a: PathBuf,
         /// The second trace.
         b: PathBuf,
+    },
+    /// Judge a campaign report against a release-gate policy: exit 0 with one line, or 1 listing every unmet threshold.
+    #[command(after_long_help = GATE_HELP)]
+    Gate {
+        /// A report.json written by `fleetsim campaign` or `fleetsim report merge`.
+        report: PathBuf,
+        /// The gate policy (e.g. campaigns/release-gate.toml; see docs/formats.md).
+        #[arg(long, value_name = "FILE")]
+        policy: PathBuf,
+        /// Worker threads for the determinism re-check (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
+    /// Replay one run of a report's campaign, write its run.json and trace.jsonl, and check its trace digest.
+    #[command(after_long_help = REPRO_HELP)]
+    Repro {
+        /// A report.json written by `fleetsim campaign` or `fleetsim report merge`.
+        report: PathBuf,
+        /// The run to replay (its run_index, from 0).
+        #[arg(long, value_name = "K")]
+        run: u64,
+        /// Where to write run.json and trace.jsonl (default target/fleetsim/<campaign>/repro-K).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Run two campaign files that differ in one setting on the same seeds and tabulate the paired outcomes.
+    #[command(after_long_help = EXPERIMENT_HELP)]
+    Experiment {
+        /// The base campaign file.
+        base: PathBuf,
+        /// The variant: the base with one setting changed.
+        variant: PathBuf,
+        /// Paired runs (default: the base file's `runs`).
+        #[arg(long)]
+        runs: Option<u64>,
+        /// Campaign seed for both (default: the base file's `seed`).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Worker threads (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Compare files that differ in more than one setting.
+        #[arg(long)]
+        allow_multi: bool,
+        /// Output directory for experiment.json.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// `json` prints experiment.json instead of the table.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+/// `fleetsim report`'s own subcommands.
+#[derive(Debug, Subcommand)]
+enum ReportAction {
+    /// Merge the shard reports of one campaign into the report an unsharded execution writes.
+    #[command(after_long_help = MERGE_HELP)]
+    Merge {
+        /// Shard reports written by `fleetsim campaign ... --shard K/N`, in any order.
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// Where to write the merged report.json (atomically).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
     },
 }
 
@@ -178,12 +351,28 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
     };
     let result = match cli.command {
         Command::Run { scenario, seed, out: dir, format } => run_scenario(&scenario, seed, dir.as_deref(), format, out),
-        Command::Campaign { campaign, runs, seed, jobs, out: dir, run, format } => {
-            run_campaign(&campaign, CampaignArgs { runs, seed, jobs, dir, run, format }, out, err)
+        Command::Campaign { campaign, runs, seed, jobs, out: dir, run, shard, resume, format } => {
+            run_campaign(&campaign, CampaignArgs { runs, seed, jobs, dir, run, shard, resume, format }, out, err)
         }
         Command::Check { files } => check(&files, out),
-        Command::Report { report, format, output } => render_report(&report, format, output.as_deref(), out),
+        Command::Report { action: Some(ReportAction::Merge { reports, output }), .. } => {
+            merge_reports(&reports, &output, out)
+        }
+        Command::Report { action: None, report, format, output } => match report {
+            Some(report) => render_report(&report, format, output.as_deref(), out),
+            None => {
+                Err(SpecError { path: "report".into(), position: None, message: "give a report.json".into() }.into())
+            }
+        },
         Command::Diff { a, b } => diff(&a, &b, out),
+        Command::Gate { report, policy, jobs } => run_gate(&report, &policy, jobs_or_cores(jobs), out),
+        Command::Repro { report, run, out: dir, format } => repro(&report, run, dir, format, out),
+        Command::Experiment { base, variant, runs, seed, jobs, allow_multi, out: dir, format } => run_experiment(
+            &base,
+            &variant,
+            ExperimentArgs { runs, seed, jobs: jobs_or_cores(jobs), allow_multi, dir, format },
+            out,
+        ),
     };
     match result {
         Ok(code) => code,
@@ -315,7 +504,13 @@ struct CampaignArgs {
     jobs: Option<usize>,
     dir: Option<PathBuf>,
     run: Option<u64>,
+    shard: Option<String>,
+    resume: bool,
     format: Format,
+}
+
+fn jobs_or_cores(jobs: Option<usize>) -> usize {
+    jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1)
 }
 
 fn run_campaign(path: &Path, args: CampaignArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, CliError> {
@@ -332,7 +527,7 @@ fn run_campaign(path: &Path, args: CampaignArgs, out: &mut dyn Write, err: &mut 
     if let Some(seed) = args.seed {
         campaign.seed = seed;
     }
-    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1);
+    let jobs = jobs_or_cores(args.jobs);
 
     if let Some(index) = args.run {
         if index >= campaign.runs {
@@ -343,8 +538,19 @@ fn run_campaign(path: &Path, args: CampaignArgs, out: &mut dyn Write, err: &mut 
         return finish_run(&output, args.dir.as_deref(), args.format, out);
     }
 
-    let indices: Vec<u64> = (0..campaign.runs).collect();
-    let progress = indicatif::ProgressBar::new(campaign.runs);
+    let shard = args.shard.as_deref().map(|text| shard::parse_shard(text, campaign.runs)).transpose()?;
+    let indices: Vec<u64> = shard.map_or_else(|| (0..campaign.runs).collect(), |shard| shard.indices());
+    let dir = args.dir.unwrap_or_else(|| default_campaign_dir(path));
+    let runs_dir = dir.join(shard::RUNS_DIR);
+    std::fs::create_dir_all(&runs_dir).map_err(output_error(&runs_dir))?;
+    let finished = if args.resume {
+        shard::load_finished(&dir, &campaign, &indices, seed_overridden)?
+    } else {
+        std::collections::BTreeMap::new()
+    };
+    let missing: Vec<u64> = indices.iter().copied().filter(|index| !finished.contains_key(index)).collect();
+    let progress = indicatif::ProgressBar::new(indices.len() as u64);
+    progress.set_position(finished.len() as u64);
     progress.set_style(
         indicatif::ProgressStyle::with_template("{prefix} [{bar:40}] {pos}/{len} runs, {msg} failed, eta {eta}")
             .expect("a valid template")
@@ -352,10 +558,17 @@ fn run_campaign(path: &Path, args: CampaignArgs, out: &mut dyn Write, err: &mut 
     );
     progress.set_prefix(format!("campaign {}", path.display()));
     progress.set_message("0");
-    let failed = std::sync::atomic::AtomicU64::new(0);
+    let failed =
+        std::sync::atomic::AtomicU64::new(finished.values().filter(|run| !run.verdict.passed()).count() as u64);
+    progress.set_message(failed.load(std::sync::atomic::Ordering::Relaxed).to_string());
+    // The first per-run file that could not be written; the campaign finishes its runs, then exits 3.
+    let write_failure: std::sync::Mutex<Option<(PathBuf, std::io::Error)>> = std::sync::Mutex::new(None);
     #[expect(clippy::disallowed_methods, reason = "the CLI reports wall time; nothing simulated reads it")]
     let started = std::time::Instant::now();
-    let outputs = campaign.execute(&indices, jobs, seed_overridden, false, &|output| {
+    let outputs = campaign.execute(&missing, jobs, seed_overridden, false, &|output| {
+        if let Err(failure) = shard::write_run_file(&dir, &output.record) {
+            write_failure.lock().expect("no writer panics holding the lock").get_or_insert(failure);
+        }
         if !output.record.verdict.passed() {
             let count = failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             progress.set_message(count.to_string());
@@ -364,21 +577,47 @@ fn run_campaign(path: &Path, args: CampaignArgs, out: &mut dyn Write, err: &mut 
     });
     progress.finish_and_clear();
     let wall = started.elapsed();
+    if let Some((path, error)) = write_failure.into_inner().expect("the runs are done") {
+        return Err(CliError::Output { path, error });
+    }
 
-    let report = campaign.report(outputs.into_iter().map(|output| output.record).collect());
-    let dir = args.dir.unwrap_or_else(|| default_campaign_dir(path));
-    std::fs::create_dir_all(&dir).map_err(output_error(&dir))?;
+    let resumed = finished.len();
+    let mut records = finished;
+    records.extend(outputs.into_iter().map(|output| (output.record.run_index.unwrap_or(0), output.record)));
+    let mut report = campaign.report(records.into_values().collect());
+    report.shard = shard;
     let report_path = dir.join("report.json");
     reports::write_json_atomic(&report_path, &report).map_err(output_error(&report_path))?;
     match args.format {
-        Format::Text => console(out, &render_campaign(&report, jobs, wall.as_secs_f64(), &report_path))?,
+        Format::Text => {
+            let mut text = render_campaign(&report, jobs, wall.as_secs_f64(), &report_path);
+            if args.resume {
+                text.push_str(&format!(
+                    "  resumed       {resumed} runs read from {}, {} run now\n",
+                    runs_dir.display(),
+                    missing.len()
+                ));
+            }
+            if let Some(shard) = shard {
+                text.push_str(&format!(
+                    "  shard         {shard}: runs i with i % {} == {} ({} of {}); merge the shards with `fleetsim report merge`\n",
+                    shard.count,
+                    shard.index - 1,
+                    report.runs.len(),
+                    shard.runs_total
+                ));
+            }
+            console(out, &text)?
+        }
         Format::Json => {
             let json = serde_json::to_string_pretty(&report).expect("reports serialise");
             console(out, &format!("{json}\n"))?;
         }
     }
     let _ = err.flush();
-    Ok(if report.summary.passed() { EXIT_PASS } else { EXIT_FAIL })
+    // A shard is judged on its runs only: its sometimes-properties are judged on the merged report.
+    let passed = if shard.is_some() { report.summary.failed == 0 } else { report.summary.passed() };
+    Ok(if passed { EXIT_PASS } else { EXIT_FAIL })
 }
 
 fn default_campaign_dir(path: &Path) -> PathBuf {
@@ -399,15 +638,22 @@ fn check(files: &[PathBuf], out: &mut dyn Write) -> Result<i32, CliError> {
     for path in files {
         let text = spec::read(path)?;
         let name = path.display().to_string();
-        // A campaign has a top-level `runs` key; look at the text when it does not parse, so the error comes from the
-        // right parser.
-        let is_campaign = match toml::from_str::<toml::Table>(&text) {
-            Ok(table) => table.contains_key("runs"),
-            Err(_) => text.lines().take_while(|line| !line.trim_start().starts_with('[')).any(|line| {
-                line.trim_start().strip_prefix("runs").is_some_and(|rest| rest.trim_start().starts_with('='))
-            }),
+        // A gate policy has `kind = "gate_policy"`, a campaign a top-level `runs` key; look at the text when it does
+        // not parse, so the error comes from the right parser.
+        let header = || text.lines().take_while(|line| !line.trim_start().starts_with('['));
+        let (is_policy, is_campaign) = match toml::from_str::<toml::Table>(&text) {
+            Ok(table) => {
+                (table.get("kind").and_then(toml::Value::as_str) == Some(gate::POLICY_KIND), table.contains_key("runs"))
+            }
+            Err(_) => (
+                header().any(|line| assigns(line, "kind") == Some(&format!("\"{}\"", gate::POLICY_KIND))),
+                header().any(|line| assigns(line, "runs").is_some()),
+            ),
         };
-        if is_campaign {
+        if is_policy {
+            let policy = gate::parse_policy(&name, &text)?;
+            console(out, &format!("ok  {name}: gate policy, {}\n", policy.description))?;
+        } else if is_campaign {
             let campaign = campaign::parse_campaign(&name, &text)?;
             console(
                 out,
@@ -426,6 +672,11 @@ fn check(files: &[PathBuf], out: &mut dyn Write) -> Result<i32, CliError> {
         }
     }
     Ok(EXIT_PASS)
+}
+
+/// The value a `key = value` line assigns, trimmed, if the line assigns `key`.
+fn assigns<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.trim_start().strip_prefix(key).and_then(|rest| rest.trim_start().strip_prefix('=')).map(str::trim)
 }
 
 fn render_report(
@@ -466,4 +717,249 @@ fn diff(a: &Path, b: &Path, out: &mut dyn Write) -> Result<i32, CliError> {
         reports::trace_diff::TraceDiff::Identical { .. } => EXIT_PASS,
         reports::trace_diff::TraceDiff::Diverged { .. } => EXIT_FAIL,
     })
+}
+
+fn merge_reports(paths: &[PathBuf], output: &Path, out: &mut dyn Write) -> Result<i32, CliError> {
+    let mut inputs = Vec::with_capacity(paths.len());
+    for path in paths {
+        inputs.push((path.display().to_string(), reports::read::read_report(path)?));
+    }
+    let merged = reports::merge(&inputs, crate::trace::sha256_hex).map_err(|error| SpecError {
+        path: "report merge".into(),
+        position: None,
+        message: error.to_string(),
+    })?;
+    if let Some(parent) = output.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(output_error(parent))?;
+    }
+    reports::write_json_atomic(output, &merged).map_err(output_error(output))?;
+    console(
+        out,
+        &format!(
+            "merged {} shard reports of {} ({} runs, {} passed) into {}: campaign digest {}\n",
+            inputs.len(),
+            merged.campaign,
+            merged.summary.runs,
+            merged.summary.passed,
+            output.display(),
+            merged.summary.campaign_digest
+        ),
+    )?;
+    Ok(EXIT_PASS)
+}
+
+/// The campaign a report names, resolved as it was run: the report's seed and its campaign's number of runs. Also
+/// says whether the seed is not the file's (a replay's reproduce line then carries `--seed`).
+fn campaign_of_report(report_path: &Path, report: &reports::CampaignReport) -> Result<(Campaign, bool), CliError> {
+    let mut campaign = campaign::load_campaign(Path::new(&report.campaign)).map_err(|error| SpecError {
+        path: report_path.display().to_string(),
+        position: None,
+        message: format!("cannot load the campaign it names ({error}); run from the directory the campaign ran in"),
+    })?;
+    campaign.runs = report.shard.map_or(report.summary.runs, |shard| shard.runs_total);
+    let seed_overridden = report.seed != campaign.seed;
+    campaign.seed = report.seed;
+    Ok((campaign, seed_overridden))
+}
+
+/// `git rev-parse HEAD` in the working directory, or why it could not be read.
+fn git_head() -> Result<String, String> {
+    let output = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .map_err(|error| format!("git is not available ({error})"))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(format!("`git rev-parse HEAD` failed: {}", stderr.trim()));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+fn run_gate(report_path: &Path, policy_path: &Path, jobs: usize, out: &mut dyn Write) -> Result<i32, CliError> {
+    let policy = gate::load_policy(policy_path)?;
+    let report = reports::read::read_report(report_path)?;
+    let (campaign, seed_overridden) = campaign_of_report(report_path, &report)?;
+    let mut evidence = gate::Evidence { campaign_config_hash: campaign.config_hash(), ..gate::Evidence::default() };
+    if evidence.campaign_config_hash == report.config_hash {
+        evidence.run_mismatches = gate::run_mismatches(&report, &campaign);
+        if policy.recheck_runs > 0 && evidence.run_mismatches.is_empty() {
+            let sample = gate::recheck_sample(&report, policy.recheck_runs);
+            let replays = campaign.execute(&sample, jobs, seed_overridden, false, &|_| {});
+            evidence.rechecks = replays
+                .into_iter()
+                .filter_map(|replay| {
+                    let reported = report.runs.iter().find(|run| run.run_index == replay.record.run_index)?;
+                    Some(gate::Recheck {
+                        run_index: replay.record.run_index.unwrap_or(0),
+                        seed: replay.record.seed,
+                        reported: reported.trace_digest.clone(),
+                        replayed: replay.record.trace_digest,
+                    })
+                })
+                .collect();
+        }
+    }
+    if policy.commit_matches_head {
+        evidence.head = Some(git_head());
+    }
+    let decision = gate::decide(&report, &policy, &evidence);
+    let name = report_path.display().to_string();
+    console(out, &gate::render(&decision, &name, &report, &policy, evidence.rechecks.len()))?;
+    Ok(if decision.passed() { EXIT_PASS } else { EXIT_FAIL })
+}
+
+fn repro(
+    report_path: &Path,
+    index: u64,
+    dir: Option<PathBuf>,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<i32, CliError> {
+    let report = reports::read::read_report(report_path)?;
+    let bad = |message: String| SpecError { path: report_path.display().to_string(), position: None, message };
+    let Some(recorded) = report.runs.iter().find(|run| run.run_index == Some(index)) else {
+        let held: Vec<String> = report.runs.iter().filter_map(|run| run.run_index).map(|i| i.to_string()).collect();
+        let held = if held.len() > 10 {
+            format!("{} … {}", held[..5].join(", "), held[held.len() - 1])
+        } else {
+            held.join(", ")
+        };
+        return Err(bad(format!("holds no run {index} (it holds runs {held})")).into());
+    };
+    let (campaign, seed_overridden) = campaign_of_report(report_path, &report)?;
+    let hash = campaign.config_hash();
+    if hash != report.config_hash {
+        return Err(bad(format!(
+            "{} with seed {} and {} runs resolves to config hash {hash}, the report has {}: the campaign file changed since the report was written, so run {index} cannot be replayed from it",
+            report.campaign, campaign.seed, campaign.runs, report.config_hash
+        ))
+        .into());
+    }
+    let dir = dir.unwrap_or_else(|| default_campaign_dir(Path::new(&report.campaign)).join(format!("repro-{index}")));
+    let output = campaign.execute(&[index], 1, seed_overridden, true, &|_| {}).remove(0);
+    write_run(&dir, &output)?;
+    let reproduced = output.record.trace_digest == recorded.trace_digest;
+    match format {
+        Format::Text => {
+            let mut text = render_run(&output.record);
+            text.push_str(&format!("  written       {}/run.json, trace.jsonl\n", dir.display()));
+            if reproduced {
+                text.push_str(&format!("  reproduced    the report's trace digest, from {}\n", report_path.display()));
+            } else {
+                text.push_str(&format!(
+                    "repro FAIL: run {index}'s trace digest differs: the report has {}, the replay {}\n",
+                    recorded.trace_digest, output.record.trace_digest
+                ));
+            }
+            console(out, &text)?;
+        }
+        Format::Json => {
+            let json = serde_json::to_string_pretty(&output.record).expect("run records serialise");
+            console(out, &format!("{json}\n"))?;
+        }
+    }
+    Ok(if reproduced { EXIT_PASS } else { EXIT_FAIL })
+}
+
+struct ExperimentArgs {
+    runs: Option<u64>,
+    seed: Option<u64>,
+    jobs: usize,
+    allow_multi: bool,
+    dir: Option<PathBuf>,
+    format: Format,
+}
+
+fn run_experiment(
+    base_path: &Path,
+    variant_path: &Path,
+    args: ExperimentArgs,
+    out: &mut dyn Write,
+) -> Result<i32, CliError> {
+    let mut base = campaign::load_campaign(base_path)?;
+    let mut variant = campaign::load_campaign(variant_path)?;
+    let files = [(base.seed, base.runs), (variant.seed, variant.runs)];
+    let runs = args.runs.unwrap_or(base.runs);
+    if runs == 0 {
+        return Err(SpecError { path: "--runs".into(), position: None, message: "must be at least 1".into() }.into());
+    }
+    let seed = args.seed.unwrap_or(base.seed);
+    for arm in [&mut base, &mut variant] {
+        arm.runs = runs;
+        arm.seed = seed;
+    }
+    let differences = experiment::differences(&base, &variant);
+    let refuse = |message: String| SpecError { path: variant_path.display().to_string(), position: None, message };
+    if differences.is_empty() {
+        return Err(refuse(format!(
+            "differs from {} in no setting (seed, runs and description do not count): nothing to compare",
+            base_path.display()
+        ))
+        .into());
+    }
+    if differences.len() > 1 && !args.allow_multi {
+        return Err(refuse(format!(
+            "differs from {} in {} settings ({}); an experiment changes one, so an outcome can be put down to it — pass --allow-multi to compare them anyway",
+            base_path.display(),
+            differences.len(),
+            differences.join(", ")
+        ))
+        .into());
+    }
+    let indices: Vec<u64> = (0..runs).collect();
+    let base_runs: Vec<RunRecord> =
+        base.execute(&indices, args.jobs, false, false, &|_| {}).into_iter().map(|o| o.record).collect();
+    let variant_runs: Vec<RunRecord> =
+        variant.execute(&indices, args.jobs, false, false, &|_| {}).into_iter().map(|o| o.record).collect();
+    let arms = [&base, &variant];
+    let (table, discordant) = experiment::pair(&base_runs, &variant_runs, |arm, index| {
+        experiment::repro_line(arms[arm], files[arm].0, files[arm].1, index)
+    });
+    let arm = |campaign: &Campaign, records: &[RunRecord]| {
+        let summary = reports::summarize(records, &[], crate::trace::sha256_hex);
+        reports::ExperimentArm {
+            campaign: campaign.source.clone(),
+            config_hash: campaign.config_hash(),
+            passed: summary.passed,
+            failed: summary.failed,
+            campaign_digest: summary.campaign_digest,
+        }
+    };
+    let report = reports::ExperimentReport {
+        schema_version: reports::SCHEMA_VERSION,
+        kind: "experiment".to_owned(),
+        tool_version: runner::TOOL_VERSION.to_owned(),
+        commit: runner::commit().to_owned(),
+        seed,
+        runs,
+        differences,
+        base: arm(&base, &base_runs),
+        variant: arm(&variant, &variant_runs),
+        table,
+        discordant,
+    };
+    let dir = args.dir.unwrap_or_else(|| {
+        let stem =
+            |path: &Path| path.file_stem().map_or_else(|| "campaign".into(), |s| s.to_string_lossy().into_owned());
+        PathBuf::from("target").join("fleetsim").join(format!(
+            "experiment-{}-vs-{}",
+            stem(base_path),
+            stem(variant_path)
+        ))
+    });
+    std::fs::create_dir_all(&dir).map_err(output_error(&dir))?;
+    let path = dir.join("experiment.json");
+    reports::write_json_atomic(&path, &report).map_err(output_error(&path))?;
+    match args.format {
+        Format::Text => {
+            let mut text = experiment::render(&report);
+            text.push_str(&format!("  written       {}\n", path.display()));
+            console(out, &text)?;
+        }
+        Format::Json => {
+            let json = serde_json::to_string_pretty(&report).expect("experiments serialise");
+            console(out, &format!("{json}\n"))?;
+        }
+    }
+    Ok(EXIT_PASS)
 }

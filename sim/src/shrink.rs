@@ -622,6 +622,7 @@ skew_ms = 0
             campaign: "campaigns/t.toml".into(),
             description: "t".into(),
             seed: 1,
+            shard: None,
             summary: reports::summarize(&runs, &[], crate::trace::sha256_hex),
             runs,
         }

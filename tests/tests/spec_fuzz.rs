@@ -1,4 +1,4 @@
-//! The scenario and campaign parsers return an error, never a panic, on arbitrary bytes and on arbitrary mutations of
+//! The scenario, campaign and gate-policy parsers return an error, never a panic, on arbitrary bytes and on arbitrary mutations of
 //! the real files.
 
 use std::path::Path;
@@ -19,6 +19,7 @@ fn shipped_files() -> Vec<String> {
 fn parse_both(text: &str) {
     let _ = sim::spec::parse_scenario("fuzz.toml", text);
     let _ = sim::campaign::parse_campaign("fuzz.toml", text);
+    let _ = sim::gate::parse_policy("fuzz.toml", text);
 }
 
 #[derive(Debug, Clone)]

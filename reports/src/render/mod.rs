@@ -174,7 +174,7 @@ impl OracleGroup {
 /// steps), which violated [`LANE_ORACLE`], and the lanes the records kept (`lanes`, absent from older records), by
 /// verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Rollouts {
+pub struct Rollouts {
     pub runs_with_rollout: u64,
     pub runs_lanes_not_converged: u64,
     /// Lanes kept in the records by verdict (`uncommitted` for a lane without one).
@@ -182,7 +182,7 @@ pub(crate) struct Rollouts {
 }
 
 impl Rollouts {
-    pub(crate) fn of(report: &CampaignReport) -> Rollouts {
+    pub fn of(report: &CampaignReport) -> Rollouts {
         let mut rollouts = Rollouts { runs_with_rollout: 0, runs_lanes_not_converged: 0, lanes: BTreeMap::new() };
         for run in &report.runs {
             for lane in &run.lanes {

@@ -311,7 +311,11 @@ mod tests {
         let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().path()).collect();
         files.sort();
         assert!(!files.is_empty());
-        for path in files {
+        // Gate policies (`kind = "gate_policy"`) live beside the campaigns they judge.
+        let campaigns = files.into_iter().filter(|path| {
+            !std::fs::read_to_string(path).unwrap().lines().any(|line| line.trim() == "kind = \"gate_policy\"")
+        });
+        for path in campaigns {
             let campaign = crate::campaign::load_campaign(&path).unwrap();
             for index in 0..8 {
                 let spec = campaign.run_spec(index);

@@ -1,0 +1,289 @@
+//! `fleetsim gate` and `fleetsim repro` in process, on a small campaign written to a temporary directory: the gate
+//! passes in one line or lists every unmet threshold, fails closed on a bad report, a bad policy, a shard or a
+//! campaign file changed since the report; repro replays a run and checks its digest.
+
+use std::path::{Path, PathBuf};
+
+use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, main_with};
+
+fn fleetsim(args: &[&str]) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("fleetsim").chain(args.iter().copied()).map(Into::into);
+    let code = main_with(argv, &mut out, &mut err);
+    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+}
+
+/// Six short runs of a six-node rollout in lanes of two: every run passes and reaches the successor.
+const CAMPAIGN: &str = r#"schema_version = 1
+description = "gate test: a small rollout campaign"
+seed = 3
+runs = 6
+duration_ms = 2_400_000
+window_start_ms = 60_000
+rollout = { at_ms = 120_000, revision = "2944aebb" }
+
+[fleet]
+nodes = 6
+lane_size = 2
+availability_floor = 4
+
+[faults]
+ssh_timeout = { per_mille = 500, count_max = 2, timeouts_max = 2 }
+marker_drift = { per_mille = 300 }
+
+[oracles]
+sometimes = ["rollout_reached_successor"]
+"#;
+
+const POLICY: &str = r#"schema_version = 1
+kind = "gate_policy"
+description = "gate test policy"
+
+[runs]
+min = 6
+pass_per_mille_min = 1000
+sometimes_all_reached = true
+
+[lanes]
+converged_per_mille_min = 1000
+
+[violations]
+max = { every_lane_converged = 0 }
+others_max = 0
+
+[faults]
+min = { ssh_timeout = 1 }
+
+[determinism]
+recheck_runs = 2
+"#;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    campaign: PathBuf,
+    report: PathBuf,
+}
+
+impl Fixture {
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        std::fs::write(self.dir.path().join(name), text).unwrap();
+        self.path(name)
+    }
+
+    fn report(&self) -> String {
+        self.report.display().to_string()
+    }
+}
+
+fn campaign_run() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = dir.path().join("small.toml");
+    std::fs::write(&campaign, CAMPAIGN).unwrap();
+    let out = dir.path().join("out");
+    let (code, _, err) =
+        fleetsim(&["campaign", campaign.to_str().unwrap(), "--jobs", "2", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, EXIT_PASS, "{err}");
+    Fixture { campaign, report: out.join("report.json"), dir }
+}
+
+#[test]
+fn a_report_that_meets_the_policy_passes_in_one_line() {
+    let fixture = campaign_run();
+    let policy = fixture.write("gate.toml", POLICY);
+    let (code, out, err) = fleetsim(&["gate", &fixture.report(), "--policy", &policy, "--jobs", "2"]);
+    assert_eq!(code, EXIT_PASS, "{out}{err}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.starts_with(&format!("gate PASS: {} meets {policy}: 6 runs, 6 passed, ", fixture.report())), "{out}");
+    assert!(out.ends_with("2 runs re-checked\n"), "{out}");
+}
+
+#[test]
+fn every_unmet_threshold_is_listed_and_the_gate_exits_1() {
+    let fixture = campaign_run();
+    let strict = POLICY
+        .replace("min = 6", "min = 100")
+        .replace("min = { ssh_timeout = 1 }", "min = { ssh_timeout = 1, controller_death = 1 }")
+        + "\n[matrix]\nrequired = [\"wait_for_ready/pxe_discovery_failure\"]\n";
+    let policy = fixture.write("strict.toml", &strict);
+    let (code, out, err) = fleetsim(&["gate", &fixture.report(), "--policy", &policy, "--jobs", "2"]);
+    assert_eq!(code, EXIT_FAIL, "{out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with(&format!("gate FAIL: {} against {policy}: 3 of ", fixture.report())), "{out}");
+    assert_eq!(
+        &lines[1..],
+        [
+            "  runs.min: the report has 6 runs, the policy needs at least 100",
+            "  faults.min.controller_death: injected 0 times over all runs, the policy needs at least 1",
+            "  matrix.required.wait_for_ready/pxe_discovery_failure: no run hit this pair",
+        ]
+    );
+}
+
+#[test]
+fn a_missing_truncated_corrupt_or_incompatible_report_is_refused_in_one_line() {
+    let fixture = campaign_run();
+    let policy = fixture.write("gate.toml", POLICY);
+    let text = std::fs::read_to_string(&fixture.report).unwrap();
+    let truncated = fixture.write("truncated.json", &text[..text.len() / 2]);
+    let corrupt = fixture.write("corrupt.json", &text.replacen('{', "<", 1));
+    let newer = fixture.write("newer.json", &text.replacen("\"schema_version\": 1", "\"schema_version\": 2", 1));
+    let missing = fixture.path("missing.json");
+    for (path, reason) in [
+        (missing, "no such file"),
+        (truncated, "truncated: the JSON ends early"),
+        (corrupt, "corrupt: not JSON"),
+        (newer, "schema_version: this fleetsim reads version 1, the file has 2"),
+    ] {
+        let (code, out, err) = fleetsim(&["gate", &path, "--policy", &policy]);
+        assert_eq!(code, EXIT_BAD_INPUT, "{path}: {out}{err}");
+        assert_eq!(out, "", "no verdict from a bad report");
+        assert!(err.starts_with(&format!("error: {path}: {reason}")), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn a_campaign_file_changed_since_the_report_fails_the_gate_with_both_hashes() {
+    let fixture = campaign_run();
+    let policy = fixture.write("gate.toml", POLICY);
+    std::fs::write(&fixture.campaign, CAMPAIGN.replace("per_mille = 300", "per_mille = 301")).unwrap();
+    let (code, out, _) = fleetsim(&["gate", &fixture.report(), "--policy", &policy]);
+    assert_eq!(code, EXIT_FAIL, "{out}");
+    let report: reports::CampaignReport =
+        serde_json::from_str(&std::fs::read_to_string(&fixture.report).unwrap()).unwrap();
+    assert!(
+        out.contains(&format!(
+            "  config_hash: the report's config hash {} is not that of {} with seed 3 and 6 runs (",
+            report.config_hash,
+            fixture.campaign.display()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("  determinism.recheck_runs: 2 runs not re-checked: the campaign file does not resolve"),
+        "{out}"
+    );
+    // A campaign file that is gone cannot be checked at all: bad input.
+    std::fs::remove_file(&fixture.campaign).unwrap();
+    let (code, _, err) = fleetsim(&["gate", &fixture.report(), "--policy", &policy]);
+    assert_eq!(code, EXIT_BAD_INPUT, "{err}");
+    assert!(err.starts_with(&format!("error: {}: cannot load the campaign it names (", fixture.report())), "{err}");
+}
+
+#[test]
+fn an_edited_run_digest_fails_the_determinism_recheck_and_a_shard_is_not_gated() {
+    let fixture = campaign_run();
+    let policy = fixture.write("gate.toml", &POLICY.replace("recheck_runs = 2", "recheck_runs = 6"));
+    let mut report: reports::CampaignReport =
+        serde_json::from_str(&std::fs::read_to_string(&fixture.report).unwrap()).unwrap();
+    let real = report.runs[4].trace_digest.clone();
+    report.runs[4].trace_digest = "0".repeat(64);
+    let edited = fixture.path("edited.json");
+    reports::write_json_atomic(Path::new(&edited), &report).unwrap();
+    let (code, out, _) = fleetsim(&["gate", &edited, "--policy", &policy, "--jobs", "2"]);
+    assert_eq!(code, EXIT_FAIL, "{out}");
+    let seed = report.runs[4].seed;
+    assert!(
+        out.contains(&format!(
+            "  determinism.run.4: run 4 (seed {seed}) replayed to trace digest {real}, the report has {}",
+            "0".repeat(64)
+        )),
+        "{out}"
+    );
+
+    let shard_dir = fixture.dir.path().join("shard");
+    let campaign = fixture.campaign.display().to_string();
+    let (code, _, err) = fleetsim(&["campaign", &campaign, "--shard", "1/2", "--out", shard_dir.to_str().unwrap()]);
+    assert_eq!(code, EXIT_PASS, "{err}");
+    let shard_report = shard_dir.join("report.json").display().to_string();
+    let (code, out, _) = fleetsim(&["gate", &shard_report, "--policy", &policy]);
+    assert_eq!(code, EXIT_FAIL, "{out}");
+    assert!(
+        out.contains("  report: the report holds shard 1/2 of its campaign (3 of 6 runs); merge the shards"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_malformed_policy_names_file_line_and_field() {
+    let fixture = campaign_run();
+    let policy = fixture.write("bad.toml", &POLICY.replace("pass_per_mille_min = 1000", "pass_per_mille_min = 1001"));
+    let (code, out, err) = fleetsim(&["gate", &fixture.report(), "--policy", &policy]);
+    assert_eq!((code, out.as_str()), (EXIT_BAD_INPUT, ""));
+    assert_eq!(
+        err,
+        format!("error: {policy}:7:22: runs.pass_per_mille_min: a per-mille share is 0 to 1000, not 1001\n")
+    );
+    let policy = fixture.write("bad2.toml", &POLICY.replace("[lanes]", "[lane]"));
+    let (code, _, err) = fleetsim(&["gate", &fixture.report(), "--policy", &policy]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(err.starts_with(&format!("error: {policy}:10:2: unknown field `lane`")), "{err}");
+}
+
+#[test]
+fn the_shipped_release_gate_policy_parses() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("campaigns/release-gate.toml");
+    let policy = sim::gate::load_policy(&path).unwrap();
+    assert_eq!(policy.runs_min, Some(100));
+    assert_eq!(policy.pass_per_mille_min, Some(1000));
+    assert!(policy.commit_matches_head && policy.recheck_runs > 0);
+    assert!(policy.faults_min.contains_key("controller_death"));
+}
+
+#[test]
+fn repro_replays_a_run_writes_its_evidence_and_checks_its_digest() {
+    let fixture = campaign_run();
+    let out_dir = fixture.dir.path().join("repro");
+    let (code, out, err) = fleetsim(&["repro", &fixture.report(), "--run", "4", "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(code, EXIT_PASS, "{out}{err}");
+    assert!(out.contains("  reproduced    the report's trace digest"), "{out}");
+    let report: reports::CampaignReport =
+        serde_json::from_str(&std::fs::read_to_string(&fixture.report).unwrap()).unwrap();
+    let record: reports::RunRecord =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(record, report.runs[4], "the replay's record is the report's");
+    let trace = std::fs::read_to_string(out_dir.join("trace.jsonl")).unwrap();
+    assert_eq!(sim::trace::sha256_hex(trace.as_bytes()), report.runs[4].trace_digest);
+
+    // A report whose digest for run 4 is not what the run gives: exit 1 with both digests.
+    let mut edited = report.clone();
+    edited.runs[4].trace_digest = "f".repeat(64);
+    let edited_path = fixture.path("edited.json");
+    reports::write_json_atomic(Path::new(&edited_path), &edited).unwrap();
+    let (code, out, _) = fleetsim(&["repro", &edited_path, "--run", "4", "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(code, EXIT_FAIL, "{out}");
+    assert!(
+        out.contains(&format!(
+            "repro FAIL: run 4's trace digest differs: the report has {}, the replay {}",
+            "f".repeat(64),
+            report.runs[4].trace_digest
+        )),
+        "{out}"
+    );
+
+    let (code, _, err) = fleetsim(&["repro", &fixture.report(), "--run", "6"]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert_eq!(err, format!("error: {}: holds no run 6 (it holds runs 0, 1, 2, 3, 4, 5)\n", fixture.report()));
+}
+
+#[test]
+fn gate_repro_and_experiment_help_teach_with_examples() {
+    for (command, expected) in [
+        ("gate", "fleetsim gate target/fleetsim/ci-50/report.json --policy campaigns/release-gate.toml"),
+        ("repro", "fleetsim repro target/fleetsim/ci-50/report.json --run 17 --out /tmp/run17"),
+        ("experiment", "--allow-multi"),
+        ("campaign", "--resume"),
+    ] {
+        let (code, out, _) = fleetsim(&[command, "--help"]);
+        assert_eq!(code, EXIT_PASS);
+        assert!(out.contains(expected), "{command}: {out}");
+    }
+    let (code, out, _) = fleetsim(&["report", "merge", "--help"]);
+    assert_eq!(code, EXIT_PASS);
+    assert!(out.contains("fleetsim report merge s1/report.json s2/report.json s3/report.json"), "{out}");
+}

@@ -1,0 +1,164 @@
+//! Scaling out and surviving: `--shard K/N` reports merged with `fleetsim report merge` equal the unsharded report
+//! for N = 1, 2, 3; merging refuses foreign, overlapping and incomplete shards by name; a campaign whose per-run
+//! files were lost (as a kill loses the runs in flight) is finished by `--resume` into the same report.json.
+
+use std::path::{Path, PathBuf};
+
+use sim::cli::{EXIT_BAD_INPUT, EXIT_PASS, main_with};
+
+fn fleetsim(args: &[&str]) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("fleetsim").chain(args.iter().copied()).map(Into::into);
+    let code = main_with(argv, &mut out, &mut err);
+    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+}
+
+const CAMPAIGN: &str = r#"schema_version = 1
+description = "shard test: a small rollout campaign"
+seed = 11
+runs = 7
+duration_ms = 2_400_000
+window_start_ms = 60_000
+rollout = { at_ms = 120_000, revision = "2944aebb" }
+
+[fleet]
+nodes = 6
+lane_size = 2
+availability_floor = 4
+
+[faults]
+ssh_timeout = { per_mille = 500, count_max = 2, timeouts_max = 2 }
+controller_death = { per_mille = 300, duration_ms = { min = 30_000, max = 600_000 } }
+
+[oracles]
+sometimes = ["rollout_reached_successor", "controller_adopted_journal"]
+"#;
+
+fn setup() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = dir.path().join("small.toml");
+    std::fs::write(&campaign, CAMPAIGN).unwrap();
+    let campaign = campaign.display().to_string();
+    (dir, campaign)
+}
+
+/// Runs the campaign with `extra` arguments into `dir/name` and returns the report's path.
+fn campaign(dir: &Path, campaign: &str, name: &str, extra: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let mut args = vec!["campaign", campaign, "--jobs", "2", "--out", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let (code, stdout, err) = fleetsim(&args);
+    assert!(code == EXIT_PASS || code == sim::cli::EXIT_FAIL, "{stdout}{err}");
+    out.join("report.json")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn merged_shards_equal_the_unsharded_report_for_one_two_and_three_shards() {
+    let (dir, file) = setup();
+    let whole = campaign(dir.path(), &file, "whole", &[]);
+    let whole_report: reports::CampaignReport = serde_json::from_str(&read(&whole)).unwrap();
+    assert_eq!(whole_report.runs.len(), 7);
+    for count in 1..=3 {
+        let mut paths = Vec::new();
+        for index in (1..=count).rev() {
+            let report =
+                campaign(dir.path(), &file, &format!("s{index}of{count}"), &["--shard", &format!("{index}/{count}")]);
+            let shard: reports::CampaignReport = serde_json::from_str(&read(&report)).unwrap();
+            assert_eq!(shard.shard, Some(reports::Shard { index, count, runs_total: 7 }));
+            assert!(shard.runs.iter().all(|run| run.run_index.unwrap() % count == index - 1));
+            paths.push(report.display().to_string());
+        }
+        let merged = dir.path().join(format!("merged{count}/report.json"));
+        let mut args = vec!["report", "merge"];
+        args.extend(paths.iter().map(String::as_str));
+        args.extend(["-o", merged.to_str().unwrap()]);
+        let (code, out, err) = fleetsim(&args);
+        assert_eq!(code, EXIT_PASS, "{err}");
+        assert!(out.starts_with(&format!("merged {count} shard reports of {file} (7 runs, ")), "{out}");
+        let merged_report: reports::CampaignReport = serde_json::from_str(&read(&merged)).unwrap();
+        assert_eq!(merged_report.summary.campaign_digest, whole_report.summary.campaign_digest, "N = {count}");
+        assert_eq!(merged_report, whole_report, "N = {count}");
+        assert_eq!(read(&merged), read(&whole), "N = {count}: byte for byte");
+    }
+    // `fleetsim report <file>` still renders.
+    let (code, text, _) = fleetsim(&["report", whole.to_str().unwrap()]);
+    assert_eq!(code, EXIT_PASS);
+    assert!(text.contains("passed        "), "{text}");
+}
+
+#[test]
+fn foreign_overlapping_and_missing_shards_are_refused_by_name() {
+    let (dir, file) = setup();
+    let s1 = campaign(dir.path(), &file, "s1", &["--shard", "1/2"]).display().to_string();
+    let s2 = campaign(dir.path(), &file, "s2", &["--shard", "2/2"]).display().to_string();
+    let other_seed = campaign(dir.path(), &file, "seed", &["--shard", "2/2", "--seed", "12"]).display().to_string();
+    let out = dir.path().join("m.json");
+    let out = out.to_str().unwrap();
+    let merge = |inputs: &[&str]| {
+        let mut args = vec!["report", "merge"];
+        args.extend_from_slice(inputs);
+        args.extend(["-o", out]);
+        fleetsim(&args)
+    };
+    let (code, _, err) = merge(&[&s1, &other_seed]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(err.starts_with(&format!("error: report merge: {other_seed}: config_hash is ")), "{err}");
+    let (code, _, err) = merge(&[&s1, &s2, &s1]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert_eq!(err, format!("error: report merge: run 0 is in both {s1} and {s1}: the shards overlap\n"));
+    let (code, _, err) = merge(&[&s2]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert_eq!(err, "error: report merge: runs missing from every input: 0, 2, 4, 6 (4 of 7); give every shard\n");
+    assert!(!Path::new(out).exists(), "nothing written on a refusal");
+    let (code, _, err) = fleetsim(&["campaign", &file, "--shard", "3/2"]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert_eq!(err, "error: --shard 3/2: K must be 1 to N (2); shards are numbered from 1\n");
+}
+
+#[test]
+fn resume_runs_only_the_missing_runs_and_writes_the_uninterrupted_report() {
+    let (dir, file) = setup();
+    let uninterrupted = campaign(dir.path(), &file, "a", &[]);
+    let interrupted = campaign(dir.path(), &file, "b", &[]);
+    let runs = dir.path().join("b/runs");
+    let mut names: Vec<String> = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["0000.json", "0001.json", "0002.json", "0003.json", "0004.json", "0005.json", "0006.json"]);
+    // What a kill leaves: some runs finished, the others and the report not written.
+    for name in ["0001.json", "0004.json", "0005.json"] {
+        std::fs::remove_file(runs.join(name)).unwrap();
+    }
+    std::fs::remove_file(&interrupted).unwrap();
+    let kept = read(&runs.join("0002.json"));
+    let out_dir = dir.path().join("b");
+    let (code, out, err) =
+        fleetsim(&["campaign", &file, "--jobs", "2", "--out", out_dir.to_str().unwrap(), "--resume"]);
+    assert!(code == EXIT_PASS || code == sim::cli::EXIT_FAIL, "{err}");
+    assert!(out.contains(&format!("  resumed       4 runs read from {}, 3 run now\n", runs.display())), "{out}");
+    assert_eq!(read(&interrupted), read(&uninterrupted), "the resumed report is the uninterrupted one");
+    assert_eq!(read(&runs.join("0002.json")), kept, "a finished run is read, not run again");
+
+    // A per-run file of another execution (here: another campaign seed) is refused, not mixed in.
+    let (code, _, err) = fleetsim(&["campaign", &file, "--seed", "99", "--out", out_dir.to_str().unwrap(), "--resume"]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(
+        err.starts_with(&format!(
+            "error: {}: written by another execution: its seed is ",
+            runs.join("0000.json").display()
+        )),
+        "{err}"
+    );
+    // A corrupt one is named too.
+    std::fs::write(runs.join("0003.json"), "{\"schema_version\": 1,").unwrap();
+    let (code, _, err) = fleetsim(&["campaign", &file, "--out", out_dir.to_str().unwrap(), "--resume"]);
+    assert_eq!(code, EXIT_BAD_INPUT);
+    assert!(err.starts_with(&format!("error: {}: not a run record (", runs.join("0003.json").display())), "{err}");
+}
