@@ -43,7 +43,9 @@ Examples:
   fleetsim repro target/fleetsim/ci-50/report.json --run 17 --out /tmp/run17
   fleetsim campaign campaigns/ci-50.toml --shard 2/4 --out /tmp/shard2
   fleetsim report merge /tmp/shard*/report.json -o merged.json
-  fleetsim experiment base.toml variant.toml --runs 20";
+  fleetsim experiment base.toml variant.toml --runs 20
+  fleetsim shrink target/fleetsim/ci-50/report.json --run 17 -o shrunk.toml
+  fleetsim conformance";
 
 const REPORT_HELP: &str = "\
 Formats:
@@ -321,6 +323,36 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Shrink a failing campaign run to a minimal scenario file that still fails the same way.
+    ///
+    /// Delta debugging over the run's fault steps, then halving its knobs; prints how many steps and faults it
+    /// removed in how many runs. Writes FILE with -o, else prints the scenario.
+    Shrink {
+        /// A report.json written by `fleetsim campaign`.
+        report: PathBuf,
+        /// The failing run to shrink (0-based).
+        #[arg(long, value_name = "K")]
+        run: u64,
+        /// Write the scenario to FILE instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The most candidate runs to try.
+        #[arg(long, value_name = "N", default_value_t = crate::shrink::DEFAULT_MAX_RUNS)]
+        max_runs: u64,
+    },
+    /// Run the recovery-matrix conformance suite: one scripted case per listed (stage, failure class) pair.
+    ///
+    /// Prints a line per case, then the coverage (listed pairs covered by a passing case) and every failing case with
+    /// its reproduce command; writes OUT/conformance.json. Exit 0 only when every case passes and every listed pair
+    /// is covered.
+    Conformance {
+        /// The cases' directory.
+        #[arg(default_value = crate::conformance::DEFAULT_DIR)]
+        dir: PathBuf,
+        /// Where to write conformance.json (default target/fleetsim/conformance).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
 }
 
 /// `fleetsim report`'s own subcommands.
@@ -373,6 +405,12 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
             ExperimentArgs { runs, seed, jobs: jobs_or_cores(jobs), allow_multi, dir, format },
             out,
         ),
+        Command::Shrink { report, run, output, max_runs } => {
+            crate::shrink::shrink_command(&report, run, output.as_deref(), max_runs, out).map_err(CliError::from)
+        }
+        Command::Conformance { dir, out: dir_out } => {
+            crate::conformance::command(&dir, dir_out.as_deref(), out).map_err(CliError::from)
+        }
     };
     match result {
         Ok(code) => code,
@@ -390,6 +428,40 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
 enum CliError {
     BadInput(SpecError),
     Output { path: PathBuf, error: std::io::Error },
+}
+
+impl From<crate::shrink::CommandError> for CliError {
+    fn from(error: crate::shrink::CommandError) -> Self {
+        match error {
+            crate::shrink::CommandError::BadInput(error) => CliError::BadInput(error),
+            crate::shrink::CommandError::Output { path, error } => CliError::Output { path, error },
+        }
+    }
+}
+
+impl From<crate::conformance::CommandError> for CliError {
+    fn from(error: crate::conformance::CommandError) -> Self {
+        use crate::conformance::{CommandError, SuiteError};
+        match error {
+            CommandError::BadInput(SuiteError::Case(error)) => CliError::BadInput(error),
+            CommandError::BadInput(SuiteError::Directory { dir, error }) => CliError::BadInput(SpecError {
+                path: dir.display().to_string(),
+                position: None,
+                message: error.to_string(),
+            }),
+            CommandError::BadInput(SuiteError::Empty { dir }) => CliError::BadInput(SpecError {
+                path: dir.display().to_string(),
+                position: None,
+                message: "no *.toml case in the directory".to_owned(),
+            }),
+            CommandError::BadInput(SuiteError::NoPairs { file }) => CliError::BadInput(SpecError {
+                path: file.display().to_string(),
+                position: None,
+                message: "not a conformance case: [expect] matrix_pairs names no stage/failure_class pair".to_owned(),
+            }),
+            CommandError::Output { path, error } => CliError::Output { path, error },
+        }
+    }
 }
 
 impl From<SpecError> for CliError {
