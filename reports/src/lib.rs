@@ -517,7 +517,9 @@ pub fn merge(
     }
     runs.sort_by_key(|run| run.run_index);
     let sometimes: Vec<String> = first.summary.sometimes_reached.keys().cloned().collect();
-    let summary = summarize(&runs, &sometimes, digest_of);
+    // The listed matrix pairs are the campaign's, not the runs': every shard carries the same list.
+    let summary =
+        Summary { matrix_listed: first.summary.matrix_listed.clone(), ..summarize(&runs, &sometimes, digest_of) };
     Ok(CampaignReport { shard: None, summary, runs, ..first.clone() })
 }
 
@@ -653,7 +655,10 @@ mod tests {
     }
 
     fn campaign(runs: Vec<RunRecord>, shard: Option<Shard>) -> CampaignReport {
-        let summary = summarize(&runs, &["a".into()], |bytes| format!("digest of {} bytes", bytes.len()));
+        let mut summary = summarize(&runs, &["a".into()], |bytes| format!("digest of {} bytes", bytes.len()));
+        // As an onboarding campaign's report carries it: the merge must keep it.
+        summary.matrix_listed =
+            vec!["wait_for_ready/upstream_transient".into(), "commission_node/state_ambiguity".into()];
         CampaignReport {
             schema_version: SCHEMA_VERSION,
             tool_version: "0.1.0".into(),

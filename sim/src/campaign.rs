@@ -204,6 +204,18 @@ pub struct FaultMix {
     /// Inside the window, an operator deletes a machine's MAAS record out of band.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_deleted: Option<Rate>,
+    /// Before the run, a machine's hardware-sync service is set to report 0 to 2 times after its seed, then stop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_sync_stops: Option<Rate>,
+    /// Before the run, a machine's sshd is set to leave its next 1 to 3 connections unanswered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_unreachable: Option<Rate>,
+    /// Inside the window, the region's next 1 or 2 deploys fail to render their preseed (400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preseed_failure: Option<Rate>,
+    /// Inside the window, an operator disconnects a machine's PXE interface in MAAS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface_disconnected: Option<Rate>,
 }
 
 impl FaultMix {
@@ -240,10 +252,14 @@ impl FaultMix {
         "maas_unavailable",
         "bmc_fault",
         "machine_deleted",
+        "hw_sync_stops",
+        "ssh_unreachable",
+        "preseed_failure",
+        "interface_disconnected",
     ];
 
     /// The site's kinds, with whether each is configured.
-    fn site_kinds(&self) -> [(&'static str, Option<Rate>); 10] {
+    fn site_kinds(&self) -> [(&'static str, Option<Rate>); 14] {
         [
             ("mac_drift", self.mac_drift),
             ("resolver_servfail", self.resolver_servfail),
@@ -255,6 +271,10 @@ impl FaultMix {
             ("maas_unavailable", self.maas_unavailable),
             ("bmc_fault", self.bmc_fault),
             ("machine_deleted", self.machine_deleted),
+            ("hw_sync_stops", self.hw_sync_stops),
+            ("ssh_unreachable", self.ssh_unreachable),
+            ("preseed_failure", self.preseed_failure),
+            ("interface_disconnected", self.interface_disconnected),
         ]
     }
 }
@@ -791,6 +811,23 @@ impl Campaign {
                         let at_ms = in_window(rng);
                         steps.push(TimedStep { at_ms, step: Step::MachineDeleted { target } });
                     }
+                    "hw_sync_stops" => {
+                        let after_syncs = rng.random_range(0..=2);
+                        steps.push(TimedStep { at_ms: 0, step: Step::HwSyncStops { target, after_syncs } });
+                    }
+                    "ssh_unreachable" => {
+                        let count = rng.random_range(1..=3);
+                        steps.push(TimedStep { at_ms: 0, step: Step::SshUnreachable { target, count } });
+                    }
+                    "preseed_failure" => {
+                        let at_ms = in_window(rng);
+                        let count = rng.random_range(1..=2);
+                        steps.push(TimedStep { at_ms, step: Step::PreseedFailure { count } });
+                    }
+                    "interface_disconnected" => {
+                        let at_ms = in_window(rng);
+                        steps.push(TimedStep { at_ms, step: Step::InterfaceDisconnected { target } });
+                    }
                     other => unreachable!("site fault kind {other} has no planner"),
                 }
             }
@@ -843,7 +880,10 @@ impl Campaign {
     }
 
     pub fn report(&self, runs: Vec<reports::RunRecord>) -> CampaignReport {
-        let summary = reports::summarize(&runs, &self.oracles.sometimes, crate::trace::sha256_hex);
+        let mut summary = reports::summarize(&runs, &self.oracles.sometimes, crate::trace::sha256_hex);
+        if self.base.onboarding.is_some() {
+            summary.matrix_listed = runner::matrix_listed_pairs();
+        }
         CampaignReport {
             schema_version: reports::SCHEMA_VERSION,
             tool_version: runner::TOOL_VERSION.to_owned(),
