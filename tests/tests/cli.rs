@@ -3,15 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, main_with};
+use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
 
-fn fleetsim(args: &[&str]) -> (i32, String, String) {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv = std::iter::once("fleetsim").chain(args.iter().copied()).map(Into::into);
-    let code = main_with(argv, &mut out, &mut err);
-    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
-}
+#[path = "support/in_process.rs"]
+mod in_process;
+use in_process::fleetsim;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()

@@ -1,15 +1,11 @@
 //! `fleetsim experiment`: two campaign files that differ in one setting are paired run by run on the same seeds; two
 //! settings are refused with both named unless `--allow-multi`; the table agrees with the two campaigns run alone.
 
-use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, main_with};
+use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
 
-fn fleetsim(args: &[&str]) -> (i32, String, String) {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv = std::iter::once("fleetsim").chain(args.iter().copied()).map(Into::into);
-    let code = main_with(argv, &mut out, &mut err);
-    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
-}
+#[path = "support/in_process.rs"]
+mod in_process;
+use in_process::fleetsim;
 
 const BASE: &str = r#"schema_version = 1
 description = "experiment base: lanes"

@@ -4,15 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, main_with};
+use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
 
-fn fleetsim(args: &[&str]) -> (i32, String, String) {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv = std::iter::once("fleetsim").chain(args.iter().copied()).map(Into::into);
-    let code = main_with(argv, &mut out, &mut err);
-    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
-}
+#[path = "support/in_process.rs"]
+mod in_process;
+use in_process::fleetsim;
 
 /// Six short runs of a six-node rollout in lanes of two: every run passes and reaches the successor.
 const CAMPAIGN: &str = r#"schema_version = 1

@@ -1411,17 +1411,24 @@ impl Region {
         self.machine_response(system_id)
     }
 
-    /// `op=disconnect` (`InterfaceHandler.disconnect`): the same status rule as the other interface edits.
-    fn disconnect_interface(&mut self, system_id: &str, interface_id: u64) -> MaasResponse {
+    /// The status rule of interface edits (link, disconnect): allowed in New, Ready, Failed testing, Allocated and
+    /// Broken, else 409. Deviation from real MAAS: the operation word in the message (`operation`) is assumed.
+    fn interface_edit_refused(&self, system_id: &str, operation: &str) -> Option<MaasResponse> {
         let status = self.machines[system_id].status;
         let allowed =
             [NodeStatus::New, NodeStatus::Ready, NodeStatus::FailedTesting, NodeStatus::Allocated, NodeStatus::Broken];
-        if !allowed.contains(&status) {
-            // Deviation from real MAAS: the operation word in this message ("disconnect") is assumed.
-            return MaasResponse::text(
+        (!allowed.contains(&status)).then(|| {
+            MaasResponse::text(
                 409,
-                "Cannot disconnect interface because the machine is not New, Ready, Allocated, or Broken.",
-            );
+                format!("Cannot {operation} interface because the machine is not New, Ready, Allocated, or Broken."),
+            )
+        })
+    }
+
+    /// `op=disconnect` (`InterfaceHandler.disconnect`): the status rule of the other interface edits.
+    fn disconnect_interface(&mut self, system_id: &str, interface_id: u64) -> MaasResponse {
+        if let Some(refused) = self.interface_edit_refused(system_id, "disconnect") {
+            return refused;
         }
         let record = self.record_mut(system_id);
         let Some(iface) = record.interfaces.iter_mut().find(|iface| iface.id == interface_id) else {
@@ -1442,15 +1449,8 @@ impl Region {
         subnet_id: u64,
         ip_address: Option<String>,
     ) -> MaasResponse {
-        let status = self.machines[system_id].status;
-        let allowed =
-            [NodeStatus::New, NodeStatus::Ready, NodeStatus::FailedTesting, NodeStatus::Allocated, NodeStatus::Broken];
-        if !allowed.contains(&status) {
-            // Deviation from real MAAS: the operation word in this message ("link subnet") is assumed.
-            return MaasResponse::text(
-                409,
-                "Cannot link subnet interface because the machine is not New, Ready, Allocated, or Broken.",
-            );
+        if let Some(refused) = self.interface_edit_refused(system_id, "link subnet") {
+            return refused;
         }
         let Some(mode) = LinkMode::parse(mode) else {
             return MaasResponse::form_error(
