@@ -222,13 +222,18 @@ fn a_malformed_policy_names_file_line_and_field() {
 }
 
 #[test]
-fn the_shipped_release_gate_policy_parses() {
+fn the_shipped_gate_policies_parse() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("campaigns/release-gate.toml");
     let policy = sim::gate::load_policy(&path).unwrap();
     assert_eq!(policy.runs_min, Some(100));
     assert_eq!(policy.pass_per_mille_min, Some(1000));
     assert!(policy.commit_matches_head && policy.recheck_runs > 0);
     assert!(policy.faults_min.contains_key("controller_death"));
+    let onboarding = path.with_file_name("onboarding-gate.toml");
+    let policy = sim::gate::load_policy(&onboarding).unwrap();
+    assert_eq!(policy.matrix_listed.len(), 39, "every listed onboarding pair");
+    assert!(policy.matrix_required.contains(&"wait_for_ready/upstream_transient".to_owned()));
+    assert!(policy.faults_min.contains_key("ssh_unreachable"));
 }
 
 #[test]
