@@ -600,18 +600,15 @@ where
         let value =
             format!("{} from an earlier run's deploy: back to Ready before commissioning", machine.status.name());
         self.emit(&request.workflow, OnboardingEvent::Observed { what: format!("machine {system_id}"), value });
-        self.recover_for_datasource_retry(request, state).await
+        self.back_to_ready(request, state).await
     }
 
-    /// `recover_for_datasource_retry`: back to a clean deployable state (Ready) before the deploy is tried again.
+    /// Back to a clean deployable state (Ready): the work of `recover_for_datasource_retry` before the deploy is tried
+    /// again, and of a rerun's release of its earlier deploy.
     /// Each destructive call follows the read it acts on; a machine gone from MAAS is an ambiguity (whose is it
     /// now?), a region that stops answering is transient, and a machine that will not come back to Ready within the
     /// deploy bound is the deploy failure it started from.
-    async fn recover_for_datasource_retry(
-        &self,
-        request: &OnboardRequest,
-        state: &mut RunState,
-    ) -> Result<(), StageFailure> {
+    async fn back_to_ready(&self, request: &OnboardRequest, state: &mut RunState) -> Result<(), StageFailure> {
         let system_id = state.system_id()?.to_owned();
         state.deploy_started = false;
         let deadline_ms = self.clock.monotonic_ms() + DEPLOY_WAIT_MS;
@@ -1030,7 +1027,7 @@ where
                     self.clock.sleep_ms(request.poll_ms).await;
                 }
             }
-            S::RecoverForDatasourceRetry => self.recover_for_datasource_retry(request, state).await,
+            S::RecoverForDatasourceRetry => self.back_to_ready(request, state).await,
             // Run inside the handling of a failed deploy, never as a stage of its own.
             S::ClassifyDeployFailure => Ok(()),
         }
