@@ -1022,14 +1022,19 @@ impl engine::ports::Ssh for SimSiteSsh {
                 }
                 let now_ms = world.now_ms();
                 match state.site.machine_mut(&target) {
-                    Some(node) => Delivery::Reply(node.seed_hw_sync(now_ms).map_err(|error| error.to_string())),
+                    Some(node) => Delivery::Reply(node.seed_hw_sync(now_ms)),
                     None => Delivery::Hang,
                 }
             })
             .await;
         let (result, error) = match answer {
             Ok(Ok(())) => (Ok(SshResponse::Done), None),
-            Ok(Err(refusal)) => (Err(SshError::Refused(refusal.clone())), Some(refusal)),
+            // No deployed OS is up: nothing listens on port 22.
+            Ok(Err(fakes::maas::SeedError::NotRunning)) => {
+                let error = TransportError::ConnectionRefused;
+                (Err(SshError::Transport(error)), Some(error.to_string()))
+            }
+            Ok(Err(refusal)) => (Err(SshError::Refused(refusal.to_string())), Some(refusal.to_string())),
             Err(error) => (Err(SshError::Transport(error)), Some(error.to_string())),
         };
         world.record(self.from, Body::SiteSsh { machine, op: "seed_hardware_sync".to_owned(), error });
