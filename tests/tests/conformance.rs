@@ -43,3 +43,18 @@ fn a_suite_missing_cases_names_the_uncovered_pairs_and_fails() {
     assert!(!report.passed);
     assert!(report.uncovered.contains(&"commission_node/bmc_power_failure".to_owned()));
 }
+
+#[test]
+fn stage_triggered_cases_are_deterministic() {
+    use sim::runner::{RunIdentity, run};
+    // Two stage-triggered steps (the datasource failure at the deploy, the 503s at the classification) on one seed.
+    let path = root().join(conformance::DEFAULT_DIR).join("classify-deploy-failure--upstream-transient.toml");
+    let scenario = sim::spec::load_scenario(&path).unwrap();
+    let identity = RunIdentity { source: "case".into(), run_index: None, repro: String::new() };
+    let first = run(&scenario.run, scenario.seed, &identity, false).record;
+    let second = run(&scenario.run, scenario.seed, &identity, false).record;
+    assert_eq!(first.trace_digest, second.trace_digest);
+    assert_eq!(first.matrix_pairs, second.matrix_pairs);
+    let other = run(&scenario.run, scenario.seed + 1, &identity, false).record;
+    assert_ne!(first.trace_digest, other.trace_digest, "the seed reaches the run");
+}
