@@ -925,6 +925,45 @@ nodes = 2
     }
 
     #[test]
+    fn stage_triggered_steps_and_matrix_pairs_are_validated_with_their_position() {
+        let site = format!("{MINIMAL}\n[onboarding]\nnodes = 1\n");
+        let step = |body: &str| err(&format!("{site}\n[[step]]\n{body}\nkind = \"site_disabled\"\n"));
+        let both = step("at_ms = 5\non_stage = \"commission_node\"\nworkflow = \"node-03\"");
+        assert!(both.starts_with("s.toml:13:1: step[0]: give at_ms or on_stage, not both"), "{both}");
+        let stage = step("on_stage = \"polish_node\"\nworkflow = \"node-03\"");
+        assert!(stage.contains("step[0].on_stage: \"polish_node\" is not an onboarding stage"), "{stage}");
+        let machine = step("on_stage = \"commission_node\"\nworkflow = \"node-09\"");
+        assert!(
+            machine.contains("step[0].workflow: \"node-09\" is not a machine of the MAAS site (node-03)"),
+            "{machine}"
+        );
+        let missing = step("on_stage = \"commission_node\"");
+        assert!(missing.contains("step[0]: on_stage needs workflow = \"<machine>\""), "{missing}");
+        let zero = step("on_stage = \"commission_node\"\nworkflow = \"node-03\"\noccurrence = 0");
+        assert!(zero.contains("step[0].occurrence: must be 1 or more, not 0"), "{zero}");
+        let stray = step("at_ms = 5\nworkflow = \"node-03\"");
+        assert!(stray.contains("workflow and occurrence go with on_stage"), "{stray}");
+        let no_site = err(&format!(
+            "{MINIMAL}\n[[step]]\non_stage = \"commission_node\"\nworkflow = \"node-03\"\nkind = \"crash\"\ntarget = \"hub\"\n"
+        ));
+        assert!(no_site.contains("step[0].on_stage: needs an [onboarding] table"), "{no_site}");
+        let pair = err(&format!("{site}\n[expect]\nmatrix_pairs = [\"commission_node/hardware_mismatch\"]\n"));
+        assert!(pair.starts_with("s.toml:14:"), "{pair}");
+        assert!(
+            pair.contains("\"commission_node/hardware_mismatch\" is not a pair the onboarding recovery matrix lists"),
+            "{pair}"
+        );
+        let ok = parse_scenario(
+            "s.toml",
+            &format!("{site}\n[[step]]\non_stage = \"commission_node\"\nworkflow = \"node-03\"\noccurrence = 2\nkind = \"site_disabled\"\n[expect]\nmatrix_pairs = [\"commission_node/state_ambiguity\"]\n"),
+        )
+        .unwrap();
+        assert_eq!(ok.run.stage_steps.len(), 1);
+        assert_eq!((ok.run.stage_steps[0].occurrence, ok.run.steps.len()), (2, 0));
+        assert_eq!(ok.run.expect.matrix_pairs, vec!["commission_node/state_ambiguity".to_owned()]);
+    }
+
+    #[test]
     fn errors_name_file_line_column_and_key() {
         let unknown_key = err(&format!("{MINIMAL}colour = 1\n"));
         assert!(
