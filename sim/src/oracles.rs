@@ -778,7 +778,7 @@ impl Oracle for EpochMemberSurvivedTtl {
 }
 
 /// The dispatch holds the hub placed, by agent and owner, as its events report them.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct HoldBook {
     holds: BTreeMap<String, BTreeSet<String>>,
 }
@@ -812,42 +812,24 @@ impl HoldBook {
     }
 }
 
-/// `availability_floor`: counts workers that are healthy and eligible from the controller's point of view — agent
-/// service running, no dispatch hold of any owner, not tombstoned — and reports each dip below the floor. Crashes
-/// and partitions are not counted: the floor bounds what the controller takes down, not what faults do.
-struct AvailabilityFloor {
-    floor: usize,
+/// Healthy, eligible workers from the controller's point of view — agent service running, no dispatch hold of any
+/// owner, not tombstoned — followed event by event. Crashes and partitions are not counted: the floor bounds what the
+/// controller takes down, not what faults do. `availability_floor` judges it; the trace's collectors record it.
+#[derive(Debug, Default)]
+pub(crate) struct Availability {
     nodes: usize,
     stopped: BTreeSet<String>,
     holds: HoldBook,
     tombstoned: BTreeSet<String>,
-    below: bool,
 }
 
-impl AvailabilityFloor {
-    fn new(ctx: &OracleContext) -> AvailabilityFloor {
-        AvailabilityFloor {
-            floor: ctx.availability_floor as usize,
-            nodes: ctx.nodes as usize,
-            stopped: BTreeSet::new(),
-            holds: HoldBook::default(),
-            tombstoned: BTreeSet::new(),
-            below: false,
-        }
+impl Availability {
+    pub(crate) fn new(nodes: usize) -> Availability {
+        Availability { nodes, ..Availability::default() }
     }
 
-    fn healthy(&self) -> usize {
-        let unhealthy: BTreeSet<&String> =
-            self.stopped.iter().chain(self.holds.held()).chain(self.tombstoned.iter()).collect();
-        self.nodes.saturating_sub(unhealthy.len())
-    }
-}
-
-impl Oracle for AvailabilityFloor {
-    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
-        if self.floor == 0 {
-            return;
-        }
+    /// Follows one event; returns whether it can have changed the count.
+    pub(crate) fn observe(&mut self, event: &Event) -> bool {
         match &event.body {
             body if self.holds.observe(body) => {}
             Body::WorkerService { running: false } => {
@@ -862,9 +844,41 @@ impl Oracle for AvailabilityFloor {
             Body::HubRegistered { agent, .. } => {
                 self.tombstoned.remove(agent);
             }
-            _ => return,
+            _ => return false,
         }
-        let healthy = self.healthy();
+        true
+    }
+
+    pub(crate) fn healthy(&self) -> usize {
+        let unhealthy: BTreeSet<&String> =
+            self.stopped.iter().chain(self.holds.held()).chain(self.tombstoned.iter()).collect();
+        self.nodes.saturating_sub(unhealthy.len())
+    }
+}
+
+/// `availability_floor`: reports each dip of [`Availability`] below the floor.
+struct AvailabilityFloor {
+    floor: usize,
+    availability: Availability,
+    below: bool,
+}
+
+impl AvailabilityFloor {
+    fn new(ctx: &OracleContext) -> AvailabilityFloor {
+        AvailabilityFloor {
+            floor: ctx.availability_floor as usize,
+            availability: Availability::new(ctx.nodes as usize),
+            below: false,
+        }
+    }
+}
+
+impl Oracle for AvailabilityFloor {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if self.floor == 0 || !self.availability.observe(event) {
+            return;
+        }
+        let healthy = self.availability.healthy();
         if healthy < self.floor && !self.below {
             self.below = true;
             out.push(Finding {

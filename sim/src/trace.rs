@@ -281,12 +281,8 @@ impl Trace {
 /// the trace and its digest are the same with them as without.
 #[derive(Debug, Default)]
 pub struct Collectors {
-    /// Worker nodes, from `run.start`.
-    nodes: u64,
-    /// What `availability_floor` counts: workers stopped, under a hold of any owner, tombstoned.
-    stopped: BTreeSet<String>,
-    holds: BTreeMap<String, BTreeSet<String>>,
-    tombstoned: BTreeSet<String>,
+    /// What `availability_floor` counts (set up at `run.start`).
+    counted: crate::oracles::Availability,
     pub availability: Vec<reports::AvailabilityPoint>,
     pub availability_cut_ms: Option<u64>,
     pub lanes: Vec<reports::LaneSpan>,
@@ -308,7 +304,7 @@ impl Collectors {
         let t_ms = event.t_ms;
         match &event.body {
             Body::RunStart { nodes, .. } => {
-                self.nodes = *nodes;
+                self.counted = crate::oracles::Availability::new(*nodes as usize);
                 self.availability.clear();
                 self.availability.push(reports::AvailabilityPoint { t_ms, available: *nodes });
                 return;
@@ -334,34 +330,10 @@ impl Collectors {
                 self.on_onboarding(t_ms, workflow, event);
                 return;
             }
-            Body::HubHoldPlaced { agent, owner } => {
-                self.holds.entry(agent.clone()).or_default().insert(owner.clone());
-            }
-            Body::HubHoldReleased { agent, owner } => {
-                if let Some(owners) = self.holds.get_mut(agent) {
-                    owners.remove(owner);
-                    if owners.is_empty() {
-                        self.holds.remove(agent);
-                    }
-                }
-            }
-            Body::WorkerService { running: false } => {
-                self.stopped.insert(event.host.to_string());
-            }
-            Body::WorkerService { running: true } => {
-                self.stopped.remove(&*event.host);
-            }
-            Body::HubTombstoned { agent, .. } => {
-                self.tombstoned.insert(agent.clone());
-            }
-            Body::HubRegistered { agent, .. } => {
-                self.tombstoned.remove(agent);
-            }
+            _ if self.counted.observe(event) => {}
             _ => return,
         }
-        let unhealthy: BTreeSet<&String> =
-            self.stopped.iter().chain(self.holds.keys()).chain(self.tombstoned.iter()).collect();
-        let available = self.nodes.saturating_sub(unhealthy.len() as u64);
+        let available = self.counted.healthy() as u64;
         if self.availability.last().is_some_and(|point| point.available == available)
             || self.availability_cut_ms.is_some()
         {
