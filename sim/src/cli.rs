@@ -250,7 +250,12 @@ enum Command {
     ///
     /// Prints to stdout, or writes FILE (atomically) with -o. `fleetsim report merge A.json B.json ... -o FILE`
     /// merges the shard reports of one campaign instead.
-    #[command(after_long_help = REPORT_HELP, args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+    #[command(
+        after_long_help = REPORT_HELP,
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true,
+        disable_help_subcommand = true
+    )]
     Report {
         #[command(subcommand)]
         action: Option<ReportAction>,
