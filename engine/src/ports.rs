@@ -7,6 +7,7 @@
 
 use std::future::Future;
 
+pub mod fleet;
 pub mod site;
 
 /// Time as the engine sees it: a wall clock that can be skewed or stepped, and a monotonic clock for intervals.
@@ -241,12 +242,14 @@ pub enum Signal {
     /// A rollout event worth a person's attention (quarantine, lane verdict, retry exhausted, adoption, terminal).
     Rollout { rollout: String, event: RolloutEvent },
     /// An onboarding workflow's progress and verdict.
-    Onboarding { workflow: String, event: OnboardingEvent },
+    Onboarding { workflow: String, event: WorkflowEvent },
+    /// A decommission workflow's progress and verdict.
+    Decommission { workflow: String, event: WorkflowEvent },
 }
 
-/// What an onboarding workflow reports. Stage, class and state names are the recovery matrix's.
+/// What an onboarding or decommission workflow reports. Stage, class and state names are the recovery matrix's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OnboardingEvent {
+pub enum WorkflowEvent {
     StageStarted {
         stage: String,
         attempt: u64,

@@ -64,7 +64,10 @@ impl SilenceSensor {
         match signal {
             Signal::InstanceSilent { instance, .. } => Some(format!("{JOURNAL_SILENT}{instance}")),
             Signal::InstanceRecovered { instance, .. } => Some(format!("{JOURNAL_RECOVERED}{instance}")),
-            Signal::HubReadFailed { .. } | Signal::Rollout { .. } | Signal::Onboarding { .. } => None,
+            Signal::HubReadFailed { .. }
+            | Signal::Rollout { .. }
+            | Signal::Onboarding { .. }
+            | Signal::Decommission { .. } => None,
         }
     }
 
@@ -207,7 +210,10 @@ mod tests {
                             proptest::prop_assert!(silent_for_ms <= SILENT_THRESHOLD_MS);
                             last_was_silent = false;
                         }
-                        Signal::HubReadFailed { .. } | Signal::Rollout { .. } | Signal::Onboarding { .. } => {
+                        Signal::HubReadFailed { .. }
+            | Signal::Rollout { .. }
+            | Signal::Onboarding { .. }
+            | Signal::Decommission { .. } => {
                             proptest::prop_assert!(false, "only silence signals here")
                         }
                     }

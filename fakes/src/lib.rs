@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod artifacts;
 pub mod hub;
+pub mod inventory;
 pub mod maas;
 pub mod ssh;
 pub mod worker;

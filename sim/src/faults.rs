@@ -291,6 +291,42 @@ pub enum Step {
     ResumeOnboarding {
         target: String,
     },
+    // --- decommission (runs with `[onboarding]`) ---------------------------------------------------------------------
+    /// Driver action: an operator asks the controller to decommission the machine (after its onboarding, if that is
+    /// still in flight).
+    Decommission {
+        target: String,
+    },
+    /// The machine's allocations survive the next `count` forced releases.
+    AllocationStuck {
+        target: String,
+        count: u32,
+    },
+    /// The next `count` storage cleanups of the machine leave residue that validation finds.
+    CleanupResidue {
+        target: String,
+        count: u32,
+    },
+    /// The next `count` uninstalls of the machine's agent fail.
+    UninstallFailure {
+        target: String,
+        count: u32,
+    },
+    /// The machine's node agent takes no task (`down = true`) or takes them again.
+    AgentUnreachable {
+        target: String,
+        down: bool,
+    },
+    /// The inventory's next `count` answers are 503.
+    InventoryUnavailable {
+        count: u32,
+    },
+    /// The region's next `count` disk wipes fail ("Failed to erase disks.").
+    EraseFailure {
+        count: u32,
+    },
+    /// The controller's secrets policy loses `delete` on node secrets.
+    SecretsDeleteDenied,
 }
 
 impl Step {
@@ -353,6 +389,14 @@ impl Step {
             Step::MachineHidden { .. } => "machine_hidden",
             Step::RegisterMacs { .. } => "register_macs",
             Step::ResumeOnboarding { .. } => "resume_onboarding",
+            Step::Decommission { .. } => "decommission",
+            Step::AllocationStuck { .. } => "allocation_stuck",
+            Step::CleanupResidue { .. } => "cleanup_residue",
+            Step::UninstallFailure { .. } => "uninstall_failure",
+            Step::AgentUnreachable { .. } => "agent_unreachable",
+            Step::InventoryUnavailable { .. } => "inventory_unavailable",
+            Step::EraseFailure { .. } => "erase_failure",
+            Step::SecretsDeleteDenied => "secrets_delete_denied",
         }
     }
 
@@ -394,7 +438,14 @@ impl Step {
             | Step::SiteDisabled
             | Step::MachineDeleted { .. }
             | Step::MachineAdvanced { .. }
-            | Step::InterfaceDisconnected { .. } => true,
+            | Step::InterfaceDisconnected { .. }
+            | Step::AllocationStuck { .. }
+            | Step::CleanupResidue { .. }
+            | Step::UninstallFailure { .. }
+            | Step::InventoryUnavailable { .. }
+            | Step::EraseFailure { .. }
+            | Step::SecretsDeleteDenied => true,
+            Step::AgentUnreachable { down, .. } => *down,
             Step::MaasUnreachable { down } => *down,
             Step::MachineHidden { hidden, .. } => *hidden,
             Step::BmcFault { fault, .. } => *fault != BmcFaultKind::Healthy,
@@ -419,7 +470,8 @@ impl Step {
             | Step::ResolverRepair
             | Step::DhcpRepair
             | Step::RegisterMacs { .. }
-            | Step::ResumeOnboarding { .. } => false,
+            | Step::ResumeOnboarding { .. }
+            | Step::Decommission { .. } => false,
         }
     }
 
@@ -462,7 +514,12 @@ impl Step {
             | Step::InterfaceDisconnected { target }
             | Step::MachineHidden { target, .. }
             | Step::RegisterMacs { target }
-            | Step::ResumeOnboarding { target } => vec![("target", target)],
+            | Step::ResumeOnboarding { target }
+            | Step::Decommission { target }
+            | Step::AllocationStuck { target, .. }
+            | Step::CleanupResidue { target, .. }
+            | Step::UninstallFailure { target, .. }
+            | Step::AgentUnreachable { target, .. } => vec![("target", target)],
             Step::OpenEpoch { members } => members.iter().map(|m| ("members", m.as_str())).collect(),
             Step::CloseEpoch { .. }
             | Step::StartRollout { .. }
@@ -480,7 +537,10 @@ impl Step {
             | Step::MaasUnreachable { .. }
             | Step::VaultUnavailable { .. }
             | Step::DhcpRepair
-            | Step::SiteDisabled => vec![],
+            | Step::SiteDisabled
+            | Step::InventoryUnavailable { .. }
+            | Step::EraseFailure { .. }
+            | Step::SecretsDeleteDenied => vec![],
         }
     }
 
@@ -498,6 +558,9 @@ impl Step {
                     | Step::VaultUnavailable { .. }
                     | Step::DhcpRepair
                     | Step::SiteDisabled
+                    | Step::InventoryUnavailable { .. }
+                    | Step::EraseFailure { .. }
+                    | Step::SecretsDeleteDenied
             )
     }
 
@@ -521,7 +584,12 @@ impl Step {
             | Step::InterfaceDisconnected { target }
             | Step::MachineHidden { target, .. }
             | Step::RegisterMacs { target }
-            | Step::ResumeOnboarding { target } => Some(target),
+            | Step::ResumeOnboarding { target }
+            | Step::Decommission { target }
+            | Step::AllocationStuck { target, .. }
+            | Step::CleanupResidue { target, .. }
+            | Step::UninstallFailure { target, .. }
+            | Step::AgentUnreachable { target, .. } => Some(target),
             _ => None,
         }
     }
@@ -584,6 +652,14 @@ impl Step {
         "machine_hidden",
         "register_macs",
         "resume_onboarding",
+        "decommission",
+        "allocation_stuck",
+        "cleanup_residue",
+        "uninstall_failure",
+        "agent_unreachable",
+        "inventory_unavailable",
+        "erase_failure",
+        "secrets_delete_denied",
     ];
 }
 
@@ -601,7 +677,7 @@ pub struct TimedStep {
 pub struct StageStep {
     /// The machine whose workflow triggers the step.
     pub workflow: String,
-    pub stage: engine::matrix::OnboardingStage,
+    pub stage: engine::matrix::Stage,
     pub occurrence: u64,
     pub step: Step,
 }

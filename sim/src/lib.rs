@@ -8,6 +8,7 @@
 pub mod campaign;
 pub mod cli;
 pub mod conformance;
+pub mod decommission;
 pub mod disk;
 pub mod experiment;
 pub mod faults;

@@ -15,10 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use engine::matrix::WorkflowState;
+use engine::onboarding::RetryPolicy;
 use engine::onboarding::driver::{NodeSpec, OnboardPorts, OnboardRequest};
-use engine::onboarding::{RetryPolicy, SitePolicy};
 use engine::ports::site::{self as port, MaasError};
-use engine::ports::{Journal, SecretsError, TransportError};
+use engine::ports::{SecretsError, TransportError};
 use fakes::agent::{HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS};
 use fakes::hub::{AgentKind, Request};
 use fakes::maas::region::{CreateMachine, MachineView, PowerParameters};
@@ -72,13 +72,17 @@ pub(crate) struct SiteState {
     /// `maas_unreachable`: the region answers nothing, whatever the host's state.
     region_down: bool,
     /// Enrolled agents: node → the bearer token its heartbeats carry.
-    enrolled: BTreeMap<String, String>,
+    pub enrolled: BTreeMap<String, String>,
     /// Enrolments under way: node → its machine's system id and its bootstrap token (restarted when the `maas` host
     /// boots again).
     pending: BTreeMap<String, (String, fakes::maas::Secret)>,
     faults_rng: ChaCha8Rng,
     /// `ssh_unreachable`: SSH connections to a machine still to go unanswered.
     ssh_unreachable: BTreeMap<String, u32>,
+    /// The GPUaaS inventory and allocation service (served from the `hub` host).
+    pub inventory: fakes::inventory::Inventory,
+    /// `agent_unreachable`: machines whose agent takes no task.
+    pub agents_unreachable: BTreeSet<String>,
 }
 
 /// The site's part of the world.
@@ -89,6 +93,8 @@ pub(crate) struct SiteWorld {
     wake: Notify,
     /// `resume_onboarding` requests not yet taken by the controller.
     resumes: RefCell<Vec<String>>,
+    /// `decommission` requests not yet taken by the controller.
+    decommissions: RefCell<Vec<String>>,
     resume_requested: Notify,
     /// The site task (not a host task: the machines do not stop when a host crashes).
     task: RefCell<Option<tokio::task::JoinHandle<()>>>,
@@ -120,9 +126,12 @@ impl SiteWorld {
                 pending: BTreeMap::new(),
                 faults_rng: seeds.rng(Consumer::SiteFaults),
                 ssh_unreachable: BTreeMap::new(),
+                inventory: fakes::inventory::Inventory::new(),
+                agents_unreachable: BTreeSet::new(),
             }),
             wake: Notify::new(),
             resumes: RefCell::new(Vec::new()),
+            decommissions: RefCell::new(Vec::new()),
             resume_requested: Notify::new(),
             task: RefCell::new(None),
         }
@@ -277,7 +286,11 @@ impl World {
         });
         match redeemed {
             Ok(VaultResponse::Redeemed { node, .. }) if node == machine => {
-                self.site().state.borrow_mut().enrolled.insert(machine.to_owned(), bearer.clone());
+                let mut state = self.site().state.borrow_mut();
+                state.enrolled.insert(machine.to_owned(), bearer.clone());
+                // The node enters the GPUaaS inventory, active, and takes work.
+                state.inventory.enrol(machine, crate::decommission::ALLOCATIONS_PER_NODE);
+                drop(state);
                 let _ = self.hub_request(Request::Register {
                     agent: machine.to_owned(),
                     kind: AgentKind::Durable,
@@ -314,24 +327,38 @@ impl World {
     // --- the controller's onboarding ------------------------------------------------------------------------------
 
     /// The controller's onboarding task: at `start_at_ms`, every workflow the journal does not show completed runs
-    /// (at most `concurrency` at once); then each `resume_onboarding` runs its node's workflow again.
+    /// (at most `concurrency` at once), and every decommission the journal shows unfinished runs again; then each
+    /// `resume_onboarding` runs its node's workflow again and each `decommission` starts its node's decommission.
     pub(crate) async fn run_onboarding_controller(self: Rc<Self>) {
         let Some(onboarding) = self.spec.onboarding.clone() else { return };
         self.sleep_until_ms(onboarding.start_at_ms).await;
         let permits = Rc::new(tokio::sync::Semaphore::new(onboarding.concurrency as usize));
         let running: Rc<RefCell<BTreeSet<String>>> = Rc::default();
-        let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
-        let lines = journal.replay().await.unwrap_or_default();
+        let decommissioning: Rc<RefCell<BTreeSet<String>>> = Rc::default();
+        let lines = self.controller_journal().await;
         for machine in &onboarding.machines {
-            if !workflow_completed(&lines, &workflow_id(machine)) {
+            // A node whose decommission began is not onboarded again.
+            let decommission_began = engine::decommission::DecommissionHistory::of(
+                &crate::decommission::workflow_id(machine),
+                lines.iter().map(String::as_str),
+            )
+            .is_ok_and(|history| history.runs > 0);
+            if !workflow_completed(&lines, &workflow_id(machine)) && !decommission_began {
                 self.start_workflow(machine, &permits, &running);
             }
+        }
+        for machine in self.unfinished_decommissions(&lines) {
+            self.start_decommission(&machine, &running, &decommissioning);
         }
         loop {
             self.site().resume_requested.notified().await;
             let resumes = std::mem::take(&mut *self.site().resumes.borrow_mut());
             for machine in resumes {
                 self.start_workflow(&machine, &permits, &running);
+            }
+            let decommissions = std::mem::take(&mut *self.site().decommissions.borrow_mut());
+            for machine in decommissions {
+                self.start_decommission(&machine, &running, &decommissioning);
             }
         }
     }
@@ -391,7 +418,7 @@ impl World {
             stall_window_ms: onboarding.stall_window_ms,
             poll_ms: onboarding.poll_ms,
             retry: RetryPolicy::default(),
-            site_policy: SitePolicy::default(),
+            site_policy: onboarding.site_policy(),
             bootstrap_token_ttl_ms: BOOTSTRAP_TOKEN_TTL_MS,
         }
     }
@@ -404,6 +431,11 @@ impl World {
         match step {
             Step::ResumeOnboarding { target } => {
                 site.resumes.borrow_mut().push(target.clone());
+                site.resume_requested.notify_one();
+                return;
+            }
+            Step::Decommission { target } => {
+                site.decommissions.borrow_mut().push(target.clone());
                 site.resume_requested.notify_one();
                 return;
             }
@@ -524,6 +556,19 @@ impl World {
             }
             Step::DhcpRepair => state.site.dhcp.repair(),
             Step::SiteDisabled => state.site.vault.set_site_value("enabled", "false"),
+            Step::SecretsDeleteDenied => state.site.vault.set_delete_policy(false),
+            Step::EraseFailure { count } => state.site.region.fail_next_erases(*count),
+            Step::AllocationStuck { target, count } => state.inventory.stick_allocations(target, *count),
+            Step::CleanupResidue { target, count } => state.inventory.leave_residue(target, *count),
+            Step::UninstallFailure { target, count } => state.inventory.fail_uninstalls(target, *count),
+            Step::InventoryUnavailable { count } => state.inventory.fail_next(*count),
+            Step::AgentUnreachable { target, down } => {
+                if *down {
+                    state.agents_unreachable.insert(target.clone());
+                } else {
+                    state.agents_unreachable.remove(target);
+                }
+            }
             Step::MachineHidden { target, hidden } => {
                 for system_id in records(state, target) {
                     if *hidden {
@@ -956,13 +1001,41 @@ impl port::MaasApi for SimMaas {
         self.machine_op("deploy", system_id, request).await
     }
 
-    async fn release(&self, system_id: &str) -> Result<port::Machine, MaasError> {
-        self.machine_op("release", system_id, MaasRequest::Release { system_id: system_id.to_owned(), comment: None })
-            .await
+    async fn release(&self, system_id: &str, erase: bool) -> Result<port::Machine, MaasError> {
+        let request = MaasRequest::Release { system_id: system_id.to_owned(), comment: None, erase };
+        self.machine_op("release", system_id, request).await
     }
 
     async fn abort(&self, system_id: &str) -> Result<port::Machine, MaasError> {
         self.machine_op("abort", system_id, MaasRequest::Abort { system_id: system_id.to_owned(), comment: None }).await
+    }
+
+    async fn mark_fixed(&self, system_id: &str) -> Result<port::Machine, MaasError> {
+        let request = MaasRequest::MarkFixed { system_id: system_id.to_owned(), comment: None };
+        self.machine_op("mark_fixed", system_id, request).await
+    }
+
+    async fn power_off(&self, system_id: &str) -> Result<(), MaasError> {
+        let request = MaasRequest::PowerOff { system_id: system_id.to_owned() };
+        self.request("power_off", Some(system_id), request, |_, _, _| Some(())).await
+    }
+
+    async fn power_state(&self, system_id: &str) -> Result<port::PowerState, MaasError> {
+        let request = MaasRequest::QueryPowerState { system_id: system_id.to_owned() };
+        self.request("query_power_state", Some(system_id), request, |_, _, body| match body {
+            MaasBody::PowerState { state } => Some(match state.as_str() {
+                "on" => port::PowerState::On,
+                "off" => port::PowerState::Off,
+                _ => port::PowerState::Unknown,
+            }),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn delete_machine(&self, system_id: &str) -> Result<(), MaasError> {
+        let request = MaasRequest::DeleteMachine { system_id: system_id.to_owned() };
+        self.request("delete", Some(system_id), request, |_, _, _| Some(())).await
     }
 }
 
@@ -1058,6 +1131,7 @@ pub(crate) fn secrets_error(error: VaultError) -> SecretsError {
             SecretsError::Refused(error.to_string())
         }
         VaultError::NoTokenPolicy => SecretsError::Unsupported(error.to_string()),
+        VaultError::DeleteDenied { .. } => SecretsError::Refused(error.to_string()),
     }
 }
 
@@ -1114,6 +1188,20 @@ impl port::SiteSecrets for SimSiteSecrets {
         match self.ask(VaultRequest::IssueBootstrapToken { node: node.to_owned(), ttl_ms }).await? {
             VaultResponse::Token(grant) => Ok(engine::secret::Secret::new(grant.value.expose())),
             _ => Err(unexpected("bootstrap token")),
+        }
+    }
+
+    async fn node_secrets_capabilities(&self) -> Result<Vec<String>, SecretsError> {
+        match self.ask(VaultRequest::NodeSecretsCapabilities).await? {
+            VaultResponse::Capabilities(capabilities) => Ok(capabilities),
+            _ => Err(unexpected("capabilities")),
+        }
+    }
+
+    async fn delete_node_secrets(&self, node: &str) -> Result<u32, SecretsError> {
+        match self.ask(VaultRequest::DeleteNodeSecrets { node: node.to_owned() }).await? {
+            VaultResponse::Deleted { count } => Ok(count),
+            _ => Err(unexpected("delete")),
         }
     }
 }

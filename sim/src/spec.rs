@@ -121,9 +121,24 @@ pub struct OnboardingSpec {
     pub poll_ms: u64,
     /// The most workflows in flight at once.
     pub concurrency: u32,
+    /// `release_maas_node`: the no-erase fallback is allowed (absent from the configuration when false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_erase_release_allowed: bool,
+    /// `remove_maas_record`: the site requires the MAAS record deleted (else it is retained, with a follow-up).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub maas_delete_required: bool,
 }
 
 impl OnboardingSpec {
+    /// The site's policies for both workflows.
+    pub fn site_policy(&self) -> engine::onboarding::SitePolicy {
+        engine::onboarding::SitePolicy {
+            roce_mandatory: false,
+            no_erase_release_allowed: self.no_erase_release_allowed,
+            maas_delete_required: self.maas_delete_required,
+        }
+    }
+
     pub fn has_machine(&self, name: &str) -> bool {
         self.machines.iter().any(|machine| machine == name)
     }
@@ -234,6 +249,8 @@ pub(crate) struct OnboardingFile {
     stall_window_ms: Option<Spanned<u64>>,
     poll_ms: Option<Spanned<u64>>,
     concurrency: Option<Spanned<u32>>,
+    no_erase_release_allowed: Option<bool>,
+    maas_delete_required: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -448,6 +465,8 @@ pub(crate) fn resolve_onboarding(
         )?,
         poll_ms: positive(source, "onboarding.poll_ms", table.poll_ms.as_ref(), DEFAULT_ONBOARDING_POLL_MS)?,
         concurrency,
+        no_erase_release_allowed: table.no_erase_release_allowed.unwrap_or(false),
+        maas_delete_required: table.maas_delete_required.unwrap_or(false),
     }))
 }
 
@@ -639,7 +658,8 @@ fn parse_step(
     }
 }
 
-/// `on_stage = "<stage>"`, `workflow = "<machine>"`, `occurrence = N` (default 1) of a stage-triggered step.
+/// `on_stage = "<stage>"`, `workflow = "<machine>"`, `occurrence = N` (default 1) of a stage-triggered step. A
+/// decommission stage is written `decommission:<stage>` (or bare, when no onboarding stage has its name).
 fn parse_stage_trigger(
     source: &Source,
     key: &str,
@@ -648,20 +668,17 @@ fn parse_stage_trigger(
     workflow: Option<toml::Value>,
     occurrence: Option<toml::Value>,
     onboarding: Option<&OnboardingSpec>,
-) -> Result<(String, engine::matrix::OnboardingStage, u64), SpecError> {
+) -> Result<(String, engine::matrix::Stage, u64), SpecError> {
     let Some(onboarding) = onboarding else {
         return Err(source.error_at(Some(span), format!("{key}.on_stage: needs an [onboarding] table")));
     };
-    let stage = stage
-        .as_str()
-        .and_then(|name| engine::matrix::OnboardingStage::ALL.into_iter().find(|stage| stage.as_str() == name))
-        .ok_or_else(|| {
-            let names: Vec<&str> = engine::matrix::OnboardingStage::ALL.iter().map(|stage| stage.as_str()).collect();
-            source.error_at(
-                Some(span.clone()),
-                format!("{key}.on_stage: {stage} is not an onboarding stage (one of {})", names.join(", ")),
-            )
-        })?;
+    let stage = stage.as_str().and_then(parse_stage).ok_or_else(|| {
+        let names: Vec<String> = engine::matrix::Stage::all().map(stage_name).collect();
+        source.error_at(
+            Some(span.clone()),
+            format!("{key}.on_stage: {stage} is not a stage of the recovery matrix (one of {})", names.join(", ")),
+        )
+    })?;
     let workflow = match workflow {
         Some(toml::Value::String(machine)) if onboarding.has_machine(&machine) => machine,
         Some(other) => {
@@ -819,7 +836,32 @@ pub(crate) fn is_driver_action(step: &Step) -> bool {
             | Step::StartRollout { .. }
             | Step::RegisterMacs { .. }
             | Step::ResumeOnboarding { .. }
+            | Step::Decommission { .. }
     )
+}
+
+/// A stage as `on_stage` names it: an onboarding stage bare, a decommission stage with the `decommission:` prefix.
+pub fn stage_name(stage: engine::matrix::Stage) -> String {
+    match stage {
+        engine::matrix::Stage::Onboarding(stage) => stage.as_str().to_owned(),
+        engine::matrix::Stage::Decommission(stage) => {
+            format!("{}{}", crate::trace::DECOMMISSION_PAIR_PREFIX, stage.as_str())
+        }
+    }
+}
+
+/// The stage `on_stage` names: `decommission:<stage>`, or a bare name (onboarding's first: `load_site_config` is
+/// in both workflows).
+fn parse_stage(name: &str) -> Option<engine::matrix::Stage> {
+    use engine::matrix::{DecommissionStage, OnboardingStage, Stage};
+    if let Some(name) = name.strip_prefix(crate::trace::DECOMMISSION_PAIR_PREFIX) {
+        return DecommissionStage::ALL.into_iter().find(|stage| stage.as_str() == name).map(Stage::Decommission);
+    }
+    OnboardingStage::ALL
+        .into_iter()
+        .find(|stage| stage.as_str() == name)
+        .map(Stage::Onboarding)
+        .or_else(|| DecommissionStage::ALL.into_iter().find(|stage| stage.as_str() == name).map(Stage::Decommission))
 }
 
 /// The revision and generation every worker runs when a run starts (the RCCA's source before the incident rollout).
@@ -931,7 +973,8 @@ nodes = 2
         let both = step("at_ms = 5\non_stage = \"commission_node\"\nworkflow = \"node-03\"");
         assert!(both.starts_with("s.toml:13:1: step[0]: give at_ms or on_stage, not both"), "{both}");
         let stage = step("on_stage = \"polish_node\"\nworkflow = \"node-03\"");
-        assert!(stage.contains("step[0].on_stage: \"polish_node\" is not an onboarding stage"), "{stage}");
+        assert!(stage.contains("step[0].on_stage: \"polish_node\" is not a stage of the recovery matrix"), "{stage}");
+        assert!(stage.contains("decommission:load_site_config"), "the decommission stages are named: {stage}");
         let machine = step("on_stage = \"commission_node\"\nworkflow = \"node-09\"");
         assert!(
             machine.contains("step[0].workflow: \"node-09\" is not a machine of the MAAS site (node-03)"),

@@ -74,6 +74,8 @@ pub enum Body {
     Rollout { rollout: String, event: RolloutBody },
     #[serde(rename = "engine.onboarding")]
     Onboarding { workflow: String, event: OnboardingBody },
+    #[serde(rename = "engine.decommission")]
+    Decommission { workflow: String, event: OnboardingBody },
     /// A worker's agent service started or stopped (by the rollout, a fault or an operator).
     #[serde(rename = "worker.service")]
     WorkerService { running: bool },
@@ -137,6 +139,12 @@ pub enum Body {
     /// An SSH command of the controller on a site machine (the hardware-sync seed), when its outcome is known.
     #[serde(rename = "site.ssh")]
     SiteSsh { machine: String, op: String, error: Option<String> },
+    /// A request of the controller to the GPUaaS inventory, when its outcome is known (`error` when it failed).
+    #[serde(rename = "inventory.request")]
+    InventoryRequest { node: String, op: String, error: Option<String> },
+    /// A node task dispatched (whether or not the agent took it).
+    #[serde(rename = "inventory.task")]
+    NodeTask { node: String, task: String, operation_id: String },
 }
 
 /// A rollout signal of the engine, as the trace records it.
@@ -191,7 +199,11 @@ impl From<engine::ports::RolloutEvent> for RolloutBody {
     }
 }
 
-/// An onboarding signal of the engine, as the trace records it.
+/// How a decommission `stage/failure_class` pair is named among the matrix pairs (the two workflows share the stage
+/// name `load_site_config`).
+pub const DECOMMISSION_PAIR_PREFIX: &str = "decommission:";
+
+/// An onboarding or decommission signal of the engine, as the trace records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum OnboardingBody {
@@ -205,9 +217,9 @@ pub enum OnboardingBody {
     Completed { system_id: String },
 }
 
-impl From<engine::ports::OnboardingEvent> for OnboardingBody {
-    fn from(event: engine::ports::OnboardingEvent) -> Self {
-        use engine::ports::OnboardingEvent as E;
+impl From<engine::ports::WorkflowEvent> for OnboardingBody {
+    fn from(event: engine::ports::WorkflowEvent) -> Self {
+        use engine::ports::WorkflowEvent as E;
         match event {
             E::StageStarted { stage, attempt } => OnboardingBody::StageStarted { stage, attempt },
             E::StageDone { stage, adopted } => OnboardingBody::StageDone { stage, adopted },
@@ -253,8 +265,14 @@ impl Trace {
         self.hasher.update(b"\n");
         self.events += 1;
         self.oracles.on_event(&event, &line);
-        if let Body::Onboarding { event: OnboardingBody::StageFailed { stage, class, .. }, .. } = &event.body {
-            *self.matrix_pairs.entry(format!("{stage}/{class}")).or_default() += 1;
+        match &event.body {
+            Body::Onboarding { event: OnboardingBody::StageFailed { stage, class, .. }, .. } => {
+                *self.matrix_pairs.entry(format!("{stage}/{class}")).or_default() += 1;
+            }
+            Body::Decommission { event: OnboardingBody::StageFailed { stage, class, .. }, .. } => {
+                *self.matrix_pairs.entry(format!("{DECOMMISSION_PAIR_PREFIX}{stage}/{class}")).or_default() += 1;
+            }
+            _ => {}
         }
         self.collectors.on_event(&event);
         if let Some(lines) = &mut self.lines {

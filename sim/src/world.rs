@@ -97,7 +97,7 @@ pub struct World {
     net: RefCell<NetState>,
     trace: RefCell<Trace>,
     /// The hub's database: it survives crashes of the hub host (every request is a committed transaction).
-    hub: RefCell<Hub>,
+    pub(crate) hub: RefCell<Hub>,
     /// Each node's agent bearer token (minted from the node's seed stream).
     tokens: Vec<String>,
     /// Each node's own random stream (agent heartbeat phase).
@@ -488,7 +488,7 @@ impl World {
         response
     }
 
-    fn record_hub_events(&self, events: Vec<HubEvent>) {
+    pub(crate) fn record_hub_events(&self, events: Vec<HubEvent>) {
         for event in events {
             let body = match event {
                 HubEvent::Registered { agent } => {
@@ -650,10 +650,14 @@ impl World {
                 .iter()
                 .zip(fired.iter_mut())
                 .filter(|(staged, fired)| {
+                    let workflow_id = match staged.stage {
+                        engine::matrix::Stage::Onboarding(_) => crate::site::workflow_id(&staged.workflow),
+                        engine::matrix::Stage::Decommission(_) => crate::decommission::workflow_id(&staged.workflow),
+                    };
                     !**fired
                         && staged.stage.as_str() == stage
                         && staged.occurrence == occurrence
-                        && crate::site::workflow_id(&staged.workflow) == workflow
+                        && workflow_id == workflow
                 })
                 .map(|(staged, fired)| {
                     *fired = true;
@@ -809,7 +813,15 @@ impl World {
             | Step::MachineAdvanced { .. }
             | Step::MachineHidden { .. }
             | Step::RegisterMacs { .. }
-            | Step::ResumeOnboarding { .. } => self.apply_site_step(step),
+            | Step::ResumeOnboarding { .. }
+            | Step::Decommission { .. }
+            | Step::AllocationStuck { .. }
+            | Step::CleanupResidue { .. }
+            | Step::UninstallFailure { .. }
+            | Step::AgentUnreachable { .. }
+            | Step::InventoryUnavailable { .. }
+            | Step::EraseFailure { .. }
+            | Step::SecretsDeleteDenied => self.apply_site_step(step),
         }
     }
 
@@ -1065,9 +1077,13 @@ impl Signals for SimSignals {
             Signal::Onboarding { workflow, event } => {
                 Body::Onboarding { workflow, event: crate::trace::OnboardingBody::from(event) }
             }
+            Signal::Decommission { workflow, event } => {
+                Body::Decommission { workflow, event: crate::trace::OnboardingBody::from(event) }
+            }
         };
         let started = match &body {
-            Body::Onboarding { workflow, event: crate::trace::OnboardingBody::StageStarted { stage, .. } } => {
+            Body::Onboarding { workflow, event: crate::trace::OnboardingBody::StageStarted { stage, .. } }
+            | Body::Decommission { workflow, event: crate::trace::OnboardingBody::StageStarted { stage, .. } } => {
                 Some((workflow.clone(), stage.clone()))
             }
             _ => None,

@@ -26,7 +26,7 @@ use crate::onboarding::{
 };
 use crate::ports::site::{DnsAnswer, MaasApi, MaasError, Machine, MachineStatus, NewMachine, Resolver, SiteSecrets};
 use crate::ports::{
-    Clock, Endpoint, Hub, Journal, OnboardingEvent, SecretsError, Signal, Signals, Ssh, SshError, SshRequest,
+    Clock, Endpoint, Hub, Journal, SecretsError, Signal, Signals, Ssh, SshError, SshRequest, WorkflowEvent,
 };
 use crate::secret::Secret;
 
@@ -344,14 +344,11 @@ where
             let system_id = state.system_id.clone();
             self.record(OnboardRecord::Checkpoint { workflow: workflow.to_owned(), run, stage, attempt, system_id })
                 .await;
-            self.emit(
-                workflow,
-                OnboardingEvent::StageStarted { stage: stage.as_str().into(), attempt: attempt.into() },
-            );
+            self.emit(workflow, WorkflowEvent::StageStarted { stage: stage.as_str().into(), attempt: attempt.into() });
             let failure = match self.run_stage(request, stage, &mut state).await {
                 Ok(()) => {
                     let adopted = std::mem::take(&mut state.adopted);
-                    self.emit(workflow, OnboardingEvent::StageDone { stage: stage.as_str().into(), adopted });
+                    self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
                     if MAIN_STAGES.get(index) == Some(&stage) {
                         index += 1;
                     }
@@ -376,7 +373,7 @@ where
             };
             self.emit(
                 workflow,
-                OnboardingEvent::StageFailed {
+                WorkflowEvent::StageFailed {
                     stage: stage.as_str().into(),
                     class: failure.class.as_str().into(),
                     error: failure.error.clone(),
@@ -390,7 +387,7 @@ where
                     if stage == OnboardingStage::RecoverForDatasourceRetry {
                         detour = Some(stage);
                     }
-                    let event = OnboardingEvent::Retrying {
+                    let event = WorkflowEvent::Retrying {
                         stage: stage.as_str().into(),
                         attempt: attempt_next.into(),
                         delay_ms,
@@ -401,7 +398,7 @@ where
                 }
                 Decision::Continue { reason } => {
                     let adopted = reason == ContinueReason::AdoptObservedState;
-                    self.emit(workflow, OnboardingEvent::StageDone { stage: stage.as_str().into(), adopted });
+                    self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
                     if MAIN_STAGES.get(index) == Some(&stage) {
                         index += 1;
                     }
@@ -420,7 +417,7 @@ where
                     self.record(record).await;
                     self.emit(
                         workflow,
-                        OnboardingEvent::Stopped {
+                        WorkflowEvent::Stopped {
                             stage: stage.as_str().into(),
                             class: failure.class.as_str().into(),
                             workflow_state: stop.workflow_state.as_str().into(),
@@ -443,7 +440,7 @@ where
         let system_id = state.system_id.clone().unwrap_or_default();
         self.record(OnboardRecord::Completed { workflow: workflow.to_owned(), run, system_id: system_id.clone() })
             .await;
-        self.emit(workflow, OnboardingEvent::Completed { system_id: system_id.clone() });
+        self.emit(workflow, WorkflowEvent::Completed { system_id: system_id.clone() });
         OnboardOutcome {
             workflow_state: WorkflowState::Completed,
             node_state: NodeState::Active,
@@ -454,7 +451,7 @@ where
         }
     }
 
-    fn emit(&self, workflow: &str, event: OnboardingEvent) {
+    fn emit(&self, workflow: &str, event: WorkflowEvent) {
         self.signals.emit(Signal::Onboarding { workflow: workflow.to_owned(), event });
     }
 
@@ -535,7 +532,7 @@ where
                     let _ = match machine.status {
                         MachineStatus::Deploying => self.maas.abort(&system_id).await.map(|_| ()),
                         MachineStatus::Deployed | MachineStatus::FailedDeployment | MachineStatus::Allocated => {
-                            self.maas.release(&system_id).await.map(|_| ())
+                            self.maas.release(&system_id, false).await.map(|_| ())
                         }
                         _ => Ok(()),
                     };
@@ -560,7 +557,7 @@ where
         mut failure: StageFailure,
     ) -> StageFailure {
         let workflow = request.workflow.as_str();
-        self.emit(workflow, OnboardingEvent::StageStarted { stage: "classify_deploy_failure".into(), attempt: 1 });
+        self.emit(workflow, WorkflowEvent::StageStarted { stage: "classify_deploy_failure".into(), attempt: 1 });
         let stage = OnboardingStage::ClassifyDeployFailure.as_str();
         let events = match &state.system_id {
             Some(system_id) => self.maas.events(system_id, None).await,
@@ -572,7 +569,7 @@ where
                     let line = format!("{}: {} {}", event.level, event.text, event.description).to_lowercase();
                     failure.evidence.push(line);
                 }
-                self.emit(workflow, OnboardingEvent::StageDone { stage: stage.into(), adopted: false });
+                self.emit(workflow, WorkflowEvent::StageDone { stage: stage.into(), adopted: false });
             }
             // Best effort (the matrix): the events cannot be read, so the failure stays the generic deploy failure.
             Err(error) => {
@@ -580,7 +577,7 @@ where
                 let error = format!("{error}; falling back to the generic deploy failure");
                 self.emit(
                     workflow,
-                    OnboardingEvent::StageFailed { stage: stage.into(), class: class.as_str().into(), error },
+                    WorkflowEvent::StageFailed { stage: stage.into(), class: class.as_str().into(), error },
                 );
             }
         }
@@ -599,7 +596,7 @@ where
         }
         let value =
             format!("{} from an earlier run's deploy: back to Ready before commissioning", machine.status.name());
-        self.emit(&request.workflow, OnboardingEvent::Observed { what: format!("machine {system_id}"), value });
+        self.emit(&request.workflow, WorkflowEvent::Observed { what: format!("machine {system_id}"), value });
         self.back_to_ready(request, state).await
     }
 
@@ -622,7 +619,7 @@ where
                         MachineStatus::Deployed | MachineStatus::FailedDeployment | MachineStatus::Allocated
                     ) =>
                 {
-                    self.maas.release(&system_id).await.map(|_| ())
+                    self.maas.release(&system_id, false).await.map(|_| ())
                 }
                 Ok(machine) if machine.status == MachineStatus::Deploying => {
                     self.maas.abort(&system_id).await.map(|_| ())
@@ -740,7 +737,7 @@ where
                 let subnets = self.maas.subnets().await.map_err(|error| StageFailure::maas(&error))?;
                 for subnet in &subnets {
                     let value = format!("{} mtu {}", subnet.cidr, subnet.mtu);
-                    self.emit(workflow, OnboardingEvent::Observed { what: format!("vlan {}", subnet.vlan_vid), value });
+                    self.emit(workflow, WorkflowEvent::Observed { what: format!("vlan {}", subnet.vlan_vid), value });
                 }
                 for vid in [site.pxe_vlan_vid, site.roce_vlan_vid] {
                     if !subnets.iter().any(|subnet| subnet.vlan_vid == vid) {
@@ -757,10 +754,7 @@ where
                 };
                 self.emit(
                     workflow,
-                    OnboardingEvent::Observed {
-                        what: format!("resolver {}", site.metadata_host),
-                        value: value.clone(),
-                    },
+                    WorkflowEvent::Observed { what: format!("resolver {}", site.metadata_host), value: value.clone() },
                 );
                 match answer {
                     Ok(DnsAnswer::Address(_)) => {}
@@ -1131,7 +1125,7 @@ where
                     let evidence: Vec<String> = evidence.iter().map(display_evidence).collect();
                     self.emit(
                         workflow,
-                        OnboardingEvent::Stalled {
+                        WorkflowEvent::Stalled {
                             stage: stage.as_str().into(),
                             class: class.as_str().into(),
                             evidence: evidence.clone(),

@@ -23,6 +23,8 @@ pub enum MachineStatus {
     FailedDeployment,
     Releasing,
     Broken,
+    DiskErasing,
+    FailedDiskErasing,
     /// Any other status: its code and MAAS's name for it.
     Other {
         code: u8,
@@ -44,6 +46,8 @@ impl MachineStatus {
             11 => MachineStatus::FailedDeployment,
             12 => MachineStatus::Releasing,
             8 => MachineStatus::Broken,
+            14 => MachineStatus::DiskErasing,
+            15 => MachineStatus::FailedDiskErasing,
             _ => MachineStatus::Other { code, name: name.to_owned() },
         }
     }
@@ -60,6 +64,8 @@ impl MachineStatus {
             MachineStatus::FailedDeployment => "Failed deployment",
             MachineStatus::Releasing => "Releasing",
             MachineStatus::Broken => "Broken",
+            MachineStatus::DiskErasing => "Disk erasing",
+            MachineStatus::FailedDiskErasing => "Failed disk erasing",
             MachineStatus::Other { name, .. } => name,
         }
     }
@@ -183,8 +189,26 @@ pub trait MaasApi {
         user_data: &Secret,
         enable_hw_sync: bool,
     ) -> impl Future<Output = Result<Machine, MaasError>>;
-    fn release(&self, system_id: &str) -> impl Future<Output = Result<Machine, MaasError>>;
+    /// `op=release`; with `erase` MAAS wipes the disks first (DISK_ERASING, then RELEASING, then READY).
+    fn release(&self, system_id: &str, erase: bool) -> impl Future<Output = Result<Machine, MaasError>>;
     fn abort(&self, system_id: &str) -> impl Future<Output = Result<Machine, MaasError>>;
+    /// `op=mark_fixed`: BROKEN back to READY.
+    fn mark_fixed(&self, system_id: &str) -> impl Future<Output = Result<Machine, MaasError>>;
+    /// `op=power_off` (hard): MAAS asks the BMC and answers; the power may still read on afterwards.
+    fn power_off(&self, system_id: &str) -> impl Future<Output = Result<(), MaasError>>;
+    /// `op=query_power_state`: MAAS asks the BMC now.
+    fn power_state(&self, system_id: &str) -> impl Future<Output = Result<PowerState, MaasError>>;
+    /// `DELETE machines/{id}/` (204).
+    fn delete_machine(&self, system_id: &str) -> impl Future<Output = Result<(), MaasError>>;
+}
+
+/// A machine's power as MAAS's `query_power_state` answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PowerState {
+    On,
+    Off,
+    /// MAAS could not tell (`error`, `unknown`).
+    Unknown,
 }
 
 /// A resolver's answer for one name.
@@ -226,4 +250,10 @@ pub trait SiteSecrets {
     fn power_credential(&self, node: &str) -> impl Future<Output = Result<PowerCredential, SecretsError>>;
     /// A single-use token the node's agent enrols with, valid for `ttl_ms`.
     fn bootstrap_token(&self, node: &str, ttl_ms: u64) -> impl Future<Output = Result<Secret, SecretsError>>;
+    /// What the controller may do on node secrets (Vault's `sys/capabilities-self`): a zero-cost probe made
+    /// before a decommission mutates anything.
+    fn node_secrets_capabilities(&self) -> impl Future<Output = Result<Vec<String>, SecretsError>>;
+    /// Deletes the node's power-credential override and revokes its unredeemed bootstrap tokens (idempotent);
+    /// answers how many secrets went.
+    fn delete_node_secrets(&self, node: &str) -> impl Future<Output = Result<u32, SecretsError>>;
 }

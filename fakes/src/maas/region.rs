@@ -39,6 +39,9 @@ pub const CONFLICT_RETRY_AFTER_S: u32 = 5;
 pub const UNAVAILABLE_RETRY_AFTER_S: u32 = 10;
 /// The events query's hard limit.
 pub const EVENTS_LIMIT_MAX: u32 = 1000;
+/// How long a disk wipe of a release with `erase` takes (our figure: a quick erase of a BOSS mirror and the NVMe
+/// data disks; MAAS has no fixed value).
+pub const ERASE_MS: u64 = 8 * 60_000;
 
 /// The commissioning scripts a node runs, named after MAAS's builtin scripts (the ones the 2026-07-20 record
 /// suspects of hanging on virtual hardware are among them).
@@ -377,6 +380,8 @@ pub enum MaasRequest {
     Release {
         system_id: String,
         comment: Option<String>,
+        /// `erase=true`: wipe the disks first (DISK_ERASING, then RELEASING).
+        erase: bool,
     },
     Abort {
         system_id: String,
@@ -554,6 +559,8 @@ struct MachineRecord {
     block_devices: Vec<BlockDevice>,
     boot_disk_id: Option<u64>,
     boot_interface_id: Option<u64>,
+    /// While DISK_ERASING: when the wipe ends.
+    erase_done_ms: Option<u64>,
 }
 
 /// The region of one site.
@@ -573,6 +580,8 @@ pub struct Region {
     fail_next: VecDeque<(u16, u32)>,
     /// Deploys still to fail rendering their preseed.
     preseed_failures: u32,
+    /// Fault: the next wipes fail ("Failed to erase disks.").
+    erase_failures: u32,
     reachable: bool,
     monitor_alive: bool,
     monitor_last_tick_ms: u64,
@@ -595,6 +604,7 @@ impl Region {
             next_static_host: BTreeMap::new(),
             fail_next: VecDeque::new(),
             preseed_failures: 0,
+            erase_failures: 0,
             reachable: true,
             monitor_alive: true,
             monitor_last_tick_ms: 0,
@@ -669,6 +679,12 @@ impl Region {
     /// `PreseedError`); the machine stays allocated to the caller.
     pub fn fail_next_preseeds(&mut self, count: u32) {
         self.preseed_failures += count;
+    }
+
+    /// Fault: the next `count` disk wipes of a release with `erase` fail: MAAS marks the machine failed with
+    /// "Failed to erase disks." (FAILED_DISK_ERASING).
+    pub fn fail_next_erases(&mut self, count: u32) {
+        self.erase_failures += count;
     }
 
     /// Fault: the next API request answers 409 (a serialisation conflict that outlived the server's retries) with
@@ -830,7 +846,7 @@ impl Region {
             MaasRequest::Deploy { distro_series, user_data, enable_hw_sync, .. } => {
                 self.deploy(now_ms, caller, &id, distro_series, user_data, enable_hw_sync, bmc)
             }
-            MaasRequest::Release { comment, .. } => self.release(now_ms, caller, &id, comment, bmc),
+            MaasRequest::Release { comment, erase, .. } => self.release(now_ms, caller, &id, comment, erase, bmc),
             MaasRequest::Abort { comment, .. } => self.abort(now_ms, caller, &id, comment, bmc),
             MaasRequest::MarkBroken { comment, .. } => self.mark_broken(now_ms, caller, &id, comment, bmc),
             MaasRequest::MarkFixed { comment, .. } => self.mark_fixed(now_ms, caller, &id, comment),
@@ -1133,6 +1149,7 @@ impl Region {
                 block_devices: Vec::new(),
                 boot_disk_id: None,
                 boot_interface_id,
+                erase_done_ms: None,
             },
         );
         if create.commission {
@@ -1267,10 +1284,11 @@ impl Region {
         caller: &str,
         system_id: &str,
         comment: Option<String>,
+        erase: bool,
         bmc: &mut Bmc,
     ) -> MaasResponse {
         let status = self.machines[system_id].status;
-        if status == NodeStatus::Ready || status == NodeStatus::Releasing {
+        if matches!(status, NodeStatus::Ready | NodeStatus::Releasing | NodeStatus::DiskErasing) {
             return self.machine_response(system_id);
         }
         if !RELEASABLE.contains(&status) {
@@ -1283,9 +1301,43 @@ impl Region {
             Some(comment) => format!("({caller}) - {comment}"),
             None => format!("({caller})"),
         };
-        self.log(now_ms, system_id, caller, EventLevel::Debug, "User releasing node", &description);
-        self.start_release(now_ms, system_id, bmc);
+        if erase {
+            self.log(now_ms, system_id, caller, EventLevel::Debug, "User erasing disk", &description);
+            self.start_erase(now_ms, system_id, bmc);
+        } else {
+            self.log(now_ms, system_id, caller, EventLevel::Debug, "User releasing node", &description);
+            self.start_release(now_ms, system_id, bmc);
+        }
         self.machine_response(system_id)
+    }
+
+    /// `start_disk_erasing`: DISK_ERASING until the wipe finishes [`ERASE_MS`] later (the status monitor's tick
+    /// completes it), then the release proper.
+    ///
+    /// Deviation from real MAAS: the machine does not PXE-boot an ephemeral environment to run `wipe-disks`; the
+    /// wipe is a timer on the record, and a failure (the `fail_next_erases` fault) is MAAS's own verdict,
+    /// "Failed to erase disks.", with FAILED_DISK_ERASING.
+    fn start_erase(&mut self, now_ms: u64, system_id: &str, bmc: &mut Bmc) {
+        self.log(now_ms, system_id, "", EventLevel::Info, "Disk erasing", "");
+        self.set_status(now_ms, system_id, NodeStatus::DiskErasing);
+        let _ = self.power_off(now_ms, system_id, bmc);
+        let record = self.record_mut(system_id);
+        record.erase_done_ms = Some(now_ms + ERASE_MS);
+        // Timed like a release, with the wipe's own length on top, so the monitor ticks until it ends.
+        record.status_expires_ms = Some(now_ms + ERASE_MS + 30 * 60_000);
+    }
+
+    /// The wipe of an erasing machine ended at the monitor's tick: disks erased and the release goes on, or MAAS
+    /// marks it failed.
+    fn finish_erase(&mut self, now_ms: u64, system_id: &str, bmc: &mut Bmc) {
+        self.record_mut(system_id).erase_done_ms = None;
+        if self.erase_failures > 0 {
+            self.erase_failures -= 1;
+            self.mark_failed(now_ms, system_id, "Failed to erase disks.");
+            return;
+        }
+        self.log(now_ms, system_id, "", EventLevel::Info, "Disks erased", "");
+        self.start_release(now_ms, system_id, bmc);
     }
 
     /// `_release`: RELEASING, power off, READY once the power is seen off.
@@ -1599,6 +1651,16 @@ impl Region {
                 self.finish_release(now_ms, &system_id);
             }
         }
+        let wiped: Vec<String> = self
+            .machines
+            .values()
+            .filter(|record| record.status == NodeStatus::DiskErasing)
+            .filter(|record| record.erase_done_ms.is_some_and(|done_ms| done_ms <= now_ms))
+            .map(|record| record.system_id.clone())
+            .collect();
+        for system_id in wiped {
+            self.finish_erase(now_ms, &system_id, bmc);
+        }
         let expired: Vec<(String, NodeStatus)> = self
             .machines
             .values()
@@ -1756,6 +1818,7 @@ impl Region {
             block_devices: Vec::new(),
             boot_disk_id: None,
             boot_interface_id: None,
+            erase_done_ms: None,
         };
         self.apply_hardware(&mut record, hardware);
         self.insert_record(now_ms, record);
@@ -2147,7 +2210,7 @@ mod tests {
                 text(409, "Can't deploy a machine that is in the 'New' state"),
             ),
             (
-                MaasRequest::Release { system_id: id.clone(), comment: None },
+                MaasRequest::Release { system_id: id.clone(), comment: None, erase: false },
                 text(409, "Machine cannot be released in its current state ('New')."),
             ),
             (

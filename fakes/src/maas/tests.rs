@@ -403,7 +403,7 @@ fn scripted_run(seed: u64) -> String {
         responses.push(site.handle_maas(
             61 * MINUTE_MS,
             ADMIN,
-            MaasRequest::Release { system_id: system_id.clone(), comment: None },
+            MaasRequest::Release { system_id: system_id.clone(), comment: None, erase: false },
             &mut events,
         ));
         responses.push(site.handle_maas(62 * MINUTE_MS, ADMIN, MaasRequest::Commission { system_id }, &mut events));
@@ -476,7 +476,7 @@ proptest! {
                     let request = match o {
                         0 => MaasRequest::Commission { system_id },
                         1 => MaasRequest::Deploy { system_id, distro_series: None, user_data: None, enable_hw_sync: true },
-                        2 => MaasRequest::Release { system_id, comment: None },
+                        2 => MaasRequest::Release { system_id, comment: None, erase: false },
                         3 => MaasRequest::Abort { system_id, comment: None },
                         4 => MaasRequest::MarkBroken { system_id, comment: Some("x".into()) },
                         5 => MaasRequest::MarkFixed { system_id, comment: None },

@@ -104,15 +104,34 @@ pub enum VaultRequest {
     RedeemToken {
         value: Secret,
     },
+    /// Decommission's `cleanup_secrets`: delete the node's power-credential override and revoke its unredeemed
+    /// bootstrap tokens. Idempotent: a second delete finds nothing and succeeds.
+    DeleteNodeSecrets {
+        node: String,
+    },
+    /// Vault's `sys/capabilities-self`: what the caller's token may do on the node-secrets path.
+    NodeSecretsCapabilities,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VaultResponse {
     SiteConfig(BTreeMap<String, String>),
-    PowerCredential { credential: PowerCredential, source: CredentialSource },
+    PowerCredential {
+        credential: PowerCredential,
+        source: CredentialSource,
+    },
     Stored,
     Token(TokenGrant),
-    Redeemed { node: String, token_id: String },
+    Redeemed {
+        node: String,
+        token_id: String,
+    },
+    /// How many secrets a delete removed (0 when there were none left).
+    Deleted {
+        count: u32,
+    },
+    /// Vault's capability names (`read`, `list`, `delete`, ...), sorted.
+    Capabilities(Vec<String>),
 }
 
 /// Errors; the HTTP status each maps to is in the comment.
@@ -130,6 +149,8 @@ pub enum VaultError {
     UnknownToken,
     /// 501: the site has no bootstrap-token policy (its token role was removed): no token can be issued.
     NoTokenPolicy,
+    /// 403 (Vault's "permission denied"): the controller's policy does not grant `delete` on node secrets.
+    DeleteDenied { node: String },
 }
 
 impl std::fmt::Display for VaultError {
@@ -143,6 +164,7 @@ impl std::fmt::Display for VaultError {
             VaultError::NoTokenPolicy => write!(f, "the site has no bootstrap-token policy"),
             VaultError::TokenExpired { token_id } => write!(f, "bootstrap token {token_id} has expired"),
             VaultError::UnknownToken => write!(f, "unknown bootstrap token"),
+            VaultError::DeleteDenied { node } => write!(f, "permission denied: delete on the secrets of {node}"),
         }
     }
 }
@@ -159,6 +181,8 @@ pub struct Vault {
     fail_next: u32,
     /// Whether the site's bootstrap-token role exists.
     token_policy: bool,
+    /// Whether the controller's policy grants `delete` on node secrets.
+    delete_policy: bool,
 }
 
 impl Vault {
@@ -173,7 +197,19 @@ impl Vault {
             next_token: 1,
             fail_next: 0,
             token_policy: true,
+            delete_policy: true,
         }
+    }
+
+    /// Fault: the controller's policy loses (or regains) `delete` on node secrets: the capability probe no longer
+    /// lists it and a delete answers [`VaultError::DeleteDenied`].
+    pub fn set_delete_policy(&mut self, present: bool) {
+        self.delete_policy = present;
+    }
+
+    /// Whether any secret of `node` is still stored (an override or an unredeemed token), for oracles.
+    pub fn holds_secrets_of(&self, node: &str) -> bool {
+        self.overrides.contains_key(node) || self.tokens.values().any(|row| row.node == node)
     }
 
     /// Fault: the site's bootstrap-token role is removed (or restored): issuing a token answers
@@ -259,6 +295,24 @@ impl Vault {
                 self.tokens.remove(&token_id);
                 Ok(VaultResponse::Redeemed { node, token_id })
             }
+            VaultRequest::DeleteNodeSecrets { node } => {
+                if !self.delete_policy {
+                    return Err(VaultError::DeleteDenied { node });
+                }
+                let mut count = u32::from(self.overrides.remove(&node).is_some());
+                let before = self.tokens.len();
+                self.tokens.retain(|_, row| row.node != node);
+                count += (before - self.tokens.len()) as u32;
+                Ok(VaultResponse::Deleted { count })
+            }
+            VaultRequest::NodeSecretsCapabilities => {
+                let mut capabilities = vec!["create", "list", "read", "update"];
+                if self.delete_policy {
+                    capabilities.push("delete");
+                }
+                capabilities.sort_unstable();
+                Ok(VaultResponse::Capabilities(capabilities.into_iter().map(str::to_owned).collect()))
+            }
         }
     }
 }
@@ -275,6 +329,28 @@ mod tests {
 
     fn credential(user: &str, seed: u64) -> PowerCredential {
         PowerCredential { user: user.to_owned(), password: Secret::mint("bmc", seed) }
+    }
+
+    #[test]
+    fn deleting_a_node_s_secrets_removes_its_override_and_tokens_once_and_needs_the_delete_policy() {
+        let mut vault = vault();
+        let put = VaultRequest::PutPowerCredential { node: Some("node-01".into()), credential: credential("root", 2) };
+        vault.handle(0, put).expect("stored");
+        let issue = VaultRequest::IssueBootstrapToken { node: "node-01".into(), ttl_ms: 60_000 };
+        vault.handle(0, issue).expect("issued");
+        let delete = || VaultRequest::DeleteNodeSecrets { node: "node-01".into() };
+        vault.set_delete_policy(false);
+        assert_eq!(vault.handle(0, delete()), Err(VaultError::DeleteDenied { node: "node-01".into() }));
+        let Ok(VaultResponse::Capabilities(capabilities)) = vault.handle(0, VaultRequest::NodeSecretsCapabilities)
+        else {
+            panic!("capabilities answered")
+        };
+        assert!(!capabilities.contains(&"delete".to_owned()), "{capabilities:?}");
+        assert!(vault.holds_secrets_of("node-01"));
+        vault.set_delete_policy(true);
+        assert_eq!(vault.handle(0, delete()), Ok(VaultResponse::Deleted { count: 2 }));
+        assert!(!vault.holds_secrets_of("node-01"));
+        assert_eq!(vault.handle(0, delete()), Ok(VaultResponse::Deleted { count: 0 }), "idempotent");
     }
 
     #[test]

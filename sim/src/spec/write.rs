@@ -203,6 +203,12 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
         if onboarding.concurrency != DEFAULT_ONBOARDING_CONCURRENCY {
             let _ = writeln!(out, "concurrency = {}", int(onboarding.concurrency));
         }
+        if onboarding.no_erase_release_allowed {
+            let _ = writeln!(out, "no_erase_release_allowed = true");
+        }
+        if onboarding.maas_delete_required {
+            let _ = writeln!(out, "maas_delete_required = true");
+        }
     }
 
     for timed in &spec.steps {
@@ -210,7 +216,7 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
         step_fields(&mut out, &timed.step)?;
     }
     for staged in &spec.stage_steps {
-        let _ = writeln!(out, "\n[[step]]\non_stage = {}", string(staged.stage.as_str()));
+        let _ = writeln!(out, "\n[[step]]\non_stage = {}", string(&crate::spec::stage_name(staged.stage)));
         let _ = writeln!(out, "workflow = {}", string(&staged.workflow));
         if staged.occurrence != 1 {
             let _ = writeln!(out, "occurrence = {}", int(staged.occurrence));

@@ -1,0 +1,818 @@
+//! The decommission workflow's driver: the 11 stages of section 5 of the recovery matrix
+//! (`seeds/000_85d03426b210b2a0.txt`) run against the `Fleet` (inventory, allocations, node tasks), `MaasApi`,
+//! `SiteSecrets`, `Clock`, `Journal` and `Signals` ports. The node goes `active` → `quarantined` (disabled, no new
+//! work) → `retired` → `deleted`; every failure is classified into one of the matrix's classes and handed to
+//! [`crate::onboarding::decide`], which holds the rules for both workflows; the driver performs what it says.
+//!
+//! - **Refresh before destructive steps** (section 7): the release, the power-off and the delete each read the
+//!   machine first, and a stage whose effect is already there is adopted (a late success, an operator's change): a
+//!   rerun after a stop or a controller death walks the stages again and redoes nothing that is done.
+//! - `release_maas_node` releases with disk erase; after its bounded retries it falls back, once and only if the
+//!   site's policy allows, to abort / mark-fixed and a release without erase.
+//! - `remove_maas_record` deletes the MAAS record only when the site's policy requires it; otherwise the workflow
+//!   completes with a follow-up record naming the retained machine.
+//! - **Journal**: a checkpoint per stage attempt (workflow id, run id, stage, attempt), the stop or the completion.
+
+use serde::{Deserialize, Serialize};
+
+use crate::matrix::{Compensation, DecommissionStage, FailureClass, NodeState, Stage, WorkflowState};
+use crate::onboarding::{ContinueReason, DecideContext, Decision, Observed, RetryPolicy, SitePolicy, decide};
+use crate::ports::fleet::{Fleet, FleetError, NodeTask, TaskOutcome};
+use crate::ports::site::{MaasApi, MaasError, MachineStatus, PowerState, SiteSecrets};
+use crate::ports::{Clock, Journal, SecretsError, Signal, Signals, WorkflowEvent};
+
+/// One decommission workflow to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecommissionRequest {
+    /// The workflow id (stable across controller restarts and resumes).
+    pub workflow: String,
+    /// The node's name in the fleet (its inventory record and its agent).
+    pub node: String,
+    /// The machine's hostname in MAAS.
+    pub hostname: String,
+    /// How often a waiting stage reads MAAS.
+    pub poll_ms: u64,
+    pub retry: RetryPolicy,
+    pub site_policy: SitePolicy,
+}
+
+/// How a workflow run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecommissionOutcome {
+    pub workflow_state: WorkflowState,
+    pub node_state: NodeState,
+    /// The stage it stopped at (none when it completed).
+    pub stage: Option<DecommissionStage>,
+    pub class: Option<FailureClass>,
+    pub evidence: Vec<String>,
+    /// What a completed workflow left for a person (a retained MAAS record).
+    pub follow_ups: Vec<String>,
+}
+
+/// The ports the driver needs.
+pub struct DecommissionPorts<'a, C, M, K, F, J, G> {
+    pub clock: &'a C,
+    pub maas: &'a M,
+    pub secrets: &'a K,
+    pub fleet: &'a F,
+    pub journal: &'a J,
+    pub signals: &'a G,
+}
+
+/// A journal line of a decommission workflow: `decommission <json>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case", deny_unknown_fields)]
+pub enum DecommissionRecord {
+    RunStarted { workflow: String, run: u32 },
+    Checkpoint { workflow: String, run: u32, stage: DecommissionStage, attempt: u32 },
+    Stopped { workflow: String, run: u32, stage: DecommissionStage, class: FailureClass, workflow_state: WorkflowState },
+    Completed { workflow: String, run: u32, workflow_state: WorkflowState },
+}
+
+const RECORD_PREFIX: &str = "decommission ";
+
+impl DecommissionRecord {
+    pub fn encode(&self) -> String {
+        format!("{RECORD_PREFIX}{}", serde_json::to_string(self).expect("decommission records serialise"))
+    }
+
+    /// `None` for another subsystem's line.
+    pub fn decode(line: &str) -> Option<Result<DecommissionRecord, String>> {
+        let json = line.strip_prefix(RECORD_PREFIX)?;
+        Some(serde_json::from_str(json).map_err(|error| format!("decommission record: {error}")))
+    }
+
+    fn workflow(&self) -> &str {
+        match self {
+            DecommissionRecord::RunStarted { workflow, .. }
+            | DecommissionRecord::Checkpoint { workflow, .. }
+            | DecommissionRecord::Stopped { workflow, .. }
+            | DecommissionRecord::Completed { workflow, .. } => workflow,
+        }
+    }
+}
+
+/// What the journal says about one decommission workflow.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecommissionHistory {
+    pub runs: u32,
+    pub failed_retryable_runs: u32,
+    /// The state a completed workflow ended in.
+    pub completed: Option<WorkflowState>,
+    pub last_stage: Option<DecommissionStage>,
+}
+
+impl DecommissionHistory {
+    pub fn of<'a>(workflow: &str, lines: impl IntoIterator<Item = &'a str>) -> Result<DecommissionHistory, String> {
+        let mut history = DecommissionHistory::default();
+        for line in lines {
+            let Some(record) = DecommissionRecord::decode(line) else { continue };
+            let record = record?;
+            if record.workflow() != workflow {
+                continue;
+            }
+            match record {
+                DecommissionRecord::RunStarted { run, .. } => history.runs = history.runs.max(run),
+                DecommissionRecord::Checkpoint { stage, .. } => history.last_stage = Some(stage),
+                DecommissionRecord::Stopped { workflow_state, .. } => {
+                    if workflow_state == WorkflowState::FailedRetryable {
+                        history.failed_retryable_runs += 1;
+                    }
+                }
+                DecommissionRecord::Completed { workflow_state, .. } => history.completed = Some(workflow_state),
+            }
+        }
+        Ok(history)
+    }
+}
+
+/// Bounds of the waits (our figures; section 6 gives none for decommission): a release with erase takes the wipe
+/// plus the release, and MAAS's own 5-minute RELEASING timeout comes first.
+const RELEASE_WAIT_MS: u64 = 40 * 60_000;
+/// Reads of the power state after a power-off before it counts as never converging.
+const POWER_OFF_CHECKS: u32 = 6;
+/// Consecutive failed reads of MAAS a waiting stage tolerates before it calls the region unreachable.
+const READ_FAILURES_MAX: u32 = 4;
+/// Fresh observations one failure may ask for before the decision is taken on what is known.
+const REFRESHES_MAX: u32 = 2;
+
+/// A failed stage attempt, classified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StageFailure {
+    class: FailureClass,
+    error: String,
+    evidence: Vec<String>,
+}
+
+impl StageFailure {
+    fn new(class: FailureClass, error: impl Into<String>) -> StageFailure {
+        let error = error.into();
+        StageFailure { class, evidence: vec![error.clone()], error }
+    }
+
+    /// Unreachable or 503 is transient, unless MAAS says the BMC failed ("Failed to power off node: ...",
+    /// "Failed to query node's BMC: ..."); 404 and 409 mean the machine is not what the workflow believed.
+    fn maas(error: &MaasError) -> StageFailure {
+        let class = match error {
+            MaasError::Http { status: 503, message, .. }
+                if message.starts_with("Failed to power") || message.starts_with("Failed to query node's BMC") =>
+            {
+                FailureClass::BmcPowerFailure
+            }
+            _ if error.is_transient() => FailureClass::UpstreamTransient,
+            MaasError::Http { status: 404 | 409, .. } => FailureClass::StateAmbiguity,
+            MaasError::Http { .. } | MaasError::Transport(_) => FailureClass::UpstreamTransient,
+        };
+        StageFailure::new(class, error.to_string())
+    }
+
+    fn fleet(error: &FleetError) -> StageFailure {
+        let class = match error {
+            FleetError::Transport(_) | FleetError::Unavailable { .. } => FailureClass::UpstreamTransient,
+            FleetError::NotFound(_) | FleetError::Conflict(_) => FailureClass::StateAmbiguity,
+            FleetError::AgentUnreachable(_) => FailureClass::AgentEnrollmentFailure,
+        };
+        StageFailure::new(class, error.to_string())
+    }
+
+    fn secrets(error: &SecretsError) -> StageFailure {
+        let class = match error {
+            SecretsError::Transport(_) | SecretsError::Unavailable(_) => FailureClass::UpstreamTransient,
+            SecretsError::NotFound(_) | SecretsError::Refused(_) => FailureClass::InputConfigError,
+            SecretsError::Unsupported(_) => FailureClass::SiteCapabilityMissing,
+        };
+        StageFailure::new(class, error.to_string())
+    }
+}
+
+/// What a run has learnt so far.
+#[derive(Default)]
+struct RunState {
+    node_state: Option<NodeState>,
+    system_id: Option<String>,
+    /// MAAS has no machine for the node (deleted earlier, by this workflow or a person).
+    maas_gone: bool,
+    /// The no-erase fallback of `release_maas_node` was taken.
+    fallback_taken: bool,
+    adopted: bool,
+    follow_ups: Vec<String>,
+    attempts: std::collections::BTreeMap<DecommissionStage, u32>,
+}
+
+impl RunState {
+    fn node_state(&self) -> NodeState {
+        self.node_state.unwrap_or(NodeState::Active)
+    }
+}
+
+impl<C, M, K, F, J, G> DecommissionPorts<'_, C, M, K, F, J, G>
+where
+    C: Clock,
+    M: MaasApi,
+    K: SiteSecrets,
+    F: Fleet,
+    J: Journal,
+    G: Signals,
+{
+    /// Runs the workflow (the next run of it, when the journal shows earlier ones) to completion or to a stop.
+    pub async fn run_decommission(&self, request: &DecommissionRequest) -> DecommissionOutcome {
+        let workflow = request.workflow.as_str();
+        let lines =
+            self.journal.replay().await.unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
+        let history = DecommissionHistory::of(workflow, lines.iter().map(String::as_str))
+            .unwrap_or_else(|error| panic!("{error}"));
+        if let Some(workflow_state) = history.completed {
+            return DecommissionOutcome {
+                workflow_state,
+                node_state: NodeState::Deleted,
+                stage: None,
+                class: None,
+                evidence: Vec::new(),
+                follow_ups: Vec::new(),
+            };
+        }
+        let run = history.runs + 1;
+        self.record(DecommissionRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
+        let mut state = RunState::default();
+        let mut index = 0;
+        while let Some(&stage) = DecommissionStage::ALL.get(index) {
+            let attempt = {
+                let attempts = state.attempts.entry(stage).or_insert(0);
+                *attempts += 1;
+                *attempts
+            };
+            self.record(DecommissionRecord::Checkpoint { workflow: workflow.to_owned(), run, stage, attempt }).await;
+            self.emit(workflow, WorkflowEvent::StageStarted { stage: stage.as_str().into(), attempt: attempt.into() });
+            let failure = match self.run_stage(request, stage, &mut state).await {
+                Ok(()) => {
+                    let adopted = std::mem::take(&mut state.adopted);
+                    self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
+                    index += 1;
+                    continue;
+                }
+                Err(failure) => failure,
+            };
+            self.emit(
+                workflow,
+                WorkflowEvent::StageFailed {
+                    stage: stage.as_str().into(),
+                    class: failure.class.as_str().into(),
+                    error: failure.error.clone(),
+                },
+            );
+            match self.decide_after(request, &history, &state, stage, &failure, attempt).await {
+                Decision::Retry { attempt_next, delay_ms, compensation, .. } => {
+                    if let Some(compensation) = compensation {
+                        self.compensate(request, &mut state, compensation).await;
+                    }
+                    let event = WorkflowEvent::Retrying {
+                        stage: stage.as_str().into(),
+                        attempt: attempt_next.into(),
+                        delay_ms,
+                    };
+                    self.emit(workflow, event);
+                    self.clock.sleep_ms(delay_ms).await;
+                }
+                Decision::Continue { reason } => {
+                    let adopted = reason == ContinueReason::AdoptObservedState;
+                    self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
+                    index += 1;
+                }
+                Decision::Stop(stop) => {
+                    if let Some(compensation) = stop.compensation {
+                        self.compensate(request, &mut state, compensation).await;
+                    }
+                    if stop.workflow_state == WorkflowState::CompletedWithFollowUpRecord {
+                        // `remove_maas_record` "retain MAAS record ... if delete unsafe": done, with the record.
+                        state.follow_ups.push(format!("{}: {}", stage.as_str(), failure.error));
+                        return self.complete(request, run, &mut state).await;
+                    }
+                    let record = DecommissionRecord::Stopped {
+                        workflow: workflow.to_owned(),
+                        run,
+                        stage,
+                        class: failure.class,
+                        workflow_state: stop.workflow_state,
+                    };
+                    self.record(record).await;
+                    self.emit(
+                        workflow,
+                        WorkflowEvent::Stopped {
+                            stage: stage.as_str().into(),
+                            class: failure.class.as_str().into(),
+                            workflow_state: stop.workflow_state.as_str().into(),
+                            node_state: stop.node_state.as_str().into(),
+                            evidence: failure.evidence.clone(),
+                        },
+                    );
+                    return DecommissionOutcome {
+                        workflow_state: stop.workflow_state,
+                        node_state: stop.node_state,
+                        stage: Some(stage),
+                        class: Some(failure.class),
+                        evidence: failure.evidence,
+                        follow_ups: state.follow_ups,
+                    };
+                }
+                Decision::RefreshObservedState => unreachable!("decide_after resolves refreshes"),
+            }
+        }
+        self.complete(request, run, &mut state).await
+    }
+
+    async fn complete(&self, request: &DecommissionRequest, run: u32, state: &mut RunState) -> DecommissionOutcome {
+        let workflow_state = if state.follow_ups.is_empty() {
+            WorkflowState::Completed
+        } else {
+            WorkflowState::CompletedWithFollowUpRecord
+        };
+        let workflow = request.workflow.clone();
+        self.record(DecommissionRecord::Completed { workflow: workflow.clone(), run, workflow_state }).await;
+        let system_id = state.system_id.clone().unwrap_or_default();
+        self.emit(&workflow, WorkflowEvent::Completed { system_id });
+        DecommissionOutcome {
+            workflow_state,
+            node_state: NodeState::Deleted,
+            stage: None,
+            class: None,
+            evidence: Vec::new(),
+            follow_ups: std::mem::take(&mut state.follow_ups),
+        }
+    }
+
+    fn emit(&self, workflow: &str, event: WorkflowEvent) {
+        self.signals.emit(Signal::Decommission { workflow: workflow.to_owned(), event });
+    }
+
+    async fn record(&self, record: DecommissionRecord) {
+        if let Err(error) = self.journal.append(&record.encode()).await {
+            panic!("decommission journal write failed: {error}");
+        }
+    }
+
+    async fn decide_after(
+        &self,
+        request: &DecommissionRequest,
+        history: &DecommissionHistory,
+        state: &RunState,
+        stage: DecommissionStage,
+        failure: &StageFailure,
+        attempt: u32,
+    ) -> Decision {
+        let mut ctx = DecideContext::new(state.node_state());
+        ctx.retry = request.retry;
+        ctx.policy = request.site_policy;
+        ctx.failed_runs = history.failed_retryable_runs;
+        ctx.fallback_taken = state.fallback_taken;
+        let mut refreshes = 0;
+        loop {
+            match decide(Stage::Decommission(stage), failure.class, attempt, &ctx) {
+                Decision::RefreshObservedState if refreshes < REFRESHES_MAX => {
+                    refreshes += 1;
+                    ctx.observed = self.observe(request, state, stage).await;
+                }
+                Decision::RefreshObservedState => ctx.observed = Observed::AsExpected,
+                other => return other,
+            }
+        }
+    }
+
+    /// A fresh read of the node's inventory record or its machine, judged against what `stage` expects.
+    async fn observe(&self, request: &DecommissionRequest, state: &RunState, stage: DecommissionStage) -> Observed {
+        use DecommissionStage as D;
+        match stage {
+            D::DisableNode
+            | D::ForceReleaseAllocations
+            | D::DrainNode
+            | D::CleanupStorageScrubGpuValidateCleanNode
+            | D::RetireGpuaasNode
+            | D::RemoveGpuaasNodeRecord => {
+                let Ok(record) = self.fleet.record(&request.node).await else { return Observed::Stale };
+                let Some(record) = record else {
+                    return if stage == D::RemoveGpuaasNodeRecord {
+                        Observed::SatisfiesCheckpoint
+                    } else {
+                        Observed::Conflicting
+                    };
+                };
+                match (stage, record.state) {
+                    // Someone put the node back in service under the workflow: ownership is unclear.
+                    (_, NodeState::Active | NodeState::Enrolling) if stage != D::DisableNode => Observed::Conflicting,
+                    (D::DisableNode, NodeState::Quarantined | NodeState::Retired) => Observed::SatisfiesCheckpoint,
+                    (D::ForceReleaseAllocations, _) if record.allocations.is_empty() => Observed::SatisfiesCheckpoint,
+                    (D::RetireGpuaasNode, NodeState::Retired) => Observed::SatisfiesCheckpoint,
+                    _ => Observed::AsExpected,
+                }
+            }
+            D::ReleaseMaasNode | D::PowerOffMaasNode | D::RemoveMaasRecord => {
+                let Some(system_id) = &state.system_id else { return Observed::AsExpected };
+                let machine = match self.maas.machine(system_id).await {
+                    Ok(machine) => machine,
+                    Err(MaasError::Http { status: 404, .. }) if stage == D::RemoveMaasRecord => {
+                        return Observed::SatisfiesCheckpoint;
+                    }
+                    Err(MaasError::Http { status: 404, .. }) => return Observed::Conflicting,
+                    Err(_) => return Observed::Stale,
+                };
+                match (stage, &machine.status) {
+                    (D::ReleaseMaasNode, MachineStatus::Ready) => Observed::SatisfiesCheckpoint,
+                    (_, status) if !releasable_or_released(status) => Observed::Conflicting,
+                    (D::RemoveMaasRecord, status) if *status != MachineStatus::Ready => Observed::Conflicting,
+                    _ => Observed::AsExpected,
+                }
+            }
+            D::LoadSiteConfig | D::CleanupSecrets => Observed::AsExpected,
+        }
+    }
+
+    /// Runs a compensation of section 5.
+    async fn compensate(&self, request: &DecommissionRequest, state: &mut RunState, compensation: Compensation) {
+        use crate::matrix::Compensation as K;
+        match compensation {
+            // The node must take no work: it is quarantined (the disable already did it; a retry is idempotent).
+            K::QuarantineOnFailedValidation => {
+                let _ = self.fleet.transition(&request.node, NodeState::Active, NodeState::Quarantined).await;
+            }
+            // Abort an erase in flight, mark a broken machine fixed; the next attempt releases without erase.
+            K::AbortMarkFixedNoEraseRelease => {
+                if let Some(system_id) = state.system_id.clone()
+                    && let Ok(machine) = self.maas.machine(&system_id).await
+                {
+                    let _ = match machine.status {
+                        MachineStatus::DiskErasing => self.maas.abort(&system_id).await.map(|_| ()),
+                        MachineStatus::Broken => self.maas.mark_fixed(&system_id).await.map(|_| ()),
+                        _ => Ok(()),
+                    };
+                }
+                state.fallback_taken = true;
+            }
+            // An uninstall that failed leaves the record retired, never half-removed.
+            K::RevertToRetiredOnUninstallFailure => {
+                let _ = self.fleet.transition(&request.node, NodeState::Quarantined, NodeState::Retired).await;
+            }
+            K::UnlinkRelinkInterface
+            | K::DeletePartialNodeRow
+            | K::ReleaseToReadyIfDeployStarted
+            | K::ReleaseToReady
+            | K::AbortReleaseToCleanDeployableState => {}
+        }
+    }
+
+    async fn run_stage(
+        &self,
+        request: &DecommissionRequest,
+        stage: DecommissionStage,
+        state: &mut RunState,
+    ) -> Result<(), StageFailure> {
+        use DecommissionStage as D;
+        let node = request.node.as_str();
+        let operation_id = format!("{}:{}:{}", request.workflow, stage.as_str(), state.attempts[&stage]);
+        match stage {
+            D::DisableNode => {
+                let record = self.fleet.record(node).await.map_err(|error| StageFailure::fleet(&error))?;
+                let Some(record) = record else {
+                    return Err(StageFailure::new(
+                        FailureClass::StateAmbiguity,
+                        format!("no inventory record for {node}"),
+                    ));
+                };
+                state.node_state = Some(record.state);
+                match record.state {
+                    NodeState::Quarantined | NodeState::Retired => state.adopted = true,
+                    _ => {
+                        self.fleet
+                            .transition(node, record.state, NodeState::Quarantined)
+                            .await
+                            .map_err(|error| StageFailure::fleet(&error))?;
+                        state.node_state = Some(NodeState::Quarantined);
+                    }
+                }
+                Ok(())
+            }
+            D::ForceReleaseAllocations => {
+                let remaining =
+                    self.fleet.release_allocations(node, true).await.map_err(|error| StageFailure::fleet(&error))?;
+                if remaining.is_empty() {
+                    return Ok(());
+                }
+                Err(StageFailure::new(
+                    FailureClass::UpstreamTransient,
+                    format!("allocations remain attached to {node}: {}", remaining.join(", ")),
+                ))
+            }
+            D::DrainNode => self.task(node, NodeTask::Drain, &operation_id, FailureClass::AgentEnrollmentFailure).await,
+            D::CleanupStorageScrubGpuValidateCleanNode => {
+                let unreachable = FailureClass::UpstreamTransient;
+                self.task(node, NodeTask::CleanupStorage, &operation_id, unreachable).await?;
+                self.task(node, NodeTask::ScrubGpu, &operation_id, unreachable).await?;
+                self.task(node, NodeTask::ValidateClean, &operation_id, unreachable).await
+            }
+            D::LoadSiteConfig => {
+                let config = self.secrets.site_config().await.map_err(|error| StageFailure::secrets(&error))?;
+                if !config.enabled {
+                    return Err(StageFailure::new(FailureClass::InputConfigError, "the site is disabled"));
+                }
+                let capabilities =
+                    self.secrets.node_secrets_capabilities().await.map_err(|error| StageFailure::secrets(&error))?;
+                if !capabilities.iter().any(|capability| capability == "delete") {
+                    return Err(StageFailure::new(
+                        FailureClass::SiteCapabilityMissing,
+                        format!("the secrets policy grants {} on node secrets, not delete", capabilities.join(", ")),
+                    ));
+                }
+                let machines = self.maas.machines().await.map_err(|error| StageFailure::maas(&error))?;
+                match machines.iter().find(|machine| machine.hostname == request.hostname) {
+                    Some(machine) => state.system_id = Some(machine.system_id.clone()),
+                    None => state.maas_gone = true,
+                }
+                Ok(())
+            }
+            D::ReleaseMaasNode => self.release(request, state).await,
+            D::PowerOffMaasNode => self.power_off(request, state).await,
+            D::RetireGpuaasNode => {
+                let record = self.fleet.record(node).await.map_err(|error| StageFailure::fleet(&error))?;
+                match record.map(|record| record.state) {
+                    Some(NodeState::Retired) => state.adopted = true,
+                    Some(NodeState::Quarantined) => self
+                        .fleet
+                        .transition(node, NodeState::Quarantined, NodeState::Retired)
+                        .await
+                        .map_err(|error| StageFailure::fleet(&error))?,
+                    Some(other) => {
+                        return Err(StageFailure::new(
+                            FailureClass::StateAmbiguity,
+                            format!("{node} is {} in the inventory, not quarantined", other.as_str()),
+                        ));
+                    }
+                    None => {
+                        return Err(StageFailure::new(
+                            FailureClass::StateAmbiguity,
+                            format!("no inventory record for {node}"),
+                        ));
+                    }
+                }
+                state.node_state = Some(NodeState::Retired);
+                Ok(())
+            }
+            D::RemoveGpuaasNodeRecord => {
+                let record = self.fleet.record(node).await.map_err(|error| StageFailure::fleet(&error))?;
+                let Some(record) = record else {
+                    state.adopted = true;
+                    state.node_state = Some(NodeState::Deleted);
+                    return Ok(());
+                };
+                if record.agent_installed {
+                    self.task(node, NodeTask::Uninstall, &operation_id, FailureClass::AgentEnrollmentFailure).await?;
+                }
+                self.fleet.remove_record(node).await.map_err(|error| StageFailure::fleet(&error))?;
+                state.node_state = Some(NodeState::Deleted);
+                Ok(())
+            }
+            D::CleanupSecrets => {
+                self.secrets.delete_node_secrets(node).await.map_err(|error| StageFailure::secrets(&error))?;
+                Ok(())
+            }
+            D::RemoveMaasRecord => {
+                let Some(system_id) = state.system_id.clone().filter(|_| !state.maas_gone) else {
+                    state.adopted = true;
+                    return Ok(());
+                };
+                if !request.site_policy.maas_delete_required {
+                    state
+                        .follow_ups
+                        .push(format!("MAAS record {system_id} of {} retained by policy", request.hostname));
+                    return Ok(());
+                }
+                // Refresh before the irreversible delete: only a machine this workflow released goes.
+                match self.maas.machine(&system_id).await {
+                    Ok(machine) if machine.status == MachineStatus::Ready => {}
+                    Ok(machine) => {
+                        return Err(StageFailure::new(
+                            FailureClass::StateAmbiguity,
+                            format!("machine {system_id} is {}, not Ready: not deleting it", machine.status.name()),
+                        ));
+                    }
+                    Err(MaasError::Http { status: 404, .. }) => {
+                        state.adopted = true;
+                        return Ok(());
+                    }
+                    Err(error) => return Err(StageFailure::maas(&error)),
+                }
+                self.maas.delete_machine(&system_id).await.map_err(|error| StageFailure::maas(&error))
+            }
+        }
+    }
+
+    /// Runs one node task; `unreachable` is the class an unreachable agent means at this stage.
+    async fn task(
+        &self,
+        node: &str,
+        task: NodeTask,
+        operation_id: &str,
+        unreachable: FailureClass,
+    ) -> Result<(), StageFailure> {
+        let operation_id = format!("{operation_id}:{}", task.as_str());
+        match self.fleet.run_task(node, task, &operation_id).await {
+            Ok(TaskOutcome::Done) => Ok(()),
+            Ok(TaskOutcome::Residue(what)) => Err(StageFailure::new(
+                FailureClass::HardwareMismatch,
+                format!("{} found residue on {node}: {what}", task.as_str()),
+            )),
+            Ok(TaskOutcome::Failed(error)) => Err(StageFailure::new(
+                if task == NodeTask::Uninstall { FailureClass::AgentEnrollmentFailure } else { unreachable },
+                format!("{} failed on {node}: {error}", task.as_str()),
+            )),
+            Err(FleetError::AgentUnreachable(error)) => Err(StageFailure::new(
+                unreachable,
+                format!("{} on {node}: node agent unreachable: {error}", task.as_str()),
+            )),
+            Err(error) => Err(StageFailure::fleet(&error)),
+        }
+    }
+
+    /// `release_maas_node`: a fresh read, a release (with erase unless the fallback was taken), and the wait for
+    /// Ready.
+    async fn release(&self, request: &DecommissionRequest, state: &mut RunState) -> Result<(), StageFailure> {
+        if state.maas_gone {
+            state.adopted = true;
+            return Ok(());
+        }
+        let system_id = state
+            .system_id
+            .clone()
+            .ok_or_else(|| StageFailure::new(FailureClass::StateAmbiguity, "no MAAS machine is known for the node"))?;
+        let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+        match &machine.status {
+            MachineStatus::Ready => {
+                state.adopted = true;
+                return Ok(());
+            }
+            // Already on its way (an earlier attempt's, or a dead controller's): wait for it.
+            MachineStatus::DiskErasing | MachineStatus::Releasing => {}
+            status if releasable_or_released(status) => {
+                let erase = !state.fallback_taken;
+                self.maas.release(&system_id, erase).await.map_err(|error| StageFailure::maas(&error))?;
+            }
+            status => {
+                return Err(StageFailure::new(
+                    FailureClass::StateAmbiguity,
+                    format!("machine {system_id} is {}: not this workflow's to release", status.name()),
+                ));
+            }
+        }
+        let started_ms = self.clock.monotonic_ms();
+        let mut read_failures = 0;
+        loop {
+            self.clock.sleep_ms(request.poll_ms).await;
+            match self.maas.machine(&system_id).await {
+                Ok(machine) => {
+                    read_failures = 0;
+                    match machine.status {
+                        MachineStatus::Ready => return Ok(()),
+                        MachineStatus::FailedDiskErasing | MachineStatus::Broken => {
+                            return Err(StageFailure::new(
+                                FailureClass::DeployCloudInitFailure,
+                                format!("machine {system_id} is {}: {}", machine.status.name(), machine.status_message),
+                            ));
+                        }
+                        MachineStatus::DiskErasing | MachineStatus::Releasing => {}
+                        status => {
+                            return Err(StageFailure::new(
+                                FailureClass::StateAmbiguity,
+                                format!("machine {system_id} went {} while releasing", status.name()),
+                            ));
+                        }
+                    }
+                }
+                Err(MaasError::Http { status: 404, .. }) => {
+                    return Err(StageFailure::new(
+                        FailureClass::StateAmbiguity,
+                        format!("machine {system_id} disappeared while releasing"),
+                    ));
+                }
+                Err(error) => {
+                    read_failures += 1;
+                    if read_failures >= READ_FAILURES_MAX {
+                        return Err(StageFailure::maas(&error));
+                    }
+                }
+            }
+            if self.clock.monotonic_ms().saturating_sub(started_ms) >= RELEASE_WAIT_MS {
+                return Err(StageFailure::new(
+                    FailureClass::UpstreamTransient,
+                    format!("machine {system_id} did not reach Ready within {} min", RELEASE_WAIT_MS / 60_000),
+                ));
+            }
+        }
+    }
+
+    /// `power_off_maas_node`: a fresh read of the power, a power-off when on, and checks until it reads off.
+    async fn power_off(&self, request: &DecommissionRequest, state: &mut RunState) -> Result<(), StageFailure> {
+        let Some(system_id) = state.system_id.clone().filter(|_| !state.maas_gone) else {
+            state.adopted = true;
+            return Ok(());
+        };
+        if self.maas.power_state(&system_id).await.map_err(|error| StageFailure::maas(&error))? == PowerState::Off {
+            state.adopted = true;
+            return Ok(());
+        }
+        self.maas.power_off(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+        let mut last = PowerState::Unknown;
+        for _ in 0..POWER_OFF_CHECKS {
+            self.clock.sleep_ms(request.poll_ms).await;
+            match self.maas.power_state(&system_id).await {
+                Ok(PowerState::Off) => return Ok(()),
+                Ok(power) => last = power,
+                Err(error) => return Err(StageFailure::maas(&error)),
+            }
+        }
+        Err(StageFailure::new(
+            FailureClass::BmcPowerFailure,
+            format!("power-off of {system_id} never converged: power still {last:?} after {POWER_OFF_CHECKS} checks"),
+        ))
+    }
+}
+
+/// Statuses a decommission may release from, or has already released to.
+fn releasable_or_released(status: &MachineStatus) -> bool {
+    matches!(
+        status,
+        MachineStatus::Ready
+            | MachineStatus::Allocated
+            | MachineStatus::Deploying
+            | MachineStatus::Deployed
+            | MachineStatus::FailedDeployment
+            | MachineStatus::Broken
+            | MachineStatus::DiskErasing
+            | MachineStatus::FailedDiskErasing
+            | MachineStatus::Releasing
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_counts_runs_failed_runs_and_completion_of_one_workflow_only() {
+        let lines = [
+            DecommissionRecord::RunStarted { workflow: "w".into(), run: 1 }.encode(),
+            DecommissionRecord::Checkpoint {
+                workflow: "w".into(),
+                run: 1,
+                stage: DecommissionStage::DrainNode,
+                attempt: 1,
+            }
+            .encode(),
+            DecommissionRecord::Stopped {
+                workflow: "w".into(),
+                run: 1,
+                stage: DecommissionStage::DisableNode,
+                class: FailureClass::UpstreamTransient,
+                workflow_state: WorkflowState::FailedRetryable,
+            }
+            .encode(),
+            DecommissionRecord::RunStarted { workflow: "other".into(), run: 7 }.encode(),
+            "onboard {\"record\":\"run_started\",\"workflow\":\"w\",\"run\":9}".to_owned(),
+        ];
+        let history = DecommissionHistory::of("w", lines.iter().map(String::as_str)).expect("decodes");
+        assert_eq!(history.runs, 1);
+        assert_eq!(history.failed_retryable_runs, 1);
+        assert_eq!(history.last_stage, Some(DecommissionStage::DrainNode));
+        assert_eq!(history.completed, None);
+        let bad = ["decommission {\"record\":\"nope\"}"];
+        assert!(DecommissionHistory::of("w", bad).is_err(), "an undecodable line of ours is an error");
+    }
+
+    #[test]
+    fn maas_and_fleet_errors_are_classified_by_what_they_mean() {
+        let bmc = MaasError::Http {
+            status: 503,
+            message: "Failed to power off node: BMC unreachable".into(),
+            retry_after_s: None,
+        };
+        assert_eq!(StageFailure::maas(&bmc).class, FailureClass::BmcPowerFailure);
+        let busy = MaasError::Http { status: 503, message: "busy".into(), retry_after_s: Some(10) };
+        assert_eq!(StageFailure::maas(&busy).class, FailureClass::UpstreamTransient);
+        let gone =
+            MaasError::Http { status: 404, message: "No Machine matches the given query.".into(), retry_after_s: None };
+        assert_eq!(StageFailure::maas(&gone).class, FailureClass::StateAmbiguity);
+        assert_eq!(
+            StageFailure::fleet(&FleetError::AgentUnreachable("no answer".into())).class,
+            FailureClass::AgentEnrollmentFailure
+        );
+        assert_eq!(
+            StageFailure::fleet(&FleetError::Unavailable { retry_after_s: 5 }).class,
+            FailureClass::UpstreamTransient
+        );
+        assert_eq!(StageFailure::fleet(&FleetError::Conflict("x".into())).class, FailureClass::StateAmbiguity);
+    }
+
+    #[test]
+    fn only_machines_in_a_release_path_are_this_workflow_s_to_release() {
+        assert!(releasable_or_released(&MachineStatus::Deployed));
+        assert!(releasable_or_released(&MachineStatus::FailedDiskErasing));
+        assert!(!releasable_or_released(&MachineStatus::New));
+        assert!(!releasable_or_released(&MachineStatus::Commissioning));
+    }
+}
