@@ -5,6 +5,7 @@
 //! enum), and it reads time only through [`ports::Clock`]. Decisions are synchronous state machines (`handle_*` in,
 //! signals out); the async drivers only await ports and feed results back.
 
+pub mod journal;
 pub mod matrix;
 pub mod onboarding;
 pub mod ports;
