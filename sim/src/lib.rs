@@ -13,6 +13,7 @@ pub mod disk;
 pub mod experiment;
 pub mod faults;
 pub mod gate;
+pub mod journal;
 pub mod logging;
 pub mod net;
 pub mod oracles;

@@ -32,6 +32,7 @@ use tokio::time::Instant;
 
 use crate::disk::SimDisk;
 use crate::faults::{DeathPoint, Step};
+use crate::journal::JournalFile;
 use crate::net::{HostId, NetState};
 use crate::oracles::{OracleContext, OracleSet};
 use crate::seed::{Consumer, SeedTree};
@@ -1103,9 +1104,7 @@ pub(crate) struct SimJournal {
 
 impl Journal for SimJournal {
     async fn append(&self, record: &str) -> Result<(), JournalError> {
-        if record.contains('\n') {
-            return Err(JournalError::WriteFailed("a journal record is one line".into()));
-        }
+        engine::journal::check_record(record)?;
         if !self.world.is_up(self.host) {
             std::future::pending::<()>().await;
         }
@@ -1113,15 +1112,7 @@ impl Journal for SimJournal {
         if kind == Some("completed") && self.world.take_death(DeathPoint::BeforeCompletion) {
             self.world.die_here(self.host).await;
         }
-        {
-            let mut hosts = self.world.hosts.borrow_mut();
-            let disk = &mut hosts[self.host].disk;
-            let mut bytes = disk.read(JOURNAL_KEY).map(<[u8]>::to_vec).unwrap_or_default();
-            bytes.extend_from_slice(record.as_bytes());
-            bytes.push(b'\n');
-            disk.write(JOURNAL_KEY, &bytes);
-            disk.sync();
-        }
+        JournalFile::new(JOURNAL_KEY).append(&mut self.world.hosts.borrow_mut()[self.host].disk, record)?;
         if let Some(kind) = kind {
             let operation_id = record_field(record, "operation_id");
             let route_digest = record_field(record, "route_digest");
@@ -1135,10 +1126,7 @@ impl Journal for SimJournal {
     }
 
     async fn replay(&self) -> Result<Vec<String>, JournalError> {
-        let hosts = self.world.hosts.borrow();
-        let Some(bytes) = hosts[self.host].disk.read(JOURNAL_KEY) else { return Ok(Vec::new()) };
-        let text = std::str::from_utf8(bytes).map_err(|error| JournalError::Corrupt(error.to_string()))?;
-        Ok(text.lines().map(str::to_owned).collect())
+        JournalFile::new(JOURNAL_KEY).replay(&self.world.hosts.borrow()[self.host].disk)
     }
 }
 
