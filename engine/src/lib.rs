@@ -8,6 +8,7 @@
 pub mod matrix;
 pub mod onboarding;
 pub mod ports;
+pub mod recovery;
 pub mod rollout;
 pub mod secret;
 pub mod sensor;
