@@ -562,3 +562,20 @@ proptest! {
         }
     }
 }
+
+const RECOVERY_ACTIONS_MD: &str = include_str!("../../../docs/recovery-actions.md");
+
+#[test]
+fn the_recovery_actions_doc_names_every_action_and_refusal() {
+    for action in RecoveryAction::ALL {
+        let row = format!("| `{}` |", action.as_str());
+        assert!(RECOVERY_ACTIONS_MD.contains(&row), "docs/recovery-actions.md has no row for {}", action.as_str());
+    }
+    for refusal in every_refusal() {
+        let tag = serde_json::to_value(refusal).unwrap()["refusal"].as_str().unwrap().to_owned();
+        assert!(RECOVERY_ACTIONS_MD.contains(&format!("`{tag}`")), "docs/recovery-actions.md does not name {tag}");
+    }
+    for state in Lifecycle::ALL {
+        assert!(RECOVERY_ACTIONS_MD.contains(&format!("`{state}`")), "docs/recovery-actions.md does not name {state}");
+    }
+}
