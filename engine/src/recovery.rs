@@ -322,9 +322,9 @@ pub fn authorize(status: &WorkflowStatus, request: &OperatorRequest) -> Result<A
     }
 
     // `cancel`: "stop workflow" — a cancelled workflow is not recovered, it is replaced.
-    if status.state == Lifecycle::Cancelled {
+    let Lifecycle::Workflow(state) = status.state else {
         return Err(Refusal::WorkflowCancelled { action });
-    }
+    };
 
     // `mark_manual_intervention_required`: "freeze automation until operator resolves issue". Automation never acts
     // on a frozen workflow; a person acts only by saying the issue is resolved, which lifts the freeze.
@@ -344,17 +344,13 @@ pub fn authorize(status: &WorkflowStatus, request: &OperatorRequest) -> Result<A
 
     // The tables' "Manual intervention boundary" column and the state `failed_manual_intervention`: past the
     // boundary a person decides. Automation may still freeze such a workflow (that only stops automation).
-    if status.state == Lifecycle::Workflow(WorkflowState::FailedManualIntervention)
+    if state == WorkflowState::FailedManualIntervention
         && !request.actor_role.is_person()
         && action != RecoveryAction::MarkManualInterventionRequired
     {
         return Err(Refusal::NeedsAPerson { action });
     }
 
-    let state = match status.state {
-        Lifecycle::Workflow(state) => state,
-        Lifecycle::Cancelled => unreachable!("refused above"),
-    };
     let stage = status.stage;
     let row = stage.row();
     let unchanged_node = Some(status.node_state);
@@ -482,14 +478,16 @@ pub fn authorize(status: &WorkflowStatus, request: &OperatorRequest) -> Result<A
 
 /// The actions that restart a workflow need it stopped: `failed_retryable` or `failed_manual_intervention`.
 fn stopped(action: RecoveryAction, state: WorkflowState) -> Result<(), Refusal> {
-    not_completed(action, state)?;
     match state {
         WorkflowState::Running => Err(Refusal::WorkflowRunning { action }),
+        WorkflowState::Completed | WorkflowState::CompletedWithFollowUpRecord => {
+            Err(Refusal::WorkflowCompleted { action, state })
+        }
         WorkflowState::FailedRetryable | WorkflowState::FailedManualIntervention => Ok(()),
-        WorkflowState::Completed | WorkflowState::CompletedWithFollowUpRecord => unreachable!("refused above"),
     }
 }
 
+/// `cancel` and `mark_manual_intervention_required` act on a running workflow too, not on a completed one.
 fn not_completed(action: RecoveryAction, state: WorkflowState) -> Result<(), Refusal> {
     match state {
         WorkflowState::Completed | WorkflowState::CompletedWithFollowUpRecord => {
