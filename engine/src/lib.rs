@@ -10,6 +10,7 @@ pub mod journal;
 pub mod matrix;
 pub mod onboarding;
 pub mod ports;
+pub mod recovery;
 pub mod rollout;
 pub mod secret;
 pub mod sensor;
