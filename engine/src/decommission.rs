@@ -328,6 +328,9 @@ where
         };
         let workflow = request.workflow.clone();
         self.record(DecommissionRecord::Completed { workflow: workflow.clone(), run, workflow_state }).await;
+        for follow_up in &state.follow_ups {
+            self.emit(&workflow, WorkflowEvent::Observed { what: "follow_up".into(), value: follow_up.clone() });
+        }
         let system_id = state.system_id.clone().unwrap_or_default();
         self.emit(&workflow, WorkflowEvent::Completed { system_id });
         DecommissionOutcome {
@@ -401,6 +404,8 @@ where
                     (D::DisableNode, NodeState::Quarantined | NodeState::Retired) => Observed::SatisfiesCheckpoint,
                     (D::ForceReleaseAllocations, _) if record.allocations.is_empty() => Observed::SatisfiesCheckpoint,
                     (D::RetireGpuaasNode, NodeState::Retired) => Observed::SatisfiesCheckpoint,
+                    // Retired by this workflow, then moved back by someone else.
+                    (D::RemoveGpuaasNodeRecord, NodeState::Quarantined) => Observed::Conflicting,
                     _ => Observed::AsExpected,
                 }
             }

@@ -35,8 +35,8 @@ impl RecordState {
         }
     }
 
-    /// The transitions the inventory accepts: forward along the runbook, and quarantined ↔ active (an operator's
-    /// release from quarantine), retired → quarantined (the revert of a failed uninstall keeps it retired instead).
+    /// The transitions a client may ask for: forward along the runbook, and quarantined → active (a release from
+    /// quarantine). An operator's out-of-band moves ([`Inventory::reactivate`]) are not requests.
     fn may_become(self, to: RecordState) -> bool {
         use RecordState::{Active, Enrolling, Quarantined, Retired};
         matches!(
@@ -113,6 +113,8 @@ pub enum InventoryError {
     Conflict { node: String, state: RecordState, wanted: RecordState },
     /// 409: the record cannot be removed while the agent is installed or allocations remain.
     NotRemovable { node: String, reason: String },
+    /// 409: the request does not fit the record's state (a forced release on a node in service).
+    Refused { node: String, reason: String },
 }
 
 impl std::fmt::Display for InventoryError {
@@ -126,6 +128,7 @@ impl std::fmt::Display for InventoryError {
                 write!(f, "{node} is {}, cannot become {}", state.as_str(), wanted.as_str())
             }
             InventoryError::NotRemovable { node, reason } => write!(f, "{node} cannot be removed: {reason}"),
+            InventoryError::Refused { node, reason } => write!(f, "{node}: {reason}"),
         }
     }
 }
@@ -226,6 +229,19 @@ impl Inventory {
         self.records.get(node)
     }
 
+    /// Out of band: an operator moves the record one step back toward service (quarantined → active,
+    /// retired → quarantined). False when there is no record or it is already active.
+    pub fn reactivate(&mut self, node: &str) -> bool {
+        let Some(record) = self.records.get_mut(node) else { return false };
+        let back = match record.state {
+            RecordState::Quarantined => RecordState::Active,
+            RecordState::Retired => RecordState::Quarantined,
+            RecordState::Enrolling | RecordState::Active => return false,
+        };
+        record.state = back;
+        true
+    }
+
     /// Fault: the next `count` requests answer 503 and change nothing.
     pub fn fail_next(&mut self, count: u32) {
         self.fail_next += count;
@@ -268,10 +284,17 @@ impl Inventory {
             InventoryRequest::ReleaseAllocations { node, force } => {
                 let record =
                     self.records.get_mut(&node).ok_or_else(|| InventoryError::NotFound { node: node.clone() })?;
+                // Workloads are not stripped from a node in service: it must be disabled first.
+                if record.state == RecordState::Active && !record.allocations.is_empty() {
+                    return Err(InventoryError::Refused {
+                        reason: "it is active: disable it before releasing its allocations".into(),
+                        node,
+                    });
+                }
                 let faults = self.faults.entry(node).or_default();
                 if faults.stuck_releases > 0 {
                     faults.stuck_releases -= 1;
-                } else if force || record.state != RecordState::Active {
+                } else if force || record.allocations.is_empty() {
                     record.allocations.clear();
                 }
                 Ok(InventoryResponse::Remaining(record.allocations.iter().cloned().collect()))
@@ -370,12 +393,17 @@ mod tests {
     fn stuck_allocations_survive_forced_releases_until_the_fault_is_spent() {
         let mut inventory = Inventory::new();
         inventory.enrol("node-01", 3);
+        let active = inventory.handle(InventoryRequest::ReleaseAllocations { node: "node-01".into(), force: true });
+        assert!(matches!(active, Err(InventoryError::Refused { .. })), "an active node keeps its work: {active:?}");
+        transition(&mut inventory, RecordState::Active, RecordState::Quarantined).expect("disable");
         inventory.stick_allocations("node-01", 1);
         let release = |inventory: &mut Inventory| {
             inventory.handle(InventoryRequest::ReleaseAllocations { node: "node-01".into(), force: true })
         };
         assert!(matches!(release(&mut inventory), Ok(InventoryResponse::Remaining(left)) if left.len() == 3));
         assert_eq!(release(&mut inventory), Ok(InventoryResponse::Remaining(Vec::new())));
+        assert!(inventory.reactivate("node-01"), "an operator puts it back in service");
+        assert_eq!(inventory.record("node-01").map(|record| record.state), Some(RecordState::Active));
     }
 
     #[test]

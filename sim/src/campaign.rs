@@ -39,6 +39,18 @@ pub struct Campaign {
     pub oracles: CampaignOracles,
     /// When set, every run starts this rollout at this time.
     pub rollout: Option<RolloutStart>,
+    /// When set, each run decommissions a random subset of the site's machines (absent from the hash when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decommission: Option<DecommissionPlan>,
+}
+
+/// `[decommission]`: each machine of the site is decommissioned with probability `per_mille`, at a time drawn from
+/// `at_ms` (an operator's request, once its onboarding had time to finish).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecommissionPlan {
+    pub per_mille: u32,
+    pub at_ms: RangeMs,
 }
 
 /// A rollout every run of the campaign starts.
@@ -216,6 +228,25 @@ pub struct FaultMix {
     /// Inside the window, an operator disconnects a machine's PXE interface in MAAS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface_disconnected: Option<Rate>,
+    // Decommission's faults (campaigns with `[decommission]`), aimed at machines drawn among those decommissioned.
+    /// Before the run, a machine's allocations are set to survive its next 1 to 3 forced releases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation_stuck: Option<Rate>,
+    /// Before the run, a machine's next 1 or 2 storage cleanups are set to leave residue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup_residue: Option<Rate>,
+    /// Before the run, the next 1 or 2 uninstalls of a machine's agent are set to fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uninstall_failure: Option<Rate>,
+    /// A machine's agent takes no task from its decommission request on, for `duration_ms` (default 1 to 20 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_unreachable: Option<Rate>,
+    /// Among the decommission requests, the inventory answers its next 1 to 5 requests 503.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory_unavailable: Option<Rate>,
+    /// Before the run, the region's next 1 or 2 disk wipes are set to fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erase_failure: Option<Rate>,
 }
 
 impl FaultMix {
@@ -256,7 +287,25 @@ impl FaultMix {
         "ssh_unreachable",
         "preseed_failure",
         "interface_disconnected",
+        "allocation_stuck",
+        "cleanup_residue",
+        "uninstall_failure",
+        "agent_unreachable",
+        "inventory_unavailable",
+        "erase_failure",
     ];
+
+    /// Decommission's kinds, with whether each is configured.
+    fn decommission_kinds(&self) -> [(&'static str, Option<Rate>); 6] {
+        [
+            ("allocation_stuck", self.allocation_stuck),
+            ("cleanup_residue", self.cleanup_residue),
+            ("uninstall_failure", self.uninstall_failure),
+            ("agent_unreachable", self.agent_unreachable),
+            ("inventory_unavailable", self.inventory_unavailable),
+            ("erase_failure", self.erase_failure),
+        ]
+    }
 
     /// The site's kinds, with whether each is configured.
     fn site_kinds(&self) -> [(&'static str, Option<Rate>); 14] {
@@ -301,6 +350,7 @@ struct CampaignFile {
     oracles: OraclesFile,
     rollout: Option<Spanned<RolloutStart>>,
     onboarding: Option<Spanned<spec::OnboardingFile>>,
+    decommission: Option<Spanned<DecommissionPlan>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -405,6 +455,44 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
             );
         }
     }
+    let decommission = match &file.decommission {
+        None => None,
+        Some(plan) => {
+            let value = *plan.get_ref();
+            if base.onboarding.is_none() {
+                return Err(source.error_at(Some(plan.span()), "decommission: needs an [onboarding] table"));
+            }
+            if value.per_mille > 1000 {
+                return Err(source.error_at(
+                    Some(plan.span()),
+                    format!("decommission.per_mille: a per-mille rate is 0 to 1000, not {}", value.per_mille),
+                ));
+            }
+            if value.at_ms.min > value.at_ms.max || value.at_ms.max >= duration_ms - liveness_budget_ms {
+                return Err(source.error_at(
+                    Some(plan.span()),
+                    "decommission.at_ms: needs min <= max, before the liveness budget starts",
+                ));
+            }
+            Some(value)
+        }
+    };
+    for (kind, rate) in faults.decommission_kinds() {
+        if rate.is_some() && decommission.is_none() {
+            return Err(source.error_at(
+                Some(faults_span.clone()),
+                format!("faults.{kind}: acts on decommissions, which need a [decommission] table"),
+            ));
+        }
+        if let Some(rate) = rate
+            && (rate.per_mille > 1000 || rate.count_max == 0)
+        {
+            return Err(source.error_at(
+                Some(faults_span.clone()),
+                format!("faults.{kind}: per_mille is 0 to 1000 and count_max at least 1"),
+            ));
+        }
+    }
     Ok(Campaign {
         source: path.to_owned(),
         description: file.description,
@@ -415,6 +503,7 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         faults,
         oracles,
         rollout,
+        decommission,
     })
 }
 
@@ -650,6 +739,7 @@ impl Campaign {
         }
         self.draw_rollout_faults(&planner, &mut rng, &mut steps);
         self.draw_site_faults(&planner, &mut rng, &mut steps);
+        self.draw_decommissions(&mut rng, &mut steps);
         if let Some(rollout) = &self.rollout {
             steps.push(TimedStep {
                 at_ms: rollout.at_ms,
@@ -834,6 +924,65 @@ impl Campaign {
         }
     }
 
+    /// The decommission requests and decommission's faults, drawn after every other kind and only with a
+    /// `[decommission]` table, so they change no older campaign's plans.
+    fn draw_decommissions(&self, rng: &mut ChaCha8Rng, steps: &mut Vec<TimedStep>) {
+        let (Some(plan), Some(onboarding)) = (&self.decommission, &self.base.onboarding) else { return };
+        let mut requested: Vec<(String, u64)> = Vec::new();
+        for machine in &onboarding.machines {
+            if rng.random_range(0..1000) < plan.per_mille {
+                let at_ms = rng.random_range(plan.at_ms.min..=plan.at_ms.max);
+                steps.push(TimedStep { at_ms, step: Step::Decommission { target: machine.clone() } });
+                requested.push((machine.clone(), at_ms));
+            }
+        }
+        if requested.is_empty() {
+            return;
+        }
+        for (kind, rate) in self.faults.decommission_kinds() {
+            let Some(rate) = rate else { continue };
+            if rng.random_range(0..1000) >= rate.per_mille {
+                continue;
+            }
+            for _ in 0..rng.random_range(1..=rate.count_max) {
+                let (target, requested_at) = requested.choose(rng).expect("some machine is decommissioned").clone();
+                match kind {
+                    "allocation_stuck" => {
+                        let count = rng.random_range(1..=3);
+                        steps.push(TimedStep { at_ms: 0, step: Step::AllocationStuck { target, count } });
+                    }
+                    "cleanup_residue" => {
+                        let count = rng.random_range(1..=2);
+                        steps.push(TimedStep { at_ms: 0, step: Step::CleanupResidue { target, count } });
+                    }
+                    "uninstall_failure" => {
+                        let count = rng.random_range(1..=2);
+                        steps.push(TimedStep { at_ms: 0, step: Step::UninstallFailure { target, count } });
+                    }
+                    "agent_unreachable" => {
+                        let duration = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 1_200_000 });
+                        let heal_ms =
+                            (requested_at + rng.random_range(duration.min..=duration.max)).min(self.base.duration_ms);
+                        steps.push(TimedStep {
+                            at_ms: requested_at,
+                            step: Step::AgentUnreachable { target: target.clone(), down: true },
+                        });
+                        steps.push(TimedStep { at_ms: heal_ms, step: Step::AgentUnreachable { target, down: false } });
+                    }
+                    "inventory_unavailable" => {
+                        let count = rng.random_range(1..=5);
+                        steps.push(TimedStep { at_ms: requested_at, step: Step::InventoryUnavailable { count } });
+                    }
+                    "erase_failure" => {
+                        let count = rng.random_range(1..=2);
+                        steps.push(TimedStep { at_ms: 0, step: Step::EraseFailure { count } });
+                    }
+                    other => unreachable!("decommission fault kind {other} has no planner"),
+                }
+            }
+        }
+    }
+
     /// How run `index` is named in its record: its source, index and the command that replays it.
     pub fn identity(&self, index: u64, seed_overridden: bool) -> RunIdentity {
         let seed = if seed_overridden { format!(" --seed {}", self.seed) } else { String::new() };
@@ -883,6 +1032,9 @@ impl Campaign {
         let mut summary = reports::summarize(&runs, &self.oracles.sometimes, crate::trace::sha256_hex);
         if self.base.onboarding.is_some() {
             summary.matrix_listed = runner::matrix_listed_pairs();
+        }
+        if self.decommission.is_some() {
+            summary.matrix_listed.extend(runner::workflow_listed_pairs(engine::matrix::Workflow::Decommission));
         }
         CampaignReport {
             schema_version: reports::SCHEMA_VERSION,

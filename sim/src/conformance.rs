@@ -1,6 +1,7 @@
-//! The recovery-matrix conformance suite: a directory of scripted scenarios, each naming the (stage, failure class)
-//! pairs it drives (`[expect] matrix_pairs`), run one after another and judged with every oracle. A listed pair of the
-//! onboarding matrix is covered when a passing case declares it — a declared pair the run did not exercise makes the
+//! The recovery-matrix conformance suite: a directory of scripted scenarios (or of one subdirectory per workflow,
+//! `conformance/onboarding/` and `conformance/decommission/`), each naming the (stage, failure class) pairs it drives
+//! (`[expect] matrix_pairs`), run one after another and judged with every oracle. A listed pair of a workflow the
+//! cases address is covered when a passing case declares it — a declared pair the run did not exercise makes the
 //! case fail (`expectation_unmet`) — and the suite passes when every case passes and every listed pair is covered.
 
 use std::collections::BTreeMap;
@@ -13,7 +14,7 @@ use crate::runner::{self, RunIdentity};
 use crate::spec::{self, Scenario};
 
 /// The suite's shipped cases, relative to the repository root.
-pub const DEFAULT_DIR: &str = "conformance/onboarding";
+pub const DEFAULT_DIR: &str = "conformance";
 /// Version of `conformance.json`.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -40,7 +41,7 @@ pub struct ConformanceReport {
     pub tool_version: String,
     pub commit: String,
     pub directory: String,
-    /// The onboarding matrix's listed pairs, in table order.
+    /// The listed pairs of every workflow a case declares a pair of, in table order (onboarding first).
     pub listed: Vec<String>,
     /// Listed pairs a passing case declares.
     pub covered: Vec<String>,
@@ -87,13 +88,14 @@ impl std::fmt::Display for SuiteError {
 
 impl std::error::Error for SuiteError {}
 
-/// Every `*.toml` case of `dir`, parsed, in file-name order. Nothing runs unless every case parses.
+/// Every `*.toml` case of `dir` and of its subdirectories (one level), parsed, in path order. Nothing runs unless
+/// every case parses.
 pub fn load_cases(dir: &Path) -> Result<Vec<(PathBuf, Scenario)>, SuiteError> {
-    let entries = std::fs::read_dir(dir).map_err(|error| SuiteError::Directory { dir: dir.to_owned(), error })?;
     let mut files = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(|error| SuiteError::Directory { dir: dir.to_owned(), error })?.path();
-        if path.extension().is_some_and(|ext| ext == "toml") {
+    for path in read_dir_sorted(dir)? {
+        if path.is_dir() {
+            files.extend(read_dir_sorted(&path)?.into_iter().filter(|path| is_toml(path)));
+        } else if is_toml(&path) {
             files.push(path);
         }
     }
@@ -110,6 +112,20 @@ pub fn load_cases(dir: &Path) -> Result<Vec<(PathBuf, Scenario)>, SuiteError> {
         cases.push((file, scenario));
     }
     Ok(cases)
+}
+
+fn is_toml(path: &Path) -> bool {
+    path.is_file() && path.extension().is_some_and(|ext| ext == "toml")
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, SuiteError> {
+    let entries = std::fs::read_dir(dir).map_err(|error| SuiteError::Directory { dir: dir.to_owned(), error })?;
+    let mut paths = Vec::new();
+    for entry in entries {
+        paths.push(entry.map_err(|error| SuiteError::Directory { dir: dir.to_owned(), error })?.path());
+    }
+    paths.sort();
+    Ok(paths)
 }
 
 /// Runs every case of `dir` and judges coverage; `on_case` sees each outcome as it finishes (for progress).
@@ -146,7 +162,11 @@ fn case_outcome(file: String, declared: &[String], record: &RunRecord) -> CaseOu
 
 /// Coverage of the listed pairs by the passing cases' declarations.
 pub fn judge(dir: &Path, cases: Vec<CaseOutcome>) -> ConformanceReport {
-    let listed = runner::matrix_listed_pairs();
+    let workflows: std::collections::BTreeSet<engine::matrix::Workflow> = cases
+        .iter()
+        .flat_map(|case| case.declared.iter().filter_map(|pair| runner::listed_pair_workflow(pair)))
+        .collect();
+    let listed: Vec<String> = workflows.into_iter().flat_map(runner::workflow_listed_pairs).collect();
     let (covered, uncovered): (Vec<String>, Vec<String>) =
         listed.iter().cloned().partition(|pair| cases.iter().any(|case| case.passed && case.declared.contains(pair)));
     let passed = uncovered.is_empty() && cases.iter().all(|case| case.passed);
@@ -170,7 +190,7 @@ pub fn render_text(report: &ConformanceReport) -> String {
     let verdict = if report.passed { "PASS" } else { "FAIL" };
     let passing = report.cases.iter().filter(|case| case.passed).count();
     let _ = writeln!(out, "conformance {}: {verdict}", report.directory);
-    let _ = writeln!(out, "  coverage      {} listed onboarding pairs covered by a passing case", report.coverage());
+    let _ = writeln!(out, "  coverage      {} listed pairs covered by a passing case", report.coverage());
     let _ = writeln!(out, "  cases         {passing}/{} passed", report.cases.len());
     for case in report.cases.iter().filter(|case| !case.passed) {
         let _ = writeln!(out, "  failed        {}  {}", case.file, case.verdict);
@@ -280,7 +300,7 @@ mod tests {
     #[test]
     fn the_command_reports_progress_writes_conformance_json_and_exits_by_the_verdict() {
         let cases = tempfile::tempdir().unwrap();
-        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join(DEFAULT_DIR);
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join(DEFAULT_DIR).join("onboarding");
         let name = "load-site-config--input-config-error.toml";
         std::fs::copy(shipped.join(name), cases.path().join(name)).unwrap();
         let out_dir = tempfile::tempdir().unwrap();

@@ -69,7 +69,7 @@ fn fleet_error(error: InventoryError) -> FleetError {
     match error {
         InventoryError::Unavailable { retry_after_s } => FleetError::Unavailable { retry_after_s },
         InventoryError::NotFound { .. } => FleetError::NotFound(error.to_string()),
-        InventoryError::Conflict { .. } | InventoryError::NotRemovable { .. } => {
+        InventoryError::Conflict { .. } | InventoryError::NotRemovable { .. } | InventoryError::Refused { .. } => {
             FleetError::Conflict(error.to_string())
         }
     }

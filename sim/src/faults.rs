@@ -327,6 +327,11 @@ pub enum Step {
     },
     /// The controller's secrets policy loses `delete` on node secrets.
     SecretsDeleteDenied,
+    /// Out of band: an operator moves the machine's inventory record one step back toward service (quarantined →
+    /// active, retired → quarantined).
+    NodeReactivated {
+        target: String,
+    },
 }
 
 impl Step {
@@ -397,6 +402,7 @@ impl Step {
             Step::InventoryUnavailable { .. } => "inventory_unavailable",
             Step::EraseFailure { .. } => "erase_failure",
             Step::SecretsDeleteDenied => "secrets_delete_denied",
+            Step::NodeReactivated { .. } => "node_reactivated",
         }
     }
 
@@ -444,7 +450,8 @@ impl Step {
             | Step::UninstallFailure { .. }
             | Step::InventoryUnavailable { .. }
             | Step::EraseFailure { .. }
-            | Step::SecretsDeleteDenied => true,
+            | Step::SecretsDeleteDenied
+            | Step::NodeReactivated { .. } => true,
             Step::AgentUnreachable { down, .. } => *down,
             Step::MaasUnreachable { down } => *down,
             Step::MachineHidden { hidden, .. } => *hidden,
@@ -519,7 +526,8 @@ impl Step {
             | Step::AllocationStuck { target, .. }
             | Step::CleanupResidue { target, .. }
             | Step::UninstallFailure { target, .. }
-            | Step::AgentUnreachable { target, .. } => vec![("target", target)],
+            | Step::AgentUnreachable { target, .. }
+            | Step::NodeReactivated { target } => vec![("target", target)],
             Step::OpenEpoch { members } => members.iter().map(|m| ("members", m.as_str())).collect(),
             Step::CloseEpoch { .. }
             | Step::StartRollout { .. }
@@ -589,7 +597,8 @@ impl Step {
             | Step::AllocationStuck { target, .. }
             | Step::CleanupResidue { target, .. }
             | Step::UninstallFailure { target, .. }
-            | Step::AgentUnreachable { target, .. } => Some(target),
+            | Step::AgentUnreachable { target, .. }
+            | Step::NodeReactivated { target } => Some(target),
             _ => None,
         }
     }
@@ -660,6 +669,7 @@ impl Step {
         "inventory_unavailable",
         "erase_failure",
         "secrets_delete_denied",
+        "node_reactivated",
     ];
 }
 

@@ -40,6 +40,10 @@ pub struct OracleContext {
     pub availability_floor: u32,
     /// The onboarding workflows the run starts (empty without `[onboarding]`).
     pub workflows: Vec<String>,
+    /// The decommission workflows the run's `decommission` steps ask for.
+    pub decommissions: Vec<String>,
+    /// The site's policies the matrix's words defer to.
+    pub site_policy: engine::onboarding::SitePolicy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -284,7 +288,27 @@ pub const CATALOG: &[OracleInfo] = &[
         name: "onboarding_follows_the_matrix",
         property: PropertyKind::Always,
         summary: "after every classified stage failure the workflow does what the stage's matrix row allows: retries only a class the row retries, adopts an observed state, or stops in a workflow and node state the row lists; an unreadable classify_deploy_failure falls back to the generic deploy failure",
-        build: |_| Box::new(OnboardingFollowsTheMatrix::default()),
+        build: |ctx| Box::new(FollowsTheMatrix::new(engine::matrix::Workflow::Onboarding, ctx)),
+    },
+    OracleInfo {
+        name: "decommission_follows_the_matrix",
+        property: PropertyKind::Always,
+        summary: "after every classified stage failure of a decommission the workflow does what the stage's matrix row allows (section 5): retries only a class the row retries under the site's policy, adopts an observed state, completes with a follow-up record where the row retains the MAAS record, or stops in a workflow and node state the row lists",
+        build: |ctx| Box::new(FollowsTheMatrix::new(engine::matrix::Workflow::Decommission, ctx)),
+    },
+    OracleInfo {
+        name: "decommission_completed",
+        property: PropertyKind::Sometimes,
+        summary: "a decommission workflow completed: the node is deleted from the inventory, its MAAS machine released (and deleted, or retained with a follow-up)",
+        build: |_| {
+            Box::new(Reached(|body| matches!(body, Body::Decommission { event: OnboardingBody::Completed { .. }, .. })))
+        },
+    },
+    OracleInfo {
+        name: "every_decommission_rests",
+        property: PropertyKind::Eventually,
+        summary: "when the run ends, every decommission a step asked for ended completed (with or without a follow-up record) or stopped with a failure class in a state its row lists; none is still running",
+        build: |ctx| Box::new(EveryDecommissionRests::new(ctx)),
     },
     OracleInfo {
         name: "every_node_onboarded_or_diagnosed",
@@ -1402,23 +1426,47 @@ impl Oracle for NoDoubleCommissionOrDeploy {
 /// Judges the decision that follows each `stage_failed` of a workflow against the stage's matrix row, from the
 /// workflow's next event. The row's own words are the reference (`engine::onboarding::retries`, the resulting states),
 /// so a driver that ignored a decision — retried a stop, stopped somewhere the row does not list — is caught.
-#[derive(Default)]
-struct OnboardingFollowsTheMatrix {
+struct FollowsTheMatrix {
+    workflow: engine::matrix::Workflow,
+    policy: engine::onboarding::SitePolicy,
     /// workflow → the failure awaiting its decision: `(stage, class)`.
     pending: BTreeMap<String, (String, String)>,
+    /// workflow → the node's state as its completed stages left it (decommission: active, then quarantined, ...).
+    node_state: BTreeMap<String, engine::matrix::NodeState>,
 }
 
-impl OnboardingFollowsTheMatrix {
-    fn judge(stage: &str, class: &str, next: &OnboardingBody) -> Result<(), String> {
-        use engine::matrix::{FailureClass, NodeState, OnboardingStage, WorkflowState};
-        let Some(row_stage) = OnboardingStage::ALL.into_iter().find(|s| s.as_str() == stage) else {
-            return Err(format!("stage {stage} is not an onboarding stage"));
+impl FollowsTheMatrix {
+    fn new(workflow: engine::matrix::Workflow, ctx: &OracleContext) -> FollowsTheMatrix {
+        FollowsTheMatrix { workflow, policy: ctx.site_policy, pending: BTreeMap::new(), node_state: BTreeMap::new() }
+    }
+
+    /// The node state a decommission's completed stage leaves behind.
+    fn after_stage(stage: &str) -> Option<engine::matrix::NodeState> {
+        use engine::matrix::NodeState;
+        match stage {
+            "disable_node" => Some(NodeState::Quarantined),
+            "retire_gpuaas_node" => Some(NodeState::Retired),
+            "remove_gpuaas_node_record" => Some(NodeState::Deleted),
+            _ => None,
+        }
+    }
+
+    fn judge(
+        &self,
+        stage: &str,
+        class: &str,
+        prior: engine::matrix::NodeState,
+        next: &OnboardingBody,
+    ) -> Result<(), String> {
+        use engine::matrix::{FailureClass, NodeState, OnboardingStage, Stage, WorkflowState};
+        let Some(row_stage) = Stage::all().find(|s| s.workflow() == self.workflow && s.as_str() == stage) else {
+            return Err(format!("stage {stage} is not a stage of the {:?} workflow", self.workflow));
         };
         let Some(failure) = FailureClass::ALL.into_iter().find(|c| c.as_str() == class) else {
             return Err(format!("{class} is not a failure class"));
         };
         let row = row_stage.row();
-        if row_stage == OnboardingStage::ClassifyDeployFailure {
+        if row_stage == Stage::Onboarding(OnboardingStage::ClassifyDeployFailure) {
             // Best effort: the deploy failure it was classifying goes on, unclassified.
             return match next {
                 OnboardingBody::StageFailed { stage, class, .. }
@@ -1433,7 +1481,7 @@ impl OnboardingFollowsTheMatrix {
         }
         match next {
             OnboardingBody::Retrying { stage: retried, .. } => {
-                let policy = engine::onboarding::SitePolicy::default();
+                let policy = self.policy;
                 // An ambiguity a fresh read resolved is retried as the transient it turned out to be.
                 let retried_class = match failure {
                     FailureClass::StateAmbiguity => FailureClass::UpstreamTransient,
@@ -1466,11 +1514,7 @@ impl OnboardingFollowsTheMatrix {
                     _ if stopped != stage => {
                         Err(format!("{stage} failed ({class}) but the workflow stopped at {stopped}"))
                     }
-                    (Some(w), Some(n))
-                        if row.admits_workflow_state(w) && row.node_states.admits(NodeState::Enrolling, n) =>
-                    {
-                        Ok(())
-                    }
+                    (Some(w), Some(n)) if row.admits_workflow_state(w) && row.node_states.admits(prior, n) => Ok(()),
                     (w, n) => Err(format!(
                         "{stage} stopped on {class} as {w:?} / {n:?}; its row lists {} and {}",
                         row.workflow_states_text(),
@@ -1478,21 +1522,50 @@ impl OnboardingFollowsTheMatrix {
                     )),
                 }
             }
+            // `remove_maas_record`: "retain MAAS record by policy or if delete unsafe" completes the workflow with a
+            // follow-up record.
+            OnboardingBody::Completed { .. }
+                if row.admits_workflow_state(WorkflowState::CompletedWithFollowUpRecord) =>
+            {
+                Ok(())
+            }
+            OnboardingBody::Observed { what, .. }
+                if what == "follow_up" && row.admits_workflow_state(WorkflowState::CompletedWithFollowUpRecord) =>
+            {
+                Ok(())
+            }
             other => Err(format!("{stage} failed ({class}), then {other:?}: no decision of the matrix")),
         }
     }
 }
 
-impl Oracle for OnboardingFollowsTheMatrix {
+impl Oracle for FollowsTheMatrix {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
-        let Body::Onboarding { workflow, event: body } = &event.body else { return };
+        let (workflow, body) = match (&event.body, self.workflow) {
+            (Body::Onboarding { workflow, event }, engine::matrix::Workflow::Onboarding)
+            | (Body::Decommission { workflow, event }, engine::matrix::Workflow::Decommission) => (workflow, event),
+            _ => return,
+        };
+        let initial = match self.workflow {
+            engine::matrix::Workflow::Onboarding => engine::matrix::NodeState::Enrolling,
+            engine::matrix::Workflow::Decommission => engine::matrix::NodeState::Active,
+        };
+        let prior = self.node_state.get(workflow).copied().unwrap_or(initial);
         if let Some((stage, class)) = self.pending.remove(workflow) {
-            if let Err(evidence) = Self::judge(&stage, &class, body) {
+            if let Err(evidence) = self.judge(&stage, &class, prior, body) {
                 out.push(Finding { t_ms: event.t_ms, evidence: format!("{workflow}: {evidence}") });
             }
         }
-        if let OnboardingBody::StageFailed { stage, class, .. } = body {
-            self.pending.insert(workflow.clone(), (stage.clone(), class.clone()));
+        match body {
+            OnboardingBody::StageFailed { stage, class, .. } => {
+                self.pending.insert(workflow.clone(), (stage.clone(), class.clone()));
+            }
+            OnboardingBody::StageDone { stage, .. } if self.workflow == engine::matrix::Workflow::Decommission => {
+                if let Some(state) = Self::after_stage(stage) {
+                    self.node_state.insert(workflow.clone(), state);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -1502,6 +1575,47 @@ impl Oracle for OnboardingFollowsTheMatrix {
                 t_ms: end_ms,
                 evidence: format!("{workflow}: {stage} failed ({class}) and no decision followed before the run ended"),
             });
+        }
+    }
+}
+
+/// At the end of the run every requested decommission rests: completed, or stopped with a class.
+struct EveryDecommissionRests {
+    /// workflow → its last resting state (`None`: not resting — never started, or running).
+    last: BTreeMap<String, Option<String>>,
+}
+
+impl EveryDecommissionRests {
+    fn new(ctx: &OracleContext) -> EveryDecommissionRests {
+        EveryDecommissionRests { last: ctx.decommissions.iter().map(|w| (w.clone(), None)).collect() }
+    }
+}
+
+impl Oracle for EveryDecommissionRests {
+    fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        let Body::Decommission { workflow, event } = &event.body else { return };
+        let state = match event {
+            OnboardingBody::Completed { .. } => Some("completed".to_owned()),
+            OnboardingBody::Stopped { class, workflow_state, .. } if !class.is_empty() => Some(workflow_state.clone()),
+            OnboardingBody::Stopped { .. } => Some("stopped without a class".to_owned()),
+            OnboardingBody::StageStarted { .. } => None,
+            _ => return,
+        };
+        self.last.insert(workflow.clone(), state);
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        for (workflow, state) in &self.last {
+            match state.as_deref() {
+                Some("stopped without a class") => {
+                    out.push(Finding { t_ms: end_ms, evidence: format!("{workflow} stopped without a failure class") })
+                }
+                Some(_) => {}
+                None => out.push(Finding {
+                    t_ms: end_ms,
+                    evidence: format!("{workflow} is still running (or never started) when the run ends"),
+                }),
+            }
         }
     }
 }
@@ -1571,6 +1685,8 @@ mod tests {
             lane_size: 2,
             availability_floor: 2,
             workflows: Vec::new(),
+            decommissions: Vec::new(),
+            site_policy: engine::onboarding::SitePolicy::default(),
         }
     }
 
@@ -1632,7 +1748,7 @@ mod tests {
             // Still pending when the run ends.
             ev(14, "controller", failed("wait_for_ready", "upstream_transient")),
         ];
-        let findings = run(&mut OnboardingFollowsTheMatrix::default(), &events, 20);
+        let findings = run(&mut FollowsTheMatrix::new(engine::matrix::Workflow::Onboarding, &ctx()), &events, 20);
         assert_eq!(findings.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [6, 8, 13, 20], "{findings:#?}");
         assert!(findings[0].evidence.contains("does not retry"), "{}", findings[0].evidence);
     }

@@ -262,12 +262,33 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
 /// The recovery matrix's listed (typical) `stage/failure_class` pairs of the onboarding workflow, in table order:
 /// what a campaign report's `summary.matrix_listed` holds, so the report can show coverage without the engine.
 pub fn matrix_listed_pairs() -> Vec<String> {
-    engine::matrix::OnboardingStage::ALL
-        .into_iter()
+    workflow_listed_pairs(engine::matrix::Workflow::Onboarding)
+}
+
+/// The listed pairs of one workflow, in table order; a decommission pair is named `decommission:stage/class`
+/// (the two workflows share the stage name `load_site_config`).
+pub fn workflow_listed_pairs(workflow: engine::matrix::Workflow) -> Vec<String> {
+    engine::matrix::Stage::all()
+        .filter(|stage| stage.workflow() == workflow)
         .flat_map(|stage| {
-            stage.row().failure_classes.iter().map(move |class| format!("{}/{}", stage.as_str(), class.as_str()))
+            let prefix = match workflow {
+                engine::matrix::Workflow::Onboarding => "",
+                engine::matrix::Workflow::Decommission => crate::trace::DECOMMISSION_PAIR_PREFIX,
+            };
+            stage
+                .row()
+                .failure_classes
+                .iter()
+                .map(move |class| format!("{prefix}{}/{}", stage.as_str(), class.as_str()))
         })
         .collect()
+}
+
+/// The workflow whose listed pairs include `pair`, if any.
+pub fn listed_pair_workflow(pair: &str) -> Option<engine::matrix::Workflow> {
+    [engine::matrix::Workflow::Onboarding, engine::matrix::Workflow::Decommission]
+        .into_iter()
+        .find(|workflow| workflow_listed_pairs(*workflow).iter().any(|listed| listed == pair))
 }
 
 #[cfg(test)]

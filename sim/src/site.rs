@@ -562,6 +562,9 @@ impl World {
             Step::CleanupResidue { target, count } => state.inventory.leave_residue(target, *count),
             Step::UninstallFailure { target, count } => state.inventory.fail_uninstalls(target, *count),
             Step::InventoryUnavailable { count } => state.inventory.fail_next(*count),
+            Step::NodeReactivated { target } => {
+                state.inventory.reactivate(target);
+            }
             Step::AgentUnreachable { target, down } => {
                 if *down {
                     state.agents_unreachable.insert(target.clone());

@@ -892,17 +892,11 @@ fn resolve_expect(source: &Source, file: &ExpectFile) -> Result<Expectations, Sp
     }
     let mut matrix_pairs = Vec::new();
     for pair in &file.matrix_pairs {
-        let listed = engine::matrix::OnboardingStage::ALL.iter().any(|stage| {
-            let row = stage.row();
-            engine::matrix::FailureClass::ALL
-                .iter()
-                .any(|class| row.lists(*class) && format!("{}/{}", stage.as_str(), class.as_str()) == *pair.get_ref())
-        });
-        if !listed {
+        if crate::runner::listed_pair_workflow(pair.get_ref()).is_none() {
             return Err(source.error_at(
                 Some(pair.span()),
                 format!(
-                    "expect.matrix_pairs: \"{}\" is not a pair the onboarding recovery matrix lists (stage/failure_class; see docs/recovery-matrix.md)",
+                    "expect.matrix_pairs: \"{}\" is not a pair the recovery matrix lists (stage/failure_class, decommission:stage/failure_class; see docs/recovery-matrix.md)",
                     pair.get_ref()
                 ),
             ));
@@ -993,7 +987,7 @@ nodes = 2
         let pair = err(&format!("{site}\n[expect]\nmatrix_pairs = [\"commission_node/hardware_mismatch\"]\n"));
         assert!(pair.starts_with("s.toml:14:"), "{pair}");
         assert!(
-            pair.contains("\"commission_node/hardware_mismatch\" is not a pair the onboarding recovery matrix lists"),
+            pair.contains("\"commission_node/hardware_mismatch\" is not a pair the recovery matrix lists"),
             "{pair}"
         );
         let ok = parse_scenario(

@@ -204,6 +204,17 @@ impl World {
                 .as_ref()
                 .map(|onboarding| onboarding.machines.iter().map(|m| crate::site::workflow_id(m)).collect())
                 .unwrap_or_default(),
+            decommissions: spec
+                .steps
+                .iter()
+                .filter_map(|timed| match &timed.step {
+                    crate::faults::Step::Decommission { target } => Some(crate::decommission::workflow_id(target)),
+                    _ => None,
+                })
+                .collect::<std::collections::BTreeSet<String>>()
+                .into_iter()
+                .collect(),
+            site_policy: spec.onboarding.as_ref().map(|onboarding| onboarding.site_policy()).unwrap_or_default(),
         };
         let mut hub = Hub::new(HubConfig {
             agent_ttl_ms: spec.hub.agent_ttl_ms,
@@ -822,7 +833,8 @@ impl World {
             | Step::AgentUnreachable { .. }
             | Step::InventoryUnavailable { .. }
             | Step::EraseFailure { .. }
-            | Step::SecretsDeleteDenied => self.apply_site_step(step),
+            | Step::SecretsDeleteDenied
+            | Step::NodeReactivated { .. } => self.apply_site_step(step),
         }
     }
 

@@ -1,5 +1,6 @@
-//! The recovery-matrix conformance suite as shipped: every listed onboarding (stage, failure class) pair has a
-//! scripted case named after it, every case passes, and coverage is complete.
+//! The recovery-matrix conformance suite as shipped: every listed (stage, failure class) pair of both workflows has
+//! a scripted case named after it (`conformance/onboarding/`, `conformance/decommission/`), every case passes, and
+//! coverage is complete.
 
 use std::path::Path;
 
@@ -10,7 +11,7 @@ fn root() -> &'static Path {
 }
 
 #[test]
-fn every_listed_onboarding_pair_is_covered_by_a_passing_case_named_after_it() {
+fn every_listed_pair_of_both_workflows_is_covered_by_a_passing_case_named_after_it() {
     let dir = root().join(conformance::DEFAULT_DIR);
     let mut seen: Vec<String> = Vec::new();
     let report = conformance::run_suite(&dir, &mut |case: &CaseOutcome| seen.push(case.file.clone())).unwrap();
@@ -18,37 +19,56 @@ fn every_listed_onboarding_pair_is_covered_by_a_passing_case_named_after_it() {
     assert!(failing.is_empty(), "failing cases: {failing:#?}");
     assert_eq!(report.uncovered, Vec::<String>::new());
     assert_eq!(report.covered, report.listed, "covered in table order");
-    assert_eq!(report.coverage(), "39/39");
+    assert_eq!(report.coverage(), "60/60", "39 onboarding and 21 decommission pairs");
     assert!(report.passed);
     assert_eq!(seen.len(), report.cases.len(), "progress saw every case");
     for case in &report.cases {
         assert_eq!(case.declared.len(), 1, "{}: one pair per case", case.file);
         let pair = &case.declared[0];
         assert!(case.exercised.contains_key(pair), "{}: {pair} not exercised: {:?}", case.file, case.exercised);
-        let stem = Path::new(&case.file).file_stem().unwrap().to_string_lossy().into_owned();
-        assert_eq!(stem, pair.replace('/', "--").replace('_', "-"), "{}: the file is named after its pair", case.file);
+        let path = Path::new(&case.file);
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let (workflow, stage_class) = match pair.strip_prefix("decommission:") {
+            Some(rest) => ("decommission", rest),
+            None => ("onboarding", pair.as_str()),
+        };
+        assert_eq!(stem, stage_class.replace('/', "--").replace('_', "-"), "{}: named after its pair", case.file);
+        let parent = path.parent().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(parent, workflow, "{}: in its workflow's directory", case.file);
     }
 }
 
 #[test]
 fn a_suite_missing_cases_names_the_uncovered_pairs_and_fails() {
     let dir = tempfile::tempdir().unwrap();
-    let cases = root().join(conformance::DEFAULT_DIR);
+    let cases = root().join(conformance::DEFAULT_DIR).join("onboarding");
     for name in ["load-site-config--input-config-error.toml", "wait-for-ready--hardware-mismatch.toml"] {
         std::fs::copy(cases.join(name), dir.path().join(name)).unwrap();
     }
     let report = conformance::run_suite(dir.path(), &mut |_| {}).unwrap();
     assert!(report.cases.iter().all(|case| case.passed));
-    assert_eq!(report.coverage(), "2/39");
+    assert_eq!(report.coverage(), "2/39", "only the onboarding workflow is addressed");
     assert!(!report.passed);
     assert!(report.uncovered.contains(&"commission_node/bmc_power_failure".to_owned()));
+    // One decommission case in a subdirectory brings decommission's 21 listed pairs into the suite.
+    let sub = dir.path().join("decommission");
+    std::fs::create_dir(&sub).unwrap();
+    let name = "drain-node--agent-enrollment-failure.toml";
+    std::fs::copy(root().join(conformance::DEFAULT_DIR).join("decommission").join(name), sub.join(name)).unwrap();
+    let report = conformance::run_suite(dir.path(), &mut |_| {}).unwrap();
+    assert!(report.cases.iter().all(|case| case.passed), "{:#?}", report.cases);
+    assert_eq!(report.coverage(), "3/60");
+    assert!(report.uncovered.contains(&"decommission:release_maas_node/state_ambiguity".to_owned()));
 }
 
 #[test]
 fn stage_triggered_cases_are_deterministic() {
     use sim::runner::{RunIdentity, run};
     // Two stage-triggered steps (the datasource failure at the deploy, the 503s at the classification) on one seed.
-    let path = root().join(conformance::DEFAULT_DIR).join("classify-deploy-failure--upstream-transient.toml");
+    let path = root()
+        .join(conformance::DEFAULT_DIR)
+        .join("onboarding")
+        .join("classify-deploy-failure--upstream-transient.toml");
     let scenario = sim::spec::load_scenario(&path).unwrap();
     let identity = RunIdentity { source: "case".into(), run_index: None, repro: String::new() };
     let first = run(&scenario.run, scenario.seed, &identity, false).record;
