@@ -9,6 +9,9 @@ use sim::spec::load_scenario;
 const SCENARIOS: &[&str] = &[
     "agent-partitioned-from-hub-is-reported-silent-and-recovers.toml",
     "controller-death-resumes-the-sensor-from-its-journal.toml",
+    "decommission-falls-back-to-a-no-erase-release-when-wipes-keep-failing.toml",
+    "decommission-releases-with-erase-and-deletes-the-node-everywhere.toml",
+    "decommission-retains-the-maas-record-by-policy-with-a-follow-up.toml",
     "epoch-aware-expiry-keeps-members-and-expires-strays.toml",
     "fifty-agents-heartbeat-for-two-hours-through-faults.toml",
     "hub-crashes-and-restarts-mid-run.toml",
@@ -547,4 +550,78 @@ fn onboarding_resumed_after_a_stop_mid_deploy_releases_then_reruns() {
     assert!(aborted < ready && ready < adopted && adopted < redeployed, "{aborted} {ready} {adopted} {redeployed}");
     assert!(after.iter().all(|l| !l.contains("stage_failed")), "the rerun fails nowhere");
     assert_eq!(onboarding(&trace, "completed").len(), 1);
+}
+
+fn decommission<'a>(trace: &'a [String], event: &str) -> Vec<&'a String> {
+    let needle = format!("\"event\":\"{event}\"");
+    events(trace, "engine.decommission").into_iter().filter(|l| l.contains(&needle)).collect()
+}
+
+#[test]
+fn decommission_releases_with_erase_and_deletes_the_node_everywhere() {
+    let (record, trace) = run_file("decommission-releases-with-erase-and-deletes-the-node-everywhere.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    // Every stage of section 5, in order, each done once and none adopted but the power-off (MAAS's release
+    // already powered the machine off).
+    let done: Vec<String> = decommission(&trace, "stage_done")
+        .into_iter()
+        .map(|l| l.split("\"stage\":\"").nth(1).unwrap().split('"').next().unwrap().to_owned())
+        .collect();
+    let expected: Vec<String> =
+        engine::matrix::DecommissionStage::ALL.iter().map(|stage| stage.as_str().to_owned()).collect();
+    assert_eq!(done, expected);
+    let adopted: Vec<&String> =
+        decommission(&trace, "stage_done").into_iter().filter(|l| l.contains("\"adopted\":true")).collect();
+    assert_eq!(adopted.len(), 1, "{adopted:?}");
+    assert!(adopted[0].contains("power_off_maas_node"));
+    // MAAS wiped the disks before the release, and the record was deleted (204).
+    let maas_events = events(&trace, "site.maas_event");
+    let position =
+        |needle: &str| maas_events.iter().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
+    assert!(position("\"event_type\":\"User erasing disk\"") < position("\"event_type\":\"Disks erased\""));
+    assert!(position("\"event_type\":\"Disks erased\"") < position("\"event_type\":\"Released\""));
+    let deleted = events(&trace, "site.request")
+        .into_iter()
+        .filter(|l| l.contains("decommission-node-02") && l.contains("\"op\":\"delete\"") && l.contains("204"))
+        .count();
+    assert_eq!(deleted, 1);
+    // The agent was uninstalled (its principal revoked) and the inventory record removed; node-03 was not touched.
+    assert!(events(&trace, "hub.principal_revoked").iter().any(|l| l.contains("\"agent\":\"node-02\"")));
+    let removed = events(&trace, "inventory.request")
+        .into_iter()
+        .filter(|l| l.contains("\"op\":\"remove\"") && l.contains("\"error\":null"))
+        .count();
+    assert_eq!(removed, 1);
+    assert!(trace.iter().filter(|l| l.contains("inventory.")).all(|l| !l.contains("node-03")));
+    assert_eq!(decommission(&trace, "completed").len(), 1);
+    assert!(decommission(&trace, "observed").is_empty(), "no follow-up: the record was deleted");
+}
+
+#[test]
+fn decommission_falls_back_to_a_no_erase_release_when_wipes_keep_failing() {
+    let (record, trace) = run_file("decommission-falls-back-to-a-no-erase-release-when-wipes-keep-failing.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let maas_events = events(&trace, "site.maas_event");
+    let count = |needle: &str| maas_events.iter().filter(|l| l.contains(needle)).count();
+    assert_eq!(count("\"description\":\"Failed to erase disks.\""), 3, "the bounded attempts, each with erase");
+    assert_eq!(count("\"event_type\":\"User erasing disk\""), 3);
+    assert_eq!(count("\"event_type\":\"User releasing node\""), 1, "then one release without erase");
+    let retries = decommission(&trace, "retrying");
+    assert_eq!(retries.len(), 3, "two retries within the bound and the one fallback: {retries:?}");
+    assert!(retries[2].contains("\"attempt\":4"));
+    assert_eq!(decommission(&trace, "completed").len(), 1);
+    assert!(decommission(&trace, "stopped").is_empty());
+}
+
+#[test]
+fn decommission_retains_the_maas_record_by_policy_with_a_follow_up() {
+    let (record, trace) = run_file("decommission-retains-the-maas-record-by-policy-with-a-follow-up.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let follow_ups = decommission(&trace, "observed");
+    assert_eq!(follow_ups.len(), 1, "{follow_ups:?}");
+    assert!(follow_ups[0].contains("retained by policy"), "{}", follow_ups[0]);
+    assert!(events(&trace, "site.request").iter().all(|l| !l.contains("\"op\":\"delete\"")), "nothing deleted");
+    let last_status = events(&trace, "site.status").into_iter().next_back().unwrap();
+    assert!(last_status.contains("\"to\":\"ready\""), "the machine is left Ready: {last_status}");
+    assert_eq!(decommission(&trace, "completed").len(), 1);
 }
