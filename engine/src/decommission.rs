@@ -231,11 +231,21 @@ where
                 follow_ups: Vec::new(),
             };
         }
+        // A workflow frozen for manual intervention, or cancelled, is not acted on (seed 000, section 2).
+        if let Some(why) = halted(workflow, &lines) {
+            return halted_outcome(why, history.last_stage);
+        }
         let run = history.runs + 1;
         self.record(DecommissionRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
         let mut state = RunState::default();
         let mut index = 0;
         while let Some(&stage) = DecommissionStage::ALL.get(index) {
+            // A freeze set while the run is under way stops it before its next stage starts.
+            let lines =
+                self.journal.replay().await.unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
+            if let Some(why) = halted(workflow, &lines) {
+                return halted_outcome(why, Some(stage));
+            }
             let attempt = {
                 let attempts = state.attempts.entry(stage).or_insert(0);
                 *attempts += 1;
@@ -747,6 +757,23 @@ fn releasable_or_released(status: &MachineStatus) -> bool {
             | MachineStatus::FailedDiskErasing
             | MachineStatus::Releasing
     )
+}
+
+/// Why the journal forbids acting on `workflow` (frozen or cancelled), if it does.
+fn halted(workflow: &str, lines: &[String]) -> Option<String> {
+    crate::recovery::operator::halted(workflow, lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// The outcome of a run that did not act: the workflow rests for a person.
+fn halted_outcome(why: String, stage: Option<DecommissionStage>) -> DecommissionOutcome {
+    DecommissionOutcome {
+        workflow_state: WorkflowState::FailedManualIntervention,
+        node_state: NodeState::Quarantined,
+        stage,
+        class: None,
+        evidence: vec![why],
+        follow_ups: Vec::new(),
+    }
 }
 
 #[cfg(test)]
