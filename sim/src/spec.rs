@@ -607,7 +607,9 @@ fn parse_step(
     let mut fields = table.get_ref().clone();
     let at_ms = fields.remove("at_ms");
     let on_stage = fields.remove("on_stage");
-    let workflow = fields.remove("workflow");
+    // An `operator` step's `workflow` names the workflow it acts on, not a stage trigger's machine.
+    let operator = fields.get("kind").and_then(toml::Value::as_str) == Some("operator");
+    let workflow = if operator { None } else { fields.remove("workflow") };
     let occurrence = fields.remove("occurrence");
     let trigger = match (at_ms, on_stage) {
         (Some(_), Some(_)) => {
@@ -786,6 +788,17 @@ pub(crate) fn validate_step(
         Step::ResolverServfail { zones: Some(zones) } if zones.is_empty() => {
             Some(format!("{key}.zones: name at least one zone, or leave zones out for every query"))
         }
+        Step::Operator { reason, .. } if reason.trim().is_empty() => Some(format!(
+            "{key}.reason: an operator action needs a reason for its audit record (seed 000, section 8)"
+        )),
+        Step::Operator { actor, .. } if actor.trim().is_empty() => {
+            Some(format!("{key}.actor: an operator action needs an actor id for its audit record"))
+        }
+        Step::Operator { reason, actor, .. }
+            if reason.contains(engine::secret::SECRET_MARKER) || actor.contains(engine::secret::SECRET_MARKER) =>
+        {
+            Some(format!("{key}.reason: the audit record is journaled and traced, so it must not carry a credential"))
+        }
         Step::ClockSkew { target, .. } if target == MAAS => {
             Some(format!("{key}.target: the maas host runs on the site's clock, which cannot be skewed"))
         }
@@ -836,6 +849,7 @@ pub(crate) fn is_driver_action(step: &Step) -> bool {
             | Step::StartRollout { .. }
             | Step::RegisterMacs { .. }
             | Step::ResumeOnboarding { .. }
+            | Step::Operator { .. }
             | Step::Decommission { .. }
     )
 }

@@ -815,6 +815,7 @@ impl World {
             | Step::MachineHidden { .. }
             | Step::RegisterMacs { .. }
             | Step::ResumeOnboarding { .. }
+            | Step::Operator { .. }
             | Step::Decommission { .. }
             | Step::AllocationStuck { .. }
             | Step::CleanupResidue { .. }
