@@ -65,8 +65,9 @@ impl World {
                 resolves_freeze,
             };
             let journal = SimJournal { world: world.clone(), host: CONTROLLER_ID };
+            let signals = SimSignals { world: world.clone(), host: CONTROLLER_ID };
             let observed = world.observe_checkpoint(workflow, &workflow_id, &target, action).await;
-            let applied = match apply_operator_action(&journal, workflow, &workflow_id, &request, observed).await {
+            let applied = match apply_operator_action(&journal, &signals, workflow, &workflow_id, &request, observed).await {
                 Ok(applied) => applied,
                 Err(error) => {
                     tracing::warn!(%workflow_id, %error, "operator action not performed");

@@ -20,7 +20,7 @@ use crate::decommission::DecommissionRecord;
 use crate::matrix::{DecommissionStage, NodeState, OnboardingStage, RecoveryAction, Stage, Workflow, WorkflowState};
 use crate::onboarding::driver::OnboardRecord;
 use crate::ports::site::{MaasApi, MachineStatus};
-use crate::ports::{Hub, Journal, JournalError};
+use crate::ports::{Hub, Journal, JournalError, Signal, Signals, WorkflowEvent};
 
 use super::{AuditRecord, AuditTrail, Authorized, Lifecycle, OperatorRequest, WorkflowStatus, authorize};
 
@@ -165,14 +165,15 @@ pub fn halted<'a>(workflow_id: &str, lines: impl IntoIterator<Item = &'a str>) -
 }
 
 /// Performs `request` on `workflow_id`: reads the journal, authorizes, appends the audit record before acting, and
-/// says what the caller does next. `observed_satisfies_checkpoint` is the caller's fresh observation (section 7; see
+/// says what the caller does next. An adoption that completes the workflow is signalled as its completion. `observed_satisfies_checkpoint` is the caller's fresh observation (section 7; see
 /// [`observe_onboarding_checkpoint`]).
 ///
 /// # Errors
 ///
 /// The journal cannot be read or written, or holds a line of this workflow that does not decode.
-pub async fn apply_operator_action<J: Journal>(
+pub async fn apply_operator_action<J: Journal, G: Signals>(
     journal: &J,
+    signals: &G,
     workflow: Workflow,
     workflow_id: &str,
     request: &OperatorRequest,
@@ -217,6 +218,12 @@ pub async fn apply_operator_action<J: Journal>(
             .encode(),
         };
         journal.append(&completion).await?;
+        let event = WorkflowEvent::Completed { system_id: last_system_id(workflow_id, &lines).unwrap_or_default() };
+        let workflow_id = workflow_id.to_owned();
+        signals.emit(match workflow {
+            Workflow::Onboarding => Signal::Onboarding { workflow: workflow_id, event },
+            Workflow::Decommission => Signal::Decommission { workflow: workflow_id, event },
+        });
     }
     let lines = journal.replay().await?;
     let after = workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), false)
@@ -330,6 +337,12 @@ mod tests {
         ]
     }
 
+    struct NoSignals;
+
+    impl Signals for NoSignals {
+        fn emit(&self, _signal: Signal) {}
+    }
+
     /// A journal in memory.
     #[derive(Default)]
     struct Lines(std::cell::RefCell<Vec<String>>);
@@ -370,7 +383,7 @@ mod tests {
     fn a_freeze_is_audited_before_it_acts_refuses_automation_and_is_lifted_by_a_person() {
         let journal = Lines(std::cell::RefCell::new(failed_run()));
         let mark = request(RecoveryAction::MarkManualInterventionRequired, ActorRole::Operator, false);
-        let applied = block_on(apply_operator_action(&journal, Workflow::Onboarding, "w", &mark, false)).unwrap();
+        let applied = block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &mark, false)).unwrap();
         assert_eq!(applied.next, NextStep::Nothing);
         assert_eq!(
             applied.settled.unwrap().actual_next_state,
@@ -380,7 +393,7 @@ mod tests {
         assert_eq!(halted("w", lines.iter().map(String::as_str)).unwrap().is_some(), true);
 
         let automation = request(RecoveryAction::Resume, ActorRole::Automation, false);
-        let refused = block_on(apply_operator_action(&journal, Workflow::Onboarding, "w", &automation, false)).unwrap();
+        let refused = block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &automation, false)).unwrap();
         assert!(matches!(
             refused.record.outcome,
             AuditOutcome::Refused { refusal: Refusal::FrozenAgainstAutomation { .. }, .. }
@@ -388,7 +401,7 @@ mod tests {
         assert_eq!(refused.next, NextStep::Nothing);
 
         let person = request(RecoveryAction::Resume, ActorRole::Sre, true);
-        let accepted = block_on(apply_operator_action(&journal, Workflow::Onboarding, "w", &person, false)).unwrap();
+        let accepted = block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &person, false)).unwrap();
         assert_eq!(accepted.next, NextStep::Run);
         let lines = journal.0.borrow().clone();
         assert_eq!(halted("w", lines.iter().map(String::as_str)).unwrap(), None);
@@ -404,12 +417,12 @@ mod tests {
     fn adopting_the_last_stage_completes_without_a_run_and_an_unsatisfied_observation_is_refused() {
         let journal = Lines(std::cell::RefCell::new(failed_run()));
         let adopt = request(RecoveryAction::AdoptObservedState, ActorRole::Operator, false);
-        let refused = block_on(apply_operator_action(&journal, Workflow::Onboarding, "w", &adopt, false)).unwrap();
+        let refused = block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &adopt, false)).unwrap();
         assert!(matches!(
             refused.record.outcome,
             AuditOutcome::Refused { refusal: Refusal::ObservationDoesNotSatisfyCheckpoint { .. }, .. }
         ));
-        let adopted = block_on(apply_operator_action(&journal, Workflow::Onboarding, "w", &adopt, true)).unwrap();
+        let adopted = block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &adopt, true)).unwrap();
         assert_eq!(adopted.next, NextStep::Nothing);
         assert_eq!(adopted.settled.unwrap().actual_next_state, Some(Lifecycle::Workflow(WorkflowState::Completed)));
         let lines = journal.0.borrow().clone();
