@@ -761,7 +761,8 @@ fn releasable_or_released(status: &MachineStatus) -> bool {
 
 /// Why the journal forbids acting on `workflow` (frozen or cancelled), if it does.
 fn halted(workflow: &str, lines: &[String]) -> Option<String> {
-    crate::recovery::operator::halted(workflow, lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"))
+    crate::recovery::operator::halted(workflow, lines.iter().map(String::as_str))
+        .unwrap_or_else(|error| panic!("{error}"))
 }
 
 /// The outcome of a run that did not act: the workflow rests for a person.

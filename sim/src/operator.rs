@@ -56,24 +56,19 @@ impl World {
         self.spawn_on(CONTROLLER_ID, async move {
             let workflow_id = workflow_id(workflow, &target);
             let correlation_id = format!("{workflow_id}/{}/{}", action.as_str(), world.host_now_ms(CONTROLLER_ID));
-            let request = OperatorRequest {
-                actor_id: actor,
-                actor_role: role,
-                action,
-                reason,
-                correlation_id,
-                resolves_freeze,
-            };
+            let request =
+                OperatorRequest { actor_id: actor, actor_role: role, action, reason, correlation_id, resolves_freeze };
             let journal = SimJournal { world: world.clone(), host: CONTROLLER_ID };
             let signals = SimSignals { world: world.clone(), host: CONTROLLER_ID };
             let observed = world.observe_checkpoint(workflow, &workflow_id, &target, action).await;
-            let applied = match apply_operator_action(&journal, &signals, workflow, &workflow_id, &request, observed).await {
-                Ok(applied) => applied,
-                Err(error) => {
-                    tracing::warn!(%workflow_id, %error, "operator action not performed");
-                    return;
-                }
-            };
+            let applied =
+                match apply_operator_action(&journal, &signals, workflow, &workflow_id, &request, observed).await {
+                    Ok(applied) => applied,
+                    Err(error) => {
+                        tracing::warn!(%workflow_id, %error, "operator action not performed");
+                        return;
+                    }
+                };
             world.record(CONTROLLER_ID, Body::Audit { record: applied.record.clone() });
             let Applied { record, settled, next, .. } = applied;
             if let Some(settled) = settled {

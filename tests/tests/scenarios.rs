@@ -632,15 +632,17 @@ fn operator_actions_refused_while_running_and_without_an_observation() {
     let (record, trace) = run_file("operator-actions-refused-while-running-and-without-an-observation.toml");
     assert!(record.violations.is_empty(), "{:?}", record.violations);
     let requested: Vec<_> = audits(&trace).into_iter().filter(|(_, r)| r.actual_next_state.is_none()).collect();
-    let summary: Vec<(&str, &str, String)> = requested
-        .iter()
-        .map(|(_, r)| (r.requested_action.as_str(), r.prior_state.as_str(), outcome_word(r)))
-        .collect();
+    let summary: Vec<(&str, &str, String)> =
+        requested.iter().map(|(_, r)| (r.requested_action.as_str(), r.prior_state.as_str(), outcome_word(r))).collect();
     assert_eq!(
         summary,
         [
             ("rerun", "running", "workflow_running".to_owned()),
-            ("adopt_observed_state", "failed_manual_intervention", "observation_does_not_satisfy_checkpoint".to_owned()),
+            (
+                "adopt_observed_state",
+                "failed_manual_intervention",
+                "observation_does_not_satisfy_checkpoint".to_owned()
+            ),
             ("rerun", "failed_manual_intervention", "accepted".to_owned()),
         ]
     );
@@ -671,13 +673,14 @@ fn operator_adopts_a_late_agent_enrolment_without_redoing_the_deploy() {
     let after: Vec<&String> = trace
         .iter()
         .filter(|l| t_of(l) > t_of(stopped[0]))
-        .filter(|l| l.contains("stage_started") || (l.contains("site.request") && !l.contains("\"op\":\"read\"") && !l.contains("\"op\":\"list\"")))
+        .filter(|l| {
+            l.contains("stage_started")
+                || (l.contains("site.request") && !l.contains("\"op\":\"read\"") && !l.contains("\"op\":\"list\""))
+        })
         .collect();
     assert!(after.is_empty(), "{after:?}");
-    let adopted: Vec<_> = audits(&trace)
-        .into_iter()
-        .filter(|(_, r)| r.requested_action.as_str() == "adopt_observed_state")
-        .collect();
+    let adopted: Vec<_> =
+        audits(&trace).into_iter().filter(|(_, r)| r.requested_action.as_str() == "adopt_observed_state").collect();
     assert_eq!(adopted.len(), 2);
     assert_eq!(outcome_word(&adopted[0].1), "accepted");
     assert_eq!(adopted[1].1.actual_next_state.map(|s| s.as_str()), Some("completed"));

@@ -11,8 +11,8 @@
 //! `adopt_observed_state` with a stage after the adopted one) is performed as a **rerun from the top with status-aware
 //! adoption**: both drivers already adopt every checkpoint MAAS and the fleet show satisfied (seed 000, section 9:
 //! "fresh-node onboarding should optimize for safe full rerun"), so a rerun ends where a resume or a retry of the
-//! stage would, without a second way to enter the middle of a run. The authorized `restart_at` is recorded in the
-//! audit trail but the drivers do not start at it; the `restart_clean` compensation is the drivers' own (the rerun
+//! stage would, without a second way to enter the middle of a run. The authorized `restart_at` is returned to the
+//! caller ([`Applied::authorized`]) but the drivers do not start at it; the `restart_clean` compensation is the drivers' own (the rerun
 //! releases a machine an earlier run left deploying). An `adopt_observed_state` of the last stage
 //! (`wait_for_agent_enrollment`, `remove_maas_record`) runs nothing: it records the workflow completed.
 
@@ -139,10 +139,8 @@ pub fn workflow_status<'a>(
 
 /// The node's state where the workflow rests (the recovery API only passes it through).
 fn node_state(stage: Stage, state: Lifecycle) -> NodeState {
-    let completed = matches!(
-        state,
-        Lifecycle::Workflow(WorkflowState::Completed | WorkflowState::CompletedWithFollowUpRecord)
-    );
+    let completed =
+        matches!(state, Lifecycle::Workflow(WorkflowState::Completed | WorkflowState::CompletedWithFollowUpRecord));
     match stage {
         Stage::Onboarding(_) if completed => NodeState::Active,
         Stage::Onboarding(_) => NodeState::Enrolling,
@@ -180,8 +178,9 @@ pub async fn apply_operator_action<J: Journal, G: Signals>(
     observed_satisfies_checkpoint: bool,
 ) -> Result<Applied, ApplyError> {
     let lines = journal.replay().await?;
-    let status = workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), observed_satisfies_checkpoint)
-        .map_err(ApplyError::Corrupt)?;
+    let status =
+        workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), observed_satisfies_checkpoint)
+            .map_err(ApplyError::Corrupt)?;
     let decision = authorize(&status, request);
     let record = AuditRecord::of(&status, request, &decision);
     // Section 8: recorded before the action, accepted or refused.
@@ -226,8 +225,8 @@ pub async fn apply_operator_action<J: Journal, G: Signals>(
         });
     }
     let lines = journal.replay().await?;
-    let after = workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), false)
-        .map_err(ApplyError::Corrupt)?;
+    let after =
+        workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), false).map_err(ApplyError::Corrupt)?;
     let settled = record.settled(after.state);
     journal.append(&settled.encode()).await?;
     Ok(Applied { record, settled: Some(settled), authorized: Some(authorized), next: NextStep::Nothing })
@@ -383,17 +382,20 @@ mod tests {
     fn a_freeze_is_audited_before_it_acts_refuses_automation_and_is_lifted_by_a_person() {
         let journal = Lines(std::cell::RefCell::new(failed_run()));
         let mark = request(RecoveryAction::MarkManualInterventionRequired, ActorRole::Operator, false);
-        let applied = block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &mark, false)).unwrap();
+        let applied =
+            block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &mark, false)).unwrap();
         assert_eq!(applied.next, NextStep::Nothing);
         assert_eq!(
             applied.settled.unwrap().actual_next_state,
             Some(Lifecycle::Workflow(WorkflowState::FailedManualIntervention))
         );
         let lines = journal.0.borrow().clone();
-        assert_eq!(halted("w", lines.iter().map(String::as_str)).unwrap().is_some(), true);
+        assert!(halted("w", lines.iter().map(String::as_str)).unwrap().is_some());
 
         let automation = request(RecoveryAction::Resume, ActorRole::Automation, false);
-        let refused = block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &automation, false)).unwrap();
+        let refused =
+            block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &automation, false))
+                .unwrap();
         assert!(matches!(
             refused.record.outcome,
             AuditOutcome::Refused { refusal: Refusal::FrozenAgainstAutomation { .. }, .. }
@@ -401,7 +403,8 @@ mod tests {
         assert_eq!(refused.next, NextStep::Nothing);
 
         let person = request(RecoveryAction::Resume, ActorRole::Sre, true);
-        let accepted = block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &person, false)).unwrap();
+        let accepted =
+            block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &person, false)).unwrap();
         assert_eq!(accepted.next, NextStep::Run);
         let lines = journal.0.borrow().clone();
         assert_eq!(halted("w", lines.iter().map(String::as_str)).unwrap(), None);
@@ -417,12 +420,14 @@ mod tests {
     fn adopting_the_last_stage_completes_without_a_run_and_an_unsatisfied_observation_is_refused() {
         let journal = Lines(std::cell::RefCell::new(failed_run()));
         let adopt = request(RecoveryAction::AdoptObservedState, ActorRole::Operator, false);
-        let refused = block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &adopt, false)).unwrap();
+        let refused =
+            block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &adopt, false)).unwrap();
         assert!(matches!(
             refused.record.outcome,
             AuditOutcome::Refused { refusal: Refusal::ObservationDoesNotSatisfyCheckpoint { .. }, .. }
         ));
-        let adopted = block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &adopt, true)).unwrap();
+        let adopted =
+            block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &adopt, true)).unwrap();
         assert_eq!(adopted.next, NextStep::Nothing);
         assert_eq!(adopted.settled.unwrap().actual_next_state, Some(Lifecycle::Workflow(WorkflowState::Completed)));
         let lines = journal.0.borrow().clone();

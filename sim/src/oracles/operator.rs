@@ -237,7 +237,10 @@ mod tests {
         assert!(run(&mut AuditRecordsComplete::default(), &audited).is_empty());
         let mut blank = record(RecoveryAction::Resume, true, RUNNING);
         blank.correlation_id = " ".into();
-        let found = run(&mut AuditRecordsComplete::default(), &[ev(1, Body::Step { step }), ev(2, Body::Audit { record: blank })]);
+        let found = run(
+            &mut AuditRecordsComplete::default(),
+            &[ev(1, Body::Step { step }), ev(2, Body::Audit { record: blank })],
+        );
         assert!(found.len() == 1 && found[0].evidence.contains("correlation id"), "{found:?}");
     }
 
@@ -291,7 +294,8 @@ mod tests {
     #[test]
     fn an_accepted_action_settled_elsewhere_or_never_settled_is_a_violation() {
         let resume = record(RecoveryAction::Resume, true, RUNNING);
-        let good = [ev(1, Body::Audit { record: resume.clone() }), ev(2, Body::Audit { record: resume.settled(RUNNING) })];
+        let good =
+            [ev(1, Body::Audit { record: resume.clone() }), ev(2, Body::Audit { record: resume.settled(RUNNING) })];
         assert!(run(&mut ActionReachesExpectedState::default(), &good).is_empty());
         let stuck = resume.settled(Lifecycle::Workflow(WorkflowState::FailedManualIntervention));
         let bad = [ev(1, Body::Audit { record: resume.clone() }), ev(2, Body::Audit { record: stuck })];
