@@ -216,6 +216,17 @@ where
 {
     /// Runs the workflow (the next run of it, when the journal shows earlier ones) to completion or to a stop.
     pub async fn run_decommission(&self, request: &DecommissionRequest) -> DecommissionOutcome {
+        self.run_decommission_from(request, None).await
+    }
+
+    /// Runs the workflow as [`Self::run_decommission`] does, entering the run at `start_at` (an operator's `resume`
+    /// or `retry_stage`, `crate::recovery::Authorized::restart_at`): the stages before it are neither checkpointed
+    /// nor run, except `load_site_config`, a read the later stages need (the machine's system id).
+    pub async fn run_decommission_from(
+        &self,
+        request: &DecommissionRequest,
+        start_at: Option<DecommissionStage>,
+    ) -> DecommissionOutcome {
         let workflow = request.workflow.as_str();
         let lines =
             self.journal.replay().await.unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
@@ -245,6 +256,11 @@ where
                 self.journal.replay().await.unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
             if let Some(why) = halted(workflow, &lines) {
                 return halted_outcome(why, Some(stage));
+            }
+            let before_start = start_at.is_some_and(|from| (stage as usize) < (from as usize));
+            if before_start && stage != DecommissionStage::LoadSiteConfig {
+                index += 1;
+                continue;
             }
             let attempt = {
                 let attempts = state.attempts.entry(stage).or_insert(0);

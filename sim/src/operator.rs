@@ -4,8 +4,9 @@
 //! traces the audit record (`engine.audit`), runs the workflow again when the action says so, and traces the settled
 //! record once the workflow's state after the action is known.
 //!
-//! Every restarting action is a rerun from the top with status-aware adoption (see `engine::recovery::operator`); a
-//! run waits for a run of the same workflow already in flight on this controller to end first, as
+//! Every restarting action on an onboarding workflow is a rerun from the top with status-aware adoption (see
+//! `engine::recovery::operator`); a decommission's `resume` and `retry_stage` enter the run at the authorized stage
+//! (`run_decommission_from`), its other restarting actions rerun from the top. A run waits for a run of the same workflow already in flight on this controller to end first, as
 //! `resume_onboarding` does.
 
 use std::cell::RefCell;
@@ -70,7 +71,7 @@ impl World {
                     }
                 };
             world.record(CONTROLLER_ID, Body::Audit { record: applied.record.clone() });
-            let Applied { record, settled, next, .. } = applied;
+            let Applied { record, settled, next, authorized } = applied;
             if let Some(settled) = settled {
                 world.record(CONTROLLER_ID, Body::Audit { record: settled });
             }
@@ -82,7 +83,19 @@ impl World {
                     world.run_onboarding_for_operator(&target, &permits, &onboarding_running).await;
                 }
                 Workflow::Decommission => {
-                    world.run_decommission_for_operator(&target, &onboarding_running, &decommissions_running).await;
+                    // A decommission is entered at the authorized stage for `resume` and `retry_stage`: its rerun
+                    // from the top redoes the node tasks, which a powered-off node cannot take.
+                    let start_at = authorized
+                        .filter(|authorized| {
+                            matches!(authorized.action, RecoveryAction::Resume | RecoveryAction::RetryStage)
+                        })
+                        .and_then(|authorized| match authorized.restart_at {
+                            Some(engine::matrix::Stage::Decommission(stage)) => Some(stage),
+                            _ => None,
+                        });
+                    world
+                        .run_decommission_for_operator(&target, start_at, &onboarding_running, &decommissions_running)
+                        .await;
                 }
             }
             world.settle(workflow, &record).await;
@@ -150,6 +163,7 @@ impl World {
     async fn run_decommission_for_operator(
         self: &Rc<Self>,
         machine: &str,
+        start_at: Option<engine::matrix::DecommissionStage>,
         onboarding_running: &Rc<RefCell<BTreeSet<String>>>,
         running: &Rc<RefCell<BTreeSet<String>>>,
     ) {
@@ -174,7 +188,7 @@ impl World {
             journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
             signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
         };
-        ports.run_decommission(&request).await;
+        ports.run_decommission_from(&request, start_at).await;
         running.borrow_mut().remove(machine);
     }
 }

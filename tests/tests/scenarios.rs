@@ -21,6 +21,7 @@ const SCENARIOS: &[&str] = &[
     "operator-actions-refused-while-running-and-without-an-observation.toml",
     "operator-adopts-a-late-agent-enrolment-without-redoing-the-deploy.toml",
     "operator-freeze-refuses-automation-until-a-person-resolves-it.toml",
+    "operator-resumes-a-decommission-stopped-past-the-manual-boundary.toml",
     "operator-resumes-a-workflow-stopped-for-manual-intervention.toml",
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
@@ -685,4 +686,26 @@ fn operator_adopts_a_late_agent_enrolment_without_redoing_the_deploy() {
     assert_eq!(outcome_word(&adopted[0].1), "accepted");
     assert_eq!(adopted[1].1.actual_next_state.map(|s| s.as_str()), Some("completed"));
     assert_eq!(onboarding(&trace, "completed").len(), 1);
+}
+
+#[test]
+fn operator_resumes_a_decommission_stopped_past_the_manual_boundary() {
+    let (record, trace) = run_file("operator-resumes-a-decommission-stopped-past-the-manual-boundary.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let decommission = |event: &str| -> Vec<&String> {
+        let needle = format!("\"event\":\"{event}\"");
+        events(&trace, "engine.decommission").into_iter().filter(|l| l.contains(&needle)).collect()
+    };
+    let stopped = decommission("stopped");
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert!(stopped[0].contains("remove_gpuaas_node_record") && stopped[0].contains("failed_manual_intervention"));
+    let requested: Vec<_> = audits(&trace).into_iter().filter(|(_, r)| r.actual_next_state.is_none()).collect();
+    let summary: Vec<(&str, String)> =
+        requested.iter().map(|(_, r)| (r.actor_role.as_str(), outcome_word(r))).collect();
+    assert_eq!(summary, [("automation", "needs_a_person".to_owned()), ("operator", "accepted".to_owned())]);
+    // The resume enters the run at the stage it stopped at: after load_site_config's read, no earlier stage runs.
+    let resumed: Vec<&String> = decommission("stage_started").into_iter().filter(|l| t_of(l) >= 2_100_000).collect();
+    assert!(resumed[0].contains("\"load_site_config\"") && resumed[1].contains("\"remove_gpuaas_node_record\""));
+    assert!(resumed.iter().all(|l| !l.contains("drain_node") && !l.contains("release_maas_node")), "{resumed:?}");
+    assert_eq!(decommission("completed").len(), 1);
 }

@@ -7,14 +7,15 @@
 //! completion the adoption is. It never calls MAAS, the fleet or the hub itself: [`observe_onboarding_checkpoint`]
 //! reads them for the caller, and the caller runs the workflow ([`NextStep::Run`]).
 //!
-//! Every action that restarts a workflow (`retry_stage`, `resume`, `rerun`, `restart_clean`, and an
+//! Every action that restarts an onboarding workflow (`retry_stage`, `resume`, `rerun`, `restart_clean`, and an
 //! `adopt_observed_state` with a stage after the adopted one) is performed as a **rerun from the top with status-aware
-//! adoption**: both drivers already adopt every checkpoint MAAS and the fleet show satisfied (seed 000, section 9:
-//! "fresh-node onboarding should optimize for safe full rerun"), so a rerun ends where a resume or a retry of the
-//! stage would, without a second way to enter the middle of a run. The authorized `restart_at` is returned to the
-//! caller ([`Applied::authorized`]) but the drivers do not start at it; the `restart_clean` compensation is the drivers' own (the rerun
-//! releases a machine an earlier run left deploying). An `adopt_observed_state` of the last stage
-//! (`wait_for_agent_enrollment`, `remove_maas_record`) runs nothing: it records the workflow completed.
+//! adoption**: the driver adopts every checkpoint MAAS shows satisfied (seed 000, section 9: "fresh-node onboarding
+//! should optimize for safe full rerun"), so a rerun ends where a resume or a retry of the stage would, without a
+//! second way into the middle of a run; the `restart_clean` compensation is the driver's own (the rerun releases a
+//! machine an earlier run left deploying). A decommission's `resume` and `retry_stage` are entered at the authorized
+//! stage instead (`run_decommission_from`): its rerun would redo node tasks a powered-off node cannot take. The
+//! authorized `restart_at` is returned to the caller ([`Applied::authorized`]). An `adopt_observed_state` of the last
+//! stage (`wait_for_agent_enrollment`, `remove_maas_record`) runs nothing: it records the workflow completed.
 
 use crate::decommission::DecommissionRecord;
 use crate::matrix::{DecommissionStage, NodeState, OnboardingStage, RecoveryAction, Stage, Workflow, WorkflowState};
