@@ -974,7 +974,7 @@ nodes = 2
     fn an_operator_step_names_its_workflow_and_needs_a_reason() {
         let site = format!("{MINIMAL}\n[onboarding]\nnodes = 1\n");
         let step = |fields: &str| {
-            format!("{site}\n[[step]]\nat_ms = 1000\nkind = \"operator\"\ntarget = \"node-02\"\n{fields}\n")
+            format!("{site}\n[[step]]\nat_ms = 1000\nkind = \"operator\"\ntarget = \"node-03\"\n{fields}\n")
         };
         let scenario =
             parse_scenario("s.toml", &step("workflow = \"decommission\"\naction = \"cancel\"\nreason = \"r\""))
@@ -982,7 +982,7 @@ nodes = 2
         assert_eq!(
             scenario.run.steps[0].step,
             Step::Operator {
-                target: "node-02".into(),
+                target: "node-03".into(),
                 workflow: engine::matrix::Workflow::Decommission,
                 action: engine::matrix::RecoveryAction::Cancel,
                 actor: crate::faults::DEFAULT_OPERATOR_ACTOR.into(),
