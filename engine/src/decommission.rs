@@ -216,6 +216,17 @@ where
 {
     /// Runs the workflow (the next run of it, when the journal shows earlier ones) to completion or to a stop.
     pub async fn run_decommission(&self, request: &DecommissionRequest) -> DecommissionOutcome {
+        self.run_decommission_from(request, None).await
+    }
+
+    /// Runs the workflow as [`Self::run_decommission`] does, entering the run at `start_at` (an operator's `resume`
+    /// or `retry_stage`, `crate::recovery::Authorized::restart_at`): the stages before it are neither checkpointed
+    /// nor run, except `load_site_config`, a read the later stages need (the machine's system id).
+    pub async fn run_decommission_from(
+        &self,
+        request: &DecommissionRequest,
+        start_at: Option<DecommissionStage>,
+    ) -> DecommissionOutcome {
         let workflow = request.workflow.as_str();
         let lines =
             self.journal.replay().await.unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
@@ -231,11 +242,26 @@ where
                 follow_ups: Vec::new(),
             };
         }
+        // A workflow frozen for manual intervention, or cancelled, is not acted on (seed 000, section 2).
+        if let Some(why) = halted(workflow, &lines) {
+            return halted_outcome(why, history.last_stage);
+        }
         let run = history.runs + 1;
         self.record(DecommissionRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
         let mut state = RunState::default();
         let mut index = 0;
         while let Some(&stage) = DecommissionStage::ALL.get(index) {
+            // A freeze set while the run is under way stops it before its next stage starts.
+            let lines =
+                self.journal.replay().await.unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
+            if let Some(why) = halted(workflow, &lines) {
+                return halted_outcome(why, Some(stage));
+            }
+            let before_start = start_at.is_some_and(|from| (stage as usize) < (from as usize));
+            if before_start && stage != DecommissionStage::LoadSiteConfig {
+                index += 1;
+                continue;
+            }
             let attempt = {
                 let attempts = state.attempts.entry(stage).or_insert(0);
                 *attempts += 1;
@@ -752,6 +778,24 @@ fn releasable_or_released(status: &MachineStatus) -> bool {
             | MachineStatus::FailedDiskErasing
             | MachineStatus::Releasing
     )
+}
+
+/// Why the journal forbids acting on `workflow` (frozen or cancelled), if it does.
+fn halted(workflow: &str, lines: &[String]) -> Option<String> {
+    crate::recovery::operator::halted(workflow, lines.iter().map(String::as_str))
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// The outcome of a run that did not act: the workflow rests for a person.
+fn halted_outcome(why: String, stage: Option<DecommissionStage>) -> DecommissionOutcome {
+    DecommissionOutcome {
+        workflow_state: WorkflowState::FailedManualIntervention,
+        node_state: NodeState::Quarantined,
+        stage,
+        class: None,
+        evidence: vec![why],
+        follow_ups: Vec::new(),
+    }
 }
 
 #[cfg(test)]

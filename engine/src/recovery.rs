@@ -709,5 +709,7 @@ pub fn is_frozen<'a>(workflow_id: &str, lines: impl IntoIterator<Item = &'a str>
     Ok(AuditTrail::of(workflow_id, lines)?.frozen)
 }
 
+pub mod operator;
+
 #[cfg(test)]
 mod tests;

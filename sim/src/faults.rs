@@ -291,6 +291,22 @@ pub enum Step {
     ResumeOnboarding {
         target: String,
     },
+    /// Driver action: a person (or automation) asks for a recovery action (seed 000, section 2) on the machine's
+    /// onboarding or decommission workflow. The controller audits it (section 8) and performs what is authorized.
+    Operator {
+        target: String,
+        workflow: engine::matrix::Workflow,
+        action: engine::matrix::RecoveryAction,
+        #[serde(default = "default_operator_actor")]
+        actor: String,
+        #[serde(default = "default_operator_role")]
+        role: engine::recovery::ActorRole,
+        /// Free text for the audit record: required, never a secret.
+        reason: String,
+        /// The person says the issue behind a freeze is resolved.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resolves_freeze: bool,
+    },
     // --- decommission (runs with `[onboarding]`) ---------------------------------------------------------------------
     /// Driver action: an operator asks the controller to decommission the machine (after its onboarding, if that is
     /// still in flight).
@@ -394,6 +410,7 @@ impl Step {
             Step::MachineHidden { .. } => "machine_hidden",
             Step::RegisterMacs { .. } => "register_macs",
             Step::ResumeOnboarding { .. } => "resume_onboarding",
+            Step::Operator { .. } => "operator",
             Step::Decommission { .. } => "decommission",
             Step::AllocationStuck { .. } => "allocation_stuck",
             Step::CleanupResidue { .. } => "cleanup_residue",
@@ -478,6 +495,7 @@ impl Step {
             | Step::DhcpRepair
             | Step::RegisterMacs { .. }
             | Step::ResumeOnboarding { .. }
+            | Step::Operator { .. }
             | Step::Decommission { .. } => false,
         }
     }
@@ -522,6 +540,7 @@ impl Step {
             | Step::MachineHidden { target, .. }
             | Step::RegisterMacs { target }
             | Step::ResumeOnboarding { target }
+            | Step::Operator { target, .. }
             | Step::Decommission { target }
             | Step::AllocationStuck { target, .. }
             | Step::CleanupResidue { target, .. }
@@ -593,6 +612,7 @@ impl Step {
             | Step::MachineHidden { target, .. }
             | Step::RegisterMacs { target }
             | Step::ResumeOnboarding { target }
+            | Step::Operator { target, .. }
             | Step::Decommission { target }
             | Step::AllocationStuck { target, .. }
             | Step::CleanupResidue { target, .. }
@@ -661,6 +681,7 @@ impl Step {
         "machine_hidden",
         "register_macs",
         "resume_onboarding",
+        "operator",
         "decommission",
         "allocation_stuck",
         "cleanup_residue",
@@ -671,6 +692,17 @@ impl Step {
         "secrets_delete_denied",
         "node_reactivated",
     ];
+}
+
+/// The actor an `operator` step names when it names none.
+pub const DEFAULT_OPERATOR_ACTOR: &str = "oncall";
+
+fn default_operator_actor() -> String {
+    DEFAULT_OPERATOR_ACTOR.to_owned()
+}
+
+fn default_operator_role() -> engine::recovery::ActorRole {
+    engine::recovery::ActorRole::Operator
 }
 
 /// A step and when it happens, in virtual ms from the start of the run.

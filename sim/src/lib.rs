@@ -16,6 +16,7 @@ pub mod gate;
 pub mod journal;
 pub mod logging;
 pub mod net;
+pub mod operator;
 pub mod oracles;
 pub mod runner;
 pub mod seed;

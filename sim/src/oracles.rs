@@ -14,6 +14,8 @@ use reports::PropertyKind;
 use crate::faults::Step;
 use crate::trace::{Body, Event, OnboardingBody, RolloutBody};
 
+mod operator;
+
 const DEPLOY_HOLD_PREFIX: &str = "deploy:";
 
 /// The deadline the runbook sets for silence detection: within 4 minutes of the last heartbeat.
@@ -348,6 +350,24 @@ pub const CATALOG: &[OracleInfo] = &[
         property: PropertyKind::Sometimes,
         summary: "a member of an open epoch stayed silent past the agent TTL and a sweep, and was not tombstoned",
         build: |ctx| Box::new(EpochMemberSurvivedTtl::new(ctx)),
+    },
+    OracleInfo {
+        name: "audit_records_complete",
+        property: PropertyKind::Always,
+        summary: "every operator recovery action has an audit record with every field of seed 000 section 8 (actor id and role, workflow and run id, prior state and stage, action, reason, expected next state, correlation id), and none carries a credential",
+        build: |_| Box::new(operator::AuditRecordsComplete::default()),
+    },
+    OracleInfo {
+        name: "no_automation_on_frozen_workflow",
+        property: PropertyKind::Always,
+        summary: "after an accepted mark_manual_intervention_required and until an accepted action lifts the freeze, the workflow sends no MAAS mutation and starts no stage",
+        build: |_| Box::new(operator::NoAutomationOnFrozenWorkflow::default()),
+    },
+    OracleInfo {
+        name: "action_reaches_expected_state",
+        property: PropertyKind::Eventually,
+        summary: "every accepted operator action is settled, by the end of the run, in the state its audit record expected",
+        build: |_| Box::new(operator::ActionReachesExpectedState::default()),
     },
 ];
 

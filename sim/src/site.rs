@@ -95,6 +95,8 @@ pub(crate) struct SiteWorld {
     resumes: RefCell<Vec<String>>,
     /// `decommission` requests not yet taken by the controller.
     decommissions: RefCell<Vec<String>>,
+    /// `operator` steps not yet taken by the controller.
+    operators: RefCell<Vec<Step>>,
     resume_requested: Notify,
     /// The site task (not a host task: the machines do not stop when a host crashes).
     task: RefCell<Option<tokio::task::JoinHandle<()>>>,
@@ -132,6 +134,7 @@ impl SiteWorld {
             wake: Notify::new(),
             resumes: RefCell::new(Vec::new()),
             decommissions: RefCell::new(Vec::new()),
+            operators: RefCell::new(Vec::new()),
             resume_requested: Notify::new(),
             task: RefCell::new(None),
         }
@@ -360,6 +363,10 @@ impl World {
             for machine in decommissions {
                 self.start_decommission(&machine, &running, &decommissioning);
             }
+            let operators = std::mem::take(&mut *self.site().operators.borrow_mut());
+            for step in operators {
+                self.start_operator_action(step, &permits, &running, &decommissioning);
+            }
         }
     }
 
@@ -400,7 +407,7 @@ impl World {
         });
     }
 
-    fn onboard_request(&self, machine: &str) -> OnboardRequest {
+    pub(crate) fn onboard_request(&self, machine: &str) -> OnboardRequest {
         let onboarding = self.spec.onboarding.as_ref().expect("an onboarding run");
         let racked = self.site().state.borrow().racked[machine].clone();
         OnboardRequest {
@@ -436,6 +443,11 @@ impl World {
             }
             Step::Decommission { target } => {
                 site.decommissions.borrow_mut().push(target.clone());
+                site.resume_requested.notify_one();
+                return;
+            }
+            Step::Operator { .. } => {
+                site.operators.borrow_mut().push(step.clone());
                 site.resume_requested.notify_one();
                 return;
             }

@@ -607,7 +607,9 @@ fn parse_step(
     let mut fields = table.get_ref().clone();
     let at_ms = fields.remove("at_ms");
     let on_stage = fields.remove("on_stage");
-    let workflow = fields.remove("workflow");
+    // An `operator` step's `workflow` names the workflow it acts on, not a stage trigger's machine.
+    let operator = fields.get("kind").and_then(toml::Value::as_str) == Some("operator");
+    let workflow = if operator { None } else { fields.remove("workflow") };
     let occurrence = fields.remove("occurrence");
     let trigger = match (at_ms, on_stage) {
         (Some(_), Some(_)) => {
@@ -786,6 +788,17 @@ pub(crate) fn validate_step(
         Step::ResolverServfail { zones: Some(zones) } if zones.is_empty() => {
             Some(format!("{key}.zones: name at least one zone, or leave zones out for every query"))
         }
+        Step::Operator { reason, .. } if reason.trim().is_empty() => {
+            Some(format!("{key}.reason: an operator action needs a reason for its audit record (seed 000, section 8)"))
+        }
+        Step::Operator { actor, .. } if actor.trim().is_empty() => {
+            Some(format!("{key}.actor: an operator action needs an actor id for its audit record"))
+        }
+        Step::Operator { reason, actor, .. }
+            if reason.contains(engine::secret::SECRET_MARKER) || actor.contains(engine::secret::SECRET_MARKER) =>
+        {
+            Some(format!("{key}.reason: the audit record is journaled and traced, so it must not carry a credential"))
+        }
         Step::ClockSkew { target, .. } if target == MAAS => {
             Some(format!("{key}.target: the maas host runs on the site's clock, which cannot be skewed"))
         }
@@ -836,6 +849,7 @@ pub(crate) fn is_driver_action(step: &Step) -> bool {
             | Step::StartRollout { .. }
             | Step::RegisterMacs { .. }
             | Step::ResumeOnboarding { .. }
+            | Step::Operator { .. }
             | Step::Decommission { .. }
     )
 }
@@ -948,6 +962,40 @@ nodes = 2
         assert_eq!(scenario.run.hub.agent_ttl_ms, 3_600_000);
         assert_eq!(scenario.run.fleet.node_names(), ["node-01", "node-02"]);
         assert_eq!(scenario.run.liveness_budget_ms, DEFAULT_LIVENESS_BUDGET_MS);
+    }
+
+    #[test]
+    fn an_operator_step_names_its_workflow_and_needs_a_reason() {
+        let site = format!("{MINIMAL}\n[onboarding]\nnodes = 1\n");
+        let step = |fields: &str| {
+            format!("{site}\n[[step]]\nat_ms = 1000\nkind = \"operator\"\ntarget = \"node-03\"\n{fields}\n")
+        };
+        let scenario =
+            parse_scenario("s.toml", &step("workflow = \"decommission\"\naction = \"cancel\"\nreason = \"r\""))
+                .unwrap();
+        assert_eq!(
+            scenario.run.steps[0].step,
+            Step::Operator {
+                target: "node-03".into(),
+                workflow: engine::matrix::Workflow::Decommission,
+                action: engine::matrix::RecoveryAction::Cancel,
+                actor: crate::faults::DEFAULT_OPERATOR_ACTOR.into(),
+                role: engine::recovery::ActorRole::Operator,
+                reason: "r".into(),
+                resolves_freeze: false,
+            }
+        );
+        let blank = err(&step("workflow = \"onboarding\"\naction = \"resume\"\nreason = \" \""));
+        assert!(
+            blank.contains("s.toml:") && blank.contains("step[0].reason: an operator action needs a reason"),
+            "{blank}"
+        );
+        let missing = err(&step("workflow = \"onboarding\"\naction = \"resume\""));
+        assert!(missing.contains("step[0]: missing field `reason`"), "{missing}");
+        let action = err(&step("workflow = \"onboarding\"\naction = \"reboot\"\nreason = \"r\""));
+        assert!(action.contains("step[0]: unknown variant `reboot`"), "{action}");
+        let secret = err(&step("workflow = \"onboarding\"\naction = \"resume\"\nreason = \"fleetsim-secret-x\""));
+        assert!(secret.contains("step[0].reason: the audit record"), "{secret}");
     }
 
     #[test]

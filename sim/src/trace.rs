@@ -76,6 +76,10 @@ pub enum Body {
     Onboarding { workflow: String, event: OnboardingBody },
     #[serde(rename = "engine.decommission")]
     Decommission { workflow: String, event: OnboardingBody },
+    /// An operator recovery action's audit record (seed 000, section 8), as the controller journaled it: once when
+    /// requested (`actual_next_state` null), once settled. Its texts are free text, never a secret.
+    #[serde(rename = "engine.audit")]
+    Audit { record: engine::recovery::AuditRecord },
     /// A worker's agent service started or stopped (by the rollout, a fault or an operator).
     #[serde(rename = "worker.service")]
     WorkerService { running: bool },

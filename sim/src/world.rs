@@ -826,6 +826,7 @@ impl World {
             | Step::MachineHidden { .. }
             | Step::RegisterMacs { .. }
             | Step::ResumeOnboarding { .. }
+            | Step::Operator { .. }
             | Step::Decommission { .. }
             | Step::AllocationStuck { .. }
             | Step::CleanupResidue { .. }

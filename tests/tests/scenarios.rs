@@ -21,6 +21,11 @@ const SCENARIOS: &[&str] = &[
     "maas-commissioning-2026-07-20.toml",
     "onboarding-resumed-after-a-stop-mid-deploy-releases-then-reruns.toml",
     "onboarding-two-machines-deploy-and-enrol-their-agents.toml",
+    "operator-actions-refused-while-running-and-without-an-observation.toml",
+    "operator-adopts-a-late-agent-enrolment-without-redoing-the-deploy.toml",
+    "operator-freeze-refuses-automation-until-a-person-resolves-it.toml",
+    "operator-resumes-a-decommission-stopped-past-the-manual-boundary.toml",
+    "operator-resumes-a-workflow-stopped-for-manual-intervention.toml",
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
     "rollout-abort-is-monotonic-for-an-untouched-participant.toml",
@@ -624,4 +629,160 @@ fn decommission_retains_the_maas_record_by_policy_with_a_follow_up() {
     let last_status = events(&trace, "site.status").into_iter().next_back().unwrap();
     assert!(last_status.contains("\"to\":\"ready\""), "the machine is left Ready: {last_status}");
     assert_eq!(decommission(&trace, "completed").len(), 1);
+}
+
+/// The `engine.audit` records of a trace, decoded: (t_ms, record).
+fn audits(trace: &[String]) -> Vec<(u64, engine::recovery::AuditRecord)> {
+    events(trace, "engine.audit")
+        .into_iter()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            (t_of(line), serde_json::from_value(value["record"].clone()).unwrap())
+        })
+        .collect()
+}
+
+fn outcome_word(record: &engine::recovery::AuditRecord) -> String {
+    match &record.outcome {
+        engine::recovery::AuditOutcome::Accepted { .. } => "accepted".into(),
+        engine::recovery::AuditOutcome::Refused { refusal, .. } => {
+            serde_json::to_value(refusal).unwrap()["refusal"].as_str().unwrap().to_owned()
+        }
+    }
+}
+
+#[test]
+fn operator_resumes_a_workflow_stopped_for_manual_intervention() {
+    let (record, trace) = run_file("operator-resumes-a-workflow-stopped-for-manual-intervention.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let audits = audits(&trace);
+    assert_eq!(audits.len(), 2, "requested, then settled: {audits:?}");
+    let (t_requested, requested) = &audits[0];
+    assert_eq!(*t_requested, 1_260_000);
+    assert!(requested.missing_fields().is_empty());
+    assert_eq!((requested.actor_id.as_str(), requested.prior_state.as_str()), ("alice", "failed_manual_intervention"));
+    assert_eq!((requested.expected_next_state.as_str(), outcome_word(requested).as_str()), ("running", "accepted"));
+    assert_eq!(requested.actual_next_state, None, "audited before acting");
+    // Nothing of the workflow happens between its stop and the audit record.
+    let first_after = trace.iter().position(|l| t_of(l) >= 1_260_000 && l.contains("engine.onboarding")).unwrap();
+    let audit_at = trace.iter().position(|l| l.contains("engine.audit")).unwrap();
+    assert!(audit_at < first_after, "the record precedes the run it authorizes");
+    let (t_settled, settled) = &audits[1];
+    assert_eq!(settled.actual_next_state.map(|s| s.as_str()), Some("running"));
+    let completed = onboarding(&trace, "completed");
+    assert_eq!(completed.len(), 1);
+    assert!(t_of(completed[0]) <= *t_settled);
+}
+
+#[test]
+fn operator_freeze_refuses_automation_until_a_person_resolves_it() {
+    let (record, trace) = run_file("operator-freeze-refuses-automation-until-a-person-resolves-it.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let requested: Vec<_> = audits(&trace).into_iter().filter(|(_, r)| r.actual_next_state.is_none()).collect();
+    let summary: Vec<(u64, &str, String)> =
+        requested.iter().map(|(t, r)| (*t, r.requested_action.as_str(), outcome_word(r))).collect();
+    assert_eq!(
+        summary,
+        [
+            (1_100_000, "mark_manual_intervention_required", "accepted".to_owned()),
+            (1_150_000, "resume", "frozen_against_automation".to_owned()),
+            (1_260_000, "resume", "accepted".to_owned()),
+        ]
+    );
+    let refused = &requested[1].1;
+    assert_eq!(refused.actor_role.as_str(), "automation");
+    match &refused.outcome {
+        engine::recovery::AuditOutcome::Refused { text, .. } => assert!(text.contains("frozen"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    // Frozen from 1_100_000 to 1_260_000: the workflow neither starts a stage nor calls MAAS.
+    let frozen: Vec<&String> = trace
+        .iter()
+        .filter(|l| (1_100_000..1_260_000).contains(&t_of(l)))
+        .filter(|l| l.contains("engine.onboarding") || l.contains("site.request"))
+        .collect();
+    assert!(frozen.is_empty(), "{frozen:?}");
+    assert_eq!(onboarding(&trace, "completed").len(), 1);
+}
+
+#[test]
+fn operator_actions_refused_while_running_and_without_an_observation() {
+    let (record, trace) = run_file("operator-actions-refused-while-running-and-without-an-observation.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let requested: Vec<_> = audits(&trace).into_iter().filter(|(_, r)| r.actual_next_state.is_none()).collect();
+    let summary: Vec<(&str, &str, String)> =
+        requested.iter().map(|(_, r)| (r.requested_action.as_str(), r.prior_state.as_str(), outcome_word(r))).collect();
+    assert_eq!(
+        summary,
+        [
+            ("rerun", "running", "workflow_running".to_owned()),
+            (
+                "adopt_observed_state",
+                "failed_manual_intervention",
+                "observation_does_not_satisfy_checkpoint".to_owned()
+            ),
+            ("rerun", "failed_manual_intervention", "accepted".to_owned()),
+        ]
+    );
+    for (_, refused) in &requested[..2] {
+        assert_eq!(refused.expected_next_state, refused.prior_state, "a refusal changes nothing");
+        assert!(refused.missing_fields().is_empty() && refused.actor_id == "oncall");
+    }
+    // The run the refused rerun found in progress went on alone: one run before the operator's rerun.
+    let runs_before: Vec<&String> = onboarding(&trace, "stage_started")
+        .into_iter()
+        .filter(|l| l.contains("\"load_site_config\"") && t_of(l) < 1_260_000)
+        .collect();
+    assert_eq!(runs_before.len(), 1, "{runs_before:?}");
+    assert_eq!(onboarding(&trace, "completed").len(), 1);
+}
+
+#[test]
+fn operator_adopts_a_late_agent_enrolment_without_redoing_the_deploy() {
+    let (record, trace) = run_file("operator-adopts-a-late-agent-enrolment-without-redoing-the-deploy.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let stopped = onboarding(&trace, "stopped");
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert!(stopped[0].contains("agent_enrollment_failure") && stopped[0].contains("failed_retryable"));
+    let enrolled = events(&trace, "site.agent_enrol");
+    assert_eq!(enrolled.len(), 1);
+    assert!(t_of(enrolled[0]) > t_of(stopped[0]), "the agent enrols after the workflow stopped");
+    // After the stop: no stage starts and no MAAS mutation (the freeze kept the controller's own rerun off).
+    let after: Vec<&String> = trace
+        .iter()
+        .filter(|l| t_of(l) > t_of(stopped[0]))
+        .filter(|l| {
+            l.contains("stage_started")
+                || (l.contains("site.request") && !l.contains("\"op\":\"read\"") && !l.contains("\"op\":\"list\""))
+        })
+        .collect();
+    assert!(after.is_empty(), "{after:?}");
+    let adopted: Vec<_> =
+        audits(&trace).into_iter().filter(|(_, r)| r.requested_action.as_str() == "adopt_observed_state").collect();
+    assert_eq!(adopted.len(), 2);
+    assert_eq!(outcome_word(&adopted[0].1), "accepted");
+    assert_eq!(adopted[1].1.actual_next_state.map(|s| s.as_str()), Some("completed"));
+    assert_eq!(onboarding(&trace, "completed").len(), 1);
+}
+
+#[test]
+fn operator_resumes_a_decommission_stopped_past_the_manual_boundary() {
+    let (record, trace) = run_file("operator-resumes-a-decommission-stopped-past-the-manual-boundary.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let decommission = |event: &str| -> Vec<&String> {
+        let needle = format!("\"event\":\"{event}\"");
+        events(&trace, "engine.decommission").into_iter().filter(|l| l.contains(&needle)).collect()
+    };
+    let stopped = decommission("stopped");
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert!(stopped[0].contains("remove_gpuaas_node_record") && stopped[0].contains("failed_manual_intervention"));
+    let requested: Vec<_> = audits(&trace).into_iter().filter(|(_, r)| r.actual_next_state.is_none()).collect();
+    let summary: Vec<(&str, String)> =
+        requested.iter().map(|(_, r)| (r.actor_role.as_str(), outcome_word(r))).collect();
+    assert_eq!(summary, [("automation", "needs_a_person".to_owned()), ("operator", "accepted".to_owned())]);
+    // The resume enters the run at the stage it stopped at: after load_site_config's read, no earlier stage runs.
+    let resumed: Vec<&String> = decommission("stage_started").into_iter().filter(|l| t_of(l) >= 2_100_000).collect();
+    assert!(resumed[0].contains("\"load_site_config\"") && resumed[1].contains("\"remove_gpuaas_node_record\""));
+    assert!(resumed.iter().all(|l| !l.contains("drain_node") && !l.contains("release_maas_node")), "{resumed:?}");
+    assert_eq!(decommission("completed").len(), 1);
 }

@@ -333,6 +333,11 @@ where
                 system_id: Some(system_id),
             };
         }
+        // A workflow frozen for manual intervention, or cancelled, is not acted on (seed 000, section 2: "freeze
+        // automation until operator resolves issue"): no run starts, nothing is written or called.
+        if let Some(why) = halted(workflow, &lines) {
+            return halted_outcome(why, history.last_stage, None);
+        }
         let run = history.runs + 1;
         self.record(OnboardRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
         let mut state = RunState { earlier_run_deployed: history.deploy_reached, ..RunState::default() };
@@ -340,6 +345,10 @@ where
         // A stage run off the main path before it resumes (the datasource recovery, before the deploy again).
         let mut detour: Option<OnboardingStage> = None;
         while let Some(stage) = detour.take().or_else(|| MAIN_STAGES.get(index).copied()) {
+            // A freeze set while the run is under way stops it before its next stage starts.
+            if let Some(why) = self.halted_now(workflow).await {
+                return halted_outcome(why, Some(stage), state.system_id);
+            }
             let attempt = state.next_attempt(stage);
             let system_id = state.system_id.clone();
             self.record(OnboardRecord::Checkpoint { workflow: workflow.to_owned(), run, stage, attempt, system_id })
@@ -449,6 +458,13 @@ where
             evidence: Vec::new(),
             system_id: Some(system_id),
         }
+    }
+
+    /// Whether the journal now says the workflow is frozen or cancelled.
+    async fn halted_now(&self, workflow: &str) -> Option<String> {
+        let lines =
+            self.journal.replay().await.unwrap_or_else(|error| panic!("onboarding journal unreadable: {error}"));
+        halted(workflow, &lines)
     }
 
     fn emit(&self, workflow: &str, event: WorkflowEvent) {
@@ -1143,6 +1159,24 @@ where
             }
             self.clock.sleep_ms(request.poll_ms).await;
         }
+    }
+}
+
+/// Why the journal forbids acting on `workflow` (frozen or cancelled), if it does.
+fn halted(workflow: &str, lines: &[String]) -> Option<String> {
+    crate::recovery::operator::halted(workflow, lines.iter().map(String::as_str))
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// The outcome of a run that did not act: the workflow rests for a person.
+fn halted_outcome(why: String, stage: Option<OnboardingStage>, system_id: Option<String>) -> OnboardOutcome {
+    OnboardOutcome {
+        workflow_state: WorkflowState::FailedManualIntervention,
+        node_state: NodeState::Enrolling,
+        stage,
+        class: None,
+        evidence: vec![why],
+        system_id,
     }
 }
 

@@ -351,6 +351,19 @@ mod tests {
     }
 
     #[test]
+    fn an_operator_step_is_written_with_the_workflow_it_acts_on() {
+        let text = "schema_version = 1\ndescription = \"d\"\nseed = 3\nduration_ms_max = 1_000_000\n[fleet]\nnodes = 1\n[onboarding]\nnodes = 1\n[[step]]\nat_ms = 5\nkind = \"operator\"\ntarget = \"node-02\"\nworkflow = \"onboarding\"\naction = \"resume\"\nrole = \"sre\"\nreason = \"ticket \\\"OPS-1\\\"\"\nresolves_freeze = true\n";
+        let scenario = parse_scenario("s.toml", text).unwrap();
+        let written = scenario_toml(&scenario.run, 3, &[]).unwrap();
+        assert!(written.contains("kind = \"operator\"\naction = \"resume\"\nactor = \"oncall\"\n"), "{written}");
+        assert!(
+            written.contains("workflow = \"onboarding\"") && written.contains("resolves_freeze = true"),
+            "{written}"
+        );
+        assert_eq!(parse_scenario("again.toml", &written).unwrap().run.steps, scenario.run.steps);
+    }
+
+    #[test]
     fn a_spec_the_format_cannot_say_is_refused() {
         let text =
             "schema_version = 1\ndescription = \"d\"\nseed = 3\nduration_ms_max = 1_000_000\n[fleet]\nnodes = 3\n";

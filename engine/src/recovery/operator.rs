@@ -1,0 +1,438 @@
+//! Operator recovery actions performed: a request is read against the workflow's journal, authorized, audited
+//! before anything is done, and turned into what the caller must do next; the settled record follows once the
+//! workflow's state after the action is known.
+//!
+//! Architecture Invariant: the decision is [`super::authorize`]'s; this module only reads the journal (the
+//! workflow's status), appends audit lines and, for an `adopt_observed_state` past the workflow's last stage, the
+//! completion the adoption is. It never calls MAAS, the fleet or the hub itself: [`observe_onboarding_checkpoint`]
+//! reads them for the caller, and the caller runs the workflow ([`NextStep::Run`]).
+//!
+//! Every action that restarts an onboarding workflow (`retry_stage`, `resume`, `rerun`, `restart_clean`, and an
+//! `adopt_observed_state` with a stage after the adopted one) is performed as a **rerun from the top with status-aware
+//! adoption**: the driver adopts every checkpoint MAAS shows satisfied (seed 000, section 9: "fresh-node onboarding
+//! should optimize for safe full rerun"), so a rerun ends where a resume or a retry of the stage would, without a
+//! second way into the middle of a run; the `restart_clean` compensation is the driver's own (the rerun releases a
+//! machine an earlier run left deploying). A decommission's `resume` and `retry_stage` are entered at the authorized
+//! stage instead (`run_decommission_from`): its rerun would redo node tasks a powered-off node cannot take. The
+//! authorized `restart_at` is returned to the caller ([`Applied::authorized`]). An `adopt_observed_state` of the last
+//! stage (`wait_for_agent_enrollment`, `remove_maas_record`) runs nothing: it records the workflow completed.
+
+use crate::decommission::DecommissionRecord;
+use crate::matrix::{DecommissionStage, NodeState, OnboardingStage, RecoveryAction, Stage, Workflow, WorkflowState};
+use crate::onboarding::driver::OnboardRecord;
+use crate::ports::site::{MaasApi, MachineStatus};
+use crate::ports::{Hub, Journal, JournalError, Signal, Signals, WorkflowEvent};
+
+use super::{AuditRecord, AuditTrail, Authorized, Lifecycle, OperatorRequest, WorkflowStatus, authorize};
+
+/// What the caller does after the request is audited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextStep {
+    /// Run the workflow again (a rerun from the top with status-aware adoption), then [`settle_after_run`].
+    Run,
+    /// Nothing runs: the request was refused, or its effect is the journal lines already appended (`cancel`,
+    /// `mark_manual_intervention_required`, an adoption of the last stage). The record is already settled.
+    Nothing,
+}
+
+/// What [`apply_operator_action`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The audit record as first appended (no actual next state yet).
+    pub record: AuditRecord,
+    /// The settled record, when it is already known ([`NextStep::Nothing`]).
+    pub settled: Option<AuditRecord>,
+    pub authorized: Option<Authorized>,
+    pub next: NextStep,
+}
+
+/// The status of `workflow_id` as its journal lines tell it: the last run's state and stage, overridden by accepted
+/// `cancel` and `mark_manual_intervention_required` requests made after it, and the freeze.
+///
+/// A workflow with no run yet is its first run about to start (`running` at the first stage, run 1): the controller
+/// starts every workflow it is given.
+pub fn workflow_status<'a>(
+    workflow: Workflow,
+    workflow_id: &str,
+    lines: impl IntoIterator<Item = &'a str> + Clone,
+    observed_satisfies_checkpoint: bool,
+) -> Result<WorkflowStatus, String> {
+    let mut run_id = 1;
+    let mut state = Lifecycle::Workflow(WorkflowState::Running);
+    let mut stage = super::first_stage(workflow);
+    for line in lines.clone() {
+        if let Some(record) = AuditRecord::decode(line) {
+            let record = record?;
+            // A settled line repeats a request already counted.
+            if record.workflow_id != workflow_id || record.actual_next_state.is_some() || !record.is_accepted() {
+                continue;
+            }
+            match record.requested_action {
+                RecoveryAction::Cancel => state = Lifecycle::Cancelled,
+                RecoveryAction::MarkManualInterventionRequired => {
+                    state = Lifecycle::Workflow(WorkflowState::FailedManualIntervention);
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match workflow {
+            Workflow::Onboarding => {
+                let Some(record) = OnboardRecord::decode(line) else { continue };
+                match record? {
+                    OnboardRecord::RunStarted { workflow, run } if workflow == workflow_id => {
+                        run_id = run;
+                        state = Lifecycle::Workflow(WorkflowState::Running);
+                        stage = super::first_stage(Workflow::Onboarding);
+                    }
+                    OnboardRecord::Checkpoint { workflow, stage: at, .. } if workflow == workflow_id => {
+                        stage = Stage::Onboarding(at);
+                    }
+                    OnboardRecord::Stopped { workflow, stage: at, workflow_state, .. } if workflow == workflow_id => {
+                        stage = Stage::Onboarding(at);
+                        state = Lifecycle::Workflow(workflow_state);
+                    }
+                    OnboardRecord::Completed { workflow, .. } if workflow == workflow_id => {
+                        stage = Stage::Onboarding(OnboardingStage::WaitForAgentEnrollment);
+                        state = Lifecycle::Workflow(WorkflowState::Completed);
+                    }
+                    _ => {}
+                }
+            }
+            Workflow::Decommission => {
+                let Some(record) = DecommissionRecord::decode(line) else { continue };
+                match record? {
+                    DecommissionRecord::RunStarted { workflow, run } if workflow == workflow_id => {
+                        run_id = run;
+                        state = Lifecycle::Workflow(WorkflowState::Running);
+                        stage = super::first_stage(Workflow::Decommission);
+                    }
+                    DecommissionRecord::Checkpoint { workflow, stage: at, .. } if workflow == workflow_id => {
+                        stage = Stage::Decommission(at);
+                    }
+                    DecommissionRecord::Stopped { workflow, stage: at, workflow_state, .. }
+                        if workflow == workflow_id =>
+                    {
+                        stage = Stage::Decommission(at);
+                        state = Lifecycle::Workflow(workflow_state);
+                    }
+                    DecommissionRecord::Completed { workflow, workflow_state, .. } if workflow == workflow_id => {
+                        stage = Stage::Decommission(DecommissionStage::RemoveMaasRecord);
+                        state = Lifecycle::Workflow(workflow_state);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let frozen = AuditTrail::of(workflow_id, lines)?.frozen;
+    Ok(WorkflowStatus {
+        workflow,
+        workflow_id: workflow_id.to_owned(),
+        run_id,
+        state,
+        stage,
+        node_state: node_state(stage, state),
+        frozen,
+        observed_satisfies_checkpoint,
+    })
+}
+
+/// The node's state where the workflow rests (the recovery API only passes it through).
+fn node_state(stage: Stage, state: Lifecycle) -> NodeState {
+    let completed =
+        matches!(state, Lifecycle::Workflow(WorkflowState::Completed | WorkflowState::CompletedWithFollowUpRecord));
+    match stage {
+        Stage::Onboarding(_) if completed => NodeState::Active,
+        Stage::Onboarding(_) => NodeState::Enrolling,
+        Stage::Decommission(_) if completed => NodeState::Deleted,
+        Stage::Decommission(DecommissionStage::LoadSiteConfig | DecommissionStage::DisableNode) => NodeState::Active,
+        Stage::Decommission(_) => NodeState::Quarantined,
+    }
+}
+
+/// Whether the journal says the drivers must not act on `workflow_id`: frozen by an accepted
+/// `mark_manual_intervention_required` not lifted since, or cancelled. `Err` names the reason, for the stop.
+pub fn halted<'a>(workflow_id: &str, lines: impl IntoIterator<Item = &'a str>) -> Result<Option<String>, String> {
+    let trail = AuditTrail::of(workflow_id, lines)?;
+    if trail.frozen {
+        return Ok(Some("frozen for manual intervention until a person resolves the issue".to_owned()));
+    }
+    let cancelled =
+        trail.records.iter().any(|record| record.is_accepted() && record.requested_action == RecoveryAction::Cancel);
+    Ok(cancelled.then(|| "cancelled by an operator".to_owned()))
+}
+
+/// Performs `request` on `workflow_id`: reads the journal, authorizes, appends the audit record before acting, and
+/// says what the caller does next. An adoption that completes the workflow is signalled as its completion. `observed_satisfies_checkpoint` is the caller's fresh observation (section 7; see
+/// [`observe_onboarding_checkpoint`]).
+///
+/// # Errors
+///
+/// The journal cannot be read or written, or holds a line of this workflow that does not decode.
+pub async fn apply_operator_action<J: Journal, G: Signals>(
+    journal: &J,
+    signals: &G,
+    workflow: Workflow,
+    workflow_id: &str,
+    request: &OperatorRequest,
+    observed_satisfies_checkpoint: bool,
+) -> Result<Applied, ApplyError> {
+    let lines = journal.replay().await?;
+    let status =
+        workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), observed_satisfies_checkpoint)
+            .map_err(ApplyError::Corrupt)?;
+    let decision = authorize(&status, request);
+    let record = AuditRecord::of(&status, request, &decision);
+    // Section 8: recorded before the action, accepted or refused.
+    journal.append(&record.encode()).await?;
+    let authorized = match decision {
+        Ok(authorized) => authorized,
+        Err(_) => {
+            let settled = record.settled(status.state);
+            journal.append(&settled.encode()).await?;
+            return Ok(Applied { record, settled: Some(settled), authorized: None, next: NextStep::Nothing });
+        }
+    };
+    let runs = matches!(
+        authorized.action,
+        RecoveryAction::RetryStage | RecoveryAction::Resume | RecoveryAction::Rerun | RecoveryAction::RestartClean
+    ) || (authorized.action == RecoveryAction::AdoptObservedState && authorized.restart_at.is_some());
+    if runs {
+        return Ok(Applied { record, settled: None, authorized: Some(authorized), next: NextStep::Run });
+    }
+    if authorized.action == RecoveryAction::AdoptObservedState {
+        // The observation satisfies the last stage's checkpoint: the workflow is complete, nothing is redone.
+        let completion = match workflow {
+            Workflow::Onboarding => OnboardRecord::Completed {
+                workflow: workflow_id.to_owned(),
+                run: status.run_id,
+                system_id: last_system_id(workflow_id, &lines).unwrap_or_default(),
+            }
+            .encode(),
+            Workflow::Decommission => DecommissionRecord::Completed {
+                workflow: workflow_id.to_owned(),
+                run: status.run_id,
+                workflow_state: WorkflowState::Completed,
+            }
+            .encode(),
+        };
+        journal.append(&completion).await?;
+        let event = WorkflowEvent::Completed { system_id: last_system_id(workflow_id, &lines).unwrap_or_default() };
+        let workflow_id = workflow_id.to_owned();
+        signals.emit(match workflow {
+            Workflow::Onboarding => Signal::Onboarding { workflow: workflow_id, event },
+            Workflow::Decommission => Signal::Decommission { workflow: workflow_id, event },
+        });
+    }
+    let lines = journal.replay().await?;
+    let after =
+        workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), false).map_err(ApplyError::Corrupt)?;
+    let settled = record.settled(after.state);
+    journal.append(&settled.encode()).await?;
+    Ok(Applied { record, settled: Some(settled), authorized: Some(authorized), next: NextStep::Nothing })
+}
+
+/// Appends `record` settled once the caller's run of the workflow ([`NextStep::Run`]) has returned: `running` when
+/// the action started a new run (the state the action put the workflow in, whatever the run then reached), else the
+/// state the journal shows (a driver that found the workflow halted started none).
+pub async fn settle_after_run<J: Journal>(
+    journal: &J,
+    workflow: Workflow,
+    record: &AuditRecord,
+) -> Result<AuditRecord, ApplyError> {
+    let lines = journal.replay().await?;
+    let after = workflow_status(workflow, &record.workflow_id, lines.iter().map(String::as_str), false)
+        .map_err(ApplyError::Corrupt)?;
+    let actual = if after.run_id > record.run_id { Lifecycle::Workflow(WorkflowState::Running) } else { after.state };
+    let settled = record.settled(actual);
+    journal.append(&settled.encode()).await?;
+    Ok(settled)
+}
+
+/// The MAAS system id of the workflow's last checkpoint that knew one.
+fn last_system_id(workflow_id: &str, lines: &[String]) -> Option<String> {
+    lines.iter().rev().find_map(|line| match OnboardRecord::decode(line)? {
+        Ok(OnboardRecord::Checkpoint { workflow, system_id: Some(system_id), .. }) if workflow == workflow_id => {
+            Some(system_id)
+        }
+        _ => None,
+    })
+}
+
+/// A fresh observation (section 7: "allow adopt_observed_state when observed state now satisfies the intended
+/// checkpoint") of an onboarding workflow resting at `stage`: the node's agent registered at the hub
+/// (`wait_for_agent_enrollment`), its machine `Deployed` (`deploy_via_maas`, `wait_for_deployed`) or `Ready`
+/// (`commission_node`, `wait_for_ready`), found by its PXE MAC. Any other stage, and a read that fails, is not
+/// satisfied.
+pub async fn observe_onboarding_checkpoint<M: MaasApi, H: Hub>(
+    maas: &M,
+    hub: &H,
+    node: &str,
+    pxe_mac: &str,
+    stage: Stage,
+) -> bool {
+    let machine_is = |wanted: MachineStatus| async move {
+        let mac = pxe_mac.to_lowercase();
+        maas.machines().await.is_ok_and(|machines| {
+            machines.iter().any(|machine| machine.macs.contains(&mac) && machine.status == wanted)
+        })
+    };
+    use OnboardingStage as S;
+    match stage {
+        Stage::Onboarding(S::WaitForAgentEnrollment) => hub
+            .read_heartbeats()
+            .await
+            .is_ok_and(|snapshot| snapshot.instances.iter().any(|row| row.instance == node && row.registered)),
+        Stage::Onboarding(S::DeployViaMaas | S::WaitForDeployed) => machine_is(MachineStatus::Deployed).await,
+        Stage::Onboarding(S::CommissionNode | S::WaitForReady) => machine_is(MachineStatus::Ready).await,
+        _ => false,
+    }
+}
+
+/// Why an action could not be performed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    #[error("journal: {0}")]
+    Journal(#[from] JournalError),
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recovery::{ActorRole, AuditOutcome, Refusal};
+
+    fn request(action: RecoveryAction, role: ActorRole, resolves_freeze: bool) -> OperatorRequest {
+        OperatorRequest {
+            actor_id: "alice".into(),
+            actor_role: role,
+            action,
+            reason: "ticket OPS-1".into(),
+            correlation_id: "corr-1".into(),
+            resolves_freeze,
+        }
+    }
+
+    fn failed_run() -> Vec<String> {
+        vec![
+            OnboardRecord::RunStarted { workflow: "w".into(), run: 1 }.encode(),
+            OnboardRecord::Checkpoint {
+                workflow: "w".into(),
+                run: 1,
+                stage: OnboardingStage::WaitForAgentEnrollment,
+                attempt: 1,
+                system_id: Some("abc".into()),
+            }
+            .encode(),
+            OnboardRecord::Stopped {
+                workflow: "w".into(),
+                run: 1,
+                stage: OnboardingStage::WaitForAgentEnrollment,
+                class: crate::matrix::FailureClass::AgentEnrollmentFailure,
+                workflow_state: WorkflowState::FailedRetryable,
+            }
+            .encode(),
+        ]
+    }
+
+    struct NoSignals;
+
+    impl Signals for NoSignals {
+        fn emit(&self, _signal: Signal) {}
+    }
+
+    /// A journal in memory.
+    #[derive(Default)]
+    struct Lines(std::cell::RefCell<Vec<String>>);
+
+    impl Journal for Lines {
+        async fn append(&self, record: &str) -> Result<(), JournalError> {
+            self.0.borrow_mut().push(record.to_owned());
+            Ok(())
+        }
+        async fn replay(&self) -> Result<Vec<String>, JournalError> {
+            Ok(self.0.borrow().clone())
+        }
+    }
+
+    fn block_on<T>(future: impl Future<Output = T>) -> T {
+        let waker = std::task::Waker::noop();
+        let mut context = std::task::Context::from_waker(waker);
+        let mut future = std::pin::pin!(future);
+        loop {
+            if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut context) {
+                return value;
+            }
+        }
+    }
+
+    #[test]
+    fn the_status_is_the_last_runs_and_an_accepted_freeze_overrides_it() {
+        let lines = failed_run();
+        let status = workflow_status(Workflow::Onboarding, "w", lines.iter().map(String::as_str), false).unwrap();
+        assert_eq!(status.state, Lifecycle::Workflow(WorkflowState::FailedRetryable));
+        assert_eq!(status.stage, Stage::Onboarding(OnboardingStage::WaitForAgentEnrollment));
+        assert_eq!((status.run_id, status.frozen), (1, false));
+        let fresh = workflow_status(Workflow::Onboarding, "w", std::iter::empty(), false).unwrap();
+        assert_eq!((fresh.run_id, fresh.state), (1, Lifecycle::Workflow(WorkflowState::Running)));
+    }
+
+    #[test]
+    fn a_freeze_is_audited_before_it_acts_refuses_automation_and_is_lifted_by_a_person() {
+        let journal = Lines(std::cell::RefCell::new(failed_run()));
+        let mark = request(RecoveryAction::MarkManualInterventionRequired, ActorRole::Operator, false);
+        let applied =
+            block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &mark, false)).unwrap();
+        assert_eq!(applied.next, NextStep::Nothing);
+        assert_eq!(
+            applied.settled.unwrap().actual_next_state,
+            Some(Lifecycle::Workflow(WorkflowState::FailedManualIntervention))
+        );
+        let lines = journal.0.borrow().clone();
+        assert!(halted("w", lines.iter().map(String::as_str)).unwrap().is_some());
+
+        let automation = request(RecoveryAction::Resume, ActorRole::Automation, false);
+        let refused =
+            block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &automation, false))
+                .unwrap();
+        assert!(matches!(
+            refused.record.outcome,
+            AuditOutcome::Refused { refusal: Refusal::FrozenAgainstAutomation { .. }, .. }
+        ));
+        assert_eq!(refused.next, NextStep::Nothing);
+
+        let person = request(RecoveryAction::Resume, ActorRole::Sre, true);
+        let accepted =
+            block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &person, false)).unwrap();
+        assert_eq!(accepted.next, NextStep::Run);
+        let lines = journal.0.borrow().clone();
+        assert_eq!(halted("w", lines.iter().map(String::as_str)).unwrap(), None);
+        // The driver did not run: the workflow rests where it was, and the settled record says so.
+        let settled = block_on(settle_after_run(&journal, Workflow::Onboarding, &accepted.record)).unwrap();
+        assert_eq!(settled.actual_next_state, Some(Lifecycle::Workflow(WorkflowState::FailedManualIntervention)));
+        let trail = AuditTrail::of("w", journal.0.borrow().iter().map(String::as_str)).unwrap();
+        assert_eq!(trail.records.len(), 3);
+        assert!(trail.records.iter().all(|record| record.actual_next_state.is_some()));
+    }
+
+    #[test]
+    fn adopting_the_last_stage_completes_without_a_run_and_an_unsatisfied_observation_is_refused() {
+        let journal = Lines(std::cell::RefCell::new(failed_run()));
+        let adopt = request(RecoveryAction::AdoptObservedState, ActorRole::Operator, false);
+        let refused =
+            block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &adopt, false)).unwrap();
+        assert!(matches!(
+            refused.record.outcome,
+            AuditOutcome::Refused { refusal: Refusal::ObservationDoesNotSatisfyCheckpoint { .. }, .. }
+        ));
+        let adopted =
+            block_on(apply_operator_action(&journal, &NoSignals, Workflow::Onboarding, "w", &adopt, true)).unwrap();
+        assert_eq!(adopted.next, NextStep::Nothing);
+        assert_eq!(adopted.settled.unwrap().actual_next_state, Some(Lifecycle::Workflow(WorkflowState::Completed)));
+        let lines = journal.0.borrow().clone();
+        let history = crate::onboarding::driver::History::of("w", lines.iter().map(String::as_str)).unwrap();
+        assert_eq!(history.completed.as_deref(), Some("abc"));
+    }
+}
