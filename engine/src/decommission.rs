@@ -100,11 +100,16 @@ pub struct DecommissionHistory {
     /// The state a completed workflow ended in.
     pub completed: Option<WorkflowState>,
     pub last_stage: Option<DecommissionStage>,
+    /// The stage the last run had reached when it ended with neither a stop nor a completion: its controller died
+    /// there. Stages run strictly in order, so every stage before it was done (or passed by the matrix).
+    pub interrupted_at: Option<DecommissionStage>,
 }
 
 impl DecommissionHistory {
     pub fn of<'a>(workflow: &str, lines: impl IntoIterator<Item = &'a str>) -> Result<DecommissionHistory, String> {
         let mut history = DecommissionHistory::default();
+        // The last run's furthest stage, while it has not ended.
+        let mut last_run_at = None;
         for line in lines {
             let Some(record) = DecommissionRecord::decode(line) else { continue };
             let record = record?;
@@ -112,16 +117,27 @@ impl DecommissionHistory {
                 continue;
             }
             match record {
-                DecommissionRecord::RunStarted { run, .. } => history.runs = history.runs.max(run),
-                DecommissionRecord::Checkpoint { stage, .. } => history.last_stage = Some(stage),
+                DecommissionRecord::RunStarted { run, .. } => {
+                    history.runs = history.runs.max(run);
+                    last_run_at = None;
+                }
+                DecommissionRecord::Checkpoint { stage, .. } => {
+                    history.last_stage = Some(stage);
+                    last_run_at = Some(stage);
+                }
                 DecommissionRecord::Stopped { workflow_state, .. } => {
                     if workflow_state == WorkflowState::FailedRetryable {
                         history.failed_retryable_runs += 1;
                     }
+                    last_run_at = None;
                 }
-                DecommissionRecord::Completed { workflow_state, .. } => history.completed = Some(workflow_state),
+                DecommissionRecord::Completed { workflow_state, .. } => {
+                    history.completed = Some(workflow_state);
+                    last_run_at = None;
+                }
             }
         }
+        history.interrupted_at = last_run_at;
         Ok(history)
     }
 }
@@ -235,7 +251,22 @@ where
         self.record(DecommissionRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
         let mut state = RunState::default();
         let mut index = 0;
+        // After a controller death the run resumes at the stage the dead one had reached: the stages before it are
+        // done, and the node tasks among them cannot run again once the machine is released (its agent is gone).
+        // `load_site_config` only reads, and the later stages need the machine it finds, so it always runs.
+        let resume_at = history
+            .interrupted_at
+            .and_then(|stage| DecommissionStage::ALL.iter().position(|s| *s == stage))
+            .unwrap_or(0);
+        if resume_at > 0 {
+            let value = format!("resumed at {} after its controller died", DecommissionStage::ALL[resume_at].as_str());
+            self.emit(workflow, WorkflowEvent::Observed { what: "journal".to_owned(), value });
+        }
         while let Some(&stage) = DecommissionStage::ALL.get(index) {
+            if index < resume_at && stage != DecommissionStage::LoadSiteConfig {
+                index += 1;
+                continue;
+            }
             let attempt = {
                 let attempts = state.attempts.entry(stage).or_insert(0);
                 *attempts += 1;

@@ -14,7 +14,7 @@ use reports::{CampaignReport, PropertyKind};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::faults::{BmcFaultKind, DeathPoint, HardwarePart, Step, TimedStep};
+use crate::faults::{BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Step, TimedStep};
 use crate::runner::{self, RunIdentity, RunOutput};
 use crate::seed::{Consumer, SeedTree};
 use crate::spec::{
@@ -692,7 +692,10 @@ impl Campaign {
                 // Armed while the rollout runs, and restarted after it was armed, both inside the window.
                 let armed = (rollout.at_ms + rng.random_range(0..=60_000)).min(window_end - 1);
                 let restart = (armed + rng.random_range(duration.min..=duration.max)).min(window_end).max(armed + 1);
-                steps.push(TimedStep { at_ms: armed, step: Step::ControllerDeath { point } });
+                steps.push(TimedStep {
+                    at_ms: armed,
+                    step: Step::ControllerDeath { point, subsystem: DeathSubsystem::Rollout },
+                });
                 steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
             }
         }
