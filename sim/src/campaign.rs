@@ -216,6 +216,11 @@ pub struct FaultMix {
     /// Inside the window, an operator disconnects a machine's PXE interface in MAAS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface_disconnected: Option<Rate>,
+    /// The controller dies at a named point of the onboarding workflow (drawn), armed within 5 minutes of the
+    /// onboarding's start, and restarts `duration_ms` after it was armed (default: at the end of the fault window).
+    /// Off unless configured, so that older onboarding campaigns draw the plans they drew before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onboarding_controller_death: Option<Rate>,
 }
 
 impl FaultMix {
@@ -256,10 +261,11 @@ impl FaultMix {
         "ssh_unreachable",
         "preseed_failure",
         "interface_disconnected",
+        "onboarding_controller_death",
     ];
 
     /// The site's kinds, with whether each is configured.
-    fn site_kinds(&self) -> [(&'static str, Option<Rate>); 14] {
+    fn site_kinds(&self) -> [(&'static str, Option<Rate>); 15] {
         [
             ("mac_drift", self.mac_drift),
             ("resolver_servfail", self.resolver_servfail),
@@ -275,6 +281,8 @@ impl FaultMix {
             ("ssh_unreachable", self.ssh_unreachable),
             ("preseed_failure", self.preseed_failure),
             ("interface_disconnected", self.interface_disconnected),
+            // Last: drawn after every older kind, so adding it changed no older plan.
+            ("onboarding_controller_death", self.onboarding_controller_death),
         ]
     }
 }
@@ -831,6 +839,25 @@ impl Campaign {
                         let at_ms = in_window(rng);
                         steps.push(TimedStep { at_ms, step: Step::InterfaceDisconnected { target } });
                     }
+                    "onboarding_controller_death" => {
+                        let point =
+                            *[DeathPoint::AfterIntent, DeathPoint::AfterRemoteMutation, DeathPoint::BeforeCompletion]
+                                .choose(rng)
+                                .expect("points exist");
+                        let earliest = onboarding.start_at_ms.max(self.window_start_ms);
+                        let armed = (earliest + rng.random_range(0..=300_000)).min(window_end - 1);
+                        // The death comes when the workflow reaches the point, some time after the trap is armed: by
+                        // default the restart waits for the end of the window, so that it comes after the death.
+                        let restart = match rate.duration_ms {
+                            Some(duration) => armed + rng.random_range(duration.min..=duration.max),
+                            None => window_end,
+                        }
+                        .min(window_end)
+                        .max(armed + 1);
+                        let subsystem = DeathSubsystem::Onboarding;
+                        steps.push(TimedStep { at_ms: armed, step: Step::ControllerDeath { point, subsystem } });
+                        steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
+                    }
                     other => unreachable!("site fault kind {other} has no planner"),
                 }
             }
@@ -1056,6 +1083,37 @@ sometimes = ["instance_silent_raised"]
             let plain_spec = plain.run_spec(index);
             let before: Vec<&TimedStep> = plain_spec.steps.iter().collect();
             assert_eq!(others, before, "the site's draws come after the others");
+        }
+    }
+
+    #[test]
+    fn onboarding_controller_death_is_off_by_default_and_drawn_last_when_configured() {
+        let site = "mac_drift = { per_mille = 1000 }\n";
+        let base = format!("{}\n[onboarding]\nnodes = 2\n", CAMPAIGN.replace("[oracles]", &format!("{site}\n[oracles]")));
+        let with = base.replace("mac_drift = ", "onboarding_controller_death = { per_mille = 1000 }\nmac_drift = ");
+        let (without, with) = (parse_campaign("c.toml", &base).unwrap(), parse_campaign("c.toml", &with).unwrap());
+        for index in 0..10 {
+            let (plain, spec) = (without.run_spec(index), with.run_spec(index));
+            let deaths: Vec<&TimedStep> =
+                spec.steps.iter().filter(|t| matches!(t.step, Step::ControllerDeath { .. })).collect();
+            assert_eq!(deaths.len(), 1, "per_mille 1000 always bites");
+            let Step::ControllerDeath { subsystem, .. } = deaths[0].step else { unreachable!() };
+            assert_eq!(subsystem, DeathSubsystem::Onboarding);
+            let restarts: Vec<u64> = spec
+                .steps
+                .iter()
+                .filter(|t| matches!(&t.step, Step::Restart { target } if target == CONTROLLER))
+                .map(|t| t.at_ms)
+                .collect();
+            assert_eq!(restarts, [spec.duration_ms - spec.liveness_budget_ms], "restarted at the window's end");
+            assert!(plain.steps.iter().all(|t| !matches!(t.step, Step::ControllerDeath { .. })), "off by default");
+            let others: Vec<&TimedStep> = spec
+                .steps
+                .iter()
+                .filter(|t| !matches!(&t.step, Step::ControllerDeath { .. }))
+                .filter(|t| !matches!(&t.step, Step::Restart { target } if target == CONTROLLER))
+                .collect();
+            assert_eq!(others, plain.steps.iter().collect::<Vec<_>>(), "drawn after every other kind");
         }
     }
 
