@@ -811,6 +811,19 @@ mod tests {
         assert_eq!(history.failed_retryable_runs, 1);
         assert_eq!(history.last_stage, Some(DecommissionStage::DrainNode));
         assert_eq!(history.completed, None);
+        assert_eq!(history.interrupted_at, None, "the run stopped");
+        let died = [
+            DecommissionRecord::RunStarted { workflow: "w".into(), run: 1 }.encode(),
+            DecommissionRecord::Checkpoint {
+                workflow: "w".into(),
+                run: 1,
+                stage: DecommissionStage::ReleaseMaasNode,
+                attempt: 1,
+            }
+            .encode(),
+        ];
+        let history = DecommissionHistory::of("w", died.iter().map(String::as_str)).expect("decodes");
+        assert_eq!(history.interrupted_at, Some(DecommissionStage::ReleaseMaasNode));
         let bad = ["decommission {\"record\":\"nope\"}"];
         assert!(DecommissionHistory::of("w", bad).is_err(), "an undecodable line of ours is an error");
     }

@@ -1089,7 +1089,8 @@ sometimes = ["instance_silent_raised"]
     #[test]
     fn onboarding_controller_death_is_off_by_default_and_drawn_last_when_configured() {
         let site = "mac_drift = { per_mille = 1000 }\n";
-        let base = format!("{}\n[onboarding]\nnodes = 2\n", CAMPAIGN.replace("[oracles]", &format!("{site}\n[oracles]")));
+        let base =
+            format!("{}\n[onboarding]\nnodes = 2\n", CAMPAIGN.replace("[oracles]", &format!("{site}\n[oracles]")));
         let with = base.replace("mac_drift = ", "onboarding_controller_death = { per_mille = 1000 }\nmac_drift = ");
         let (without, with) = (parse_campaign("c.toml", &base).unwrap(), parse_campaign("c.toml", &with).unwrap());
         for index in 0..10 {

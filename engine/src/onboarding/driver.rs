@@ -1267,6 +1267,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_run_that_reached_the_deploy_and_never_ended_is_an_interrupted_deploy() {
+        let checkpoint = |run, stage| OnboardRecord::Checkpoint {
+            workflow: "w".into(),
+            run,
+            stage,
+            attempt: 1,
+            system_id: Some("abc".into()),
+        };
+        let stopped = OnboardRecord::Stopped {
+            workflow: "w".into(),
+            run: 1,
+            stage: OnboardingStage::WaitForDeployed,
+            class: FailureClass::StateAmbiguity,
+            workflow_state: WorkflowState::FailedManualIntervention,
+        };
+        let history = |records: &[OnboardRecord]| {
+            let lines: Vec<String> = records.iter().map(OnboardRecord::encode).collect();
+            History::of("w", lines.iter().map(String::as_str)).expect("decodes")
+        };
+        let died =
+            [OnboardRecord::RunStarted { workflow: "w".into(), run: 1 }, checkpoint(1, OnboardingStage::DeployViaMaas)];
+        assert!(history(&died).interrupted_after_deploy);
+        // A stop mid-deploy is the safe full rerun's case, not an interrupted deploy.
+        let mut then_stopped = died.to_vec();
+        then_stopped.push(stopped);
+        assert!(!history(&then_stopped).interrupted_after_deploy);
+        assert!(history(&then_stopped).deploy_reached);
+        // A later run that died before its deploy: the earlier deploy is not this run's to adopt.
+        then_stopped.push(OnboardRecord::RunStarted { workflow: "w".into(), run: 2 });
+        then_stopped.push(checkpoint(2, OnboardingStage::CommissionNode));
+        assert!(!history(&then_stopped).interrupted_after_deploy);
+    }
+
+    #[test]
     fn history_counts_runs_failed_runs_and_completion_of_one_workflow_only() {
         let records = [
             OnboardRecord::RunStarted { workflow: "w1".into(), run: 1 },
