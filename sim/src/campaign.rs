@@ -217,7 +217,7 @@ pub struct FaultMix {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface_disconnected: Option<Rate>,
     /// The controller dies at a named point of the onboarding workflow (drawn), armed within 5 minutes of the
-    /// onboarding's start, and restarts `duration_ms` after it was armed (default: at the end of the fault window).
+    /// onboarding's start, and restarts `duration_ms` after it was armed (default 30 to 45 min).
     /// Off unless configured, so that older onboarding campaigns draw the plans they drew before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub onboarding_controller_death: Option<Rate>,
@@ -846,14 +846,12 @@ impl Campaign {
                                 .expect("points exist");
                         let earliest = onboarding.start_at_ms.max(self.window_start_ms);
                         let armed = (earliest + rng.random_range(0..=300_000)).min(window_end - 1);
-                        // The death comes when the workflow reaches the point, some time after the trap is armed: by
-                        // default the restart waits for the end of the window, so that it comes after the death.
-                        let restart = match rate.duration_ms {
-                            Some(duration) => armed + rng.random_range(duration.min..=duration.max),
-                            None => window_end,
-                        }
-                        .min(window_end)
-                        .max(armed + 1);
+                        // The death comes when a workflow reaches the point, some time after the trap is armed (the
+                        // first completion, for `before_completion`, takes a quarter of an hour): by default the
+                        // restart comes 30 to 45 minutes after the arming.
+                        let duration = rate.duration_ms.unwrap_or(RangeMs { min: 1_800_000, max: 2_700_000 });
+                        let restart =
+                            (armed + rng.random_range(duration.min..=duration.max)).min(window_end).max(armed + 1);
                         let subsystem = DeathSubsystem::Onboarding;
                         steps.push(TimedStep { at_ms: armed, step: Step::ControllerDeath { point, subsystem } });
                         steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
@@ -1106,7 +1104,9 @@ sometimes = ["instance_silent_raised"]
                 .filter(|t| matches!(&t.step, Step::Restart { target } if target == CONTROLLER))
                 .map(|t| t.at_ms)
                 .collect();
-            assert_eq!(restarts, [spec.duration_ms - spec.liveness_budget_ms], "restarted at the window's end");
+            assert_eq!(restarts.len(), 1);
+            let armed = deaths[0].at_ms;
+            assert!((armed + 1_800_000..=armed + 2_700_000).contains(&restarts[0]), "restarted 30 to 45 min after");
             assert!(plain.steps.iter().all(|t| !matches!(t.step, Step::ControllerDeath { .. })), "off by default");
             let others: Vec<&TimedStep> = spec
                 .steps
