@@ -100,11 +100,16 @@ pub struct DecommissionHistory {
     /// The state a completed workflow ended in.
     pub completed: Option<WorkflowState>,
     pub last_stage: Option<DecommissionStage>,
+    /// The stage the last run had reached when it ended with neither a stop nor a completion: its controller died
+    /// there. Stages run strictly in order, so every stage before it was done (or passed by the matrix).
+    pub interrupted_at: Option<DecommissionStage>,
 }
 
 impl DecommissionHistory {
     pub fn of<'a>(workflow: &str, lines: impl IntoIterator<Item = &'a str>) -> Result<DecommissionHistory, String> {
         let mut history = DecommissionHistory::default();
+        // The last run's furthest stage, while it has not ended.
+        let mut last_run_at = None;
         for line in lines {
             let Some(record) = DecommissionRecord::decode(line) else { continue };
             let record = record?;
@@ -112,16 +117,27 @@ impl DecommissionHistory {
                 continue;
             }
             match record {
-                DecommissionRecord::RunStarted { run, .. } => history.runs = history.runs.max(run),
-                DecommissionRecord::Checkpoint { stage, .. } => history.last_stage = Some(stage),
+                DecommissionRecord::RunStarted { run, .. } => {
+                    history.runs = history.runs.max(run);
+                    last_run_at = None;
+                }
+                DecommissionRecord::Checkpoint { stage, .. } => {
+                    history.last_stage = Some(stage);
+                    last_run_at = Some(stage);
+                }
                 DecommissionRecord::Stopped { workflow_state, .. } => {
                     if workflow_state == WorkflowState::FailedRetryable {
                         history.failed_retryable_runs += 1;
                     }
+                    last_run_at = None;
                 }
-                DecommissionRecord::Completed { workflow_state, .. } => history.completed = Some(workflow_state),
+                DecommissionRecord::Completed { workflow_state, .. } => {
+                    history.completed = Some(workflow_state);
+                    last_run_at = None;
+                }
             }
         }
+        history.interrupted_at = last_run_at;
         Ok(history)
     }
 }
@@ -250,6 +266,17 @@ where
         self.record(DecommissionRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
         let mut state = RunState::default();
         let mut index = 0;
+        // After a controller death the run resumes at the stage the dead one had reached: the stages before it are
+        // done, and the node tasks among them cannot run again once the machine is released (its agent is gone).
+        // `load_site_config` only reads, and the later stages need the machine it finds, so it always runs.
+        let resume_at = history
+            .interrupted_at
+            .and_then(|stage| DecommissionStage::ALL.iter().position(|s| *s == stage))
+            .unwrap_or(0);
+        if resume_at > 0 {
+            let value = format!("resumed at {} after its controller died", DecommissionStage::ALL[resume_at].as_str());
+            self.emit(workflow, WorkflowEvent::Observed { what: "journal".to_owned(), value });
+        }
         while let Some(&stage) = DecommissionStage::ALL.get(index) {
             // A freeze set while the run is under way stops it before its next stage starts.
             let lines =
@@ -258,7 +285,7 @@ where
                 return halted_outcome(why, Some(stage));
             }
             let before_start = start_at.is_some_and(|from| (stage as usize) < (from as usize));
-            if before_start && stage != DecommissionStage::LoadSiteConfig {
+            if (before_start || index < resume_at) && stage != DecommissionStage::LoadSiteConfig {
                 index += 1;
                 continue;
             }
@@ -829,6 +856,19 @@ mod tests {
         assert_eq!(history.failed_retryable_runs, 1);
         assert_eq!(history.last_stage, Some(DecommissionStage::DrainNode));
         assert_eq!(history.completed, None);
+        assert_eq!(history.interrupted_at, None, "the run stopped");
+        let died = [
+            DecommissionRecord::RunStarted { workflow: "w".into(), run: 1 }.encode(),
+            DecommissionRecord::Checkpoint {
+                workflow: "w".into(),
+                run: 1,
+                stage: DecommissionStage::ReleaseMaasNode,
+                attempt: 1,
+            }
+            .encode(),
+        ];
+        let history = DecommissionHistory::of("w", died.iter().map(String::as_str)).expect("decodes");
+        assert_eq!(history.interrupted_at, Some(DecommissionStage::ReleaseMaasNode));
         let bad = ["decommission {\"record\":\"nope\"}"];
         assert!(DecommissionHistory::of("w", bad).is_err(), "an undecodable line of ours is an error");
     }

@@ -14,7 +14,7 @@ use reports::{CampaignReport, PropertyKind};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::faults::{BmcFaultKind, DeathPoint, HardwarePart, Step, TimedStep};
+use crate::faults::{BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Step, TimedStep};
 use crate::runner::{self, RunIdentity, RunOutput};
 use crate::seed::{Consumer, SeedTree};
 use crate::spec::{
@@ -247,6 +247,11 @@ pub struct FaultMix {
     /// Before the run, the region's next 1 or 2 disk wipes are set to fail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erase_failure: Option<Rate>,
+    /// The controller dies at a named point of the onboarding workflow (drawn), armed within 5 minutes of the
+    /// onboarding's start, and restarts `duration_ms` after it was armed (default 30 to 45 min).
+    /// Off unless configured, so that older onboarding campaigns draw the plans they drew before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onboarding_controller_death: Option<Rate>,
 }
 
 impl FaultMix {
@@ -293,6 +298,7 @@ impl FaultMix {
         "agent_unreachable",
         "inventory_unavailable",
         "erase_failure",
+        "onboarding_controller_death",
     ];
 
     /// Decommission's kinds, with whether each is configured.
@@ -308,7 +314,7 @@ impl FaultMix {
     }
 
     /// The site's kinds, with whether each is configured.
-    fn site_kinds(&self) -> [(&'static str, Option<Rate>); 14] {
+    fn site_kinds(&self) -> [(&'static str, Option<Rate>); 15] {
         [
             ("mac_drift", self.mac_drift),
             ("resolver_servfail", self.resolver_servfail),
@@ -324,6 +330,8 @@ impl FaultMix {
             ("ssh_unreachable", self.ssh_unreachable),
             ("preseed_failure", self.preseed_failure),
             ("interface_disconnected", self.interface_disconnected),
+            // Last: drawn after every older kind, so adding it changed no older plan.
+            ("onboarding_controller_death", self.onboarding_controller_death),
         ]
     }
 }
@@ -782,7 +790,10 @@ impl Campaign {
                 // Armed while the rollout runs, and restarted after it was armed, both inside the window.
                 let armed = (rollout.at_ms + rng.random_range(0..=60_000)).min(window_end - 1);
                 let restart = (armed + rng.random_range(duration.min..=duration.max)).min(window_end).max(armed + 1);
-                steps.push(TimedStep { at_ms: armed, step: Step::ControllerDeath { point } });
+                steps.push(TimedStep {
+                    at_ms: armed,
+                    step: Step::ControllerDeath { point, subsystem: DeathSubsystem::Rollout },
+                });
                 steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
             }
         }
@@ -917,6 +928,23 @@ impl Campaign {
                     "interface_disconnected" => {
                         let at_ms = in_window(rng);
                         steps.push(TimedStep { at_ms, step: Step::InterfaceDisconnected { target } });
+                    }
+                    "onboarding_controller_death" => {
+                        let point =
+                            *[DeathPoint::AfterIntent, DeathPoint::AfterRemoteMutation, DeathPoint::BeforeCompletion]
+                                .choose(rng)
+                                .expect("points exist");
+                        let earliest = onboarding.start_at_ms.max(self.window_start_ms);
+                        let armed = (earliest + rng.random_range(0..=300_000)).min(window_end - 1);
+                        // The death comes when a workflow reaches the point, some time after the trap is armed (the
+                        // first completion, for `before_completion`, takes a quarter of an hour): by default the
+                        // restart comes 30 to 45 minutes after the arming.
+                        let duration = rate.duration_ms.unwrap_or(RangeMs { min: 1_800_000, max: 2_700_000 });
+                        let restart =
+                            (armed + rng.random_range(duration.min..=duration.max)).min(window_end).max(armed + 1);
+                        let subsystem = DeathSubsystem::Onboarding;
+                        steps.push(TimedStep { at_ms: armed, step: Step::ControllerDeath { point, subsystem } });
+                        steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
                     }
                     other => unreachable!("site fault kind {other} has no planner"),
                 }
@@ -1205,6 +1233,40 @@ sometimes = ["instance_silent_raised"]
             let plain_spec = plain.run_spec(index);
             let before: Vec<&TimedStep> = plain_spec.steps.iter().collect();
             assert_eq!(others, before, "the site's draws come after the others");
+        }
+    }
+
+    #[test]
+    fn onboarding_controller_death_is_off_by_default_and_drawn_last_when_configured() {
+        let site = "mac_drift = { per_mille = 1000 }\n";
+        let base =
+            format!("{}\n[onboarding]\nnodes = 2\n", CAMPAIGN.replace("[oracles]", &format!("{site}\n[oracles]")));
+        let with = base.replace("mac_drift = ", "onboarding_controller_death = { per_mille = 1000 }\nmac_drift = ");
+        let (without, with) = (parse_campaign("c.toml", &base).unwrap(), parse_campaign("c.toml", &with).unwrap());
+        for index in 0..10 {
+            let (plain, spec) = (without.run_spec(index), with.run_spec(index));
+            let deaths: Vec<&TimedStep> =
+                spec.steps.iter().filter(|t| matches!(t.step, Step::ControllerDeath { .. })).collect();
+            assert_eq!(deaths.len(), 1, "per_mille 1000 always bites");
+            let Step::ControllerDeath { subsystem, .. } = deaths[0].step else { unreachable!() };
+            assert_eq!(subsystem, DeathSubsystem::Onboarding);
+            let restarts: Vec<u64> = spec
+                .steps
+                .iter()
+                .filter(|t| matches!(&t.step, Step::Restart { target } if target == CONTROLLER))
+                .map(|t| t.at_ms)
+                .collect();
+            assert_eq!(restarts.len(), 1);
+            let armed = deaths[0].at_ms;
+            assert!((armed + 1_800_000..=armed + 2_700_000).contains(&restarts[0]), "restarted 30 to 45 min after");
+            assert!(plain.steps.iter().all(|t| !matches!(t.step, Step::ControllerDeath { .. })), "off by default");
+            let others: Vec<&TimedStep> = spec
+                .steps
+                .iter()
+                .filter(|t| !matches!(&t.step, Step::ControllerDeath { .. }))
+                .filter(|t| !matches!(&t.step, Step::Restart { target } if target == CONTROLLER))
+                .collect();
+            assert_eq!(others, plain.steps.iter().collect::<Vec<_>>(), "drawn after every other kind");
         }
     }
 

@@ -18,6 +18,7 @@ use engine::ports::Journal;
 use engine::ports::fleet::{Fleet, FleetError, FleetRecord, NodeTask, TaskOutcome};
 use fakes::inventory::{InventoryError, InventoryRequest, InventoryResponse, RecordState, TaskResult};
 
+use crate::faults::{DeathPoint, DeathSubsystem};
 use crate::net::HostId;
 use crate::site::{SimMaas, SimSiteSecrets};
 use crate::trace::Body;
@@ -97,6 +98,13 @@ impl SimFleet {
             Err(error) => Some(error.to_string()),
         };
         world.record(self.from, Body::InventoryRequest { node, op: op.to_owned(), error });
+        // A decommission death armed after a remote mutation: the inventory changed and said so.
+        if matches!(answer, Ok(Ok(_)))
+            && matches!(op, "transition" | "release_allocations" | "remove")
+            && world.take_death(DeathSubsystem::Decommission, DeathPoint::AfterRemoteMutation)
+        {
+            world.die_here(self.from).await;
+        }
         answer.map_err(FleetError::Transport)?.map_err(fleet_error)
     }
 }

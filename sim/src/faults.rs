@@ -20,6 +20,28 @@ pub enum DeathPoint {
     BeforeCompletion,
 }
 
+/// Which of the controller's workflows a `controller_death` aims at: the point is armed in that workflow's journal
+/// records and remote calls only. Absent from a step, it is the rollout (so older scenarios and plans read and
+/// serialise as before).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeathSubsystem {
+    /// The rolling deployment: intents, SSH mutations of workers, completions.
+    #[default]
+    Rollout,
+    /// The onboarding workflow: its stage checkpoints, its MAAS mutations, its completion.
+    Onboarding,
+    /// The decommission workflow: its stage checkpoints, its MAAS and inventory mutations, its completion.
+    Decommission,
+}
+
+impl DeathSubsystem {
+    /// Whether this is the default (left out when a step is written).
+    pub fn is_rollout(&self) -> bool {
+        *self == DeathSubsystem::Rollout
+    }
+}
+
 /// The part `hardware_missing` takes out of a machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -152,9 +174,12 @@ pub enum Step {
         artifact: ArtifactKind,
         restored: bool,
     },
-    /// The controller dies the next time the rollout reaches `point`; a later `restart` brings it back.
+    /// The controller dies the next time `subsystem` (default the rollout) reaches `point`; a later `restart`
+    /// brings it back.
     ControllerDeath {
         point: DeathPoint,
+        #[serde(default, skip_serializing_if = "DeathSubsystem::is_rollout")]
+        subsystem: DeathSubsystem,
     },
     /// The hub starts publishing a different signed route bundle (another route authority).
     RouteSwap,

@@ -109,7 +109,7 @@ pub const CATALOG: &[OracleInfo] = &[
     OracleInfo {
         name: "no_duplicate_mutation",
         property: PropertyKind::Always,
-        summary: "no worker operation takes effect twice, no hold is released twice, no journal transition is recorded twice",
+        summary: "no worker operation takes effect twice, no hold is released twice, no journal transition is recorded twice, and no machine is commissioned, deployed or released twice (accepted by MAAS) in one stage attempt of a MAAS workflow, counting the attempt a dead controller was in and its restarted controller's rerun of that stage as one",
         build: |_| Box::new(NoDuplicateMutation::default()),
     },
     OracleInfo {
@@ -974,10 +974,75 @@ struct NoDuplicateMutation {
     applied: BTreeSet<(String, String)>,
     completed: BTreeSet<String>,
     holds: BTreeSet<(String, String)>,
+    site: SiteMutations,
+}
+
+/// The MAAS workflows' side of `no_duplicate_mutation`: the commissions, deploys and releases MAAS accepted in each
+/// workflow's current stage attempt. When the controller dies, each workflow's attempt is carried over to the first
+/// attempt of the same stage its restarted controller starts (the rerun of that stage is the same attempt, resumed).
+#[derive(Default)]
+struct SiteMutations {
+    /// workflow → (current stage, (op, machine) accepted in its current attempt)
+    current: BTreeMap<String, (String, BTreeSet<(String, String)>)>,
+    /// workflow → (stage, mutations) of the attempt a dead controller was in
+    carried: BTreeMap<String, (String, BTreeSet<(String, String)>)>,
+}
+
+/// The MAAS calls `no_duplicate_mutation` counts.
+const COUNTED_SITE_MUTATIONS: [&str; 3] = ["commission", "deploy", "release"];
+
+impl SiteMutations {
+    fn observe(&mut self, event: &Event) -> Option<String> {
+        match &event.body {
+            Body::Onboarding { workflow, event: OnboardingBody::StageStarted { stage, .. } }
+            | Body::Decommission { workflow, event: OnboardingBody::StageStarted { stage, .. } } => {
+                let accepted = match self.carried.remove(workflow) {
+                    Some((carried_stage, accepted)) if carried_stage == *stage => accepted,
+                    Some(other) => {
+                        // Not yet the stage the dead controller was in: keep waiting for it.
+                        self.carried.insert(workflow.clone(), other);
+                        BTreeSet::new()
+                    }
+                    None => BTreeSet::new(),
+                };
+                self.current.insert(workflow.clone(), (stage.clone(), accepted));
+                None
+            }
+            Body::Onboarding { workflow, event: OnboardingBody::Stopped { .. } | OnboardingBody::Completed { .. } }
+            | Body::Decommission {
+                workflow,
+                event: OnboardingBody::Stopped { .. } | OnboardingBody::Completed { .. },
+            } => {
+                self.carried.remove(workflow);
+                self.current.remove(workflow);
+                None
+            }
+            Body::HostCrash { .. } if &*event.host == "controller" => {
+                for (workflow, attempt) in std::mem::take(&mut self.current) {
+                    if !attempt.1.is_empty() {
+                        self.carried.insert(workflow, attempt);
+                    }
+                }
+                None
+            }
+            Body::SiteRequest { workflow, op, system_id: Some(system_id), status: Some(status) }
+                if COUNTED_SITE_MUTATIONS.contains(&op.as_str()) && (200..300).contains(status) =>
+            {
+                let (stage, accepted) = self.current.entry(workflow.clone()).or_default();
+                (!accepted.insert((op.clone(), system_id.clone())))
+                    .then(|| format!("{workflow}: {system_id} accepted a second {op} in one attempt of stage {stage}"))
+            }
+            _ => None,
+        }
+    }
 }
 
 impl Oracle for NoDuplicateMutation {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if let Some(evidence) = self.site.observe(event) {
+            out.push(Finding { t_ms: event.t_ms, evidence });
+            return;
+        }
         let duplicate = match &event.body {
             Body::WorkerMutated { op, operation_id, .. } => {
                 (!self.applied.insert((event.host.to_string(), operation_id.clone())))
@@ -1812,6 +1877,41 @@ mod tests {
         let rests = run(&mut EveryNodeOnboardedOrDiagnosed::new(&ctx), &[ev(1, "controller", stopped)], 10);
         assert_eq!(rests.len(), 1, "the workflow that never started: {rests:?}");
         assert!(rests[0].evidence.contains("onboard-node-03 is not started"));
+    }
+
+    #[test]
+    fn a_mutation_resent_after_a_controller_death_in_the_same_stage_attempt_is_a_duplicate() {
+        let deploy = || request("deploy", Some("m-1"), Some(200));
+        let died = |t| ev(t, "controller", Body::HostCrash { lost_unsynced_writes: 0 });
+        // The dead controller's deploy, then its restarted controller's rerun that deploys again in the same stage.
+        let resent = [
+            ev(1, "sim", stage("onboard-node-02", "deploy_via_maas", 1)),
+            ev(2, "controller", deploy()),
+            died(3),
+            ev(4, "sim", stage("onboard-node-02", "commission_node", 1)),
+            ev(5, "sim", stage("onboard-node-02", "deploy_via_maas", 1)),
+            ev(6, "controller", deploy()),
+        ];
+        let findings = run(&mut NoDuplicateMutation::default(), &resent, 10);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert!(findings[0].evidence.contains("second deploy in one attempt of stage deploy_via_maas"));
+        // Twice in one attempt without a death is a duplicate too.
+        let twice =
+            [ev(1, "sim", stage("onboard-node-02", "deploy_via_maas", 1)), ev(2, "c", deploy()), ev(3, "c", deploy())];
+        assert_eq!(run(&mut NoDuplicateMutation::default(), &twice, 10).len(), 1);
+        // A retry is a new attempt; a refused deploy is no mutation; a death before the mutation carries nothing.
+        let fine = [
+            ev(1, "sim", stage("onboard-node-02", "deploy_via_maas", 1)),
+            ev(2, "controller", request("deploy", Some("m-1"), Some(409))),
+            ev(3, "controller", deploy()),
+            ev(4, "sim", stage("onboard-node-02", "deploy_via_maas", 2)),
+            ev(5, "controller", deploy()),
+            ev(6, "sim", stage("onboard-node-02", "wait_for_deployed", 1)),
+            died(7),
+            ev(8, "sim", stage("onboard-node-02", "deploy_via_maas", 1)),
+            ev(9, "controller", deploy()),
+        ];
+        assert!(run(&mut NoDuplicateMutation::default(), &fine, 10).is_empty());
     }
 
     fn run(oracle: &mut dyn Oracle, events: &[Event], end_ms: u64) -> Vec<Finding> {

@@ -30,7 +30,7 @@ use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::Notify;
 
-use crate::faults::{BmcFaultKind, HardwarePart, Step};
+use crate::faults::{BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Step};
 use crate::net::HostId;
 use crate::seed::{Consumer, SeedTree};
 use crate::spec::OnboardingSpec;
@@ -712,6 +712,20 @@ pub(crate) struct SimMaas {
 
 type SiteAnswer<T> = Option<(u16, Result<T, MaasError>)>;
 
+/// The region calls that change a machine (the ones a `controller_death` at `after_remote_mutation` follows).
+const MUTATING_OPS: [&str; 10] = [
+    "create",
+    "commission",
+    "set_boot_disk",
+    "link_subnet",
+    "deploy",
+    "release",
+    "abort",
+    "mark_fixed",
+    "power_off",
+    "delete",
+];
+
 impl SimMaas {
     async fn send<T: 'static>(
         &self,
@@ -740,7 +754,24 @@ impl SimMaas {
             status,
         };
         world.record(self.from, body);
+        // A death armed after a remote mutation of this workflow's kind: the region acted and answered, the
+        // controller dies before it journals or does anything else about it.
+        if result.is_ok()
+            && MUTATING_OPS.contains(&op)
+            && world.take_death(self.subsystem(), DeathPoint::AfterRemoteMutation)
+        {
+            world.die_here(self.from).await;
+        }
         result
+    }
+
+    /// The workflow kind this client's calls belong to, from its workflow id.
+    fn subsystem(&self) -> DeathSubsystem {
+        if self.workflow.starts_with("decommission-") {
+            DeathSubsystem::Decommission
+        } else {
+            DeathSubsystem::Onboarding
+        }
     }
 
     /// One plain request whose success body `ok` converts.

@@ -31,7 +31,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::disk::SimDisk;
-use crate::faults::{DeathPoint, Step};
+use crate::faults::{DeathPoint, DeathSubsystem, Step};
 use crate::journal::JournalFile;
 use crate::net::{HostId, NetState};
 use crate::oracles::{OracleContext, OracleSet};
@@ -120,8 +120,9 @@ pub struct World {
     ssh_timeouts: RefCell<BTreeMap<HostId, u32>>,
     /// Controller mutations the hub will carry out without its answer arriving (`hub_timeout`).
     hub_timeouts: Cell<u32>,
-    /// A controller death armed at a named point of the rollout protocol.
-    death_trap: Cell<Option<DeathPoint>>,
+    /// A controller death armed at a named point of one workflow's protocol (the rollout's, onboarding's or
+    /// decommission's).
+    death_trap: Cell<Option<(DeathSubsystem, DeathPoint)>>,
     /// The operator's rollout request (`start_rollout`): kept by the controller's configuration across restarts.
     rollout_request: RefCell<Option<RolloutRequest>>,
     rollout_requested: Rc<tokio::sync::Notify>,
@@ -767,7 +768,7 @@ impl World {
                     }
                 }
             }
-            Step::ControllerDeath { point } => self.death_trap.set(Some(*point)),
+            Step::ControllerDeath { point, subsystem } => self.death_trap.set(Some((*subsystem, *point))),
             Step::RouteSwap => {
                 let _ = self.hub.borrow_mut().swap_route_bundle();
             }
@@ -1122,16 +1123,30 @@ impl Journal for SimJournal {
             std::future::pending::<()>().await;
         }
         let kind = record_kind(record);
-        if kind == Some("completed") && self.world.take_death(DeathPoint::BeforeCompletion) {
+        if kind == Some("completed") && self.world.take_death(DeathSubsystem::Rollout, DeathPoint::BeforeCompletion) {
             self.world.die_here(self.host).await;
         }
+        // The MAAS workflows' deaths: before a `completed` record, after a `checkpoint` (a stage attempt's intent).
+        let workflow = workflow_record_kind(record);
+        if let Some((subsystem, "completed")) = workflow {
+            if self.world.take_death(subsystem, DeathPoint::BeforeCompletion) {
+                self.world.die_here(self.host).await;
+            }
+        }
         JournalFile::new(JOURNAL_KEY).append(&mut self.world.hosts.borrow_mut()[self.host].disk, record)?;
+        if let Some((subsystem, "checkpoint")) = workflow {
+            if self.world.take_death(subsystem, DeathPoint::AfterIntent) {
+                self.world.die_here(self.host).await;
+            }
+        }
         if let Some(kind) = kind {
             let operation_id = record_field(record, "operation_id");
             let route_digest = record_field(record, "route_digest");
             let body = Body::JournalAppended { record: kind.to_owned(), operation_id, route_digest };
             self.world.record(self.host, body);
-            if (kind == "intent" || kind == "intents") && self.world.take_death(DeathPoint::AfterIntent) {
+            if (kind == "intent" || kind == "intents")
+                && self.world.take_death(DeathSubsystem::Rollout, DeathPoint::AfterIntent)
+            {
                 self.world.die_here(self.host).await;
             }
         }
@@ -1160,6 +1175,17 @@ fn record_kind(line: &str) -> Option<&'static str> {
     kinds.into_iter().find(|kind| json.starts_with(&format!("{{\"record\":\"{kind}\",")))
 }
 
+/// The subsystem and `record` tag of an onboarding or decommission journal line, if it is one.
+fn workflow_record_kind(line: &str) -> Option<(DeathSubsystem, &'static str)> {
+    let (subsystem, json) = if let Some(json) = line.strip_prefix("onboard ") {
+        (DeathSubsystem::Onboarding, json)
+    } else {
+        (DeathSubsystem::Decommission, line.strip_prefix("decommission ")?)
+    };
+    let kinds = ["run_started", "checkpoint", "stopped", "completed"];
+    kinds.into_iter().find(|kind| json.starts_with(&format!("{{\"record\":\"{kind}\","))).map(|kind| (subsystem, kind))
+}
+
 fn record_field(line: &str, field: &str) -> Option<String> {
     let json: serde_json::Value = serde_json::from_str(line.strip_prefix("rollout ")?).ok()?;
     json.get(field)?.as_str().map(str::to_owned)
@@ -1172,9 +1198,9 @@ impl World {
         }
     }
 
-    /// Disarms and reports the death trap when it is armed at `point`.
-    fn take_death(&self, point: DeathPoint) -> bool {
-        if self.death_trap.get() == Some(point) {
+    /// Disarms and reports the death trap when it is armed at `point` of `subsystem`.
+    pub(crate) fn take_death(&self, subsystem: DeathSubsystem, point: DeathPoint) -> bool {
+        if self.death_trap.get() == Some((subsystem, point)) {
             self.death_trap.set(None);
             true
         } else {
@@ -1183,7 +1209,7 @@ impl World {
     }
 
     /// Crashes `host` from one of its own tasks, which then never runs again.
-    async fn die_here(self: &Rc<Self>, host: HostId) {
+    pub(crate) async fn die_here(self: &Rc<Self>, host: HostId) {
         self.crash(host);
         std::future::pending::<()>().await;
     }
@@ -1383,7 +1409,7 @@ impl ports::Ssh for SimSsh {
             }
             Err(error) => return Err(ports::SshError::Refused(error.to_string())),
         };
-        if mutating && world.take_death(DeathPoint::AfterRemoteMutation) {
+        if mutating && world.take_death(DeathSubsystem::Rollout, DeathPoint::AfterRemoteMutation) {
             world.die_here(self.from).await;
         }
         Ok(response)

@@ -9,6 +9,7 @@ use sim::spec::load_scenario;
 const SCENARIOS: &[&str] = &[
     "agent-partitioned-from-hub-is-reported-silent-and-recovers.toml",
     "controller-death-resumes-the-sensor-from-its-journal.toml",
+    "decommission-controller-killed-after-the-release-call-waits-out-the-erase.toml",
     "decommission-falls-back-to-a-no-erase-release-when-wipes-keep-failing.toml",
     "decommission-releases-with-erase-and-deletes-the-node-everywhere.toml",
     "decommission-retains-the-maas-record-by-policy-with-a-follow-up.toml",
@@ -19,6 +20,9 @@ const SCENARIOS: &[&str] = &[
     "legacy-rollout-without-faults-breaks-the-rcca-invariants.toml",
     "maas-commissioning-2026-07-20-under-the-matrix.toml",
     "maas-commissioning-2026-07-20.toml",
+    "onboarding-controller-killed-after-a-checkpoint-reruns-and-completes.toml",
+    "onboarding-controller-killed-after-the-deploy-call-adopts-the-deploy.toml",
+    "onboarding-controller-killed-before-completion-adopts-the-deployed-machine.toml",
     "onboarding-resumed-after-a-stop-mid-deploy-releases-then-reruns.toml",
     "onboarding-two-machines-deploy-and-enrol-their-agents.toml",
     "operator-actions-refused-while-running-and-without-an-observation.toml",
@@ -785,4 +789,76 @@ fn operator_resumes_a_decommission_stopped_past_the_manual_boundary() {
     assert!(resumed[0].contains("\"load_site_config\"") && resumed[1].contains("\"remove_gpuaas_node_record\""));
     assert!(resumed.iter().all(|l| !l.contains("drain_node") && !l.contains("release_maas_node")), "{resumed:?}");
     assert_eq!(decommission("completed").len(), 1);
+}
+
+/// A MAAS workflow's controller death: the run passes (so `no_duplicate_mutation` held), is deterministic (the same
+/// digest twice), the controller died once and booted again, and `workflow` completed after the restart. Returns the
+/// trace and the number of MAAS-accepted calls of each op of `workflow`.
+fn killed_and_converged(name: &str, workflow: &str) -> (Vec<String>, std::collections::BTreeMap<String, usize>) {
+    let (record, trace) = run_file(name);
+    let (again, _) = run_file(name);
+    assert_eq!(record.trace_digest, again.trace_digest, "{name}: not deterministic");
+    assert_eq!(record.faults["controller_death"], 1);
+    let crashes = events(&trace, "host.crash");
+    assert_eq!(crashes.len(), 1, "{crashes:?}");
+    assert!(crashes[0].contains("\"host\":\"controller\""));
+    let boot = trace.iter().position(|l| l.contains("\"kind\":\"host.boot\",\"boot\":2")).expect("a restart");
+    let completed = format!("\"workflow\":\"{workflow}\",\"event\":{{\"event\":\"completed\"");
+    let done = trace.iter().position(|l| l.contains(&completed)).expect("the workflow completed");
+    assert!(done > boot, "{workflow} completed before the restart");
+    let mut accepted = std::collections::BTreeMap::new();
+    for line in events(&trace, "site.request") {
+        if line.contains(&format!("\"workflow\":\"{workflow}\"")) && line.contains("\"status\":200") {
+            let op = line.split("\"op\":\"").nth(1).and_then(|rest| rest.split('"').next()).unwrap();
+            *accepted.entry(op.to_owned()).or_insert(0) += 1;
+        }
+    }
+    (trace, accepted)
+}
+
+#[test]
+fn onboarding_controller_killed_after_a_checkpoint_reruns_and_completes() {
+    let (trace, accepted) = killed_and_converged(
+        "onboarding-controller-killed-after-a-checkpoint-reruns-and-completes.toml",
+        "onboard-node-02",
+    );
+    // The death came before the deploy call: the rerun deploys, once, and has nothing to release.
+    assert_eq!(accepted.get("deploy"), Some(&1), "{accepted:?}");
+    assert_eq!(accepted.get("release"), None, "{accepted:?}");
+    assert!(!trace.iter().any(|l| l.contains("a run whose controller died")), "a Ready machine is no deploy to adopt");
+}
+
+#[test]
+fn onboarding_controller_killed_after_the_deploy_call_adopts_the_deploy() {
+    let (trace, accepted) = killed_and_converged(
+        "onboarding-controller-killed-after-the-deploy-call-adopts-the-deploy.toml",
+        "onboard-node-02",
+    );
+    assert_eq!(accepted.get("deploy"), Some(&1), "{accepted:?}");
+    assert_eq!((accepted.get("abort"), accepted.get("release"), accepted.get("commission")), (None, None, None));
+    assert!(trace.iter().any(|l| l.contains("Deploying from the deploy of a run whose controller died: adopted")));
+}
+
+#[test]
+fn onboarding_controller_killed_before_completion_adopts_the_deployed_machine() {
+    let (trace, accepted) = killed_and_converged(
+        "onboarding-controller-killed-before-completion-adopts-the-deployed-machine.toml",
+        "onboard-node-02",
+    );
+    assert_eq!(accepted.get("deploy"), Some(&1), "{accepted:?}");
+    assert_eq!(accepted.get("release"), None, "a deployed machine is not released by the rerun: {accepted:?}");
+    assert!(trace.iter().any(|l| l.contains("Deployed from the deploy of a run whose controller died: adopted")));
+    assert_eq!(events(&trace, "engine.onboarding").iter().filter(|l| l.contains("\"event\":\"completed\"")).count(), 1);
+}
+
+#[test]
+fn decommission_controller_killed_after_the_release_call_waits_out_the_erase() {
+    let (trace, accepted) = killed_and_converged(
+        "decommission-controller-killed-after-the-release-call-waits-out-the-erase.toml",
+        "decommission-node-02",
+    );
+    assert_eq!(accepted.get("release"), Some(&1), "{accepted:?}");
+    assert!(trace.iter().any(|l| l.contains("resumed at release_maas_node after its controller died")));
+    // The node tasks before the release ran once, before the death.
+    assert_eq!(events(&trace, "inventory.task").iter().filter(|l| l.contains("\"task\":\"drain\"")).count(), 1);
 }

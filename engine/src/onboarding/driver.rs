@@ -164,11 +164,16 @@ pub struct History {
     pub last_stage: Option<OnboardingStage>,
     /// An earlier run got as far as asking MAAS to deploy: a deploy-phase machine may be this workflow's own.
     pub deploy_reached: bool,
+    /// The last run reached the deploy and ended with neither a stop nor a completion: its controller died, and a
+    /// deploy it sent may be in flight or done. The next run adopts such a deploy instead of undoing and resending it.
+    pub interrupted_after_deploy: bool,
 }
 
 impl History {
     pub fn of<'a>(workflow: &str, lines: impl IntoIterator<Item = &'a str>) -> Result<History, String> {
         let mut history = History::default();
+        // The last run's fate: whether it reached the deploy, whether it ended (stopped or completed).
+        let (mut last_run_deployed, mut last_run_ended) = (false, false);
         for line in lines {
             let Some(record) = OnboardRecord::decode(line) else { continue };
             let record = record?;
@@ -176,19 +181,28 @@ impl History {
                 continue;
             }
             match record {
-                OnboardRecord::RunStarted { run, .. } => history.runs = history.runs.max(run),
+                OnboardRecord::RunStarted { run, .. } => {
+                    history.runs = history.runs.max(run);
+                    (last_run_deployed, last_run_ended) = (false, false);
+                }
                 OnboardRecord::Checkpoint { stage, .. } => {
                     history.last_stage = Some(stage);
                     history.deploy_reached |= stage == OnboardingStage::DeployViaMaas;
+                    last_run_deployed |= stage == OnboardingStage::DeployViaMaas;
                 }
                 OnboardRecord::Stopped { workflow_state, .. } => {
                     if workflow_state == WorkflowState::FailedRetryable {
                         history.failed_retryable_runs += 1;
                     }
+                    last_run_ended = true;
                 }
-                OnboardRecord::Completed { system_id, .. } => history.completed = Some(system_id),
+                OnboardRecord::Completed { system_id, .. } => {
+                    history.completed = Some(system_id);
+                    last_run_ended = true;
+                }
             }
         }
+        history.interrupted_after_deploy = last_run_deployed && !last_run_ended;
         Ok(history)
     }
 }
@@ -271,6 +285,11 @@ struct RunState {
     /// An earlier run of this workflow deployed (or began to): the safe full rerun releases a machine it left in a
     /// deploy state before commissioning it again.
     earlier_run_deployed: bool,
+    /// The last run died after it reached the deploy (see `History::interrupted_after_deploy`); cleared once
+    /// `commission_node` has looked.
+    interrupted_after_deploy: bool,
+    /// This run adopted the deploy a dead controller sent: the commissioning wait is already behind the machine.
+    deploy_adopted: bool,
     /// The stage attempt under way found its checkpoint already satisfied and adopted it (reported with its
     /// `stage_done`).
     adopted: bool,
@@ -340,7 +359,11 @@ where
         }
         let run = history.runs + 1;
         self.record(OnboardRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
-        let mut state = RunState { earlier_run_deployed: history.deploy_reached, ..RunState::default() };
+        let mut state = RunState {
+            earlier_run_deployed: history.deploy_reached,
+            interrupted_after_deploy: history.interrupted_after_deploy,
+            ..RunState::default()
+        };
         let mut index = 0;
         // A stage run off the main path before it resumes (the datasource recovery, before the deploy again).
         let mut detour: Option<OnboardingStage> = None;
@@ -616,6 +639,27 @@ where
         self.back_to_ready(request, state).await
     }
 
+    /// A restarted controller's run after one that died past its deploy request: a machine Deploying or Deployed is
+    /// that deploy, accepted by MAAS, and is adopted (`true`) rather than aborted or released and deployed again.
+    /// Any other state is left to the safe full rerun (`false`).
+    async fn adopt_interrupted_deploy(
+        &self,
+        request: &OnboardRequest,
+        state: &mut RunState,
+    ) -> Result<bool, StageFailure> {
+        let system_id = state.system_id()?.to_owned();
+        let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+        if !matches!(machine.status, MachineStatus::Deploying | MachineStatus::Deployed) {
+            return Ok(false);
+        }
+        let value = format!("{} from the deploy of a run whose controller died: adopted", machine.status.name());
+        self.emit(&request.workflow, WorkflowEvent::Observed { what: format!("machine {system_id}"), value });
+        state.deploy_started = true;
+        state.deploy_adopted = true;
+        state.adopted = true;
+        Ok(true)
+    }
+
     /// Back to a clean deployable state (Ready): the work of `recover_for_datasource_retry` before the deploy is tried
     /// again, and of a rerun's release of its earlier deploy.
     /// Each destructive call follows the read it acts on; a machine gone from MAAS is an ambiguity (whose is it
@@ -832,6 +876,11 @@ where
                 // adopted, not commissioned again.
                 let system_id = state.system_id()?.to_owned();
                 if state.earlier_run_deployed && !state.deploy_started {
+                    if std::mem::take(&mut state.interrupted_after_deploy)
+                        && self.adopt_interrupted_deploy(request, state).await?
+                    {
+                        return Ok(());
+                    }
                     self.release_earlier_deploy(request, state).await?;
                 }
                 if !self.refreshed_needs_action(stage, state).await? {
@@ -845,6 +894,11 @@ where
                 }
             }
             S::WaitForReady => {
+                if state.deploy_adopted && state.deploy_started {
+                    // Commissioning ended before the dead controller's deploy: the machine is past Ready.
+                    state.adopted = true;
+                    return Ok(());
+                }
                 let system_id = state.system_id()?.to_owned();
                 self.wait_for(request, state, &system_id, stage, &[MachineStatus::Ready], COMMISSION_WAIT_MS).await?;
                 Ok(())
@@ -1245,6 +1299,40 @@ fn judge(stage: OnboardingStage, status: &MachineStatus, deploy_started: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_that_reached_the_deploy_and_never_ended_is_an_interrupted_deploy() {
+        let checkpoint = |run, stage| OnboardRecord::Checkpoint {
+            workflow: "w".into(),
+            run,
+            stage,
+            attempt: 1,
+            system_id: Some("abc".into()),
+        };
+        let stopped = OnboardRecord::Stopped {
+            workflow: "w".into(),
+            run: 1,
+            stage: OnboardingStage::WaitForDeployed,
+            class: FailureClass::StateAmbiguity,
+            workflow_state: WorkflowState::FailedManualIntervention,
+        };
+        let history = |records: &[OnboardRecord]| {
+            let lines: Vec<String> = records.iter().map(OnboardRecord::encode).collect();
+            History::of("w", lines.iter().map(String::as_str)).expect("decodes")
+        };
+        let died =
+            [OnboardRecord::RunStarted { workflow: "w".into(), run: 1 }, checkpoint(1, OnboardingStage::DeployViaMaas)];
+        assert!(history(&died).interrupted_after_deploy);
+        // A stop mid-deploy is the safe full rerun's case, not an interrupted deploy.
+        let mut then_stopped = died.to_vec();
+        then_stopped.push(stopped);
+        assert!(!history(&then_stopped).interrupted_after_deploy);
+        assert!(history(&then_stopped).deploy_reached);
+        // A later run that died before its deploy: the earlier deploy is not this run's to adopt.
+        then_stopped.push(OnboardRecord::RunStarted { workflow: "w".into(), run: 2 });
+        then_stopped.push(checkpoint(2, OnboardingStage::CommissionNode));
+        assert!(!history(&then_stopped).interrupted_after_deploy);
+    }
 
     #[test]
     fn history_counts_runs_failed_runs_and_completion_of_one_workflow_only() {
