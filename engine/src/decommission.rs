@@ -566,6 +566,12 @@ where
                 self.task(node, NodeTask::ValidateClean, &operation_id, unreachable).await
             }
             D::LoadSiteConfig => {
+                // A run that resumes past the inventory stages (after a controller death, or at an operator's
+                // stage) learns the node's state from the inventory, not from stages it did not run.
+                if state.node_state.is_none() {
+                    let record = self.fleet.record(node).await.map_err(|error| StageFailure::fleet(&error))?;
+                    state.node_state = Some(record.map_or(NodeState::Deleted, |record| record.state));
+                }
                 let config = self.secrets.site_config().await.map_err(|error| StageFailure::secrets(&error))?;
                 if !config.enabled {
                     return Err(StageFailure::new(FailureClass::InputConfigError, "the site is disabled"));
@@ -707,6 +713,20 @@ where
             }
             // Already on its way (an earlier attempt's, or a dead controller's): wait for it.
             MachineStatus::DiskErasing | MachineStatus::Releasing => {}
+            // The first attempt of this run finds an earlier run's release failed (a dead controller's, or one a
+            // person resumed): that failure is this attempt's, and the matrix decides whether to release again.
+            MachineStatus::FailedDiskErasing | MachineStatus::Broken
+                if state.attempts.get(&DecommissionStage::ReleaseMaasNode) == Some(&1) =>
+            {
+                return Err(StageFailure::new(
+                    FailureClass::DeployCloudInitFailure,
+                    format!(
+                        "an earlier release of {system_id} failed: {} ({})",
+                        machine.status.name(),
+                        machine.status_message
+                    ),
+                ));
+            }
             status if releasable_or_released(status) => {
                 let erase = !state.fallback_taken;
                 self.maas.release(&system_id, erase).await.map_err(|error| StageFailure::maas(&error))?;

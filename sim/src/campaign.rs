@@ -247,6 +247,15 @@ pub struct FaultMix {
     /// Before the run, the region's next 1 or 2 disk wipes are set to fail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erase_failure: Option<Rate>,
+    /// The controller dies at a named point of a decommission (drawn), armed at a decommission request, and boots
+    /// again `duration_ms` after it died (default 10 to 20 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decommission_controller_death: Option<Rate>,
+    /// An on-call operator tries a recovery action (resume, retry_stage, rerun or adopt_observed_state, drawn) on a
+    /// machine's onboarding (inside the window) or decommission (30 to 90 min after its request); the engine
+    /// authorizes or refuses it, and audits it either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_action: Option<Rate>,
     /// The controller dies at a named point of the onboarding workflow (drawn), armed within 5 minutes of the
     /// onboarding's start, and restarts `duration_ms` after it was armed (default 30 to 45 min).
     /// Off unless configured, so that older onboarding campaigns draw the plans they drew before.
@@ -298,11 +307,13 @@ impl FaultMix {
         "agent_unreachable",
         "inventory_unavailable",
         "erase_failure",
+        "decommission_controller_death",
+        "operator_action",
         "onboarding_controller_death",
     ];
 
     /// Decommission's kinds, with whether each is configured.
-    fn decommission_kinds(&self) -> [(&'static str, Option<Rate>); 6] {
+    fn decommission_kinds(&self) -> [(&'static str, Option<Rate>); 8] {
         [
             ("allocation_stuck", self.allocation_stuck),
             ("cleanup_residue", self.cleanup_residue),
@@ -310,6 +321,8 @@ impl FaultMix {
             ("agent_unreachable", self.agent_unreachable),
             ("inventory_unavailable", self.inventory_unavailable),
             ("erase_failure", self.erase_failure),
+            ("decommission_controller_death", self.decommission_controller_death),
+            ("operator_action", self.operator_action),
         ]
     }
 
@@ -792,7 +805,7 @@ impl Campaign {
                 let restart = (armed + rng.random_range(duration.min..=duration.max)).min(window_end).max(armed + 1);
                 steps.push(TimedStep {
                     at_ms: armed,
-                    step: Step::ControllerDeath { point, subsystem: DeathSubsystem::Rollout },
+                    step: Step::ControllerDeath { point, subsystem: DeathSubsystem::Rollout, restart_after_ms: None },
                 });
                 steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
             }
@@ -943,7 +956,8 @@ impl Campaign {
                         let restart =
                             (armed + rng.random_range(duration.min..=duration.max)).min(window_end).max(armed + 1);
                         let subsystem = DeathSubsystem::Onboarding;
-                        steps.push(TimedStep { at_ms: armed, step: Step::ControllerDeath { point, subsystem } });
+                        let step = Step::ControllerDeath { point, subsystem, restart_after_ms: None };
+                        steps.push(TimedStep { at_ms: armed, step });
                         steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
                     }
                     other => unreachable!("site fault kind {other} has no planner"),
@@ -1004,6 +1018,48 @@ impl Campaign {
                     "erase_failure" => {
                         let count = rng.random_range(1..=2);
                         steps.push(TimedStep { at_ms: 0, step: Step::EraseFailure { count } });
+                    }
+                    "decommission_controller_death" => {
+                        let point =
+                            *[DeathPoint::AfterIntent, DeathPoint::AfterRemoteMutation, DeathPoint::BeforeCompletion]
+                                .choose(rng)
+                                .expect("points exist");
+                        let duration = rate.duration_ms.unwrap_or(RangeMs { min: 600_000, max: 1_200_000 });
+                        let restart_after_ms = Some(rng.random_range(duration.min..=duration.max));
+                        let subsystem = DeathSubsystem::Decommission;
+                        let step = Step::ControllerDeath { point, subsystem, restart_after_ms };
+                        steps.push(TimedStep { at_ms: requested_at, step });
+                    }
+                    "operator_action" => {
+                        use engine::matrix::{RecoveryAction, Workflow};
+                        let action = *[
+                            RecoveryAction::Resume,
+                            RecoveryAction::RetryStage,
+                            RecoveryAction::Rerun,
+                            RecoveryAction::AdoptObservedState,
+                        ]
+                        .choose(rng)
+                        .expect("actions exist");
+                        let (workflow, at_ms) = if rng.random_bool(0.5) {
+                            let window_end = self.base.duration_ms - self.base.liveness_budget_ms;
+                            (Workflow::Onboarding, rng.random_range(self.window_start_ms..window_end))
+                        } else {
+                            let at_ms =
+                                (requested_at + rng.random_range(1_800_000..=5_400_000)).min(self.base.duration_ms - 1);
+                            (Workflow::Decommission, at_ms)
+                        };
+                        steps.push(TimedStep {
+                            at_ms,
+                            step: Step::Operator {
+                                target,
+                                workflow,
+                                action,
+                                actor: "oncall".to_owned(),
+                                role: engine::recovery::ActorRole::Operator,
+                                reason: format!("campaign: on-call tries {}", action.as_str()),
+                                resolves_freeze: false,
+                            },
+                        });
                     }
                     other => unreachable!("decommission fault kind {other} has no planner"),
                 }

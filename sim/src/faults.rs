@@ -180,6 +180,10 @@ pub enum Step {
         point: DeathPoint,
         #[serde(default, skip_serializing_if = "DeathSubsystem::is_rollout")]
         subsystem: DeathSubsystem,
+        /// When set, the controller boots again this long after it died (instead of at a timed `restart` step,
+        /// which a trap that fires late could precede).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        restart_after_ms: Option<u64>,
     },
     /// The hub starts publishing a different signed route bundle (another route authority).
     RouteSwap,

@@ -122,7 +122,8 @@ pub struct World {
     hub_timeouts: Cell<u32>,
     /// A controller death armed at a named point of one workflow's protocol (the rollout's, onboarding's or
     /// decommission's).
-    death_trap: Cell<Option<(DeathSubsystem, DeathPoint)>>,
+    /// The armed controller death: where it fires, and when the controller boots again after it (if the step says).
+    death_trap: Cell<Option<(DeathSubsystem, DeathPoint, Option<u64>)>>,
     /// The operator's rollout request (`start_rollout`): kept by the controller's configuration across restarts.
     rollout_request: RefCell<Option<RolloutRequest>>,
     rollout_requested: Rc<tokio::sync::Notify>,
@@ -768,7 +769,9 @@ impl World {
                     }
                 }
             }
-            Step::ControllerDeath { point, subsystem } => self.death_trap.set(Some((*subsystem, *point))),
+            Step::ControllerDeath { point, subsystem, restart_after_ms } => {
+                self.death_trap.set(Some((*subsystem, *point, *restart_after_ms)))
+            }
             Step::RouteSwap => {
                 let _ = self.hub.borrow_mut().swap_route_bundle();
             }
@@ -1199,13 +1202,21 @@ impl World {
     }
 
     /// Disarms and reports the death trap when it is armed at `point` of `subsystem`.
-    pub(crate) fn take_death(&self, subsystem: DeathSubsystem, point: DeathPoint) -> bool {
-        if self.death_trap.get() == Some((subsystem, point)) {
-            self.death_trap.set(None);
-            true
-        } else {
-            false
+    pub(crate) fn take_death(self: &Rc<Self>, subsystem: DeathSubsystem, point: DeathPoint) -> bool {
+        let Some((armed_subsystem, armed_point, restart_after_ms)) = self.death_trap.get() else { return false };
+        if (armed_subsystem, armed_point) != (subsystem, point) {
+            return false;
         }
+        self.death_trap.set(None);
+        if let Some(delay_ms) = restart_after_ms {
+            // The world's timer, not a controller task: it must outlive the controller's death.
+            let world = self.clone();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+                world.apply(&Step::Restart { target: CONTROLLER.to_owned() });
+            });
+        }
+        true
     }
 
     /// Crashes `host` from one of its own tasks, which then never runs again.
