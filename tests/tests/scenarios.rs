@@ -11,6 +11,7 @@ const SCENARIOS: &[&str] = &[
     "controller-death-resumes-the-sensor-from-its-journal.toml",
     "decommission-controller-killed-after-the-release-call-waits-out-the-erase.toml",
     "decommission-falls-back-to-a-no-erase-release-when-wipes-keep-failing.toml",
+    "decommission-machine-disappears-mid-release-and-reappears-ready.toml",
     "decommission-releases-with-erase-and-deletes-the-node-everywhere.toml",
     "decommission-retains-the-maas-record-by-policy-with-a-follow-up.toml",
     "epoch-aware-expiry-keeps-members-and-expires-strays.toml",
@@ -861,4 +862,28 @@ fn decommission_controller_killed_after_the_release_call_waits_out_the_erase() {
     assert!(trace.iter().any(|l| l.contains("resumed at release_maas_node after its controller died")));
     // The node tasks before the release ran once, before the death.
     assert_eq!(events(&trace, "inventory.task").iter().filter(|l| l.contains("\"task\":\"drain\"")).count(), 1);
+}
+
+#[test]
+fn decommission_machine_disappears_mid_release_and_reappears_ready() {
+    let (record, trace) = run_file("decommission-machine-disappears-mid-release-and-reappears-ready.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let (hidden_ms, resumed_ms) = (2_200_000, 2_760_000);
+    // The vanished machine stops the workflow for a person, with the evidence, while it is hidden.
+    let stopped = decommission(&trace, "stopped");
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert!(stopped[0].contains("release_maas_node") && stopped[0].contains("failed_manual_intervention"));
+    assert!(stopped[0].contains("disappeared while releasing"), "{}", stopped[0]);
+    assert!((hidden_ms..resumed_ms).contains(&t_of(stopped[0])));
+    // One release in the whole run: the resume adopts the Ready machine instead of releasing it again.
+    let releases = events(&trace, "site.request").into_iter().filter(|l| l.contains("\"op\":\"release\"")).count();
+    assert_eq!(releases, 1);
+    let adopted = decommission(&trace, "stage_done")
+        .into_iter()
+        .any(|l| t_of(l) >= resumed_ms && l.contains("\"stage\":\"release_maas_node\",\"adopted\":true"));
+    assert!(adopted, "the reappeared Ready machine is adopted");
+    let completed = decommission(&trace, "completed");
+    assert_eq!(completed.len(), 1);
+    assert!(t_of(completed[0]) > resumed_ms);
+    assert_eq!(events(&trace, "engine.audit").len(), 2, "the operator's resume, requested then settled");
 }
