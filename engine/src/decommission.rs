@@ -924,4 +924,277 @@ mod tests {
         assert!(!releasable_or_released(&MachineStatus::New));
         assert!(!releasable_or_released(&MachineStatus::Commissioning));
     }
+
+    /// The driver against in-memory ports whose every call is answered at once, so a run completes in one poll.
+    mod driver {
+        use std::cell::{Cell, RefCell};
+
+        use futures_util::FutureExt;
+
+        use super::super::*;
+        use crate::ports::fleet::FleetRecord;
+        use crate::ports::site::{Machine, SiteConfig};
+        use crate::ports::{JournalError, Signal};
+        use crate::secret::Secret;
+
+        #[derive(Default)]
+        struct Clock(Cell<u64>);
+
+        impl crate::ports::Clock for Clock {
+            fn now_ms(&self) -> u64 {
+                self.0.get()
+            }
+            fn monotonic_ms(&self) -> u64 {
+                self.0.get()
+            }
+            async fn sleep_ms(&self, duration_ms: u64) {
+                self.0.set(self.0.get() + duration_ms);
+            }
+        }
+
+        /// One deployed machine whose power reads `power` whatever is asked of it.
+        struct Maas {
+            status: RefCell<MachineStatus>,
+            power: PowerState,
+            calls: RefCell<Vec<&'static str>>,
+        }
+
+        impl Maas {
+            fn machine_now(&self) -> Machine {
+                Machine {
+                    system_id: "abc123".into(),
+                    hostname: "node-02".into(),
+                    status: self.status.borrow().clone(),
+                    status_message: String::new(),
+                    power_address: Some("node-02".into()),
+                    macs: Vec::new(),
+                    enable_hw_sync: false,
+                    hw_sync_healthy: false,
+                }
+            }
+            fn call(&self, op: &'static str) {
+                self.calls.borrow_mut().push(op);
+            }
+        }
+
+        impl MaasApi for Maas {
+            async fn machines(&self) -> Result<Vec<Machine>, MaasError> {
+                self.call("machines");
+                Ok(vec![self.machine_now()])
+            }
+            async fn machine(&self, _: &str) -> Result<Machine, MaasError> {
+                self.call("machine");
+                Ok(self.machine_now())
+            }
+            async fn create_machine(&self, _: &crate::ports::site::NewMachine) -> Result<Machine, MaasError> {
+                unreachable!("a decommission creates nothing")
+            }
+            async fn commission(&self, _: &str) -> Result<Machine, MaasError> {
+                unreachable!("a decommission commissions nothing")
+            }
+            async fn events(&self, _: &str, _: Option<u64>) -> Result<Vec<crate::ports::site::MaasEvent>, MaasError> {
+                Ok(Vec::new())
+            }
+            async fn disks(&self, _: &str) -> Result<Vec<crate::ports::site::Disk>, MaasError> {
+                Ok(Vec::new())
+            }
+            async fn set_boot_disk(&self, _: &str, _: u64) -> Result<(), MaasError> {
+                unreachable!()
+            }
+            async fn interfaces(&self, _: &str) -> Result<Vec<crate::ports::site::Interface>, MaasError> {
+                Ok(Vec::new())
+            }
+            async fn subnets(&self) -> Result<Vec<crate::ports::site::Subnet>, MaasError> {
+                Ok(Vec::new())
+            }
+            async fn link_subnet_auto(&self, _: &str, _: u64, _: u64) -> Result<(), MaasError> {
+                unreachable!()
+            }
+            async fn deploy(&self, _: &str, _: &Secret, _: bool) -> Result<Machine, MaasError> {
+                unreachable!("a decommission deploys nothing")
+            }
+            async fn release(&self, _: &str, erase: bool) -> Result<Machine, MaasError> {
+                self.call(if erase { "release_erase" } else { "release" });
+                *self.status.borrow_mut() = MachineStatus::Ready;
+                Ok(self.machine_now())
+            }
+            async fn abort(&self, _: &str) -> Result<Machine, MaasError> {
+                self.call("abort");
+                Ok(self.machine_now())
+            }
+            async fn mark_fixed(&self, _: &str) -> Result<Machine, MaasError> {
+                self.call("mark_fixed");
+                Ok(self.machine_now())
+            }
+            async fn power_off(&self, _: &str) -> Result<(), MaasError> {
+                self.call("power_off");
+                Ok(())
+            }
+            async fn power_state(&self, _: &str) -> Result<PowerState, MaasError> {
+                Ok(self.power)
+            }
+            async fn delete_machine(&self, _: &str) -> Result<(), MaasError> {
+                self.call("delete");
+                Ok(())
+            }
+        }
+
+        struct Secrets;
+
+        impl SiteSecrets for Secrets {
+            async fn site_config(&self) -> Result<SiteConfig, SecretsError> {
+                Ok(SiteConfig {
+                    enabled: true,
+                    metadata_host: "maas-internal".into(),
+                    pxe_vlan_vid: 1,
+                    roce_vlan_vid: 2,
+                    roce_mandatory: false,
+                })
+            }
+            async fn power_credential(&self, _: &str) -> Result<crate::ports::site::PowerCredential, SecretsError> {
+                unreachable!()
+            }
+            async fn bootstrap_token(&self, _: &str, _: u64) -> Result<Secret, SecretsError> {
+                unreachable!()
+            }
+            async fn node_secrets_capabilities(&self) -> Result<Vec<String>, SecretsError> {
+                Ok(vec!["delete".into(), "read".into()])
+            }
+            async fn delete_node_secrets(&self, _: &str) -> Result<u32, SecretsError> {
+                Ok(1)
+            }
+        }
+
+        struct Inventory(RefCell<Option<FleetRecord>>);
+
+        impl Fleet for Inventory {
+            async fn record(&self, _: &str) -> Result<Option<FleetRecord>, FleetError> {
+                Ok(self.0.borrow().clone())
+            }
+            async fn transition(&self, _: &str, _: NodeState, to: NodeState) -> Result<(), FleetError> {
+                if let Some(record) = self.0.borrow_mut().as_mut() {
+                    record.state = to;
+                }
+                Ok(())
+            }
+            async fn release_allocations(&self, _: &str, _: bool) -> Result<Vec<String>, FleetError> {
+                if let Some(record) = self.0.borrow_mut().as_mut() {
+                    record.allocations.clear();
+                }
+                Ok(Vec::new())
+            }
+            async fn run_task(&self, _: &str, task: NodeTask, _: &str) -> Result<TaskOutcome, FleetError> {
+                if task == NodeTask::Uninstall
+                    && let Some(record) = self.0.borrow_mut().as_mut()
+                {
+                    record.agent_installed = false;
+                }
+                Ok(TaskOutcome::Done)
+            }
+            async fn remove_record(&self, _: &str) -> Result<(), FleetError> {
+                *self.0.borrow_mut() = None;
+                Ok(())
+            }
+        }
+
+        #[derive(Default)]
+        struct Journal(RefCell<Vec<String>>);
+
+        impl crate::ports::Journal for Journal {
+            async fn append(&self, record: &str) -> Result<(), JournalError> {
+                self.0.borrow_mut().push(record.to_owned());
+                Ok(())
+            }
+            async fn replay(&self) -> Result<Vec<String>, JournalError> {
+                Ok(self.0.borrow().clone())
+            }
+        }
+
+        #[derive(Default)]
+        struct Signals(RefCell<Vec<Signal>>);
+
+        impl crate::ports::Signals for Signals {
+            fn emit(&self, signal: Signal) {
+                self.0.borrow_mut().push(signal);
+            }
+        }
+
+        fn request(maas_delete_required: bool) -> DecommissionRequest {
+            DecommissionRequest {
+                workflow: "decommission-node-02".into(),
+                node: "node-02".into(),
+                hostname: "node-02".into(),
+                poll_ms: 10_000,
+                retry: RetryPolicy::default(),
+                site_policy: SitePolicy { maas_delete_required, ..SitePolicy::default() },
+            }
+        }
+
+        fn active() -> Inventory {
+            Inventory(RefCell::new(Some(FleetRecord {
+                state: NodeState::Active,
+                allocations: vec!["alloc-1".into()],
+                agent_installed: true,
+            })))
+        }
+
+        /// Runs one decommission to its end; every port answers at once, so one poll finishes it.
+        fn run(
+            maas: &Maas,
+            fleet: &Inventory,
+            journal: &Journal,
+            signals: &Signals,
+            delete: bool,
+        ) -> DecommissionOutcome {
+            let clock = Clock::default();
+            let ports = DecommissionPorts { clock: &clock, maas, secrets: &Secrets, fleet, journal, signals };
+            ports.run_decommission(&request(delete)).now_or_never().expect("in-memory ports never wait")
+        }
+
+        fn deployed(power: PowerState) -> Maas {
+            Maas { status: RefCell::new(MachineStatus::Deployed), power, calls: RefCell::default() }
+        }
+
+        #[test]
+        fn a_healthy_decommission_erases_retires_removes_and_deletes_in_order() {
+            let (maas, fleet, journal, signals) =
+                (deployed(PowerState::Off), active(), Journal::default(), Signals::default());
+            let outcome = run(&maas, &fleet, &journal, &signals, true);
+            assert_eq!(outcome.workflow_state, WorkflowState::Completed);
+            assert_eq!(outcome.node_state, NodeState::Deleted);
+            assert_eq!(*fleet.0.borrow(), None, "the inventory record is gone");
+            let calls = maas.calls.borrow();
+            let mutations: Vec<&&str> = calls.iter().filter(|op| !matches!(**op, "machine" | "machines")).collect();
+            assert_eq!(mutations, [&"release_erase", &"delete"], "power already off: no power_off");
+            let history =
+                DecommissionHistory::of("decommission-node-02", journal.0.borrow().iter().map(String::as_str));
+            assert_eq!(history.unwrap().completed, Some(WorkflowState::Completed));
+        }
+
+        #[test]
+        fn a_power_off_that_never_converges_stops_for_a_person_with_the_node_retired() {
+            let (maas, fleet, journal, signals) =
+                (deployed(PowerState::On), active(), Journal::default(), Signals::default());
+            let outcome = run(&maas, &fleet, &journal, &signals, true);
+            assert_eq!(outcome.stage, Some(DecommissionStage::PowerOffMaasNode));
+            assert_eq!(outcome.class, Some(FailureClass::BmcPowerFailure));
+            assert_eq!(outcome.workflow_state, WorkflowState::FailedManualIntervention);
+            assert_eq!(outcome.node_state, NodeState::Retired, "the row's resulting node state");
+            assert!(outcome.evidence.iter().any(|line| line.contains("never converged")), "{:?}", outcome.evidence);
+            let power_offs = maas.calls.borrow().iter().filter(|op| **op == "power_off").count();
+            assert_eq!(power_offs, RetryPolicy::default().attempts_max as usize, "one power-off per bounded attempt");
+            assert!(fleet.0.borrow().is_some(), "nothing past the stop ran: the record is kept");
+        }
+
+        #[test]
+        fn a_completed_workflow_is_not_run_again() {
+            let (maas, fleet, journal, signals) =
+                (deployed(PowerState::Off), active(), Journal::default(), Signals::default());
+            run(&maas, &fleet, &journal, &signals, false);
+            let calls_before = maas.calls.borrow().len();
+            let outcome = run(&maas, &fleet, &journal, &signals, false);
+            assert_eq!(outcome.workflow_state, WorkflowState::CompletedWithFollowUpRecord, "the MAAS record was kept");
+            assert_eq!(maas.calls.borrow().len(), calls_before, "no call at all on the second request");
+        }
+    }
 }
