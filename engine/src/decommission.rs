@@ -192,12 +192,7 @@ impl StageFailure {
     }
 
     fn secrets(error: &SecretsError) -> StageFailure {
-        let class = match error {
-            SecretsError::Transport(_) | SecretsError::Unavailable(_) => FailureClass::UpstreamTransient,
-            SecretsError::NotFound(_) | SecretsError::Refused(_) => FailureClass::InputConfigError,
-            SecretsError::Unsupported(_) => FailureClass::SiteCapabilityMissing,
-        };
-        StageFailure::new(class, error.to_string())
+        StageFailure::new(crate::onboarding::secrets_failure_class(error), error.to_string())
     }
 }
 

@@ -246,26 +246,36 @@ impl World {
             while onboarding_running.borrow().contains(&machine) {
                 tokio::time::sleep(std::time::Duration::from_millis(ONBOARDING_BUSY_POLL_MS)).await;
             }
-            let onboarding = world.spec.onboarding.clone().expect("a site run");
-            let request = DecommissionRequest {
-                workflow: workflow_id(&machine),
-                node: machine.clone(),
-                hostname: machine.clone(),
-                poll_ms: onboarding.poll_ms,
-                retry: RetryPolicy::default(),
-                site_policy: onboarding.site_policy(),
-            };
-            let ports = DecommissionPorts {
-                clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
-                maas: &SimMaas { world: world.clone(), from: CONTROLLER_ID, workflow: request.workflow.clone() },
-                secrets: &SimSiteSecrets { world: world.clone(), from: CONTROLLER_ID },
-                fleet: &SimFleet { world: world.clone(), from: CONTROLLER_ID },
-                journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
-                signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
-            };
-            ports.run_decommission(&request).await;
+            world.run_decommission_workflow(&machine, None).await;
             running.borrow_mut().remove(&machine);
         });
+    }
+
+    /// Runs `machine`'s decommission workflow on the controller once (from `start_at`, for an operator's resume).
+    pub(crate) async fn run_decommission_workflow(
+        self: &Rc<Self>,
+        machine: &str,
+        start_at: Option<engine::matrix::DecommissionStage>,
+    ) -> engine::decommission::DecommissionOutcome {
+        let world = self.clone();
+        let onboarding = world.spec.onboarding.clone().expect("a site run");
+        let request = DecommissionRequest {
+            workflow: workflow_id(machine),
+            node: machine.to_owned(),
+            hostname: machine.to_owned(),
+            poll_ms: onboarding.poll_ms,
+            retry: RetryPolicy::default(),
+            site_policy: onboarding.site_policy(),
+        };
+        let ports = DecommissionPorts {
+            clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
+            maas: &SimMaas { world: world.clone(), from: CONTROLLER_ID, workflow: request.workflow.clone() },
+            secrets: &SimSiteSecrets { world: world.clone(), from: CONTROLLER_ID },
+            fleet: &SimFleet { world: world.clone(), from: CONTROLLER_ID },
+            journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
+            signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
+        };
+        ports.run_decommission_from(&request, start_at).await
     }
 
     /// Reads the journal for the controller's restart.

@@ -13,9 +13,7 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
-use engine::decommission::{DecommissionPorts, DecommissionRequest};
 use engine::matrix::{RecoveryAction, Workflow};
-use engine::onboarding::RetryPolicy;
 use engine::onboarding::driver::OnboardPorts;
 use engine::ports::Journal;
 use engine::recovery::operator::{
@@ -23,7 +21,6 @@ use engine::recovery::operator::{
 };
 use engine::recovery::{AuditRecord, OperatorRequest};
 
-use crate::decommission::SimFleet;
 use crate::faults::Step;
 use crate::site::{SimMaas, SimResolver, SimSiteSecrets, SimSiteSsh};
 use crate::trace::Body;
@@ -170,25 +167,7 @@ impl World {
         while onboarding_running.borrow().contains(machine) || !running.borrow_mut().insert(machine.to_owned()) {
             tokio::time::sleep(std::time::Duration::from_millis(IN_FLIGHT_POLL_MS)).await;
         }
-        let world = self.clone();
-        let onboarding = world.spec.onboarding.clone().expect("a site run");
-        let request = DecommissionRequest {
-            workflow: crate::decommission::workflow_id(machine),
-            node: machine.to_owned(),
-            hostname: machine.to_owned(),
-            poll_ms: onboarding.poll_ms,
-            retry: RetryPolicy::default(),
-            site_policy: onboarding.site_policy(),
-        };
-        let ports = DecommissionPorts {
-            clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
-            maas: &SimMaas { world: world.clone(), from: CONTROLLER_ID, workflow: request.workflow.clone() },
-            secrets: &SimSiteSecrets { world: world.clone(), from: CONTROLLER_ID },
-            fleet: &SimFleet { world: world.clone(), from: CONTROLLER_ID },
-            journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
-            signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
-        };
-        ports.run_decommission_from(&request, start_at).await;
+        self.run_decommission_workflow(machine, start_at).await;
         running.borrow_mut().remove(machine);
     }
 }

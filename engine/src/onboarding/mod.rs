@@ -28,6 +28,17 @@ pub const ATTEMPTS_MAX_DEFAULT: u32 = 3;
 /// "failed_retryable then failed_manual_intervention after bounded attempts").
 pub const FAILED_RUNS_MAX_DEFAULT: u32 = 2;
 
+/// The class of a secrets-store failure, for both workflows: unreachable or 503 is transient, a missing secret or a
+/// refusal is configuration a person must fix, and a policy the store lacks is a site capability missing.
+pub(crate) fn secrets_failure_class(error: &crate::ports::SecretsError) -> FailureClass {
+    use crate::ports::SecretsError;
+    match error {
+        SecretsError::Transport(_) | SecretsError::Unavailable(_) => FailureClass::UpstreamTransient,
+        SecretsError::NotFound(_) | SecretsError::Refused(_) => FailureClass::InputConfigError,
+        SecretsError::Unsupported(_) => FailureClass::SiteCapabilityMissing,
+    }
+}
+
 /// How often and how patiently a stage is retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
