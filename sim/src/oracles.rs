@@ -277,7 +277,7 @@ pub const CATALOG: &[OracleInfo] = &[
     OracleInfo {
         name: "no_destructive_call_without_fresh_read",
         property: PropertyKind::Always,
-        summary: "every commission, deploy, release or abort an onboarding workflow sends is preceded, in the same stage attempt, by an answered read of that machine (or of the machine list)",
+        summary: "every commission, deploy, release, abort, mark_fixed, power_off or delete an onboarding or decommission workflow sends is preceded, in the same stage attempt, by an answered read of that machine (or of the machine list, or, for a power-off, of its power)",
         build: |_| Box::new(NoDestructiveCallWithoutFreshRead::default()),
     },
     OracleInfo {
@@ -1421,15 +1421,20 @@ struct StageBook {
 impl StageBook {
     /// True when the event started a new stage attempt of a workflow.
     fn observe(&mut self, body: &Body) -> bool {
-        if let Body::Onboarding { workflow, event: OnboardingBody::StageStarted { stage, attempt } } = body {
-            self.current.insert(workflow.clone(), (stage.clone(), *attempt));
-            return true;
+        match body {
+            Body::Onboarding { workflow, event: OnboardingBody::StageStarted { stage, attempt } }
+            | Body::Decommission { workflow, event: OnboardingBody::StageStarted { stage, attempt } } => {
+                self.current.insert(workflow.clone(), (stage.clone(), *attempt));
+                true
+            }
+            _ => false,
         }
-        false
     }
 }
 
-const DESTRUCTIVE_OPS: [&str; 4] = ["commission", "deploy", "release", "abort"];
+/// The calls that change a machine irreversibly or take it from under a workload (section 7: "refresh observed MAAS
+/// state before destructive or irreversible steps").
+const DESTRUCTIVE_OPS: [&str; 7] = ["commission", "deploy", "release", "abort", "mark_fixed", "power_off", "delete"];
 
 /// Destructive MAAS calls follow an answered read of the machine within the same stage attempt.
 #[derive(Default)]
@@ -1442,7 +1447,7 @@ struct NoDestructiveCallWithoutFreshRead {
 impl Oracle for NoDestructiveCallWithoutFreshRead {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         if self.stages.observe(&event.body) {
-            if let Body::Onboarding { workflow, .. } = &event.body {
+            if let Body::Onboarding { workflow, .. } | Body::Decommission { workflow, .. } = &event.body {
                 self.read.remove(workflow);
             }
             return;
@@ -1450,7 +1455,8 @@ impl Oracle for NoDestructiveCallWithoutFreshRead {
         let Body::SiteRequest { workflow, op, system_id, status } = &event.body else { return };
         let answered = status.is_some_and(|status| (200..300).contains(&status));
         match op.as_str() {
-            "read" | "list" if answered => {
+            // A power query reads the machine's power, which is what a power-off must not act on blind.
+            "read" | "list" | "query_power_state" if answered => {
                 let key = if op == "list" { None } else { system_id.clone() };
                 self.read.entry(workflow.clone()).or_default().insert(key);
             }
@@ -1836,6 +1842,39 @@ mod tests {
         let findings = run(&mut FollowsTheMatrix::new(engine::matrix::Workflow::Onboarding, &ctx()), &events, 20);
         assert_eq!(findings.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [6, 8, 13, 20], "{findings:#?}");
         assert!(findings[0].evidence.contains("does not retry"), "{}", findings[0].evidence);
+    }
+
+    #[test]
+    fn a_decommission_s_destructive_call_needs_a_read_in_its_own_stage_attempt() {
+        let w = "decommission-node-02";
+        let started = |t_ms, stage: &str| {
+            let event = OnboardingBody::StageStarted { stage: stage.into(), attempt: 1 };
+            ev(t_ms, "controller", Body::Decommission { workflow: w.into(), event })
+        };
+        let request = |t_ms, op: &str| {
+            let body = Body::SiteRequest {
+                workflow: w.into(),
+                op: op.into(),
+                system_id: Some("abc".into()),
+                status: Some(200),
+            };
+            ev(t_ms, "controller", body)
+        };
+        let events = [
+            started(1, "load_site_config"),
+            request(2, "read"),
+            // A read of an earlier stage does not cover the release.
+            started(3, "release_maas_node"),
+            request(4, "release"),
+            started(5, "power_off_maas_node"),
+            request(6, "query_power_state"),
+            request(7, "power_off"),
+            started(8, "remove_maas_record"),
+            request(9, "delete"),
+        ];
+        let unread = run(&mut NoDestructiveCallWithoutFreshRead::default(), &events, 10);
+        assert_eq!(unread.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [4, 9], "{unread:#?}");
+        assert!(unread[0].evidence.contains("release_maas_node"), "{}", unread[0].evidence);
     }
 
     #[test]
