@@ -710,11 +710,16 @@ where
             MachineStatus::DiskErasing | MachineStatus::Releasing => {}
             // The first attempt of this run finds an earlier run's release failed (a dead controller's, or one a
             // person resumed): that failure is this attempt's, and the matrix decides whether to release again.
-            MachineStatus::FailedDiskErasing | MachineStatus::Broken
+            MachineStatus::FailedDiskErasing | MachineStatus::FailedReleasing | MachineStatus::Broken
                 if state.attempts.get(&DecommissionStage::ReleaseMaasNode) == Some(&1) =>
             {
+                let class = if machine.status == MachineStatus::FailedReleasing {
+                    FailureClass::UpstreamTransient
+                } else {
+                    FailureClass::DeployCloudInitFailure
+                };
                 return Err(StageFailure::new(
-                    FailureClass::DeployCloudInitFailure,
+                    class,
                     format!(
                         "an earlier release of {system_id} failed: {} ({})",
                         machine.status.name(),
@@ -749,6 +754,14 @@ where
                             ));
                         }
                         MachineStatus::DiskErasing | MachineStatus::Releasing => {}
+                        // MAAS gave up on the release (the power never read off within its timeout): the bounded
+                        // retries release again; past them the machine "cannot reach Ready" and a person decides.
+                        MachineStatus::FailedReleasing => {
+                            return Err(StageFailure::new(
+                                FailureClass::UpstreamTransient,
+                                format!("MAAS could not finish releasing {system_id}: {}", machine.status_message),
+                            ));
+                        }
                         status => {
                             return Err(StageFailure::new(
                                 FailureClass::StateAmbiguity,
@@ -818,6 +831,7 @@ fn releasable_or_released(status: &MachineStatus) -> bool {
             | MachineStatus::Broken
             | MachineStatus::DiskErasing
             | MachineStatus::FailedDiskErasing
+            | MachineStatus::FailedReleasing
             | MachineStatus::Releasing
     )
 }

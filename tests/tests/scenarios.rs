@@ -12,6 +12,7 @@ const SCENARIOS: &[&str] = &[
     "decommission-controller-killed-after-the-release-call-waits-out-the-erase.toml",
     "decommission-falls-back-to-a-no-erase-release-when-wipes-keep-failing.toml",
     "decommission-machine-disappears-mid-release-and-reappears-ready.toml",
+    "decommission-release-that-never-powers-off-stops-for-a-person.toml",
     "decommission-releases-with-erase-and-deletes-the-node-everywhere.toml",
     "decommission-retains-the-maas-record-by-policy-with-a-follow-up.toml",
     "epoch-aware-expiry-keeps-members-and-expires-strays.toml",
@@ -886,4 +887,25 @@ fn decommission_machine_disappears_mid_release_and_reappears_ready() {
     assert_eq!(completed.len(), 1);
     assert!(t_of(completed[0]) > resumed_ms);
     assert_eq!(events(&trace, "engine.audit").len(), 2, "the operator's resume, requested then settled");
+}
+
+#[test]
+fn decommission_release_that_never_powers_off_stops_for_a_person() {
+    let (record, trace) = run_file("decommission-release-that-never-powers-off-stops-for-a-person.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    // MAAS's own verdict, once per bounded attempt: RELEASING timed out because the power never read off.
+    let failed_releases = events(&trace, "site.status")
+        .into_iter()
+        .filter(|l| l.contains("\"from\":\"releasing\",\"to\":\"failed_releasing\""))
+        .count();
+    assert_eq!(failed_releases, 3);
+    let stopped = decommission(&trace, "stopped");
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    for needle in ["release_maas_node", "failed_manual_intervention", "\"node_state\":\"quarantined\"", "Releasing"] {
+        assert!(stopped[0].contains(needle), "{needle}: {}", stopped[0]);
+    }
+    // Nothing past the stop: the node's record, agent and secrets are kept for the person who fixes the BMC.
+    assert!(events(&trace, "inventory.request").iter().all(|l| !l.contains("\"op\":\"remove\"")));
+    assert!(events(&trace, "hub.principal_revoked").is_empty());
+    assert!(decommission(&trace, "completed").is_empty());
 }

@@ -25,6 +25,8 @@ pub enum MachineStatus {
     Broken,
     DiskErasing,
     FailedDiskErasing,
+    /// MAAS's "Releasing failed": the release did not finish (the power never read off within its timeout).
+    FailedReleasing,
     /// Any other status: its code and MAAS's name for it.
     Other {
         code: u8,
@@ -48,6 +50,7 @@ impl MachineStatus {
             8 => MachineStatus::Broken,
             14 => MachineStatus::DiskErasing,
             15 => MachineStatus::FailedDiskErasing,
+            13 => MachineStatus::FailedReleasing,
             _ => MachineStatus::Other { code, name: name.to_owned() },
         }
     }
@@ -66,6 +69,7 @@ impl MachineStatus {
             MachineStatus::Broken => "Broken",
             MachineStatus::DiskErasing => "Disk erasing",
             MachineStatus::FailedDiskErasing => "Failed disk erasing",
+            MachineStatus::FailedReleasing => "Releasing failed",
             MachineStatus::Other { name, .. } => name,
         }
     }
