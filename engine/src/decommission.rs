@@ -103,6 +103,9 @@ pub struct DecommissionHistory {
     /// The stage the last run had reached when it ended with neither a stop nor a completion: its controller died
     /// there. Stages run strictly in order, so every stage before it was done (or passed by the matrix).
     pub interrupted_at: Option<DecommissionStage>,
+    /// The last run began and has recorded neither a stop nor a completion (its controller died, perhaps before its
+    /// first checkpoint): a restarted controller runs the workflow again.
+    pub unfinished: bool,
 }
 
 impl DecommissionHistory {
@@ -120,6 +123,7 @@ impl DecommissionHistory {
                 DecommissionRecord::RunStarted { run, .. } => {
                     history.runs = history.runs.max(run);
                     last_run_at = None;
+                    history.unfinished = true;
                 }
                 DecommissionRecord::Checkpoint { stage, .. } => {
                     history.last_stage = Some(stage);
@@ -130,10 +134,12 @@ impl DecommissionHistory {
                         history.failed_retryable_runs += 1;
                     }
                     last_run_at = None;
+                    history.unfinished = false;
                 }
                 DecommissionRecord::Completed { workflow_state, .. } => {
                     history.completed = Some(workflow_state);
                     last_run_at = None;
+                    history.unfinished = false;
                 }
             }
         }
@@ -886,6 +892,7 @@ mod tests {
         assert_eq!(history.last_stage, Some(DecommissionStage::DrainNode));
         assert_eq!(history.completed, None);
         assert_eq!(history.interrupted_at, None, "the run stopped");
+        assert!(!history.unfinished, "the run stopped");
         let died = [
             DecommissionRecord::RunStarted { workflow: "w".into(), run: 1 }.encode(),
             DecommissionRecord::Checkpoint {
@@ -898,6 +905,7 @@ mod tests {
         ];
         let history = DecommissionHistory::of("w", died.iter().map(String::as_str)).expect("decodes");
         assert_eq!(history.interrupted_at, Some(DecommissionStage::ReleaseMaasNode));
+        assert!(history.unfinished);
         let bad = ["decommission {\"record\":\"nope\"}"];
         assert!(DecommissionHistory::of("w", bad).is_err(), "an undecodable line of ours is an error");
     }

@@ -222,9 +222,7 @@ impl World {
             .iter()
             .filter(|machine| {
                 let history = DecommissionHistory::of(&workflow_id(machine), lines.iter().map(String::as_str));
-                history.is_ok_and(|history| {
-                    history.runs > 0 && history.completed.is_none() && !history_stopped(lines, machine)
-                })
+                history.is_ok_and(|history| history.unfinished)
             })
             .cloned()
             .collect()
@@ -282,22 +280,4 @@ impl World {
     pub(crate) async fn controller_journal(self: &Rc<Self>) -> Vec<String> {
         SimJournal { world: self.clone(), host: CONTROLLER_ID }.replay().await.unwrap_or_default()
     }
-}
-
-/// Whether the last run of `machine`'s decommission ended in a stop (it rests until a person acts).
-fn history_stopped(lines: &[String], machine: &str) -> bool {
-    let workflow = workflow_id(machine);
-    let mut stopped = false;
-    for line in lines {
-        match engine::decommission::DecommissionRecord::decode(line) {
-            Some(Ok(engine::decommission::DecommissionRecord::RunStarted { workflow: w, .. })) if w == workflow => {
-                stopped = false
-            }
-            Some(Ok(engine::decommission::DecommissionRecord::Stopped { workflow: w, .. })) if w == workflow => {
-                stopped = true
-            }
-            _ => {}
-        }
-    }
-    stopped
 }
