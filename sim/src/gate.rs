@@ -244,13 +244,19 @@ fn check_matrix_pair(pair: &str) -> Result<(), String> {
     let Some((stage, class)) = pair.split_once('/') else {
         return Err("is not a `stage/failure_class` pair".to_owned());
     };
-    let stages: Vec<&str> = OnboardingStage::ALL
-        .iter()
-        .map(|stage| stage.as_str())
-        .chain(DecommissionStage::ALL.iter().map(|stage| stage.as_str()))
-        .collect();
-    if !stages.contains(&stage) {
-        return Err(format!("names no stage of the recovery matrix: `{stage}`"));
+    // Reports name a decommission pair `decommission:stage/class` (the workflows share `load_site_config`).
+    match stage.strip_prefix(crate::trace::DECOMMISSION_PAIR_PREFIX) {
+        Some(stage) if !DecommissionStage::ALL.iter().any(|known| known.as_str() == stage) => {
+            return Err(format!("names no decommission stage of the recovery matrix: `{stage}`"));
+        }
+        Some(_) => {}
+        None if OnboardingStage::ALL.iter().any(|known| known.as_str() == stage) => {}
+        None if DecommissionStage::ALL.iter().any(|known| known.as_str() == stage) => {
+            return Err(format!(
+                "names the decommission stage `{stage}` without its prefix: write `decommission:{stage}/{class}`"
+            ));
+        }
+        None => return Err(format!("names no stage of the recovery matrix: `{stage}`")),
     }
     let classes: Vec<&str> = FailureClass::ALL.iter().map(|class| class.as_str()).collect();
     if !classes.contains(&class) {
@@ -773,6 +779,17 @@ matches_head = true
             error("\"commission_node/bmc_power_failure\"", "\"commission_node/meteor\"")
                 .starts_with("gate.toml:22:51: matrix.listed: \"commission_node/meteor\" names no failure class")
         );
+        assert!(
+            error("\"commission_node/bmc_power_failure\"", "\"drain_node/agent_enrollment_failure\"")
+                .contains("write `decommission:drain_node/agent_enrollment_failure`"),
+            "a bare decommission stage never matches a report's keys"
+        );
+        assert!(
+            error("\"commission_node/bmc_power_failure\"", "\"decommission:polish_node/upstream_transient\"")
+                .contains("names no decommission stage of the recovery matrix: `polish_node`")
+        );
+        assert!(check_matrix_pair("decommission:drain_node/agent_enrollment_failure").is_ok());
+        assert!(check_matrix_pair("decommission:load_site_config/site_capability_missing").is_ok());
         assert_eq!(
             error("schema_version = 1", "schema_version = 2"),
             "gate.toml:1:18: schema_version: this fleetsim reads version 1, the file has 2"

@@ -1342,8 +1342,8 @@ impl Region {
 
     /// `_release`: RELEASING, power off, READY once the power is seen off.
     ///
-    /// Deviation from real MAAS: no disk erasing and no release scripts (`erase`, `scripts` are not modelled); while
-    /// the power is not seen off the status monitor re-queries it on each tick.
+    /// Deviation from real MAAS: no release scripts (`scripts` is not modelled; a wipe, `erase`, runs first in
+    /// `start_erase`); while the power is not seen off the status monitor re-queries it on each tick.
     fn start_release(&mut self, now_ms: u64, system_id: &str, bmc: &mut Bmc) {
         self.log(now_ms, system_id, "", EventLevel::Info, "Releasing", "");
         self.set_status(now_ms, system_id, NodeStatus::Releasing);
