@@ -6,6 +6,7 @@
 //! signals out); the async drivers only await ports and feed results back.
 
 pub mod decommission;
+pub mod http;
 pub mod journal;
 pub mod matrix;
 pub mod onboarding;
