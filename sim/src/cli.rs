@@ -204,6 +204,10 @@ enum Command {
         out: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// The network the services talk over: `fast` (the in-process message model) or `wire` (turmoil's
+        /// simulated TCP/UDP, the site's services behind their HTTP and DNS front ends, the engine's real adapters).
+        #[arg(long, value_enum, default_value_t = runner::Transport::Fast)]
+        transport: runner::Transport,
     },
     /// Run a randomized campaign: N runs, each with its own seed and fault plan, over several threads.
     ///
@@ -387,7 +391,9 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
         }
     };
     let result = match cli.command {
-        Command::Run { scenario, seed, out: dir, format } => run_scenario(&scenario, seed, dir.as_deref(), format, out),
+        Command::Run { scenario, seed, out: dir, format, transport } => {
+            run_scenario(&scenario, seed, dir.as_deref(), format, transport, out)
+        }
         Command::Campaign { campaign, runs, seed, jobs, out: dir, run, shard, resume, format } => {
             run_campaign(&campaign, CampaignArgs { runs, seed, jobs, dir, run, shard, resume, format }, out, err)
         }
@@ -494,16 +500,21 @@ fn run_scenario(
     seed: Option<u64>,
     dir: Option<&Path>,
     format: Format,
+    transport: runner::Transport,
     out: &mut dyn Write,
 ) -> Result<i32, CliError> {
     let scenario = spec::load_scenario(path)?;
     let seed = seed.unwrap_or(scenario.seed);
+    let transport_arg = match transport {
+        runner::Transport::Fast => String::new(),
+        runner::Transport::Wire => format!(" --transport {}", transport.as_str()),
+    };
     let identity = RunIdentity {
         source: path.display().to_string(),
         run_index: None,
-        repro: format!("fleetsim run {} --seed {seed}", path.display()),
+        repro: format!("fleetsim run {} --seed {seed}{transport_arg}", path.display()),
     };
-    let output = runner::run(&scenario.run, seed, &identity, dir.is_some());
+    let output = runner::run_on(&scenario.run, seed, &identity, dir.is_some(), transport);
     finish_run(&output, dir, format, out)
 }
 

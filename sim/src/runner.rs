@@ -39,7 +39,7 @@ pub fn commit() -> &'static str {
 thread_local! {
     /// Set while a simulated run executes on this thread: its panics are captured, not printed.
     static IN_RUN: RefCell<Option<Rc<Notify>>> = const { RefCell::new(None) };
-    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+    pub(crate) static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
     /// Virtual-time origin of the run on this thread, for log timestamps.
     pub(crate) static RUN_START: RefCell<Option<tokio::time::Instant>> = const { RefCell::new(None) };
 }
@@ -70,7 +70,12 @@ fn install_panic_hook() {
 
 /// Runs `spec` with `seed`. Never panics: a panic inside the run is the verdict `panic`.
 pub fn run(spec: &RunSpec, seed: u64, identity: &RunIdentity, keep_trace: bool) -> RunOutput {
-    run_with(spec, seed, identity, keep_trace, |_| {})
+    run_with(spec, seed, identity, keep_trace, Transport::Fast, |_| {})
+}
+
+/// [`run`] over the chosen transport.
+pub fn run_on(spec: &RunSpec, seed: u64, identity: &RunIdentity, keep_trace: bool, transport: Transport) -> RunOutput {
+    run_with(spec, seed, identity, keep_trace, transport, |_| {})
 }
 
 /// [`run`], with `setup` called on the booted world before time starts (tests use it to add host tasks).
@@ -79,14 +84,18 @@ pub(crate) fn run_with(
     seed: u64,
     identity: &RunIdentity,
     keep_trace: bool,
-    setup: impl FnOnce(&Rc<World>),
+    transport: Transport,
+    setup: impl FnOnce(&Rc<World>) + 'static,
 ) -> RunOutput {
     install_panic_hook();
     let notify = Rc::new(Notify::new());
     IN_RUN.with(|cell| *cell.borrow_mut() = Some(notify.clone()));
     LAST_PANIC.with(|cell| *cell.borrow_mut() = None);
     let spec = Rc::new(spec.clone());
-    let result = std::panic::catch_unwind(AssertUnwindSafe(|| simulate(spec.clone(), seed, keep_trace, notify, setup)));
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| match transport {
+        Transport::Fast => simulate(spec.clone(), seed, keep_trace, notify, setup),
+        Transport::Wire => crate::wire::world::simulate(spec.clone(), seed, keep_trace, notify, setup),
+    }));
     IN_RUN.with(|cell| *cell.borrow_mut() = None);
     RUN_START.with(|cell| *cell.borrow_mut() = None);
     let captured = LAST_PANIC.with(|cell| cell.borrow_mut().take());
@@ -99,14 +108,14 @@ pub(crate) fn run_with(
         }
         Err(payload) => {
             let message = captured.unwrap_or_else(|| panic_text(payload.as_ref()));
-            let outcome = Outcome { panic: Some(message), ..Outcome::default() };
+            let outcome = Outcome::panicked(message);
             finish_record(&spec, seed, identity, outcome)
         }
     }
 }
 
 #[derive(Default)]
-struct Outcome {
+pub(crate) struct Outcome {
     virtual_duration_ms: u64,
     trace_digest: String,
     trace_events: u64,
@@ -117,6 +126,32 @@ struct Outcome {
     /// `(oracle, property, findings kept, total count)`
     fired: Vec<(&'static str, PropertyKind, Vec<crate::oracles::Finding>, u64)>,
     panic: Option<String>,
+}
+
+/// Which network the run's services talk over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Transport {
+    /// The message-level network of `sim::net`: the engine's ports are in-process adapters over `World::call`.
+    #[default]
+    Fast,
+    /// turmoil's simulated TCP/UDP: the world runs inside a turmoil host (see `sim::wire::world`).
+    Wire,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Fast => "fast",
+            Transport::Wire => "wire",
+        }
+    }
+}
+
+impl Outcome {
+    /// A run that ended in a panic before the world could say anything.
+    pub(crate) fn panicked(message: String) -> Outcome {
+        Outcome { panic: Some(message), ..Outcome::default() }
+    }
 }
 
 fn simulate(
@@ -132,43 +167,53 @@ fn simulate(
         .build()
         .expect("a current-thread runtime builds");
     let local = tokio::task::LocalSet::new();
-    let outcome = local.block_on(&runtime, async {
-        RUN_START.with(|cell| *cell.borrow_mut() = Some(tokio::time::Instant::now()));
-        let world = World::new(spec.clone(), seed, keep_trace);
-        world.boot_all();
-        setup(&world);
-        let plan = tokio::task::spawn_local(world.clone().run_fault_plan());
-        tokio::select! {
-            biased;
-            _ = notify.notified() => {}
-            _ = world.sleep_until_ms(spec.duration_ms) => {}
-        }
-        plan.abort();
-        let end_ms = world.now_ms();
-        world.shutdown();
-        let panic = world.panic_message();
-        world.with_trace(|trace| {
-            trace.oracles.finish(end_ms);
-            Outcome {
-                virtual_duration_ms: end_ms,
-                trace_digest: trace.digest(),
-                trace_events: trace.events(),
-                trace: trace.take_lines(),
-                faults: world.faults(),
-                matrix_pairs: std::mem::take(&mut trace.matrix_pairs),
-                collectors: std::mem::take(&mut trace.collectors),
-                fired: trace
-                    .oracles
-                    .fired()
-                    .map(|(info, findings, count)| (info.name, info.property, findings.to_vec(), count))
-                    .collect(),
-                panic,
-            }
-        })
-    });
+    let outcome = local.block_on(&runtime, drive(spec, seed, keep_trace, notify, setup));
     drop(local);
     drop(runtime);
     outcome
+}
+
+/// Boots the world, runs its fault plan until the spec's duration (or a panic), and collects what the oracles saw.
+/// Runs on a paused current-thread runtime: the fast transport's own, or a turmoil host's.
+pub(crate) async fn drive(
+    spec: Rc<RunSpec>,
+    seed: u64,
+    keep_trace: bool,
+    notify: Rc<Notify>,
+    setup: impl FnOnce(&Rc<World>),
+) -> Outcome {
+    RUN_START.with(|cell| *cell.borrow_mut() = Some(tokio::time::Instant::now()));
+    let world = World::new(spec.clone(), seed, keep_trace);
+    world.boot_all();
+    setup(&world);
+    let plan = tokio::task::spawn_local(world.clone().run_fault_plan());
+    tokio::select! {
+        biased;
+        _ = notify.notified() => {}
+        _ = world.sleep_until_ms(spec.duration_ms) => {}
+    }
+    plan.abort();
+    let end_ms = world.now_ms();
+    world.shutdown();
+    let panic = world.panic_message();
+    world.with_trace(|trace| {
+        trace.oracles.finish(end_ms);
+        Outcome {
+            virtual_duration_ms: end_ms,
+            trace_digest: trace.digest(),
+            trace_events: trace.events(),
+            trace: trace.take_lines(),
+            faults: world.faults(),
+            matrix_pairs: std::mem::take(&mut trace.matrix_pairs),
+            collectors: std::mem::take(&mut trace.collectors),
+            fired: trace
+                .oracles
+                .fired()
+                .map(|(info, findings, count)| (info.name, info.property, findings.to_vec(), count))
+                .collect(),
+            panic,
+        }
+    })
 }
 
 fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Outcome) -> RunOutput {
@@ -307,7 +352,7 @@ mod tests {
 
     #[test]
     fn a_panic_in_a_host_task_fails_the_run_with_its_message_and_stops_it_at_once() {
-        let output = run_with(&spec(), 4, &identity(), false, |world| {
+        let output = run_with(&spec(), 4, &identity(), false, Transport::Fast, |world| {
             let host = world.host_id("node-02");
             world.spawn_on(host, async {
                 tokio::time::sleep(std::time::Duration::from_millis(90_000)).await;
