@@ -230,9 +230,11 @@ mod tests {
         let out = seen.clone();
         sim.client("controller", async move {
             let dns = TurmoilDatagram::new("maas", 53);
-            out.borrow_mut().push(format!("{:?}", dns.exchange(vec![1, 2, 3], 1_000).await));
+            let answered = dns.exchange(vec![1, 2, 3], 1_000).await;
+            out.borrow_mut().push(format!("{answered:?}"));
             turmoil::partition("controller", "maas");
-            out.borrow_mut().push(format!("{:?}", dns.exchange(vec![1, 2, 3], 1_000).await));
+            let lost = dns.exchange(vec![1, 2, 3], 1_000).await;
+            out.borrow_mut().push(format!("{lost:?}"));
             let connect = TurmoilConnector.call_once("http://maas:5240/".parse()?).await;
             out.borrow_mut().push(format!("{:?}", connect.map(|_| ()).map_err(|error| error.kind())));
             Ok(())
