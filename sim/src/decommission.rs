@@ -200,9 +200,8 @@ impl World {
     /// Whether `machine`'s agent would take a task now: its machine runs its deployed OS with the agent enrolled,
     /// and no fault silences it.
     pub(crate) fn agent_answers(&self, machine: &str) -> bool {
-        let state = self.site().state.borrow();
-        !state.agents_unreachable.contains(machine)
-            && state.site.machine(machine).is_some_and(|m| m.agent_enrolled() && m.is_powered())
+        !self.site().state.borrow().agents_unreachable.contains(machine)
+            && self.site().lock().site.machine(machine).is_some_and(|m| m.agent_enrolled() && m.is_powered())
             && self.is_up(self.site().host)
     }
 

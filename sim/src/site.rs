@@ -13,6 +13,8 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use engine::matrix::WorkflowState;
 use engine::onboarding::RetryPolicy;
@@ -36,6 +38,35 @@ use crate::seed::{Consumer, SeedTree};
 use crate::spec::OnboardingSpec;
 use crate::trace::Body;
 use crate::world::{CONTROLLER_ID, Delivery, HUB_ID, SimClock, SimHub, SimJournal, SimSignals, World};
+
+/// The site behind the wire's front ends (stand-in for `fakes::http`'s until it lands: same names and fields).
+pub(crate) type SharedSite = Arc<Mutex<SiteFront>>;
+
+/// The site model and the events the wire's front ends recorded for the world to drain.
+#[derive(Debug)]
+pub(crate) struct SiteFront {
+    pub site: Site,
+    pub events: Vec<SiteEvent>,
+}
+
+impl SiteFront {
+    fn new(site: Site) -> SiteFront {
+        SiteFront { site, events: Vec::new() }
+    }
+
+    fn shared(self) -> SharedSite {
+        Arc::new(Mutex::new(self))
+    }
+
+    fn drain_events(&mut self) -> Vec<SiteEvent> {
+        std::mem::take(&mut self.events)
+    }
+}
+
+/// Locks the front; a lock poisoned by a panic is taken anyway (the panic is what ends the run).
+pub(crate) fn lock_front(front: &Mutex<SiteFront>) -> MutexGuard<'_, SiteFront> {
+    front.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The MAAS user the controller's requests run as.
 pub const CONTROLLER_MAAS_USER: &str = "controller";
@@ -67,7 +98,6 @@ pub(crate) struct Racked {
 }
 
 pub(crate) struct SiteState {
-    pub site: Site,
     pub racked: BTreeMap<String, Racked>,
     /// `maas_unreachable`: the region answers nothing, whatever the host's state.
     region_down: bool,
@@ -88,9 +118,15 @@ pub(crate) struct SiteState {
 /// The site's part of the world.
 pub(crate) struct SiteWorld {
     pub host: HostId,
+    /// The site model, in one place for both transports: the fast transport's adapters and the fault steps act on it
+    /// here, the wire transport's HTTP and DNS front ends serve the same front from the `maas` turmoil host.
+    pub front: SharedSite,
+    /// The model's time line, monotonic across the turmoil hosts that act on it (see [`SiteWorld::model_now_ms`]).
+    model_now_ms: Arc<AtomicU64>,
     pub state: RefCell<SiteState>,
-    /// Poked after every request, so the site task re-reads the next wakeup.
-    wake: Notify,
+    /// Poked after every request (the wire's front ends poke it too), so the site task re-reads the next wakeup and
+    /// drains the events the front ends recorded.
+    pub(crate) wake: Arc<Notify>,
     /// `resume_onboarding` requests not yet taken by the controller.
     resumes: RefCell<Vec<String>>,
     /// `decommission` requests not yet taken by the controller.
@@ -120,8 +156,9 @@ impl SiteWorld {
         }
         SiteWorld {
             host,
+            front: SiteFront::new(site).shared(),
+            model_now_ms: Arc::new(AtomicU64::new(0)),
             state: RefCell::new(SiteState {
-                site,
                 racked,
                 region_down: false,
                 enrolled: BTreeMap::new(),
@@ -131,7 +168,7 @@ impl SiteWorld {
                 inventory: fakes::inventory::Inventory::new(),
                 agents_unreachable: BTreeSet::new(),
             }),
-            wake: Notify::new(),
+            wake: Arc::new(Notify::new()),
             resumes: RefCell::new(Vec::new()),
             decommissions: RefCell::new(Vec::new()),
             operators: RefCell::new(Vec::new()),
@@ -141,9 +178,20 @@ impl SiteWorld {
     }
 
     fn sync_reachable(&self, host_up: bool) {
-        let mut state = self.state.borrow_mut();
-        let reachable = host_up && !state.region_down;
-        state.site.region.set_reachable(reachable);
+        let reachable = host_up && !self.state.borrow().region_down;
+        self.lock().site.region.set_reachable(reachable);
+    }
+
+    /// The site's front (model, event sink, keys). Never held across an await, nor while locking it again.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, SiteFront> {
+        lock_front(&self.front)
+    }
+
+    /// The model's now for an action at `now_ms`: never earlier than any time the model has seen. On the fast
+    /// transport every action is at the world's time, which only grows, so this is `now_ms`; on the wire the front
+    /// ends run on the `maas` turmoil host, whose clock runs within a tick of the world's.
+    pub(crate) fn model_now_ms(&self, now_ms: u64) -> u64 {
+        self.model_now_ms.fetch_max(now_ms, Ordering::Relaxed).max(now_ms)
     }
 
     pub fn shutdown(&self) {
@@ -198,14 +246,21 @@ impl World {
         let task = tokio::task::spawn_local(async move {
             loop {
                 let now_ms = world.now_ms();
-                let wakeup_ms = world.site().state.borrow().site.next_wakeup_ms();
+                let wakeup_ms = world.site().lock().site.next_wakeup_ms();
                 let until_ms = wakeup_ms.unwrap_or(now_ms + SITE_IDLE_MS).max(now_ms);
                 tokio::select! {
                     biased;
                     _ = world.site().wake.notified() => {}
                     _ = world.sleep_until_ms(until_ms) => {}
                 }
-                let events = world.site().state.borrow_mut().site.advance(world.now_ms());
+                let now_ms = world.site().model_now_ms(world.now_ms());
+                let events = {
+                    let mut front = world.site().lock();
+                    // What the wire's front ends did since the last wakeup comes first: it happened earlier.
+                    let mut events = front.drain_events();
+                    events.extend(front.site.advance(now_ms));
+                    events
+                };
                 world.record_site_events(events);
             }
         });
@@ -237,9 +292,9 @@ impl World {
     /// One request to the site, on the `maas` host, at the site's time: its events are traced and the site task is
     /// poked (the request may have scheduled something).
     fn at_site<T>(self: &Rc<Self>, f: impl FnOnce(&mut Site, u64, &mut Vec<SiteEvent>) -> T) -> T {
-        let now_ms = self.now_ms();
+        let now_ms = self.site().model_now_ms(self.now_ms());
         let mut events = Vec::new();
-        let out = f(&mut self.site().state.borrow_mut().site, now_ms, &mut events);
+        let out = f(&mut self.site().lock().site, now_ms, &mut events);
         self.record_site_events(events);
         self.site().wake.notify_one();
         out
@@ -315,9 +370,9 @@ impl World {
         let host = self.site().host;
         loop {
             let (running, token) = {
-                let state = self.site().state.borrow();
-                let running = state.site.machine(&machine).is_some_and(|m| m.agent_enrolled() && m.is_powered());
-                (running, state.enrolled.get(&machine).cloned())
+                let running =
+                    self.site().lock().site.machine(&machine).is_some_and(|m| m.agent_enrolled() && m.is_powered());
+                (running, self.site().state.borrow().enrolled.get(&machine).cloned())
             };
             if let (true, Some(token)) = (running, token) {
                 let request = Request::Heartbeat { agent: machine.clone(), token, revision: None };
@@ -468,7 +523,7 @@ impl World {
                 // The record's interface with the machine's racked PXE MAC, disconnected through the API.
                 let pxe_mac = self.site().state.borrow().racked[target].pxe_mac.to_lowercase();
                 for system_id in self.records_of(target, false) {
-                    let interface = self.site().state.borrow().site.region.view(&system_id).and_then(|view| {
+                    let interface = self.site().lock().site.region.view(&system_id).and_then(|view| {
                         view.interface_set.iter().find(|iface| iface.mac_address == pxe_mac).map(|iface| iface.id)
                     });
                     if let Some(interface_id) = interface {
@@ -493,22 +548,23 @@ impl World {
         }
         let mut state = site.state.borrow_mut();
         let state = &mut *state;
-        let records = |state: &SiteState, target: &str| own_records(&state.site, target);
+        let mut front = site.lock();
+        let model = &mut front.site;
         match step {
             Step::MacDrift { target } => {
                 let seed = state.faults_rng.next_u64();
-                state.site.drift_macs_at_next_power_cycle(target, seed);
+                model.drift_macs_at_next_power_cycle(target, seed);
             }
-            Step::ResolverServfail { zones: None } => state.site.dns.set_fault(DnsFault::ServFailAll),
+            Step::ResolverServfail { zones: None } => model.dns.set_fault(DnsFault::ServFailAll),
             Step::ResolverServfail { zones: Some(zones) } => {
-                state.site.dns.set_fault(DnsFault::ServFailZones { zones: zones.iter().cloned().collect() })
+                model.dns.set_fault(DnsFault::ServFailZones { zones: zones.iter().cloned().collect() })
             }
-            Step::ResolverRepair => state.site.dns.repair(),
-            Step::ScriptHang { target } => machine(state, target).faults.hang_script = Some(FAULTED_SCRIPT.into()),
-            Step::ScriptFailure { target } => machine(state, target).faults.fail_script = Some(FAULTED_SCRIPT.into()),
-            Step::DatasourceFailure { target } => machine(state, target).faults.datasource_failure = true,
+            Step::ResolverRepair => model.dns.repair(),
+            Step::ScriptHang { target } => machine(model, target).faults.hang_script = Some(FAULTED_SCRIPT.into()),
+            Step::ScriptFailure { target } => machine(model, target).faults.fail_script = Some(FAULTED_SCRIPT.into()),
+            Step::DatasourceFailure { target } => machine(model, target).faults.datasource_failure = true,
             Step::HardwareMissing { target, part } => {
-                let machine = machine(state, target);
+                let machine = machine(model, target);
                 let hardware = machine.hardware();
                 let name = match part {
                     HardwarePart::Boss => hardware.disks.iter().find(|disk| disk.boss).map(|disk| disk.name.clone()),
@@ -526,28 +582,28 @@ impl World {
                 }
             }
             Step::AgentEnrolDelay { target, delay_ms } => {
-                machine(state, target).faults.agent_enrol_delay_ms = *delay_ms
+                machine(model, target).faults.agent_enrol_delay_ms = *delay_ms
             }
-            Step::HwSyncFailure { target } => machine(state, target).faults.hw_sync = HwSyncFault::SeedFails,
-            Step::PreseedFailure { count } => state.site.region.fail_next_preseeds(*count),
+            Step::HwSyncFailure { target } => machine(model, target).faults.hw_sync = HwSyncFault::SeedFails,
+            Step::PreseedFailure { count } => model.region.fail_next_preseeds(*count),
             Step::SshUnreachable { target, count } => {
                 *state.ssh_unreachable.entry(target.clone()).or_insert(0) += count;
             }
             Step::HwSyncStops { target, after_syncs } => {
-                machine(state, target).faults.hw_sync = HwSyncFault::StopsAfter { syncs: *after_syncs }
+                machine(model, target).faults.hw_sync = HwSyncFault::StopsAfter { syncs: *after_syncs }
             }
-            Step::TokenPolicyMissing => state.site.vault.set_token_policy(false),
+            Step::TokenPolicyMissing => model.vault.set_token_policy(false),
             Step::MaasUnavailable { count, retry_after_s } => {
                 for _ in 0..*count {
-                    state.site.region.fail_next_with_503(*retry_after_s);
+                    model.region.fail_next_with_503(*retry_after_s);
                 }
             }
-            Step::VaultUnavailable { count } => state.site.vault.fail_next(*count),
+            Step::VaultUnavailable { count } => model.vault.fail_next(*count),
             Step::PowerCredentialMissing { target } => {
-                state.site.vault.remove_power_credential(target);
+                model.vault.remove_power_credential(target);
             }
             Step::BmcFault { target, fault } => {
-                let bmc = &mut state.site.bmc;
+                let bmc = &mut model.bmc;
                 match fault {
                     BmcFaultKind::Unreachable => bmc.set_fault(target, BmcFault::Unreachable),
                     BmcFaultKind::IgnoreCommands => bmc.set_fault(target, BmcFault::IgnoreCommands),
@@ -563,13 +619,13 @@ impl World {
                 }
             }
             Step::DhcpLeaseLoss { target } => {
-                let macs = machine(state, target).hardware().nics.iter().map(|nic| nic.mac.clone()).collect();
-                state.site.dhcp.set_fault(DhcpFault::LoseMacs { macs });
+                let macs = machine(model, target).hardware().nics.iter().map(|nic| nic.mac.clone()).collect();
+                model.dhcp.set_fault(DhcpFault::LoseMacs { macs });
             }
-            Step::DhcpRepair => state.site.dhcp.repair(),
-            Step::SiteDisabled => state.site.vault.set_site_value("enabled", "false"),
-            Step::SecretsDeleteDenied => state.site.vault.set_delete_policy(false),
-            Step::EraseFailure { count } => state.site.region.fail_next_erases(*count),
+            Step::DhcpRepair => model.dhcp.repair(),
+            Step::SiteDisabled => model.vault.set_site_value("enabled", "false"),
+            Step::SecretsDeleteDenied => model.vault.set_delete_policy(false),
+            Step::EraseFailure { count } => model.region.fail_next_erases(*count),
             Step::AllocationStuck { target, count } => state.inventory.stick_allocations(target, *count),
             Step::CleanupResidue { target, count } => state.inventory.leave_residue(target, *count),
             Step::UninstallFailure { target, count } => state.inventory.fail_uninstalls(target, *count),
@@ -585,16 +641,17 @@ impl World {
                 }
             }
             Step::MachineHidden { target, hidden } => {
-                for system_id in records(state, target) {
+                for system_id in own_records(model, target) {
                     if *hidden {
-                        state.site.region.hide_machine(&system_id);
+                        model.region.hide_machine(&system_id);
                     } else {
-                        state.site.region.reveal_machine(&system_id);
+                        model.region.reveal_machine(&system_id);
                     }
                 }
             }
             other => unreachable!("{} is not a site step", other.kind()),
         }
+        drop(front);
         site.wake.notify_one();
     }
 
@@ -602,8 +659,8 @@ impl World {
     /// the ones carrying one of its MACs, racked or current. `strays`: the records carrying its current MACs that are
     /// not named as it.
     fn records_of(&self, machine: &str, strays: bool) -> Vec<String> {
-        let state = self.site().state.borrow();
-        if strays { stray_records(&state.site, machine) } else { own_records(&state.site, machine) }
+        let front = self.site().lock();
+        if strays { stray_records(&front.site, machine) } else { own_records(&front.site, machine) }
     }
 
     /// The operator's repair after a MAC drift: the original record's interfaces get the machine's current MACs and
@@ -616,23 +673,24 @@ impl World {
         let site = self.site();
         let mut state = site.state.borrow_mut();
         let state = &mut *state;
+        let mut front = site.lock();
+        let model = &mut front.site;
         // The operator reads the MACs from the machine's definition, which a pending drift has already changed.
-        let Some(physical) = state.site.machine_mut(machine) else { return };
+        let Some(physical) = model.machine_mut(machine) else { return };
         physical.apply_pending_mac_drift();
         let physical = &*physical;
         let current: Vec<String> = physical.hardware().nics.iter().map(|nic| nic.mac.clone()).collect();
         let pxe_mac = physical.hardware().pxe_nic().map(|nic| nic.mac.clone());
         let racked = state.racked[machine].macs.clone();
-        let own = state
-            .site
+        let own = model
             .region
             .system_ids()
             .into_iter()
-            .find(|id| state.site.region.view(id).is_some_and(|view| view.hostname == machine));
+            .find(|id| model.region.view(id).is_some_and(|view| view.hostname == machine));
         if let Some(own) = own {
             for (old, new) in racked.iter().zip(&current) {
                 if old != new {
-                    state.site.region.set_interface_mac(&own, old, new);
+                    model.region.set_interface_mac(&own, old, new);
                 }
             }
         }
@@ -643,12 +701,13 @@ impl World {
                 racked.pxe_mac = pxe_mac;
             }
         }
+        drop(front);
         site.wake.notify_one();
     }
 }
 
-fn machine<'a>(state: &'a mut SiteState, name: &str) -> &'a mut fakes::maas::Machine {
-    state.site.machine_mut(name).expect("steps name machines of the site")
+fn machine<'a>(site: &'a mut Site, name: &str) -> &'a mut fakes::maas::Machine {
+    site.machine_mut(name).expect("steps name machines of the site")
 }
 
 /// The records named as the machine, else those carrying one of its current MACs.
@@ -1139,8 +1198,9 @@ impl engine::ports::Ssh for SimSiteSsh {
                     *left -= 1;
                     return Delivery::Hang;
                 }
-                let now_ms = world.now_ms();
-                match state.site.machine_mut(&target) {
+                drop(state);
+                let now_ms = world.site().model_now_ms(world.now_ms());
+                match world.site().lock().site.machine_mut(&target) {
                     Some(node) => Delivery::Reply(node.seed_hw_sync(now_ms)),
                     None => Delivery::Hang,
                 }

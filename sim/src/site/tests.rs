@@ -186,7 +186,7 @@ fn a_machine_enlisted_after_a_mac_drift_carries_its_bmc_address() {
         world.apply(&Step::MacDrift { target: "node-02".into() });
         // An operator's out-of-band commissioning of an unknown machine is not possible; power it on through a
         // record made for the old MACs instead: the drift applies at that power-on and the boot enlists.
-        let request = world.site().state.borrow().site.create_request("node-02", "node-02", true).unwrap();
+        let request = world.site().lock().site.create_request("node-02", "node-02", true).unwrap();
         let ran = Rc::new(Cell::new(false));
         let flag = ran.clone();
         world
@@ -206,8 +206,7 @@ fn a_machine_enlisted_after_a_mac_drift_carries_its_bmc_address() {
         world.apply(&Step::RegisterMacs { target: "node-02".into() });
         let machines = maas(&world).machines().await.unwrap();
         assert_eq!(machines.len(), 1, "the stray record is gone: {machines:?}");
-        let current =
-            world.site().state.borrow().site.machine("node-02").unwrap().hardware().pxe_nic().unwrap().mac.clone();
+        let current = world.site().lock().site.machine("node-02").unwrap().hardware().pxe_nic().unwrap().mac.clone();
         assert!(machines[0].macs.contains(&current), "the original record carries the new MACs");
     });
 }
