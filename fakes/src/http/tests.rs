@@ -1,0 +1,1 @@
+//! Tests of the HTTP and UDP front ends.
