@@ -13,6 +13,11 @@
 //! header, 503 `unavailable` when [`HubFront::available`](super::HubFront) is false. The front end never runs the
 //! TTL sweeper; whoever owns the hub calls `Hub::sweep`.
 
+#![expect(
+    clippy::result_large_err,
+    reason = "an early HTTP answer is the error of every decode step here; it is built once per request, never hot"
+)]
+
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};

@@ -11,6 +11,11 @@
 //!
 //! An unreachable region (the model's `None`) gives no answer at all: see [`super::no_answer`].
 
+#![expect(
+    clippy::result_large_err,
+    reason = "an early HTTP answer is the error of every decode step here; it is built once per request, never hot"
+)]
+
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};

@@ -7,6 +7,11 @@
 //! and 501 (no token policy). A malformed body answers 400 `{"errors":["malformed request body: ..."]}`; an unknown path axum's empty 404
 //! (deviation: Vault answers `{"errors":[]}`; the router has no fallback so that [`super::site_app`] can merge it).
 
+#![expect(
+    clippy::result_large_err,
+    reason = "an early HTTP answer is the error of every decode step here; it is built once per request, never hot"
+)]
+
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
