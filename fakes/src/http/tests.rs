@@ -417,6 +417,13 @@ async fn the_secrets_routes_answer_the_spec_shapes_and_map_errors() {
     assert!(capabilities.as_array().unwrap().contains(&json!("delete")), "{capabilities}");
     let deleted = secrets(&fx, Method::DELETE, "/v1/secret/data/nodes/node-01", token, Value::Null).await;
     assert_eq!(deleted.json(), json!({ "deleted": 1 }));
+    lock(&fx.shared).site.vault.set_delete_policy(false);
+    let denied_delete = secrets(&fx, Method::DELETE, "/v1/secret/data/nodes/node-01", token, Value::Null).await;
+    assert_eq!(denied_delete.status, StatusCode::FORBIDDEN);
+    lock(&fx.shared).site.vault.set_site_value("enabled", "false");
+    let disabled = secrets(&fx, Method::GET, "/v1/secret/data/site/config", token, Value::Null).await;
+    assert_eq!((disabled.status.as_u16(), disabled.json()), (403, json!({ "errors": ["site is disabled"] })));
+    lock(&fx.shared).site.vault.set_site_value("enabled", "true");
     lock(&fx.shared).site.vault.set_token_policy(false);
     let unsupported =
         secrets(&fx, Method::POST, "/v1/auth/bootstrap/token", token, json!({ "node": "n1", "ttl_ms": 1 }));
