@@ -86,6 +86,10 @@ fn answer(state: &MaasState, call: &Call<'_>) -> Option<Response> {
     if !front.site.region.is_reachable() {
         return None;
     }
+    // URL resolution comes before the handler's auth in MAAS (Django): an unknown path is 404 for anyone.
+    if !known_endpoint(call.path) {
+        return Some(text(404, format!("Unknown API endpoint: {}.", call.path)));
+    }
     let caller = match authenticate(call.authorization, &front.api_keys) {
         Ok(user) => user,
         Err(response) => return Some(response),
@@ -276,32 +280,28 @@ fn route(method: &Method, path: &str, query: &Params, body: &Params) -> Result<R
             model(MaasRequest::UpdateVlan { id, mtu })
         }
         (["events"], "GET", Some("query")) => model(MaasRequest::QueryEvents(events_query(params)?)),
-        (
-            ["version"]
-            | ["machines"]
-            | ["nodes", _, "interfaces" | "blockdevices"]
-            | ["nodes", _, _, _]
-            | ["subnets"]
-            | ["subnets", _]
-            | ["vlans", _]
-            | ["events"],
-            "GET" | "POST" | "PUT",
-            _,
-        ) => Err(unrecognised()),
-        (
-            ["version"]
-            | ["machines"]
-            | ["nodes", _, "interfaces" | "blockdevices"]
-            | ["nodes", _, _, _]
-            | ["subnets"]
-            | ["subnets", _]
-            | ["vlans", _]
-            | ["events"],
-            _,
-            _,
-        ) => Err(text(405, "Method Not Allowed")),
-        _ => Err(unknown_endpoint()),
+        _ if !known_endpoint(path) => Err(unknown_endpoint()),
+        (_, "GET" | "POST" | "PUT", _) => Err(unrecognised()),
+        _ => Err(text(405, "Method Not Allowed")),
     }
+}
+
+/// Whether `path` is one of the API's resources (whatever the method and op).
+fn known_endpoint(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix(API_PREFIX) else { return false };
+    let segments: Vec<&str> = rest.split('/').filter(|segment| !segment.is_empty()).collect();
+    matches!(
+        segments.as_slice(),
+        ["version"]
+            | ["machines"]
+            | ["machines", _]
+            | ["nodes", _, "interfaces" | "blockdevices"]
+            | ["nodes", _, "interfaces" | "blockdevices", _]
+            | ["subnets"]
+            | ["subnets", _]
+            | ["vlans", _]
+            | ["events"]
+    )
 }
 
 /// A request on `/machines/{system_id}/`; `None`: no such signature.

@@ -604,3 +604,17 @@ fn api_keys_are_deterministic_per_seed_and_user_and_carry_the_secret_marker() {
     assert!(a.vault_token().expose().starts_with("fleetsim-secret-"));
     assert!(!format!("{a:?}").contains("fleetsim-secret-"), "Debug of the front redacts its secrets");
 }
+
+#[tokio::test]
+async fn the_site_app_serves_maas_redfish_and_secrets_on_one_router() {
+    let fx = fixture();
+    let app = || site_app(fx.shared.clone(), fx.clock.clone());
+    let machines = send(app(), maas_request(&fx, Method::GET, "machines/", &[])).await;
+    assert_eq!(machines.status, StatusCode::OK);
+    let systems = send(app(), Request::get("/redfish/v1/Systems").body(Body::empty()).unwrap()).await;
+    assert_eq!(systems.status, StatusCode::UNAUTHORIZED);
+    let config = send(app(), Request::get("/v1/secret/data/site/config").body(Body::empty()).unwrap()).await;
+    assert_eq!(config.json(), json!({ "errors": ["permission denied"] }));
+    let elsewhere = send(app(), Request::get("/nowhere").body(Body::empty()).unwrap()).await;
+    assert_eq!((elsewhere.status.as_u16(), elsewhere.text().as_str()), (404, "Unknown API endpoint: /nowhere."));
+}
