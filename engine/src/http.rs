@@ -15,6 +15,9 @@ use std::future::Future;
 
 use crate::ports::TransportError;
 
+pub mod maas;
+pub mod oauth;
+
 /// An HTTP method the adapters use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Method {
