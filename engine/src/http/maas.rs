@@ -658,7 +658,149 @@ impl<T: HttpTransport, C: Clock> MaasApi for MaasClient<T, C> {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+
+    use futures_util::FutureExt;
+
     use super::*;
+    use crate::ports::TransportError;
+
+    /// Records what the client sends and answers from a script.
+    struct Recorder {
+        sent: RefCell<Vec<(HttpRequest, u64)>>,
+        answers: RefCell<Vec<Result<HttpResponse, TransportError>>>,
+    }
+
+    impl HttpTransport for &Recorder {
+        fn send(
+            &self,
+            request: HttpRequest,
+            timeout_ms: u64,
+        ) -> impl std::future::Future<Output = Result<HttpResponse, TransportError>> {
+            self.sent.borrow_mut().push((request, timeout_ms));
+            let answer = self.answers.borrow_mut().remove(0);
+            std::future::ready(answer)
+        }
+    }
+
+    struct At(u64);
+
+    impl Clock for At {
+        fn now_ms(&self) -> u64 {
+            self.0
+        }
+
+        fn monotonic_ms(&self) -> u64 {
+            self.0
+        }
+
+        fn sleep_ms(&self, _duration_ms: u64) -> impl std::future::Future<Output = ()> {
+            std::future::ready(())
+        }
+    }
+
+    fn answer(status: u16, headers: &[(&str, &str)], body: &str) -> Result<HttpResponse, TransportError> {
+        let headers = headers.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())).collect();
+        Ok(HttpResponse { status, headers, body: body.as_bytes().to_vec() })
+    }
+
+    const MACHINE: &str = r#"{"system_id": "abc", "hostname": "n1", "status": 1, "status_name": "Commissioning",
+        "status_message": "Commissioning", "boot_interface": null, "interface_set": []}"#;
+
+    #[test]
+    fn each_call_is_signed_with_a_fresh_nonce_the_clock_s_time_and_bounded_by_the_call_timeout() {
+        let recorder = Recorder {
+            sent: RefCell::new(Vec::new()),
+            answers: RefCell::new(vec![answer(200, &[], MACHINE), answer(204, &[], "")]),
+        };
+        let key = Secret::new("ck:tk:fleetsim-secret-ts");
+        let client = MaasClient::new(&recorder, At(1_767_229_200_999), &key, 7, 4_321).expect("a key");
+        let machine = client.commission("abc").now_or_never().expect("ready").expect("commissioning");
+        assert_eq!(machine.status, MachineStatus::Commissioning);
+        client.delete_machine("a/b c").now_or_never().expect("ready").expect("deleted");
+
+        let nonces = NonceSource::new(7);
+        let sent = recorder.sent.borrow();
+        let (commission, timeout_ms) = &sent[0];
+        assert_eq!(*timeout_ms, 4_321);
+        assert_eq!(
+            (commission.method, commission.path_and_query.as_str()),
+            (Method::Post, "/MAAS/api/2.0/machines/abc/?op=commission")
+        );
+        let authorization = format!(
+            "OAuth realm=\"MAAS API\", oauth_consumer_key=\"ck\", oauth_token=\"tk\", \
+             oauth_signature_method=\"PLAINTEXT\", oauth_signature=\"%26fleetsim-secret-ts\", \
+             oauth_timestamp=\"1767229200\", oauth_nonce=\"{}\", oauth_version=\"1.0\"",
+            nonces.next_nonce()
+        );
+        assert_eq!(
+            commission.headers,
+            [
+                ("authorization".to_owned(), authorization),
+                ("accept".to_owned(), "application/json".to_owned()),
+                ("content-type".to_owned(), "application/x-www-form-urlencoded".to_owned()),
+            ]
+        );
+        assert!(commission.body.is_empty());
+        let (delete, _) = &sent[1];
+        assert_eq!(
+            (delete.method, delete.path_and_query.as_str()),
+            (Method::Delete, "/MAAS/api/2.0/machines/a%2Fb%20c/")
+        );
+        assert!(delete.headers[0].1.contains(&format!("oauth_nonce=\"{}\"", nonces.next_nonce())));
+        assert_eq!(delete.headers.len(), 2, "no body, no content type");
+    }
+
+    #[test]
+    fn the_unquoted_style_and_a_clock_origin_change_the_header_only_as_asked() {
+        let recorder = Recorder { sent: RefCell::new(Vec::new()), answers: RefCell::new(vec![answer(200, &[], "[]")]) };
+        let key = Secret::new("ck:tk:fleetsim-secret-ts");
+        let client = MaasClient::new(&recorder, At(61_000), &key, 1, 10)
+            .expect("a key")
+            .with_header_style(HeaderStyle::Unquoted)
+            .with_clock_origin_unix_ms(1_767_225_600_000);
+        assert_eq!(client.subnets().now_or_never().expect("ready"), Ok(vec![]));
+        let sent = recorder.sent.borrow();
+        assert_eq!(
+            sent[0].0.headers[0].1,
+            format!(
+                "OAuth oauth_version=1.0, oauth_signature_method=PLAINTEXT, oauth_consumer_key=ck, oauth_token=tk, \
+                 oauth_signature=&fleetsim-secret-ts, oauth_nonce={}, oauth_timestamp=1767225661",
+                NonceSource::new(1).next_nonce()
+            )
+        );
+    }
+
+    #[test]
+    fn answers_map_onto_the_port_s_errors() {
+        let recorder = Recorder {
+            sent: RefCell::new(Vec::new()),
+            answers: RefCell::new(vec![
+                Err(TransportError::Timeout),
+                answer(503, &[("retry-after", " 10 ")], "Unable to connect to any rack controller\n"),
+                answer(409, &[("retry-after", "Wed, 21 Oct 2026 07:28:00 GMT")], "Machine cannot be released"),
+                answer(400, &[("content-type", "application/json")], r#"{"mode": ["Select a valid choice."]}"#),
+                answer(500, &[], ""),
+                answer(200, &[], r#"{"state": 1}"#),
+            ]),
+        };
+        let client = MaasClient::new(&recorder, At(0), &Secret::new("a:b:c"), 0, 10).expect("a key");
+        let call = || client.power_state("abc").now_or_never().expect("ready");
+        assert_eq!(call(), Err(MaasError::Transport(TransportError::Timeout)));
+        let http = |status, message: &str, retry_after_s| MaasError::Http {
+            status,
+            message: message.to_owned(),
+            retry_after_s,
+        };
+        assert_eq!(call(), Err(http(503, "Unable to connect to any rack controller", Some(10))));
+        assert_eq!(call(), Err(http(409, "Machine cannot be released", None)), "an HTTP-date Retry-After is not read");
+        assert_eq!(call(), Err(http(400, "mode: Select a valid choice.", None)));
+        assert_eq!(call(), Err(http(500, "http 500", None)));
+        assert_eq!(
+            call(),
+            Err(http(200, "unexpected answer body: query_power_state: unexpected shape at line 1 column 11", None))
+        );
+    }
 
     #[test]
     fn base64_matches_rfc_4648_vectors() {
