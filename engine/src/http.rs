@@ -16,6 +16,8 @@ use std::future::Future;
 use crate::ports::TransportError;
 
 pub mod fleet;
+pub mod maas;
+pub mod oauth;
 
 /// An HTTP method the adapters use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
