@@ -116,3 +116,7 @@ pub trait HttpTransport {
 pub trait DatagramTransport {
     fn exchange(&self, packet: Vec<u8>, timeout_ms: u64) -> impl Future<Output = Result<Vec<u8>, TransportError>>;
 }
+
+pub mod dns;
+pub mod hub;
+pub mod secrets;
