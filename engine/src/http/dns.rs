@@ -101,3 +101,109 @@ impl<T: DatagramTransport> Resolver for DnsClient<T> {
         read_answer(&answer, id, &name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::future::Future;
+    use std::net::Ipv4Addr;
+
+    use futures_util::FutureExt;
+    use hickory_proto::rr::Record;
+    use hickory_proto::rr::rdata::{A, CNAME};
+
+    use super::*;
+
+    /// Answers every query with what `answer` builds from it.
+    struct Stub {
+        answer: fn(Message) -> Vec<u8>,
+        sent: RefCell<Vec<Vec<u8>>>,
+    }
+
+    impl DatagramTransport for &Stub {
+        fn exchange(&self, packet: Vec<u8>, _timeout_ms: u64) -> impl Future<Output = Result<Vec<u8>, TransportError>> {
+            self.sent.borrow_mut().push(packet.clone());
+            let query = Message::from_vec(&packet).expect("the client sends a DNS message");
+            std::future::ready(Ok((self.answer)(query)))
+        }
+    }
+
+    fn reply(query: &Message, code: ResponseCode) -> Message {
+        let mut message = Message::new();
+        message.set_id(query.id()).set_message_type(MessageType::Response).set_response_code(code);
+        message.add_queries(query.queries().to_vec());
+        message
+    }
+
+    fn resolve(answer: fn(Message) -> Vec<u8>) -> Result<DnsAnswer, TransportError> {
+        let stub = Stub { answer, sent: RefCell::default() };
+        let client = DnsClient::new(&stub, 42, 1_000);
+        client.resolve("metadata.maas-internal").now_or_never().expect("the stub answers at once")
+    }
+
+    #[test]
+    fn an_a_record_is_the_address() {
+        let answer = resolve(|query| {
+            let mut message = reply(&query, ResponseCode::NoError);
+            let name = query.queries()[0].name().clone();
+            let alias = Name::from_ascii("rack.maas-internal.").unwrap();
+            message.add_answer(Record::from_rdata(name, 60, RData::CNAME(CNAME(alias.clone()))));
+            message.add_answer(Record::from_rdata(alias, 60, RData::A(A(Ipv4Addr::new(10, 0, 0, 2)))));
+            message.to_vec().unwrap()
+        });
+        assert_eq!(answer, Ok(DnsAnswer::Address("10.0.0.2".into())));
+    }
+
+    #[test]
+    fn rcodes_read_as_the_port_s_answers() {
+        assert_eq!(resolve(|query| reply(&query, ResponseCode::NXDomain).to_vec().unwrap()), Ok(DnsAnswer::NxDomain));
+        assert_eq!(resolve(|query| reply(&query, ResponseCode::ServFail).to_vec().unwrap()), Ok(DnsAnswer::ServFail));
+        assert_eq!(resolve(|query| reply(&query, ResponseCode::Refused).to_vec().unwrap()), Ok(DnsAnswer::ServFail));
+        assert_eq!(resolve(|query| reply(&query, ResponseCode::NoError).to_vec().unwrap()), Ok(DnsAnswer::NxDomain));
+    }
+
+    #[test]
+    fn an_answer_the_client_cannot_use_is_no_answer() {
+        let stray = |query: Message| {
+            let mut message = reply(&query, ResponseCode::ServFail);
+            message.set_id(query.id().wrapping_add(1));
+            message.to_vec().unwrap()
+        };
+        assert_eq!(resolve(stray), Err(TransportError::Timeout));
+        assert_eq!(resolve(|_| vec![1, 2, 3]), Err(TransportError::Timeout));
+        assert_eq!(resolve(|query| query.to_vec().unwrap()), Err(TransportError::Timeout), "a query is no answer");
+        let other_question = |query: Message| {
+            let mut message = reply(&Message::new(), ResponseCode::NoError);
+            message.set_id(query.id());
+            message.add_query(Query::query(Name::from_ascii("other.example.").unwrap(), RecordType::A));
+            message.to_vec().unwrap()
+        };
+        assert_eq!(resolve(other_question), Err(TransportError::Timeout));
+    }
+
+    #[test]
+    fn query_ids_are_deterministic_and_move_on() {
+        let stub =
+            Stub { answer: |query| reply(&query, ResponseCode::NXDomain).to_vec().unwrap(), sent: RefCell::default() };
+        let client = DnsClient::new(&stub, 7, 1_000);
+        for _ in 0..3 {
+            client.resolve("a.example").now_or_never().unwrap().unwrap();
+        }
+        let ids: Vec<u16> = stub.sent.borrow().iter().map(|packet| Message::from_vec(packet).unwrap().id()).collect();
+        assert_eq!(ids, [query_id(7, 0), query_id(7, 1), query_id(7, 2)]);
+        assert!(ids[0] != ids[1] && ids[1] != ids[2]);
+        let query = Message::from_vec(&stub.sent.borrow()[0]).unwrap();
+        assert!(query.recursion_desired());
+        assert_eq!(query.queries()[0].query_type(), RecordType::A);
+        assert_eq!(query.queries()[0].name().to_ascii(), "a.example.");
+    }
+
+    #[test]
+    fn a_name_that_is_no_dns_name_is_nxdomain() {
+        let stub = Stub { answer: |_| unreachable!("nothing is sent"), sent: RefCell::default() };
+        let client = DnsClient::new(&stub, 7, 1_000);
+        let long = "a".repeat(70);
+        assert_eq!(client.resolve(&long).now_or_never().unwrap(), Ok(DnsAnswer::NxDomain));
+        assert!(stub.sent.borrow().is_empty());
+    }
+}

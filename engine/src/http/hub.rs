@@ -316,3 +316,153 @@ impl<T: HttpTransport> Hub for HubClient<T> {
         body.get("digest").and_then(Value::as_str).map(str::to_owned).ok_or_else(|| unexpected(what))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::secrets::tests::{Stub, header, json, now};
+
+    const CREDENTIAL: &str = "fleetsim-secret-hub-credential-1";
+
+    fn client(stub: &Stub) -> HubClient<&Stub> {
+        HubClient::new(stub, "controller", 2_000)
+    }
+
+    fn body(request: &HttpRequest) -> Value {
+        serde_json::from_slice(&request.body).unwrap()
+    }
+
+    #[test]
+    fn authentication_then_the_lock_put_credential_and_fence_on_every_mutation() {
+        let stub = Stub::answering(vec![
+            json(200, json!({"expires_at_ms": 9_000})),
+            json(200, json!({"granted": true, "fence": 7, "expires_at_ms": 5_000})),
+            json(200, json!({})),
+        ]);
+        let hub = client(&stub);
+        assert_eq!(now(hub.authenticate(&Secret::new(CREDENTIAL))).unwrap(), 9_000);
+        let auth = stub.last();
+        assert_eq!((auth.method, auth.path_and_query.as_str()), (Method::Post, "/v1/hub/auth"));
+        assert_eq!(header(&auth, "x-fleet-principal"), Some("controller"));
+        assert_eq!(header(&auth, "x-fleet-token"), Some(CREDENTIAL));
+        assert_eq!(header(&auth, "x-fleet-fence"), None);
+
+        assert_eq!(now(hub.acquire_lock("c1", 3_000)).unwrap(), LockGrant::Granted { fence: 7 });
+        let lock = stub.last();
+        assert_eq!(lock.path_and_query, "/v1/hub/lock");
+        assert_eq!(body(&lock), json!({"holder": "c1", "lease_ms": 3_000}));
+        assert_eq!(header(&lock, "x-fleet-token"), Some(CREDENTIAL));
+        assert_eq!(header(&lock, "x-fleet-fence"), None, "no fence is held before the grant");
+
+        now(hub.place_hold("agent-1", "deploy:r1")).unwrap();
+        let hold = stub.last();
+        assert_eq!((hold.method, hold.path_and_query.as_str()), (Method::Put, "/v1/hub/holds/agent-1/deploy:r1"));
+        assert_eq!(header(&hold, "x-fleet-principal"), Some("controller"));
+        assert_eq!(header(&hold, "x-fleet-token"), Some(CREDENTIAL));
+        assert_eq!(header(&hold, "x-fleet-fence"), Some("7"));
+    }
+
+    #[test]
+    fn a_held_lock_answers_its_holder_and_time_left_on_the_hub_s_clock() {
+        let stub = Stub::answering(vec![
+            json(200, json!({"granted": false, "holder": "c0", "fence": 3, "expires_at_ms": 5_000, "now_ms": 4_000})),
+            json(200, json!({"granted": false, "holder": "c0", "fence": 3, "expires_at_ms": 5_000})),
+            json(200, json!({"now_ms": 4_500, "rows": []})),
+        ]);
+        let hub = client(&stub);
+        let held = LockGrant::Held { holder: "c0".into(), fence: 3, remaining_ms: 1_000 };
+        assert_eq!(now(hub.acquire_lock("c1", 3_000)).unwrap(), held);
+        let held = LockGrant::Held { holder: "c0".into(), fence: 3, remaining_ms: 500 };
+        assert_eq!(now(hub.acquire_lock("c1", 3_000)).unwrap(), held);
+        assert_eq!(stub.last().path_and_query, "/v1/hub/heartbeats");
+        assert_eq!(hub.fence(), None);
+    }
+
+    #[test]
+    fn supersede_keeps_the_new_fence_and_release_drops_it() {
+        let stub = Stub::answering(vec![
+            json(200, json!({"fence": 8, "expires_at_ms": 5_000})),
+            json(200, json!({})),
+            json(200, json!({"released": true})),
+            json(409, json!({"error": "conflict", "message": "conflict: no lock under fence 8"})),
+        ]);
+        let hub = client(&stub);
+        assert_eq!(now(hub.supersede_lock("c1", 7, 3_000)).unwrap(), 8);
+        assert_eq!(body(&stub.last()), json!({"holder": "c1", "fence": 7, "lease_ms": 3_000}));
+        now(hub.renew_lock(8, 3_000)).unwrap();
+        assert_eq!(header(&stub.last(), "x-fleet-fence"), Some("8"));
+        assert_eq!(body(&stub.last()), json!({"fence": 8, "lease_ms": 3_000}));
+        assert!(now(hub.release_lock(8)).unwrap());
+        assert_eq!(hub.fence(), None);
+        assert!(!now(hub.release_lock(8)).unwrap(), "a 409 conflict is nothing left to release");
+    }
+
+    #[test]
+    fn statuses_map_to_the_port_s_errors() {
+        let cases = [
+            (401, "credential_rejected", HubError::Unauthorized("m".into())),
+            (409, "stale_fence", HubError::Fenced("m".into())),
+            (409, "held", HubError::Rejected("m".into())),
+            (404, "unknown_epoch", HubError::Rejected("m".into())),
+            (503, "unavailable", HubError::Transport(TransportError::ConnectionRefused)),
+            (500, "internal", HubError::Transport(TransportError::ConnectionReset)),
+        ];
+        for (status, kind, expected) in cases {
+            let stub = Stub::answering(vec![json(status, json!({"error": kind, "message": "m"}))]);
+            assert_eq!(now(client(&stub).open_epoch(&["a".into()])).unwrap_err(), expected, "{status} {kind}");
+        }
+        let stub = Stub::answering(vec![Err(TransportError::ConnectionRefused)]);
+        assert_eq!(
+            now(client(&stub).route_bundle()).unwrap_err(),
+            HubError::Transport(TransportError::ConnectionRefused)
+        );
+        let stub = Stub::answering(vec![json(200, json!({"nothing": 1}))]);
+        assert!(matches!(now(client(&stub).route_bundle()), Err(HubError::Rejected(_))));
+    }
+
+    #[test]
+    fn releases_of_what_is_not_there_answer_false() {
+        let conflict = || json(409, json!({"error": "conflict", "message": "conflict: no such hold"}));
+        let stub = Stub::answering(vec![conflict(), json(200, json!({"released": true})), conflict()]);
+        let hub = client(&stub);
+        assert!(!now(hub.release_hold("a", "deploy:r1")).unwrap());
+        assert!(now(hub.release_hold("a", "deploy:r1")).unwrap());
+        let release = stub.last();
+        assert_eq!((release.method, release.body.len()), (Method::Delete, 0));
+        assert!(!now(hub.close_epoch(4, &[])).unwrap());
+        assert_eq!(stub.last().path_and_query, "/v1/hub/epochs/4/close");
+    }
+
+    #[test]
+    fn reads_go_bare_and_parse_the_hub_s_tables() {
+        let stub = Stub::answering(vec![
+            json(200, json!({"holds": {"a": ["deploy:r1", "ops"]}})),
+            json(
+                200,
+                json!({"now_ms": 10, "rows": [
+                {"agent": "a", "status": "online", "last_seen_ms": 4, "revision": "r1"},
+                {"agent": "b", "status": "tombstoned", "last_seen_ms": 2, "revision": null}]}),
+            ),
+            json(200, json!({"digest": "sha256:abc"})),
+        ]);
+        let hub = client(&stub);
+        let holds = now(hub.read_holds()).unwrap();
+        assert_eq!(holds.get("a").map(Vec::len), Some(2));
+        assert_eq!(header(&stub.last(), "x-fleet-token"), None);
+        let snapshot = now(hub.read_heartbeats()).unwrap();
+        assert_eq!(snapshot.hub_now_ms, 10);
+        assert_eq!(snapshot.instances[0].revision.as_deref(), Some("r1"));
+        assert!(snapshot.instances[0].registered && !snapshot.instances[1].registered);
+        assert_eq!(now(hub.route_bundle()).unwrap(), "sha256:abc");
+        assert_eq!(stub.last().method, Method::Get);
+    }
+
+    #[test]
+    fn a_credential_echoed_by_the_hub_never_reaches_an_error() {
+        let message = format!("invalid credential {CREDENTIAL}");
+        let stub = Stub::answering(vec![json(401, json!({"error": "credential_rejected", "message": message}))]);
+        let error = now(client(&stub).authenticate(&Secret::new(CREDENTIAL))).unwrap_err();
+        assert!(!format!("{error}").contains(CREDENTIAL) && !format!("{error:?}").contains(CREDENTIAL));
+        assert_eq!(error, HubError::Unauthorized("invalid credential [redacted]".into()));
+    }
+}
