@@ -15,6 +15,8 @@ use std::future::Future;
 
 use crate::ports::TransportError;
 
+pub mod fleet;
+
 /// An HTTP method the adapters use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Method {
