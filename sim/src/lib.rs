@@ -25,4 +25,5 @@ pub mod shrink;
 pub mod site;
 pub mod spec;
 pub mod trace;
+pub mod wire;
 pub mod world;
