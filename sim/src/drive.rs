@@ -341,14 +341,17 @@ pub enum DriveCommand {
     Status { nodes: Vec<String> },
 }
 
+/// hyper over real TCP.
+type Tcp = crate::wire::http::HyperTransport<hyper_util::client::legacy::connect::HttpConnector>;
+
 /// The real adapters of one site, on hyper over TCP (and UDP for DNS).
 pub struct Adapters {
     pub clock: WallClock,
-    pub maas: engine::http::maas::MaasClient<crate::wire::http::HyperTransport, WallClock>,
+    pub maas: engine::http::maas::MaasClient<Tcp, WallClock>,
     pub resolver: engine::http::dns::DnsClient<crate::wire::udp::UdpTransport>,
-    pub secrets: engine::http::secrets::SecretsClient<crate::wire::http::HyperTransport>,
-    pub hub: engine::http::hub::HubClient<crate::wire::http::HyperTransport>,
-    pub fleet: engine::http::fleet::FleetClient<crate::wire::http::HyperTransport>,
+    pub secrets: engine::http::secrets::SecretsClient<Tcp>,
+    pub hub: engine::http::hub::HubClient<Tcp>,
+    pub fleet: engine::http::fleet::FleetClient<Tcp>,
     pub ssh: CommandSsh,
     pub signals: PrintedSignals,
 }
@@ -666,13 +669,11 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
     .map_err(|error| format!("{}: {error}", file.maas.api_key_file.display()))?;
     let resolver_addr: std::net::SocketAddr =
         file.resolver.address.parse().map_err(|error| format!("resolver.address: {:?}: {error}", file.resolver.address))?;
-    let udp = crate::wire::udp::UdpTransport::connect(resolver_addr)
-        .await
-        .map_err(|error| format!("resolver.address: {resolver_addr}: {error}"))?;
+    let udp = crate::wire::udp::UdpTransport::new(resolver_addr);
     Ok(Adapters {
         clock,
         maas,
-        resolver: engine::http::dns::DnsClient::new(udp, nonce_seed),
+        resolver: engine::http::dns::DnsClient::new(udp, nonce_seed, timeout_ms),
         secrets: engine::http::secrets::SecretsClient::new(
             transport(&file.secrets.url, "secrets.url")?,
             site.secrets_token.clone(),

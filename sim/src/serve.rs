@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use fakes::hub::{AgentKind, Hub, HubConfig, Request as HubRequest};
 use fakes::http::inventory::{AgentDirectory, InventoryFront, SharedInventory};
-use fakes::http::{Clock, SharedHub, SharedSite, SiteFront};
+use fakes::http::{Clock, HubFront, SharedHub, SharedSite, SiteFront};
 use fakes::inventory::Inventory;
 use fakes::maas::{BmcFault, DnsFault, Site, SiteConfig, SiteEventKind, VaultRequest, VaultResponse};
 use serde::Deserialize;
@@ -119,14 +119,14 @@ impl Fleet {
         for name in &config.machines {
             site.add_machine(name);
         }
-        let front = SiteFront::new(site);
+        let mut front = SiteFront::new(site);
         let maas_api_key = front.api_key_for("controller");
-        let secrets_token = front.vault_token();
-        let site: SharedSite = Arc::new(Mutex::new(front));
+        let secrets_token = front.vault_token().expose().to_owned();
+        let site: SharedSite = front.shared();
         let mut hub = Hub::new(HubConfig::default());
         let hub_credential = format!("{}hub-{:016x}", engine::secret::SECRET_MARKER, config.seed.rotate_left(17));
         hub.issue_credential(CONTROLLER_PRINCIPAL, &hub_credential, u64::MAX);
-        let hub: SharedHub = fakes::http::hub::shared(hub);
+        let hub: SharedHub = HubFront::new(hub).shared();
         let agents = Arc::new(Mutex::new(Agents::default()));
         let directory =
             Arc::new(Directory { site: site.clone(), hub: hub.clone(), agents: agents.clone(), clock: clock.clone() });

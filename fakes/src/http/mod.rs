@@ -17,6 +17,7 @@
 
 pub mod dns;
 pub mod hub;
+pub mod inventory;
 pub mod maas;
 pub mod redfish;
 pub mod vault;
