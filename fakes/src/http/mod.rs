@@ -8,7 +8,8 @@
 //!
 //! "No answer": when a model returns `None` (the region is unreachable, a BMC is unreachable), the handler awaits
 //! [`no_answer`], a future that never completes, so the client's own per-call timeout fires exactly as the fast
-//! transport's `Delivery::Hang` makes it fire. Nothing is written on the connection.
+//! transport's `Delivery::Hang` makes it fire. Nothing is written on the connection; the handler's task lives until
+//! the client closes it (a timed-out hyper client drops that connection, so it is not reused).
 //!
 //! Locking: the shared state sits behind a `std::sync::Mutex` that is taken and released inside one synchronous
 //! block per request, never held across an `.await`.
