@@ -12,7 +12,6 @@
 //! `[inventory] url`, `[resolver] address`, `[ssh] command` (an argv; `{node}` and `{operation}` are replaced),
 //! optional `[state] journal, audit_log` and `[policy]`, and one `[nodes.NAME]` table per node.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -55,6 +54,18 @@ pub struct MaasSection {
     /// The region's URL up to `/MAAS` (the client adds `/api/2.0/`).
     pub url: String,
     pub api_key_file: PathBuf,
+    /// What the site's VLAN numbers are: the 802.1Q tag (`vid`, the default) or MAAS's VLAN id (`maas_id`, for a
+    /// site whose VLANs are all untagged, as the served fakes').
+    #[serde(default)]
+    pub vlan_number: VlanNumberSetting,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VlanNumberSetting {
+    #[default]
+    Vid,
+    MaasId,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -284,17 +295,19 @@ impl engine::ports::Clock for WallClock {
     }
 }
 
-/// The fleet signals a workflow raises: printed, one line each, for the person running `drive`.
+/// The fleet signals a workflow raises: one line each on stderr as they happen, for the person running `drive`
+/// (stdout keeps one outcome line per node, for scripts).
 #[derive(Debug, Default)]
 pub struct PrintedSignals {
-    pub lines: RefCell<Vec<String>>,
+    pub quiet: bool,
 }
 
 impl Signals for PrintedSignals {
     fn emit(&self, signal: Signal) {
-        let line = format!("signal {signal:?}");
-        tracing::info!("{line}");
-        self.lines.borrow_mut().push(line);
+        tracing::info!(?signal, "signal");
+        if !self.quiet {
+            eprintln!("{signal:?}");
+        }
     }
 }
 
@@ -666,7 +679,11 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
         nonce_seed,
         timeout_ms,
     )
-    .map_err(|error| format!("{}: {error}", file.maas.api_key_file.display()))?;
+    .map_err(|error| format!("{}: {error}", file.maas.api_key_file.display()))?
+    .with_vlan_number(match file.maas.vlan_number {
+        VlanNumberSetting::Vid => engine::http::maas::VlanNumber::Vid,
+        VlanNumberSetting::MaasId => engine::http::maas::VlanNumber::MaasId,
+    });
     let resolver_addr: std::net::SocketAddr =
         file.resolver.address.parse().map_err(|error| format!("resolver.address: {:?}: {error}", file.resolver.address))?;
     let udp = crate::wire::udp::UdpTransport::new(resolver_addr);
@@ -718,9 +735,6 @@ pub fn command(site: &Site, command: DriveCommand, out: &mut dyn Write, err: &mu
                 crate::cli::EXIT_BAD_INPUT
             }
         };
-        for line in adapters.signals.lines.borrow().iter() {
-            let _ = writeln!(err, "{line}");
-        }
         code
     })
 }

@@ -119,7 +119,12 @@ impl Fleet {
         for name in &config.machines {
             site.add_machine(name);
         }
+        // A real site's configuration names the metadata host and the VLANs; the simulator's adapter supplies them.
+        site.vault.set_site_value("metadata_host", fakes::maas::METADATA_HOST);
+        site.vault.set_site_value("pxe_vlan_vid", &fakes::maas::PXE_VLAN_ID.to_string());
+        site.vault.set_site_value("roce_vlan_vid", &fakes::maas::ROCE_VLAN_ID.to_string());
         let mut front = SiteFront::new(site);
+        front.wire_epoch_unix_ms = wall_clock_unix_ms();
         let maas_api_key = front.api_key_for("controller");
         let secrets_token = front.vault_token().expose().to_owned();
         let site: SharedSite = front.shared();
@@ -328,6 +333,13 @@ fn admin_router(fleet: Fleet) -> Router {
         .with_state(fleet)
 }
 
+/// The host's wall clock, Unix ms: where the served site's time line starts (its datetimes on the wire).
+#[expect(clippy::disallowed_methods, reason = "fleetsim serve runs in real time, for people and real clients")]
+fn wall_clock_unix_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// The clock of a served site: wall ms since start, times `speed`.
 #[expect(clippy::disallowed_methods, reason = "fleetsim serve runs in real time, for people and real clients")]
 pub fn wall_clock(speed: u32) -> Clock {
@@ -434,7 +446,9 @@ pub fn write_site(dir: &Path, served: &Served, fleet: &Fleet) -> Result<(), Serv
     write("hub-credential", &served.hub_credential, true)?;
     let mut site = format!(
         "# Written by `fleetsim serve`: the served fakes of one MAAS site, for `fleetsim drive` (docs/serve.md).\n\
-         [maas]\nurl = \"http://{}/MAAS\"\napi_key_file = \"maas-api-key\"\n\n\
+         [maas]\nurl = \"http://{}/MAAS\"\napi_key_file = \"maas-api-key\"\n\
+         # The fake's two VLANs are both untagged (vid 0): the site names them by their MAAS ids.\n\
+         vlan_number = \"maas_id\"\n\n\
          [secrets]\nurl = \"http://{}\"\ntoken_file = \"secrets-token\"\n\n\
          [hub]\nurl = \"http://{}\"\nprincipal = \"{CONTROLLER_PRINCIPAL}\"\ncredential_file = \"hub-credential\"\n\n\
          [inventory]\nurl = \"http://{}\"\n\n\

@@ -23,7 +23,7 @@ use axum::response::Response;
 use http::{HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
 
-use super::{BODY_LIMIT_BYTES, Clock, SharedSite, form_pairs, iso_datetime, lock, maas_event_created, no_answer};
+use super::{BODY_LIMIT_BYTES, Clock, SharedSite, form_pairs, iso_datetime_at, lock, maas_event_created_at, no_answer};
 use crate::maas::region::{
     BlockDevice, CreateMachine, EventRecord, EventsPage, InterfaceView, Link, MachineView, PowerParameters, Vlan,
 };
@@ -94,6 +94,14 @@ fn answer(state: &MaasState, call: &Call<'_>) -> Option<Response> {
     };
     let query = Params(form_pairs(call.query.as_bytes()));
     let body = Params(form_pairs(call.body));
+    if call.method == Method::GET
+        && call.path.trim_end_matches('/') == format!("{API_PREFIX}machines")
+        && query.get("op") == Some("power_parameters")
+    {
+        let now_ms = (state.clock)();
+        let front = &mut *front;
+        return Some(bulk_power_parameters(front, now_ms, &caller, &query.all("id")));
+    }
     let request = match route(call.method, call.path, &query, &body) {
         Ok(Route::Model(request)) => request,
         Ok(Route::Version) => return Some(json_response(200, version())),
@@ -102,7 +110,32 @@ fn answer(state: &MaasState, call: &Call<'_>) -> Option<Response> {
     let now_ms = (state.clock)();
     let front = &mut *front;
     let response = front.site.handle_maas(now_ms, &caller, request, &mut front.events)?;
-    Some(render(&front.site, &query, response))
+    Some(render(&front.site, front.wire_epoch_unix_ms, &query, response))
+}
+
+/// `GET machines/?op=power_parameters&id=a&id=b` (`PowersMixin.power_parameters`): the power parameters of each
+/// machine named (of every machine when none is), as one object keyed by system id. An unknown id is skipped.
+fn bulk_power_parameters(front: &mut super::SiteFront, now_ms: u64, caller: &str, ids: &[String]) -> Response {
+    let ids: Vec<String> = if ids.is_empty() { front.site.region.system_ids() } else { ids.to_vec() };
+    let mut all = serde_json::Map::new();
+    for system_id in ids {
+        let request = MaasRequest::PowerParameters { system_id: system_id.clone() };
+        let Some(response) = front.site.handle_maas(now_ms, caller, request, &mut front.events) else {
+            continue;
+        };
+        if let MaasBody::PowerParameters(parameters) = response.body {
+            let value = match parameters {
+                Some(parameters) => json!({
+                    "power_address": parameters.power_address,
+                    "power_user": parameters.power_user,
+                    "power_pass": parameters.power_pass.expose(),
+                }),
+                None => json!({}),
+            };
+            all.insert(system_id, value);
+        }
+    }
+    json_response(200, Value::Object(all))
 }
 
 // ---- auth ----------------------------------------------------------------------------------------------------------
@@ -417,12 +450,12 @@ fn version() -> Value {
 
 // ---- responses -----------------------------------------------------------------------------------------------------
 
-fn render(site: &Site, query: &Params, response: MaasResponse) -> Response {
+fn render(site: &Site, epoch_unix_ms: u64, query: &Params, response: MaasResponse) -> Response {
     let status = response.status;
     let mut http = match response.body {
-        MaasBody::Machine(view) => json_response(status, machine_json(site, &view)),
+        MaasBody::Machine(view) => json_response(status, machine_json_at(site, epoch_unix_ms, &view)),
         MaasBody::Machines(views) => {
-            json_response(status, Value::Array(views.iter().map(|view| machine_json(site, view)).collect()))
+            json_response(status, Value::Array(views.iter().map(|view| machine_json_at(site, epoch_unix_ms, view)).collect()))
         }
         MaasBody::PowerState { state } => json_response(status, json!({ "state": state })),
         MaasBody::PowerParameters(parameters) => json_response(
@@ -449,7 +482,7 @@ fn render(site: &Site, query: &Params, response: MaasResponse) -> Response {
         }
         MaasBody::Subnet(view) => json_response(status, subnet_json(site, view.id).unwrap_or(Value::Null)),
         MaasBody::Vlan(vlan) => json_response(status, vlan_json(&vlan)),
-        MaasBody::Events(page) => json_response(status, events_json(&page, query)),
+        MaasBody::Events(page) => json_response(status, events_json(epoch_unix_ms, &page, query)),
         MaasBody::Text(message) => text(status, message),
         MaasBody::FormErrors(errors) => json_response(status, json!(errors)),
         MaasBody::Empty => empty(status),
@@ -462,6 +495,11 @@ fn render(site: &Site, query: &Params, response: MaasResponse) -> Response {
 
 /// The machine object with MAAS's field names (`DISPLAYED_MACHINE_FIELDS`, the ones the fake models).
 pub fn machine_json(site: &Site, view: &MachineView) -> Value {
+    machine_json_at(site, super::WIRE_EPOCH * 1000, view)
+}
+
+/// [`machine_json`] with its datetimes on a time line whose `now_ms = 0` is `epoch_unix_ms`.
+pub fn machine_json_at(site: &Site, epoch_unix_ms: u64, view: &MachineView) -> Value {
     let system_id = &view.system_id;
     json!({
         "system_id": system_id,
@@ -495,8 +533,8 @@ pub fn machine_json(site: &Site, view: &MachineView) -> Value {
         "commissioning_status_name": view.commissioning_status_name,
         "enable_hw_sync": view.enable_hw_sync,
         "sync_interval": view.sync_interval,
-        "last_sync": view.last_sync_ms.map(iso_datetime),
-        "next_sync": view.next_sync_ms.map(iso_datetime),
+        "last_sync": view.last_sync_ms.map(|ms| iso_datetime_at(epoch_unix_ms, ms)),
+        "next_sync": view.next_sync_ms.map(|ms| iso_datetime_at(epoch_unix_ms, ms)),
         "node_type": 0,
         "node_type_name": "Machine",
         "resource_uri": format!("{API_PREFIX}machines/{system_id}/"),
@@ -598,14 +636,14 @@ fn block_device_json(system_id: Option<&str>, device: &BlockDevice) -> Value {
     value
 }
 
-fn event_json(event: &EventRecord) -> Value {
+fn event_json(epoch_unix_ms: u64, event: &EventRecord) -> Value {
     json!({
         "username": event.username,
         "node": event.node,
         "hostname": event.hostname,
         "id": event.id,
         "level": event.level.name(),
-        "created": maas_event_created(event.created_ms),
+        "created": maas_event_created_at(epoch_unix_ms, event.created_ms),
         "type": event.event_type,
         "description": event.description,
     })
@@ -615,7 +653,7 @@ fn event_json(event: &EventRecord) -> Value {
 /// request's other parameters in their order.
 ///
 /// Deviation: when the page is empty and no `after` was asked, `next_uri` carries `after=0` (the oldest events next).
-fn events_json(page: &EventsPage, query: &Params) -> Value {
+fn events_json(epoch_unix_ms: u64, page: &EventsPage, query: &Params) -> Value {
     let uri = |key: &str, value: u64| {
         let mut serializer = form_urlencoded::Serializer::new(String::new());
         serializer.append_pair("op", "query");
@@ -629,7 +667,7 @@ fn events_json(page: &EventsPage, query: &Params) -> Value {
     };
     json!({
         "count": page.count,
-        "events": page.events.iter().map(event_json).collect::<Vec<_>>(),
+        "events": page.events.iter().map(|event| event_json(epoch_unix_ms, event)).collect::<Vec<_>>(),
         "next_uri": uri("after", page.next_after.unwrap_or(0)),
         "prev_uri": page.prev_before.map(|before| uri("before", before)),
     })

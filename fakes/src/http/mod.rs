@@ -33,7 +33,7 @@ use crate::hub::{Hub, HubEvent};
 use crate::maas::vault::splitmix64;
 use crate::maas::{Secret, Site, SiteEvent, vault::SECRET_PREFIX};
 
-pub use wire_time::{WIRE_EPOCH, iso_datetime, maas_event_created};
+pub use wire_time::{WIRE_EPOCH, iso_datetime, iso_datetime_at, maas_event_created, maas_event_created_at};
 
 /// The model's clock: `now_ms` on the model's time line.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
@@ -75,13 +75,23 @@ pub struct SiteFront {
     pub api_keys: Vec<ApiKey>,
     /// The `X-Vault-Token` values the secrets store accepts.
     pub vault_tokens: Vec<Secret>,
+    /// The Unix time (ms) of the model's `now_ms = 0`, for the datetimes on the wire: [`WIRE_EPOCH`] by default (the
+    /// simulator's clocks read virtual ms from it); `fleetsim serve` sets the wall clock at its start, so that a
+    /// client on the host's clock reads `last_sync` as recent.
+    pub wire_epoch_unix_ms: u64,
 }
 
 impl SiteFront {
     /// A front for `site` with no API key yet and one secrets-store token minted from the site seed.
     pub fn new(site: Site) -> SiteFront {
         let vault_token = Secret::mint("vault-token", splitmix64(site.seed() ^ 0x7661_756c_7400));
-        SiteFront { site, events: Vec::new(), api_keys: Vec::new(), vault_tokens: vec![vault_token] }
+        SiteFront {
+            site,
+            events: Vec::new(),
+            api_keys: Vec::new(),
+            vault_tokens: vec![vault_token],
+            wire_epoch_unix_ms: WIRE_EPOCH * 1000,
+        }
     }
 
     /// Wraps the front for the routers.

@@ -19,8 +19,8 @@ struct Civil {
     weekday: usize,
 }
 
-fn civil(now_ms: u64) -> Civil {
-    let unix_ms = WIRE_EPOCH * 1000 + now_ms;
+fn civil(epoch_unix_ms: u64, now_ms: u64) -> Civil {
+    let unix_ms = epoch_unix_ms + now_ms;
     let seconds = unix_ms / 1000;
     let days = seconds / 86_400;
     let of_day = seconds % 86_400;
@@ -49,13 +49,23 @@ fn civil(now_ms: u64) -> Civil {
 /// `2026-01-01T00:00:05.123`: Django's JSON encoding of a naive datetime, cut to milliseconds (gomaasclient's
 /// `MAASTime` accepts it). Used for `last_sync` / `next_sync`.
 pub fn iso_datetime(now_ms: u64) -> String {
-    let c = civil(now_ms);
+    iso_datetime_at(WIRE_EPOCH * 1000, now_ms)
+}
+
+/// [`iso_datetime`] on a time line whose `now_ms = 0` is `epoch_unix_ms` (`fleetsim serve`: the moment it started).
+pub fn iso_datetime_at(epoch_unix_ms: u64, now_ms: u64) -> String {
+    let c = civil(epoch_unix_ms, now_ms);
     format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}", c.year, c.month, c.day, c.hour, c.minute, c.second, c.millis)
 }
 
 /// `Thu, 01 Jan. 2026 00:00:05`: the events API's `created` (`"%a, %d %b. %Y %H:%M:%S"`, no zone).
 pub fn maas_event_created(now_ms: u64) -> String {
-    let c = civil(now_ms);
+    maas_event_created_at(WIRE_EPOCH * 1000, now_ms)
+}
+
+/// [`maas_event_created`] on a time line whose `now_ms = 0` is `epoch_unix_ms`.
+pub fn maas_event_created_at(epoch_unix_ms: u64, now_ms: u64) -> String {
+    let c = civil(epoch_unix_ms, now_ms);
     format!(
         "{}, {:02} {}. {} {:02}:{:02}:{:02}",
         WEEKDAYS[c.weekday],
