@@ -123,4 +123,3 @@ pub trait HttpTransport {
 pub trait DatagramTransport {
     fn exchange(&self, packet: Vec<u8>, timeout_ms: u64) -> impl Future<Output = Result<Vec<u8>, TransportError>>;
 }
-

@@ -321,7 +321,10 @@ pub struct CommandSsh {
 impl engine::ports::Ssh for CommandSsh {
     async fn run(&self, endpoint: &Endpoint, request: SshRequest) -> Result<SshResponse, SshError> {
         let SshRequest::SeedHardwareSync { operation_id } = request else {
-            return Err(SshError::Refused(format!("{} is a MAAS machine: only the hardware-sync seed runs", endpoint.node)));
+            return Err(SshError::Refused(format!(
+                "{} is a MAAS machine: only the hardware-sync seed runs",
+                endpoint.node
+            )));
         };
         let argv: Vec<String> = self
             .argv
@@ -346,12 +349,26 @@ impl engine::ports::Ssh for CommandSsh {
 /// What `fleetsim drive` does.
 #[derive(Debug, Clone)]
 pub enum DriveCommand {
-    Onboard { nodes: Vec<String> },
-    Decommission { nodes: Vec<String> },
+    Onboard {
+        nodes: Vec<String>,
+    },
+    Decommission {
+        nodes: Vec<String>,
+    },
     /// An operator recovery action on one node's workflow.
-    Action { action: RecoveryAction, workflow: Workflow, node: String, actor: String, role: ActorRole, reason: String, resolves_freeze: bool },
+    Action {
+        action: RecoveryAction,
+        workflow: Workflow,
+        node: String,
+        actor: String,
+        role: ActorRole,
+        reason: String,
+        resolves_freeze: bool,
+    },
     /// Every named node's workflows as the journal tells them.
-    Status { nodes: Vec<String> },
+    Status {
+        nodes: Vec<String>,
+    },
 }
 
 /// hyper over real TCP.
@@ -372,7 +389,8 @@ pub struct Adapters {
 impl Site {
     /// The nodes named, in the order given; an unknown one is an error naming the site file's nodes.
     pub fn nodes(&self, names: &[String]) -> Result<Vec<(String, NodeSection)>, SpecError> {
-        let names: Vec<String> = if names.is_empty() { self.file.nodes.keys().cloned().collect() } else { names.to_vec() };
+        let names: Vec<String> =
+            if names.is_empty() { self.file.nodes.keys().cloned().collect() } else { names.to_vec() };
         names
             .into_iter()
             .map(|name| match self.file.nodes.get(&name) {
@@ -429,7 +447,13 @@ impl Site {
     }
 }
 
-fn outcome_line(name: &str, state: WorkflowState, stage: Option<String>, class: Option<String>, evidence: &[String]) -> String {
+fn outcome_line(
+    name: &str,
+    state: WorkflowState,
+    stage: Option<String>,
+    class: Option<String>,
+    evidence: &[String],
+) -> String {
     let mut line = format!("{name}: {}", state.as_str());
     if let Some(stage) = stage {
         line.push_str(&format!(" at {stage}"));
@@ -477,7 +501,12 @@ fn completed(state: WorkflowState) -> bool {
 }
 
 /// Runs `command` against `site` with `adapters`; returns the exit code and prints a line per node.
-pub async fn execute(site: &Site, adapters: &Adapters, command: DriveCommand, out: &mut dyn Write) -> Result<i32, String> {
+pub async fn execute(
+    site: &Site,
+    adapters: &Adapters,
+    command: DriveCommand,
+    out: &mut dyn Write,
+) -> Result<i32, String> {
     let journal = SqliteJournal::open(&site.journal).map_err(|error| error.to_string())?;
     match command {
         DriveCommand::Onboard { nodes } => {
@@ -540,8 +569,10 @@ pub async fn execute(site: &Site, adapters: &Adapters, command: DriveCommand, ou
                 Workflow::Onboarding => crate::site::workflow_id(&name),
                 Workflow::Decommission => crate::decommission::workflow_id(&name),
             };
-            let correlation_id = format!("{workflow_id}/{}/{}", action.as_str(), engine::ports::Clock::now_ms(&adapters.clock));
-            let request = OperatorRequest { actor_id: actor, actor_role: role, action, reason, correlation_id, resolves_freeze };
+            let correlation_id =
+                format!("{workflow_id}/{}/{}", action.as_str(), engine::ports::Clock::now_ms(&adapters.clock));
+            let request =
+                OperatorRequest { actor_id: actor, actor_role: role, action, reason, correlation_id, resolves_freeze };
             let observed = if action == RecoveryAction::AdoptObservedState && workflow == Workflow::Onboarding {
                 let lines = journal.replay().await.map_err(|error| error.to_string())?;
                 match workflow_status(workflow, &workflow_id, lines.iter().map(String::as_str), false) {
@@ -595,7 +626,9 @@ pub async fn execute(site: &Site, adapters: &Adapters, command: DriveCommand, ou
                     let start_at = applied
                         .authorized
                         .as_ref()
-                        .filter(|authorized| matches!(authorized.action, RecoveryAction::Resume | RecoveryAction::RetryStage))
+                        .filter(|authorized| {
+                            matches!(authorized.action, RecoveryAction::Resume | RecoveryAction::RetryStage)
+                        })
                         .and_then(|authorized| match authorized.restart_at {
                             Some(engine::matrix::Stage::Decommission(stage)) => Some(stage),
                             _ => None,
@@ -608,11 +641,16 @@ pub async fn execute(site: &Site, adapters: &Adapters, command: DriveCommand, ou
                         journal: &journal,
                         signals: &adapters.signals,
                     };
-                    decommission_line(&name, &ports.run_decommission_from(&site.decommission_request(&name, &spec), start_at).await)
+                    decommission_line(
+                        &name,
+                        &ports.run_decommission_from(&site.decommission_request(&name, &spec), start_at).await,
+                    )
                 }
             };
-            let settled = settle_after_run(&journal, workflow, &applied.record).await.map_err(|error| error.to_string())?;
-            append_audit(&site.audit_log, &[&settled]).map_err(|error| format!("{}: {error}", site.audit_log.display()))?;
+            let settled =
+                settle_after_run(&journal, workflow, &applied.record).await.map_err(|error| error.to_string())?;
+            append_audit(&site.audit_log, &[&settled])
+                .map_err(|error| format!("{}: {error}", site.audit_log.display()))?;
             let _ = writeln!(out, "{line}");
             Ok(crate::cli::EXIT_PASS)
         }
@@ -684,8 +722,11 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
         VlanNumberSetting::Vid => engine::http::maas::VlanNumber::Vid,
         VlanNumberSetting::MaasId => engine::http::maas::VlanNumber::MaasId,
     });
-    let resolver_addr: std::net::SocketAddr =
-        file.resolver.address.parse().map_err(|error| format!("resolver.address: {:?}: {error}", file.resolver.address))?;
+    let resolver_addr: std::net::SocketAddr = file
+        .resolver
+        .address
+        .parse()
+        .map_err(|error| format!("resolver.address: {:?}: {error}", file.resolver.address))?;
     let udp = crate::wire::udp::UdpTransport::new(resolver_addr);
     Ok(Adapters {
         clock,
@@ -697,7 +738,11 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
             timeout_ms,
         ),
         hub: {
-            let hub = engine::http::hub::HubClient::new(transport(&file.hub.url, "hub.url")?, &file.hub.principal, timeout_ms);
+            let hub = engine::http::hub::HubClient::new(
+                transport(&file.hub.url, "hub.url")?,
+                &file.hub.principal,
+                timeout_ms,
+            );
             engine::ports::Hub::authenticate(&hub, &site.hub_credential)
                 .await
                 .map_err(|error| format!("hub: cannot authenticate as {}: {error}", file.hub.principal))?;
@@ -728,13 +773,12 @@ pub fn command(site: &Site, command: DriveCommand, out: &mut dyn Write, err: &mu
                 return crate::cli::EXIT_BAD_INPUT;
             }
         };
-        let code = match execute(site, &adapters, command, out).await {
+        match execute(site, &adapters, command, out).await {
             Ok(code) => code,
             Err(error) => {
                 let _ = writeln!(err, "error: {error}");
                 crate::cli::EXIT_BAD_INPUT
             }
-        };
-        code
+        }
     })
 }

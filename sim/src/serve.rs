@@ -22,9 +22,9 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use fakes::hub::{AgentKind, Hub, HubConfig, Request as HubRequest};
 use fakes::http::inventory::{AgentDirectory, InventoryFront, SharedInventory};
 use fakes::http::{Clock, HubFront, SharedHub, SharedSite, SiteFront};
+use fakes::hub::{AgentKind, Hub, HubConfig, Request as HubRequest};
 use fakes::inventory::Inventory;
 use fakes::maas::{BmcFault, DnsFault, Site, SiteConfig, SiteEventKind, VaultRequest, VaultResponse};
 use serde::Deserialize;
@@ -191,7 +191,8 @@ impl Fleet {
         match redeemed {
             Ok(VaultResponse::Redeemed { node, .. }) if node == machine => {
                 let mut events = Vec::new();
-                let request = HubRequest::Register { agent: machine.to_owned(), kind: AgentKind::Durable, token: bearer.clone() };
+                let request =
+                    HubRequest::Register { agent: machine.to_owned(), kind: AgentKind::Durable, token: bearer.clone() };
                 let _ = lock(&self.hub).hub.handle(now_ms, request, &mut events);
                 lock(&self.inventory).inventory.enrol(machine, ALLOCATIONS_PER_NODE);
                 lock(&self.agents).enrolled.insert(machine.to_owned(), (bearer, now_ms));
@@ -207,7 +208,11 @@ impl Fleet {
 #[serde(tag = "fault", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AdminFault {
     /// The next `count` region requests answer 503 with `Retry-After`.
-    Maas503 { count: u32, #[serde(default = "default_retry_after")] retry_after_s: u32 },
+    Maas503 {
+        count: u32,
+        #[serde(default = "default_retry_after")]
+        retry_after_s: u32,
+    },
     /// The next `count` region requests answer 409 (a serialisation conflict) with `Retry-After: 5`.
     Maas409 { count: u32 },
     /// The region answers nothing (`on = false` repairs it).
@@ -239,7 +244,9 @@ impl Fleet {
             if site.machine(machine).is_some() { Ok(()) } else { Err(format!("no machine {machine:?}")) }
         };
         match fault {
-            AdminFault::Maas503 { count, retry_after_s } => (0..count).for_each(|_| site.region.fail_next_with_503(retry_after_s)),
+            AdminFault::Maas503 { count, retry_after_s } => {
+                (0..count).for_each(|_| site.region.fail_next_with_503(retry_after_s))
+            }
             AdminFault::Maas409 { count } => (0..count).for_each(|_| site.region.fail_next_with_409(5)),
             AdminFault::MaasUnreachable { on } => site.region.set_reachable(!on),
             AdminFault::DnsServfail { on: true } => site.dns.set_fault(DnsFault::ServFailAll),
@@ -371,7 +378,9 @@ async fn listen(config: &ServeConfig, offset: u16) -> Result<tokio::net::TcpList
 }
 
 fn spawn_http(listener: tokio::net::TcpListener, router: Router) -> Result<SocketAddr, ServeError> {
-    let addr = listener.local_addr().map_err(|error| ServeError::Bind { addr: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0), error })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|error| ServeError::Bind { addr: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0), error })?;
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, router).await {
             tracing::error!(%addr, %error, "a served front end stopped");
@@ -392,7 +401,8 @@ pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> 
         .merge(fakes::http::inventory::router(fleet.inventory.clone()));
     let hub = spawn_http(listen(config, 3).await?, hub_router)?;
     let dns_addr = SocketAddr::new(config.bind, port_of(config, 4)?);
-    let socket = tokio::net::UdpSocket::bind(dns_addr).await.map_err(|error| ServeError::Bind { addr: dns_addr, error })?;
+    let socket =
+        tokio::net::UdpSocket::bind(dns_addr).await.map_err(|error| ServeError::Bind { addr: dns_addr, error })?;
     let dns = socket.local_addr().map_err(|error| ServeError::Bind { addr: dns_addr, error })?;
     tokio::spawn(fakes::http::dns::serve(socket, fleet.site.clone(), clock.clone()));
     let admin = spawn_http(listen(config, 5).await?, admin_router(fleet.clone()))?;

@@ -101,9 +101,9 @@ fn inventory_error(failure: &InventoryError) -> Response {
     }
 }
 
-fn ask(shared: &SharedInventory, request: InventoryRequest) -> Result<InventoryResponse, Response> {
+fn ask(shared: &SharedInventory, request: InventoryRequest) -> Result<InventoryResponse, InventoryError> {
     let mut front = shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    front.inventory.handle(request).map_err(|failure| inventory_error(&failure))
+    front.inventory.handle(request)
 }
 
 async fn read(State(shared): State<SharedInventory>, Path(node): Path<String>) -> Response {
@@ -117,7 +117,7 @@ async fn read(State(shared): State<SharedInventory>, Path(node): Path<String>) -
             Json(json!({ "record": record })).into_response()
         }
         Ok(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected answer"),
-        Err(response) => response,
+        Err(failure) => inventory_error(&failure),
     }
 }
 
@@ -128,7 +128,7 @@ async fn transition(
 ) -> Response {
     match ask(&shared, InventoryRequest::Transition { node, from: body.from, to: body.to }) {
         Ok(_) => Json(json!({})).into_response(),
-        Err(response) => response,
+        Err(failure) => inventory_error(&failure),
     }
 }
 
@@ -140,7 +140,7 @@ async fn release(
     match ask(&shared, InventoryRequest::ReleaseAllocations { node, force: body.force }) {
         Ok(InventoryResponse::Remaining(remaining)) => Json(json!({ "remaining": remaining })).into_response(),
         Ok(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected answer"),
-        Err(response) => response,
+        Err(failure) => inventory_error(&failure),
     }
 }
 
@@ -162,14 +162,14 @@ async fn task(State(shared): State<SharedInventory>, Path(node): Path<String>, J
             Json(json!({ "result": result, "detail": detail })).into_response()
         }
         Ok(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "unexpected answer"),
-        Err(response) => response,
+        Err(failure) => inventory_error(&failure),
     }
 }
 
 async fn remove(State(shared): State<SharedInventory>, Path(node): Path<String>) -> Response {
     match ask(&shared, InventoryRequest::Remove { node }) {
         Ok(_) => Json(json!({})).into_response(),
-        Err(response) => response,
+        Err(failure) => inventory_error(&failure),
     }
 }
 
@@ -222,8 +222,7 @@ mod tests {
         assert_eq!(body["record"]["state"], "active");
         assert_eq!(body["record"]["allocations"].as_array().unwrap().len(), 2);
         let (status, _) =
-            call(&shared, "POST", "/v1/inventory/nodes/gpu-01/transition", r#"{"from":"active","to":"retired"}"#)
-                .await;
+            call(&shared, "POST", "/v1/inventory/nodes/gpu-01/transition", r#"{"from":"active","to":"retired"}"#).await;
         assert_eq!(status, 409);
         let (status, _) =
             call(&shared, "POST", "/v1/inventory/nodes/gpu-01/transition", r#"{"from":"active","to":"quarantined"}"#)

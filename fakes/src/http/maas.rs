@@ -454,9 +454,10 @@ fn render(site: &Site, epoch_unix_ms: u64, query: &Params, response: MaasRespons
     let status = response.status;
     let mut http = match response.body {
         MaasBody::Machine(view) => json_response(status, machine_json_at(site, epoch_unix_ms, &view)),
-        MaasBody::Machines(views) => {
-            json_response(status, Value::Array(views.iter().map(|view| machine_json_at(site, epoch_unix_ms, view)).collect()))
-        }
+        MaasBody::Machines(views) => json_response(
+            status,
+            Value::Array(views.iter().map(|view| machine_json_at(site, epoch_unix_ms, view)).collect()),
+        ),
         MaasBody::PowerState { state } => json_response(status, json!({ "state": state })),
         MaasBody::PowerParameters(parameters) => json_response(
             status,
