@@ -84,6 +84,8 @@ pub struct Fleet {
 #[derive(Debug, Default)]
 struct Agents {
     enrolled: BTreeMap<String, (String, u64)>,
+    /// When the hub's TTL sweeper last ran (virtual ms).
+    last_sweep_ms: u64,
 }
 
 /// The inventory's view of the agents (a task needs the node's agent up; an uninstall revokes it at the hub).
@@ -164,6 +166,24 @@ impl Fleet {
             .filter(|(_, (_, last_ms))| now_ms >= last_ms + fakes::agent::HEARTBEAT_INTERVAL_MS)
             .map(|(node, (token, _))| (node.clone(), token.clone()))
             .collect();
+        let sweep_due = {
+            let mut agents = lock(&self.agents);
+            let due = now_ms >= agents.last_sweep_ms + fakes::hub::DEFAULT_SWEEP_INTERVAL_MS;
+            if due {
+                agents.last_sweep_ms = now_ms;
+            }
+            due
+        };
+        if sweep_due {
+            let mut hub = lock(&self.hub);
+            let mut events = Vec::new();
+            hub.hub.sweep(now_ms, &mut events);
+            hub.events.extend(events);
+        }
+        // The hub's events (its routers' and the sweeper's) go to the log; nothing else reads them here.
+        for event in lock(&self.hub).drain_events() {
+            tracing::debug!(?event, "hub");
+        }
         for (node, token) in due {
             let running = lock(&self.site).site.machine(&node).is_some_and(|m| m.agent_enrolled() && m.is_powered());
             if !running {
