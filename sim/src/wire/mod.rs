@@ -1,5 +1,9 @@
-//! The wire: the engine's real adapters speaking real protocols, over hyper and tokio sockets (`fleetsim drive`,
-//! `fleetsim serve`) or over turmoil's simulated TCP and UDP (the wire transport, `fleetsim run --transport wire`).
+//! The wire: the engine's real adapters (`engine::http`) carried over real protocols. HTTP on hyper ([`http`]),
+//! over real TCP for `fleetsim drive` and over turmoil's simulated TCP for the wire transport; DNS over UDP ([`udp`]).
+//! The wire transport of `fleetsim run --transport wire`: the runner ([`world`]), the site's services on their
+//! turmoil host ([`site`]) and the turmoil glue ([`turmoil`]).
 
+pub mod http;
 pub mod turmoil;
+pub mod udp;
 pub mod world;
