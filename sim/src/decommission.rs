@@ -20,7 +20,6 @@ use fakes::inventory::{InventoryError, InventoryRequest, InventoryResponse, Reco
 
 use crate::faults::{DeathPoint, DeathSubsystem};
 use crate::net::HostId;
-use crate::site::{SimMaas, SimSiteSecrets};
 use crate::trace::Body;
 use crate::world::{CONTROLLER_ID, HUB_ID, SimClock, SimJournal, SimSignals, World};
 
@@ -266,8 +265,8 @@ impl World {
         };
         let ports = DecommissionPorts {
             clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
-            maas: &SimMaas { world: world.clone(), from: CONTROLLER_ID, workflow: request.workflow.clone() },
-            secrets: &SimSiteSecrets { world: world.clone(), from: CONTROLLER_ID },
+            maas: &world.site_maas(CONTROLLER_ID, &request.workflow),
+            secrets: &world.site_secrets(CONTROLLER_ID),
             fleet: &SimFleet { world: world.clone(), from: CONTROLLER_ID },
             journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
             signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },

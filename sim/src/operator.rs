@@ -22,7 +22,7 @@ use engine::recovery::operator::{
 use engine::recovery::{AuditRecord, OperatorRequest};
 
 use crate::faults::Step;
-use crate::site::{SimMaas, SimResolver, SimSiteSecrets, SimSiteSsh};
+use crate::site::SimSiteSsh;
 use crate::trace::Body;
 use crate::world::{CONTROLLER_ID, SimClock, SimHub, SimJournal, SimSignals, World};
 
@@ -116,7 +116,7 @@ impl World {
             return false;
         };
         let request = self.onboard_request(machine);
-        let maas = SimMaas { world: self.clone(), from: CONTROLLER_ID, workflow: workflow_id.to_owned() };
+        let maas = self.site_maas(CONTROLLER_ID, workflow_id);
         let hub = SimHub::new(self.clone(), CONTROLLER_ID);
         observe_onboarding_checkpoint(&maas, &hub, machine, &request.node.pxe_mac, status.stage).await
     }
@@ -144,9 +144,9 @@ impl World {
             let request = world.onboard_request(machine);
             let ports = OnboardPorts {
                 clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
-                maas: &SimMaas { world: world.clone(), from: CONTROLLER_ID, workflow: request.workflow.clone() },
-                resolver: &SimResolver { world: world.clone(), from: CONTROLLER_ID },
-                secrets: &SimSiteSecrets { world: world.clone(), from: CONTROLLER_ID },
+                maas: &world.site_maas(CONTROLLER_ID, &request.workflow),
+                resolver: &world.site_resolver(CONTROLLER_ID),
+                secrets: &world.site_secrets(CONTROLLER_ID),
                 hub: &SimHub::new(world.clone(), CONTROLLER_ID),
                 ssh: &SimSiteSsh { world: world.clone(), from: CONTROLLER_ID },
                 journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },

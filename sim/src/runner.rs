@@ -167,23 +167,25 @@ fn simulate(
         .build()
         .expect("a current-thread runtime builds");
     let local = tokio::task::LocalSet::new();
-    let outcome = local.block_on(&runtime, drive(spec, seed, keep_trace, notify, setup));
+    let outcome = local.block_on(&runtime, drive(spec, seed, keep_trace, notify, |_| {}, setup));
     drop(local);
     drop(runtime);
     outcome
 }
 
-/// Boots the world, runs its fault plan until the spec's duration (or a panic), and collects what the oracles saw.
+/// Builds the world (`prepare` sees it before it boots), boots it, runs its fault plan until the spec's duration (or a panic), and collects what the oracles saw.
 /// Runs on a paused current-thread runtime: the fast transport's own, or a turmoil host's.
 pub(crate) async fn drive(
     spec: Rc<RunSpec>,
     seed: u64,
     keep_trace: bool,
     notify: Rc<Notify>,
+    prepare: impl FnOnce(&Rc<World>),
     setup: impl FnOnce(&Rc<World>),
 ) -> Outcome {
     RUN_START.with(|cell| *cell.borrow_mut() = Some(tokio::time::Instant::now()));
     let world = World::new(spec.clone(), seed, keep_trace);
+    prepare(&world);
     world.boot_all();
     setup(&world);
     let plan = tokio::task::spawn_local(world.clone().run_fault_plan());

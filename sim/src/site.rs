@@ -39,29 +39,7 @@ use crate::spec::OnboardingSpec;
 use crate::trace::Body;
 use crate::world::{CONTROLLER_ID, Delivery, HUB_ID, SimClock, SimHub, SimJournal, SimSignals, World};
 
-/// The site behind the wire's front ends (stand-in for `fakes::http`'s until it lands: same names and fields).
-pub(crate) type SharedSite = Arc<Mutex<SiteFront>>;
-
-/// The site model and the events the wire's front ends recorded for the world to drain.
-#[derive(Debug)]
-pub(crate) struct SiteFront {
-    pub site: Site,
-    pub events: Vec<SiteEvent>,
-}
-
-impl SiteFront {
-    fn new(site: Site) -> SiteFront {
-        SiteFront { site, events: Vec::new() }
-    }
-
-    fn shared(self) -> SharedSite {
-        Arc::new(Mutex::new(self))
-    }
-
-    fn drain_events(&mut self) -> Vec<SiteEvent> {
-        std::mem::take(&mut self.events)
-    }
-}
+pub(crate) use fakes::http::{SharedSite, SiteFront};
 
 /// Locks the front; a lock poisoned by a panic is taken anyway (the panic is what ends the run).
 pub(crate) fn lock_front(front: &Mutex<SiteFront>) -> MutexGuard<'_, SiteFront> {
@@ -136,6 +114,8 @@ pub(crate) struct SiteWorld {
     resume_requested: Notify,
     /// The site task (not a host task: the machines do not stop when a host crashes).
     task: RefCell<Option<tokio::task::JoinHandle<()>>>,
+    /// On the wire transport: the engine's real clients of the site's services (see [`crate::wire::site`]).
+    wire: RefCell<Option<Rc<crate::wire::site::WireSite>>>,
 }
 
 impl SiteWorld {
@@ -174,7 +154,17 @@ impl SiteWorld {
             operators: RefCell::new(Vec::new()),
             resume_requested: Notify::new(),
             task: RefCell::new(None),
+            wire: RefCell::new(None),
         }
+    }
+
+    /// The wire clients, on the wire transport.
+    pub(crate) fn wire(&self) -> Option<Rc<crate::wire::site::WireSite>> {
+        self.wire.borrow().clone()
+    }
+
+    pub(crate) fn set_wire(&self, wire: crate::wire::site::WireSite) {
+        *self.wire.borrow_mut() = Some(Rc::new(wire));
     }
 
     fn sync_reachable(&self, host_up: bool) {
@@ -192,6 +182,16 @@ impl SiteWorld {
     /// ends run on the `maas` turmoil host, whose clock runs within a tick of the world's.
     pub(crate) fn model_now_ms(&self, now_ms: u64) -> u64 {
         self.model_now_ms.fetch_max(now_ms, Ordering::Relaxed).max(now_ms)
+    }
+
+    /// The model clock the wire's front ends get: turmoil's simulated time on the host that asks, kept monotonic
+    /// with the world's actions.
+    pub(crate) fn wire_clock(&self) -> fakes::http::Clock {
+        let last = self.model_now_ms.clone();
+        Arc::new(move || {
+            let now_ms = turmoil::sim_elapsed().map_or(0, |elapsed| elapsed.as_millis() as u64);
+            last.fetch_max(now_ms, Ordering::Relaxed).max(now_ms)
+        })
     }
 
     pub fn shutdown(&self) {
@@ -440,12 +440,12 @@ impl World {
             let _permit = permits.acquire().await.expect("the semaphore is never closed");
             let request = world.onboard_request(&machine);
             let clock = SimClock { world: world.clone(), host: CONTROLLER_ID };
-            let maas = SimMaas { world: world.clone(), from: CONTROLLER_ID, workflow: request.workflow.clone() };
+            let maas = world.site_maas(CONTROLLER_ID, &request.workflow);
             let ports = OnboardPorts {
                 clock: &clock,
                 maas: &maas,
-                resolver: &SimResolver { world: world.clone(), from: CONTROLLER_ID },
-                secrets: &SimSiteSecrets { world: world.clone(), from: CONTROLLER_ID },
+                resolver: &world.site_resolver(CONTROLLER_ID),
+                secrets: &world.site_secrets(CONTROLLER_ID),
                 hub: &SimHub::new(world.clone(), CONTROLLER_ID),
                 ssh: &SimSiteSsh { world: world.clone(), from: CONTROLLER_ID },
                 journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
@@ -806,31 +806,8 @@ impl SimMaas {
             Ok((status, result)) => (Some(status), result),
             Err(error) => (None, Err(MaasError::Transport(error))),
         };
-        let body = Body::SiteRequest {
-            workflow: self.workflow.clone(),
-            op: op.to_owned(),
-            system_id: system_id.map(str::to_owned),
-            status,
-        };
-        world.record(self.from, body);
-        // A death armed after a remote mutation of this workflow's kind: the region acted and answered, the
-        // controller dies before it journals or does anything else about it.
-        if result.is_ok()
-            && MUTATING_OPS.contains(&op)
-            && world.take_death(self.subsystem(), DeathPoint::AfterRemoteMutation)
-        {
-            world.die_here(self.from).await;
-        }
+        world.after_site_request(self.from, &self.workflow, op, system_id, status, result.is_ok()).await;
         result
-    }
-
-    /// The workflow kind this client's calls belong to, from its workflow id.
-    fn subsystem(&self) -> DeathSubsystem {
-        if self.workflow.starts_with("decommission-") {
-            DeathSubsystem::Decommission
-        } else {
-            DeathSubsystem::Onboarding
-        }
     }
 
     /// One plain request whose success body `ok` converts.
@@ -857,6 +834,40 @@ impl SimMaas {
         })
         .await
     }
+}
+
+impl World {
+    /// What follows every region call of a workflow, on either transport: it is traced (`site.request`, what the
+    /// oracles judge) and, after a remote mutation the region accepted, a death armed there fires: the region acted
+    /// and answered, the controller dies before it journals or does anything else about it.
+    pub(crate) async fn after_site_request(
+        self: &Rc<Self>,
+        from: HostId,
+        workflow: &str,
+        op: &str,
+        system_id: Option<&str>,
+        status: Option<u16>,
+        accepted: bool,
+    ) {
+        let body = Body::SiteRequest {
+            workflow: workflow.to_owned(),
+            op: op.to_owned(),
+            system_id: system_id.map(str::to_owned),
+            status,
+        };
+        self.record(from, body);
+        if accepted
+            && MUTATING_OPS.contains(&op)
+            && self.take_death(subsystem(workflow), DeathPoint::AfterRemoteMutation)
+        {
+            self.die_here(from).await;
+        }
+    }
+}
+
+/// The workflow kind a workflow id belongs to.
+fn subsystem(workflow: &str) -> DeathSubsystem {
+    if workflow.starts_with("decommission-") { DeathSubsystem::Decommission } else { DeathSubsystem::Onboarding }
 }
 
 /// A region answer in the engine's terms: a 2xx with the expected body, else an HTTP error.
@@ -1308,6 +1319,254 @@ impl port::SiteSecrets for SimSiteSecrets {
         match self.ask(VaultRequest::DeleteNodeSecrets { node: node.to_owned() }).await? {
             VaultResponse::Deleted { count } => Ok(count),
             _ => Err(unexpected("delete")),
+        }
+    }
+}
+
+// --- the site ports of either transport ----------------------------------------------------------------------------
+
+/// Runs one method of a two-transport port on whichever it is.
+macro_rules! either {
+    ($port:ident, $self:ident . $method:ident ( $($arg:expr),* )) => {
+        match $self {
+            $port::Fast(inner) => inner.$method($($arg),*).await,
+            $port::Wire(inner) => inner.$method($($arg),*).await,
+        }
+    };
+}
+
+impl World {
+    /// The region API a workflow's engine code calls: the in-process adapter on the fast transport, the engine's
+    /// real MAAS client over turmoil TCP on the wire.
+    pub(crate) fn site_maas(self: &Rc<Self>, from: HostId, workflow: &str) -> SiteMaas {
+        let workflow = workflow.to_owned();
+        match self.site().wire() {
+            Some(wire) => SiteMaas::Wire(WireMaas { world: self.clone(), from, workflow, wire }),
+            None => SiteMaas::Fast(SimMaas { world: self.clone(), from, workflow }),
+        }
+    }
+
+    /// The rack resolver as the controller asks it.
+    pub(crate) fn site_resolver(self: &Rc<Self>, from: HostId) -> SiteResolver {
+        match self.site().wire() {
+            Some(wire) => SiteResolver::Wire(wire),
+            None => SiteResolver::Fast(SimResolver { world: self.clone(), from }),
+        }
+    }
+
+    /// The site's secrets store as the controller asks it.
+    pub(crate) fn site_secrets(self: &Rc<Self>, from: HostId) -> SiteSecretsPort {
+        match self.site().wire() {
+            Some(wire) => SiteSecretsPort::Wire(wire),
+            None => SiteSecretsPort::Fast(SimSiteSecrets { world: self.clone(), from }),
+        }
+    }
+}
+
+/// [`port::MaasApi`] on either transport.
+pub(crate) enum SiteMaas {
+    Fast(SimMaas),
+    Wire(WireMaas),
+}
+
+impl port::MaasApi for SiteMaas {
+    async fn machines(&self) -> Result<Vec<port::Machine>, MaasError> {
+        either!(SiteMaas, self.machines())
+    }
+    async fn machine(&self, system_id: &str) -> Result<port::Machine, MaasError> {
+        either!(SiteMaas, self.machine(system_id))
+    }
+    async fn create_machine(&self, new: &port::NewMachine) -> Result<port::Machine, MaasError> {
+        either!(SiteMaas, self.create_machine(new))
+    }
+    async fn commission(&self, system_id: &str) -> Result<port::Machine, MaasError> {
+        either!(SiteMaas, self.commission(system_id))
+    }
+    async fn events(&self, system_id: &str, after: Option<u64>) -> Result<Vec<port::MaasEvent>, MaasError> {
+        either!(SiteMaas, self.events(system_id, after))
+    }
+    async fn disks(&self, system_id: &str) -> Result<Vec<port::Disk>, MaasError> {
+        either!(SiteMaas, self.disks(system_id))
+    }
+    async fn set_boot_disk(&self, system_id: &str, disk_id: u64) -> Result<(), MaasError> {
+        either!(SiteMaas, self.set_boot_disk(system_id, disk_id))
+    }
+    async fn interfaces(&self, system_id: &str) -> Result<Vec<port::Interface>, MaasError> {
+        either!(SiteMaas, self.interfaces(system_id))
+    }
+    async fn subnets(&self) -> Result<Vec<port::Subnet>, MaasError> {
+        either!(SiteMaas, self.subnets())
+    }
+    async fn link_subnet_auto(&self, system_id: &str, interface_id: u64, subnet_id: u64) -> Result<(), MaasError> {
+        either!(SiteMaas, self.link_subnet_auto(system_id, interface_id, subnet_id))
+    }
+    async fn deploy(
+        &self,
+        system_id: &str,
+        user_data: &engine::secret::Secret,
+        enable_hw_sync: bool,
+    ) -> Result<port::Machine, MaasError> {
+        either!(SiteMaas, self.deploy(system_id, user_data, enable_hw_sync))
+    }
+    async fn release(&self, system_id: &str, erase: bool) -> Result<port::Machine, MaasError> {
+        either!(SiteMaas, self.release(system_id, erase))
+    }
+    async fn abort(&self, system_id: &str) -> Result<port::Machine, MaasError> {
+        either!(SiteMaas, self.abort(system_id))
+    }
+    async fn mark_fixed(&self, system_id: &str) -> Result<port::Machine, MaasError> {
+        either!(SiteMaas, self.mark_fixed(system_id))
+    }
+    async fn power_off(&self, system_id: &str) -> Result<(), MaasError> {
+        either!(SiteMaas, self.power_off(system_id))
+    }
+    async fn power_state(&self, system_id: &str) -> Result<port::PowerState, MaasError> {
+        either!(SiteMaas, self.power_state(system_id))
+    }
+    async fn delete_machine(&self, system_id: &str) -> Result<(), MaasError> {
+        either!(SiteMaas, self.delete_machine(system_id))
+    }
+}
+
+/// The engine's real MAAS client on the wire, with the trace the in-process adapter writes: each call is traced
+/// (`site.request`) under the same op name when its answer (or failure) reaches the controller, so the oracles
+/// judge both transports alike. Deviation (decorator): the client does not say which 2xx answered, so a success is
+/// traced as 200; an HTTP error keeps its status, a transport failure has none (as on the fast transport).
+pub(crate) struct WireMaas {
+    pub world: Rc<World>,
+    pub from: HostId,
+    pub workflow: String,
+    pub wire: Rc<crate::wire::site::WireSite>,
+}
+
+impl WireMaas {
+    async fn traced<T>(
+        &self,
+        op: &str,
+        system_id: Option<&str>,
+        call: impl std::future::Future<Output = Result<T, MaasError>>,
+    ) -> Result<T, MaasError> {
+        let result = call.await;
+        let status = match &result {
+            Ok(_) => Some(200),
+            Err(MaasError::Http { status, .. }) => Some(*status),
+            Err(MaasError::Transport(_)) => None,
+        };
+        self.world.after_site_request(self.from, &self.workflow, op, system_id, status, result.is_ok()).await;
+        result
+    }
+}
+
+impl port::MaasApi for WireMaas {
+    async fn machines(&self) -> Result<Vec<port::Machine>, MaasError> {
+        self.traced("list", None, self.wire.maas.machines()).await
+    }
+    async fn machine(&self, system_id: &str) -> Result<port::Machine, MaasError> {
+        self.traced("read", Some(system_id), self.wire.maas.machine(system_id)).await
+    }
+    async fn create_machine(&self, new: &port::NewMachine) -> Result<port::Machine, MaasError> {
+        self.traced("create", None, self.wire.maas.create_machine(new)).await
+    }
+    async fn commission(&self, system_id: &str) -> Result<port::Machine, MaasError> {
+        self.traced("commission", Some(system_id), self.wire.maas.commission(system_id)).await
+    }
+    async fn events(&self, system_id: &str, after: Option<u64>) -> Result<Vec<port::MaasEvent>, MaasError> {
+        self.traced("events", Some(system_id), self.wire.maas.events(system_id, after)).await
+    }
+    async fn disks(&self, system_id: &str) -> Result<Vec<port::Disk>, MaasError> {
+        self.traced("disks", Some(system_id), self.wire.maas.disks(system_id)).await
+    }
+    async fn set_boot_disk(&self, system_id: &str, disk_id: u64) -> Result<(), MaasError> {
+        self.traced("set_boot_disk", Some(system_id), self.wire.maas.set_boot_disk(system_id, disk_id)).await
+    }
+    async fn interfaces(&self, system_id: &str) -> Result<Vec<port::Interface>, MaasError> {
+        self.traced("interfaces", Some(system_id), self.wire.maas.interfaces(system_id)).await
+    }
+    async fn subnets(&self) -> Result<Vec<port::Subnet>, MaasError> {
+        self.traced("subnets", None, self.wire.maas.subnets()).await
+    }
+    async fn link_subnet_auto(&self, system_id: &str, interface_id: u64, subnet_id: u64) -> Result<(), MaasError> {
+        let call = self.wire.maas.link_subnet_auto(system_id, interface_id, subnet_id);
+        self.traced("link_subnet", Some(system_id), call).await
+    }
+    async fn deploy(
+        &self,
+        system_id: &str,
+        user_data: &engine::secret::Secret,
+        enable_hw_sync: bool,
+    ) -> Result<port::Machine, MaasError> {
+        self.traced("deploy", Some(system_id), self.wire.maas.deploy(system_id, user_data, enable_hw_sync)).await
+    }
+    async fn release(&self, system_id: &str, erase: bool) -> Result<port::Machine, MaasError> {
+        self.traced("release", Some(system_id), self.wire.maas.release(system_id, erase)).await
+    }
+    async fn abort(&self, system_id: &str) -> Result<port::Machine, MaasError> {
+        self.traced("abort", Some(system_id), self.wire.maas.abort(system_id)).await
+    }
+    async fn mark_fixed(&self, system_id: &str) -> Result<port::Machine, MaasError> {
+        self.traced("mark_fixed", Some(system_id), self.wire.maas.mark_fixed(system_id)).await
+    }
+    async fn power_off(&self, system_id: &str) -> Result<(), MaasError> {
+        self.traced("power_off", Some(system_id), self.wire.maas.power_off(system_id)).await
+    }
+    async fn power_state(&self, system_id: &str) -> Result<port::PowerState, MaasError> {
+        self.traced("query_power_state", Some(system_id), self.wire.maas.power_state(system_id)).await
+    }
+    async fn delete_machine(&self, system_id: &str) -> Result<(), MaasError> {
+        self.traced("delete", Some(system_id), self.wire.maas.delete_machine(system_id)).await
+    }
+}
+
+/// [`port::Resolver`] on either transport (on the wire: the engine's DNS client over turmoil UDP).
+pub(crate) enum SiteResolver {
+    Fast(SimResolver),
+    Wire(Rc<crate::wire::site::WireSite>),
+}
+
+impl port::Resolver for SiteResolver {
+    async fn resolve(&self, name: &str) -> Result<port::DnsAnswer, TransportError> {
+        match self {
+            SiteResolver::Fast(inner) => inner.resolve(name).await,
+            SiteResolver::Wire(wire) => wire.resolver.resolve(name).await,
+        }
+    }
+}
+
+/// [`port::SiteSecrets`] on either transport (on the wire: the engine's secrets client over turmoil TCP).
+pub(crate) enum SiteSecretsPort {
+    Fast(SimSiteSecrets),
+    Wire(Rc<crate::wire::site::WireSite>),
+}
+
+impl port::SiteSecrets for SiteSecretsPort {
+    async fn site_config(&self) -> Result<port::SiteConfig, SecretsError> {
+        match self {
+            SiteSecretsPort::Fast(inner) => inner.site_config().await,
+            SiteSecretsPort::Wire(wire) => wire.secrets.site_config().await,
+        }
+    }
+    async fn power_credential(&self, node: &str) -> Result<port::PowerCredential, SecretsError> {
+        match self {
+            SiteSecretsPort::Fast(inner) => inner.power_credential(node).await,
+            SiteSecretsPort::Wire(wire) => wire.secrets.power_credential(node).await,
+        }
+    }
+    async fn bootstrap_token(&self, node: &str, ttl_ms: u64) -> Result<engine::secret::Secret, SecretsError> {
+        match self {
+            SiteSecretsPort::Fast(inner) => inner.bootstrap_token(node, ttl_ms).await,
+            SiteSecretsPort::Wire(wire) => wire.secrets.bootstrap_token(node, ttl_ms).await,
+        }
+    }
+    async fn node_secrets_capabilities(&self) -> Result<Vec<String>, SecretsError> {
+        match self {
+            SiteSecretsPort::Fast(inner) => inner.node_secrets_capabilities().await,
+            SiteSecretsPort::Wire(wire) => wire.secrets.node_secrets_capabilities().await,
+        }
+    }
+    async fn delete_node_secrets(&self, node: &str) -> Result<u32, SecretsError> {
+        match self {
+            SiteSecretsPort::Fast(inner) => inner.delete_node_secrets(node).await,
+            SiteSecretsPort::Wire(wire) => wire.secrets.delete_node_secrets(node).await,
         }
     }
 }

@@ -686,6 +686,7 @@ impl World {
 
     pub(crate) fn apply(self: &Rc<Self>, step: &Step) {
         self.record_sim(Body::Step { step: step.clone() });
+        crate::wire::site::mirror_step(self, step);
         // A crash of a host that is already down changes nothing and is not counted.
         let no_op = matches!(step, Step::Crash { target } if !self.is_up(self.host_id(target)));
         if step.is_fault(&self.spec.network) && !no_op {

@@ -4,6 +4,7 @@
 //! turmoil host ([`site`]) and the turmoil glue ([`turmoil`]).
 
 pub mod http;
+pub mod site;
 pub mod turmoil;
 pub mod udp;
 pub mod world;

@@ -18,6 +18,7 @@ use tokio::sync::Notify;
 
 use crate::runner::{Outcome, drive};
 use crate::spec::RunSpec;
+use crate::wire::site::{FrontSlot, MAAS_HOST};
 use crate::world::World;
 
 /// The turmoil host the world (and so the controller) runs in.
@@ -63,11 +64,19 @@ pub(crate) fn simulate(
     let mut sim = builder(&spec, seed).build();
     let slot: Rc<RefCell<Option<Outcome>>> = Rc::default();
     let out = slot.clone();
+    let front: FrontSlot = Rc::default();
+    let published = front.clone();
+    let site = spec.onboarding.is_some();
+    // The client first: in each step it runs before the `maas` host, so the host finds the site at its first poll.
     sim.client(CONTROLLER_HOST, async move {
-        let outcome = drive(spec, seed, keep_trace, notify, setup).await;
+        let attach = |world: &Rc<World>| crate::wire::site::attach(world, seed, &published);
+        let outcome = drive(spec, seed, keep_trace, notify, attach, setup).await;
         *out.borrow_mut() = Some(outcome);
         Ok(())
     });
+    if site {
+        sim.host(MAAS_HOST, move || crate::wire::site::serve(front.clone()));
+    }
     let result = sim.run();
     drop(sim);
     let outcome = slot.borrow_mut().take();
