@@ -1,0 +1,111 @@
+//! The wire transport against the fast one: every scripted scenario runs on both and must end the same way — the
+//! same per-node workflow outcomes, the same rollout lanes, the same oracle verdicts — and the wire transport is
+//! deterministic like the fast one (the same seed twice gives the same digest, another seed another).
+//!
+//! Every scenario in `scenarios/` fits: the ones with an `[onboarding]` site put the site's services on the `maas`
+//! turmoil host behind their HTTP and DNS front ends and drive them with the engine's real clients; the others have
+//! nothing that crosses a turmoil host, so their trace must even be the fast transport's, digest for digest.
+
+use std::path::{Path, PathBuf};
+
+use reports::RunRecord;
+use sim::runner::{RunIdentity, Transport, run_on};
+use sim::spec::load_scenario;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+fn identity(path: &Path) -> RunIdentity {
+    RunIdentity { source: path.display().to_string(), run_index: None, repro: String::new() }
+}
+
+/// The scenarios, those with a MAAS site or those without.
+fn scenarios(with_site: bool) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(root().join("scenarios"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| load_scenario(path).unwrap().run.onboarding.is_some() == with_site)
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// What must not depend on the transport: the verdict, each workflow's outcome, each lane's, which oracles found
+/// violations and how many, which `sometimes` properties were reached, and what was expected but not seen.
+fn outcome(record: &RunRecord) -> String {
+    let workflows: Vec<String> = record.workflows.iter().map(|w| format!("{} {}", w.workflow, w.outcome)).collect();
+    let lanes: Vec<String> = record
+        .lanes
+        .iter()
+        .map(|lane| {
+            format!("{}/{} nodes {} {}", lane.rollout, lane.lane, lane.nodes, lane.verdict.as_deref().unwrap_or("-"))
+        })
+        .collect();
+    let reached: std::collections::BTreeSet<&str> =
+        record.reached.iter().map(|firing| firing.oracle.as_str()).collect();
+    format!(
+        "verdict {:?}\nworkflows {workflows:?}\nlanes {lanes:?}\nviolations {:?}\nreached {reached:?}\nunmet {:?}",
+        record.verdict, record.violation_counts, record.unmet
+    )
+}
+
+/// Runs each scenario on both transports and lists every one whose outcome differs.
+fn differences(paths: &[PathBuf], same_digest: bool) -> Vec<String> {
+    let mut differences = Vec::new();
+    for path in paths {
+        let scenario = load_scenario(path).unwrap();
+        let fast = run_on(&scenario.run, scenario.seed, &identity(path), false, Transport::Fast).record;
+        let wire = run_on(&scenario.run, scenario.seed, &identity(path), false, Transport::Wire).record;
+        assert!(wire.panic.is_none(), "{}: the wire run panicked: {:?}", path.display(), wire.panic);
+        let (fast_outcome, wire_outcome) = (outcome(&fast), outcome(&wire));
+        if fast_outcome != wire_outcome {
+            differences.push(format!("{}\n-- fast\n{fast_outcome}\n-- wire\n{wire_outcome}", path.display()));
+        } else if same_digest && fast.trace_digest != wire.trace_digest {
+            differences.push(format!("{}: the traces differ", path.display()));
+        }
+    }
+    differences
+}
+
+#[test]
+fn every_site_scenario_ends_the_same_on_the_wire_as_on_the_fast_transport() {
+    let paths = scenarios(true);
+    assert!(paths.len() >= 18, "the onboarding, decommission and operator scenarios: {paths:?}");
+    let differences = differences(&paths, false);
+    assert!(differences.is_empty(), "{}", differences.join("\n\n"));
+}
+
+#[test]
+fn every_scenario_without_a_site_gives_the_fast_transports_trace_on_the_wire() {
+    let paths = scenarios(false);
+    assert!(paths.len() >= 20, "{paths:?}");
+    let differences = differences(&paths, true);
+    assert!(differences.is_empty(), "{}", differences.join("\n\n"));
+}
+
+#[test]
+fn the_wire_transport_gives_the_same_digest_for_the_same_seed_and_another_for_another() {
+    let path = root().join("scenarios/onboarding-controller-killed-after-the-deploy-call-adopts-the-deploy.toml");
+    let scenario = load_scenario(&path).unwrap();
+    let run = |seed| run_on(&scenario.run, seed, &identity(&path), true, Transport::Wire);
+    let first = run(scenario.seed);
+    let second = run(scenario.seed);
+    assert!(first.record.verdict.passed(), "{:#?}", first.record);
+    assert_eq!(first.record.trace_digest, second.record.trace_digest);
+    assert_eq!(first.trace, second.trace);
+    // On another thread too (each run builds its own turmoil simulation).
+    let (spec, seed, at) = (scenario.run.clone(), scenario.seed, path.clone());
+    let threaded =
+        std::thread::spawn(move || run_on(&spec, seed, &identity(&at), false, Transport::Wire)).join().unwrap();
+    assert_eq!(first.record.trace_digest, threaded.record.trace_digest);
+    // The calls crossed the simulated network: the region's answers reached the controller as HTTP statuses.
+    assert!(
+        first.trace.iter().any(|line| line.contains("\"kind\":\"site.request\"") && line.contains("\"status\":200"))
+    );
+    let other = run(scenario.seed + 1);
+    assert_ne!(first.record.trace_digest, other.record.trace_digest);
+    // And the wire run is not the fast run: the real adapters' round trips take the turmoil tick.
+    let fast = run_on(&scenario.run, scenario.seed, &identity(&path), false, Transport::Fast);
+    assert_ne!(first.record.trace_digest, fast.record.trace_digest);
+}
