@@ -109,3 +109,65 @@ fn the_wire_transport_gives_the_same_digest_for_the_same_seed_and_another_for_an
     let fast = run_on(&scenario.run, scenario.seed, &identity(&path), false, Transport::Fast);
     assert_ne!(first.record.trace_digest, fast.record.trace_digest);
 }
+
+#[test]
+fn a_partition_a_maas_crash_and_a_hold_between_controller_and_maas_reach_the_real_clients() {
+    let text = r#"
+schema_version = 1
+description = "two machines onboard through a controller-maas partition, a maas crash and a hold"
+seed = 7
+duration_ms_max = 3_600_000
+[fleet]
+nodes = 1
+[onboarding]
+nodes = 2
+[[step]]
+at_ms = 60_000
+kind = "partition"
+a = "controller"
+b = "maas"
+[[step]]
+at_ms = 120_000
+kind = "repair"
+a = "controller"
+b = "maas"
+[[step]]
+at_ms = 300_000
+kind = "crash"
+target = "maas"
+[[step]]
+at_ms = 360_000
+kind = "restart"
+target = "maas"
+[[step]]
+at_ms = 500_000
+kind = "hold"
+a = "controller"
+b = "maas"
+[[step]]
+at_ms = 530_000
+kind = "release"
+a = "controller"
+b = "maas"
+[expect]
+must_fire = ["onboarding_completed"]
+"#;
+    let scenario = sim::spec::parse_scenario("faults.toml", text).unwrap();
+    let path = Path::new("faults.toml");
+    let wire = run_on(&scenario.run, scenario.seed, &identity(path), true, Transport::Wire);
+    let fast = run_on(&scenario.run, scenario.seed, &identity(path), false, Transport::Fast);
+    assert!(wire.record.verdict.passed(), "{:#?}", wire.record);
+    assert_eq!(outcome(&wire.record), outcome(&fast.record));
+    // The real clients saw the faults: calls without an answer during the partition and while the host was down,
+    // none while the link was whole before the first fault.
+    let unanswered: Vec<u64> = wire
+        .trace
+        .iter()
+        .filter(|line| line.contains("\"kind\":\"site.request\"") && line.contains("\"status\":null"))
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["t_ms"].as_u64().unwrap())
+        .collect();
+    let within = |from: u64, to: u64| unanswered.iter().any(|t| (from..=to).contains(t));
+    assert!(within(60_000, 130_000), "the partition: {unanswered:?}");
+    assert!(within(300_000, 370_000), "the crash: {unanswered:?}");
+    assert!(!within(0, 60_000), "{unanswered:?}");
+}
