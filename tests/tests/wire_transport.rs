@@ -171,3 +171,25 @@ must_fire = ["onboarding_completed"]
     assert!(within(300_000, 370_000), "the crash: {unanswered:?}");
     assert!(!within(0, 60_000), "{unanswered:?}");
 }
+
+#[test]
+fn fleetsim_run_takes_the_transport_and_its_reproduce_line_names_it() {
+    let scenario = root().join("scenarios/onboarding-two-machines-deploy-and-enrol-their-agents.toml");
+    let scenario = scenario.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["fleetsim", "run", scenario];
+        args.extend_from_slice(extra);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = sim::cli::main_with(args.into_iter().map(std::ffi::OsString::from), &mut out, &mut err);
+        (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+    };
+    let (code, out, err) = run(&["--transport", "wire"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("reproduce     fleetsim run {scenario} --seed 7 --transport wire")), "{out}");
+    let (code, out, _) = run(&[]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&format!("reproduce     fleetsim run {scenario} --seed 7\n")), "{out}");
+    let (code, _, err) = run(&["--transport", "carrier-pigeon"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("fast") && err.contains("wire"), "the error lists the transports: {err}");
+}
