@@ -1,6 +1,6 @@
-//! The wire transport's runner: the same [`World`] as the fast transport, run inside a turmoil simulation, so the
-//! services that speak a real protocol (the MAAS site's) can sit on their own turmoil host and be reached over
-//! simulated TCP and UDP.
+//! The wire transport's runner: the same [`World`] as the fast transport, run inside a turmoil simulation, with the
+//! MAAS site's services on their own turmoil host ([`crate::wire::site`]), reached over simulated TCP and UDP by the
+//! engine's real adapters.
 //!
 //! The world runs in the turmoil client host [`CONTROLLER_HOST`]. Inside one turmoil host time is tokio's paused
 //! clock, advanced tick by tick; within a tick the runtime auto-advances from timer to timer, so the world's own
