@@ -15,8 +15,12 @@ use std::future::Future;
 
 use crate::ports::TransportError;
 
+pub mod dns;
+pub mod fleet;
+pub mod hub;
 pub mod maas;
 pub mod oauth;
+pub mod secrets;
 
 /// An HTTP method the adapters use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
