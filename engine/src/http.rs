@@ -15,7 +15,12 @@ use std::future::Future;
 
 use crate::ports::TransportError;
 
+pub mod dns;
 pub mod fleet;
+pub mod hub;
+pub mod maas;
+pub mod oauth;
+pub mod secrets;
 
 /// An HTTP method the adapters use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -118,7 +123,3 @@ pub trait HttpTransport {
 pub trait DatagramTransport {
     fn exchange(&self, packet: Vec<u8>, timeout_ms: u64) -> impl Future<Output = Result<Vec<u8>, TransportError>>;
 }
-
-pub mod dns;
-pub mod hub;
-pub mod secrets;

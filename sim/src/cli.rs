@@ -147,6 +147,42 @@ Exit 0 when the experiment ran: it measures, it does not judge.
 Example:
   fleetsim experiment campaigns/ci-50.toml /tmp/ci-50-legacy.toml --runs 20 --jobs 2";
 
+const SERVE_HELP: &str = "\
+The services, on consecutive ports from --port (default 5240):
+  MAAS     /MAAS/api/2.0/ with OAuth 1.0 PLAINTEXT (the printed API key)
+  Redfish  /redfish/v1/Systems/{machine} with HTTP Basic (each BMC's login is in the secrets store)
+  secrets  /v1/... with X-Vault-Token (the printed token)
+  hub      /v1/hub/... and the inventory /v1/inventory/...
+  DNS      the rack resolver, over UDP
+  admin    /admin/state (machines, statuses, transition counts) and POST /admin/faults
+
+Faults while it runs, e.g.:
+  curl -X POST localhost:5245/admin/faults -d '{\"fault\":\"maas_503\",\"count\":3}' -H 'content-type: application/json'
+See docs/serve.md for every fault, and for curl, dig, python-libmaas and sushy against it.
+
+Examples:
+  fleetsim serve
+  fleetsim serve --speed 60 --write-site /tmp/site     # then: fleetsim drive onboard --site /tmp/site/site.toml
+  fleetsim serve --scenario scenarios/maas-commissioning-2026-07-20.toml --port 0";
+
+const DRIVE_HELP: &str = "\
+The site file names the MAAS region, the secrets store, the hub and inventory, the rack resolver,
+the SSH command, the journal and the audit log, and the nodes (docs/serve.md). Credential files
+must be mode 0600: a file others can read is refused.
+
+Every workflow is journaled in SQLite (default fleetsim-journal.sqlite beside the site file).
+Kill `drive` at any point and run the same command again: completed workflows are not run
+twice, unfinished ones resume with status-aware adoption, and no machine is commissioned or
+deployed twice. Operator actions are audited (journal and audit log) before they act.
+
+Exit codes: 0 every workflow completed (or the action was accepted), 1 one did not, 2 bad input.
+
+Examples:
+  fleetsim drive onboard --site site.toml --nodes gpu-01,gpu-02
+  fleetsim drive status --site site.toml
+  fleetsim drive resume --site site.toml --workflow onboarding --node gpu-01 --actor alice --reason 'MAC re-registered'
+  fleetsim drive decommission --site site.toml --nodes gpu-02";
+
 const DIFF_HELP: &str = "\
 Two runs of the same file and seed must write the same trace, byte for byte. When their
 digests differ, this shows where: the first line at which the traces disagree, the lines
@@ -358,6 +394,100 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// Serve the fakes of one MAAS site on loopback ports: MAAS, Redfish BMCs, secrets, hub and inventory, DNS, admin.
+    ///
+    /// Prints each service's URL and a MAAS API key, then serves until Ctrl-C. Use curl, dig, MAAS's and Redfish's own
+    /// client libraries, or `fleetsim drive` against it; inject faults while it runs through the admin API.
+    #[command(after_long_help = SERVE_HELP)]
+    Serve {
+        /// Take the machines and the seed from this scenario's `[onboarding]` table.
+        #[arg(long, value_name = "FILE")]
+        scenario: Option<PathBuf>,
+        /// The site seed (machines' hardware, MACs, credentials); default the scenario's, else 1.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// How many machines to rack (gpu-01 …) when no scenario names them.
+        #[arg(long, default_value_t = 3)]
+        machines: u32,
+        /// The address to listen on. Loopback unless named here: anything else is served to whoever can reach it.
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: std::net::IpAddr,
+        /// The MAAS port; Redfish, secrets, hub, DNS (UDP) and admin take the five after it. 0: ephemeral ports.
+        #[arg(long, default_value_t = 5240)]
+        port: u16,
+        /// Virtual time runs this many times faster than the wall clock (MAAS's minutes become seconds at 60).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        speed: u32,
+        /// Write DIR/site.toml and its credential files (mode 0600) for `fleetsim drive`.
+        #[arg(long, value_name = "DIR")]
+        write_site: Option<PathBuf>,
+    },
+    /// Run the engine for real against a MAAS site: onboard or decommission nodes, read their status, or perform an
+    /// operator recovery action. Every workflow is journaled (SQLite) and resumes where a killed `drive` left it.
+    #[command(after_long_help = DRIVE_HELP)]
+    Drive {
+        #[command(subcommand)]
+        action: DriveAction,
+    },
+}
+
+/// `fleetsim drive`'s subcommands.
+#[derive(Debug, Subcommand)]
+enum DriveAction {
+    /// Onboard nodes (default: every node of the site file); a node the journal shows onboarded is not run again.
+    Onboard(DriveNodes),
+    /// Decommission nodes: drain, clean, release with erase, delete everywhere.
+    Decommission(DriveNodes),
+    /// Each node's workflows as the journal tells them.
+    Status(DriveNodes),
+    /// Operator action: retry the stage a workflow stopped at.
+    RetryStage(DriveActionArgs),
+    /// Operator action: resume a stopped workflow from its last checkpoint.
+    Resume(DriveActionArgs),
+    /// Operator action: run the workflow again from the top (status-aware adoption keeps what is done).
+    Rerun(DriveActionArgs),
+    /// Operator action: compensate, then run again from the top.
+    RestartClean(DriveActionArgs),
+    /// Operator action: stop the workflow for good.
+    Cancel(DriveActionArgs),
+    /// Operator action: accept what MAAS and the hub show now as the stage's checkpoint.
+    AdoptObservedState(DriveActionArgs),
+    /// Operator action: freeze the workflow until a person resolves it (`--resolves-freeze` lifts it).
+    MarkManualInterventionRequired(DriveActionArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct DriveNodes {
+    /// The site file (see docs/serve.md; `fleetsim serve --write-site DIR` writes one).
+    #[arg(long, value_name = "FILE")]
+    site: PathBuf,
+    /// Comma-separated node names from the site file (default: all of them).
+    #[arg(long, value_delimiter = ',')]
+    nodes: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct DriveActionArgs {
+    #[arg(long, value_name = "FILE")]
+    site: PathBuf,
+    /// The workflow the action is on.
+    #[arg(long, value_parser = ["onboarding", "decommission"])]
+    workflow: String,
+    /// The node whose workflow it is.
+    #[arg(long)]
+    node: String,
+    /// Who asks (recorded in the audit record).
+    #[arg(long)]
+    actor: String,
+    /// The asker's role.
+    #[arg(long, default_value = "operator", value_parser = ["operator", "sre", "automation"])]
+    role: String,
+    /// Why (recorded; never put a secret here: a reason carrying one is refused).
+    #[arg(long)]
+    reason: String,
+    /// This request resolves the freeze a `mark-manual-intervention-required` set.
+    #[arg(long)]
+    resolves_freeze: bool,
 }
 
 /// `fleetsim report`'s own subcommands.
@@ -416,6 +546,10 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
         Command::Conformance { dir, out: dir_out } => {
             crate::conformance::command(&dir, dir_out.as_deref(), out).map_err(CliError::from)
         }
+        Command::Serve { scenario, seed, machines, bind, port, speed, write_site } => {
+            serve(scenario.as_deref(), seed, machines, bind, port, speed, write_site, out, err)
+        }
+        Command::Drive { action } => drive(action, out, err),
     };
     match result {
         Ok(code) => code,
@@ -487,6 +621,82 @@ fn output_error(path: &Path) -> impl FnOnce(std::io::Error) -> CliError + '_ {
 
 fn console(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
     out.write_all(text.as_bytes()).map_err(output_error(Path::new("<stdout>")))
+}
+
+#[expect(clippy::too_many_arguments, reason = "one argument per `fleetsim serve` flag")]
+fn serve(
+    scenario: Option<&Path>,
+    seed: Option<u64>,
+    machines: u32,
+    bind: std::net::IpAddr,
+    port: u16,
+    speed: u32,
+    write_site: Option<PathBuf>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<i32, CliError> {
+    let (names, scenario_seed) = match scenario {
+        Some(path) => {
+            let scenario = spec::load_scenario(path)?;
+            let Some(onboarding) = &scenario.run.onboarding else {
+                return Err(CliError::BadInput(SpecError {
+                    path: path.display().to_string(),
+                    position: None,
+                    message: "onboarding: the scenario has no [onboarding] table, so no MAAS site to serve".into(),
+                }));
+            };
+            (onboarding.machines.clone(), Some(scenario.seed))
+        }
+        None => (crate::serve::machine_names(machines), None),
+    };
+    let config = crate::serve::ServeConfig {
+        seed: seed.or(scenario_seed).unwrap_or(1),
+        machines: names,
+        bind,
+        port,
+        speed,
+        write_site,
+    };
+    Ok(crate::serve::command(&config, out, err))
+}
+
+fn drive(action: DriveAction, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, CliError> {
+    use crate::drive::DriveCommand;
+    let parse_action = |args: DriveActionArgs, action: engine::matrix::RecoveryAction| {
+        let workflow = match args.workflow.as_str() {
+            "decommission" => engine::matrix::Workflow::Decommission,
+            _ => engine::matrix::Workflow::Onboarding,
+        };
+        let role = engine::recovery::ActorRole::ALL
+            .into_iter()
+            .find(|role| role.as_str() == args.role)
+            .unwrap_or(engine::recovery::ActorRole::Operator);
+        let command = DriveCommand::Action {
+            action,
+            workflow,
+            node: args.node,
+            actor: args.actor,
+            role,
+            reason: args.reason,
+            resolves_freeze: args.resolves_freeze,
+        };
+        (args.site, command)
+    };
+    use engine::matrix::RecoveryAction as A;
+    let (site, command) = match action {
+        DriveAction::Onboard(args) => (args.site, DriveCommand::Onboard { nodes: args.nodes }),
+        DriveAction::Decommission(args) => (args.site, DriveCommand::Decommission { nodes: args.nodes }),
+        DriveAction::Status(args) => (args.site, DriveCommand::Status { nodes: args.nodes }),
+        DriveAction::RetryStage(args) => parse_action(args, A::RetryStage),
+        DriveAction::Resume(args) => parse_action(args, A::Resume),
+        DriveAction::Rerun(args) => parse_action(args, A::Rerun),
+        DriveAction::RestartClean(args) => parse_action(args, A::RestartClean),
+        DriveAction::Cancel(args) => parse_action(args, A::Cancel),
+        DriveAction::AdoptObservedState(args) => parse_action(args, A::AdoptObservedState),
+        DriveAction::MarkManualInterventionRequired(args) => parse_action(args, A::MarkManualInterventionRequired),
+    };
+    let site = crate::drive::load_site(&site)?;
+    Ok(crate::drive::command(&site, command, out, err))
 }
 
 fn run_scenario(

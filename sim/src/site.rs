@@ -691,7 +691,7 @@ pub fn workflow_id(machine: &str) -> String {
 }
 
 /// Whether the journal holds a `completed` record of the workflow.
-fn workflow_completed(lines: &[String], workflow: &str) -> bool {
+pub(crate) fn workflow_completed(lines: &[String], workflow: &str) -> bool {
     let named = format!("\"workflow\":\"{workflow}\"");
     lines.iter().any(|line| {
         line.strip_prefix("onboard ")

@@ -46,8 +46,10 @@ struct ErrorBody {
 }
 
 fn fleet_error(response: &HttpResponse) -> FleetError {
-    let body: ErrorBody = serde_json::from_slice(&response.body)
-        .unwrap_or_else(|_| ErrorBody { error: String::new(), message: String::from_utf8_lossy(&response.body).into() });
+    let body: ErrorBody = serde_json::from_slice(&response.body).unwrap_or_else(|_| ErrorBody {
+        error: String::new(),
+        message: String::from_utf8_lossy(&response.body).into(),
+    });
     match response.status {
         503 => FleetError::Unavailable {
             retry_after_s: response.header("retry-after").and_then(|value| value.trim().parse().ok()).unwrap_or(10),

@@ -203,6 +203,11 @@ impl Site {
         self.now_ms
     }
 
+    /// The seed the site was built from (the HTTP front end mints its API keys and tokens from it).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// Racks a machine: a GPU-node profile from the site seed, a BMC system named `name` whose login is returned
     /// (and stored in the vault as that node's override).
     pub fn add_machine(&mut self, name: &str) -> PowerCredential {

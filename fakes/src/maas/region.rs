@@ -404,6 +404,11 @@ pub enum MaasRequest {
     QueryPowerState {
         system_id: String,
     },
+    /// `GET /machines/{id}/?op=power_parameters`: the machine's power parameters, secrets included (as MAAS answers
+    /// an admin).
+    PowerParameters {
+        system_id: String,
+    },
     ListInterfaces {
         system_id: String,
     },
@@ -456,6 +461,8 @@ pub enum MaasBody {
     Subnet(SubnetView),
     Vlan(Vlan),
     Events(EventsPage),
+    /// `op=power_parameters`; `None` for a machine without a power type or with `manual` (MAAS answers `{}`).
+    PowerParameters(Option<PowerParameters>),
     /// `text/plain`: every error message, and piston's `OK`.
     Text(String),
     /// `application/json` form errors, e.g. `{"mtu": ["..."]}`.
@@ -792,6 +799,7 @@ impl Region {
             | MaasRequest::PowerOn { system_id }
             | MaasRequest::PowerOff { system_id }
             | MaasRequest::QueryPowerState { system_id }
+            | MaasRequest::PowerParameters { system_id }
             | MaasRequest::ListInterfaces { system_id }
             | MaasRequest::LinkSubnet { system_id, .. }
             | MaasRequest::DisconnectInterface { system_id, .. }
@@ -885,6 +893,12 @@ impl Region {
                     MaasResponse::text(503, format!("Failed to query node's BMC: {}", failure.describe()))
                 }
             },
+            MaasRequest::PowerParameters { .. } => {
+                let record = &self.machines[&id];
+                let powered = !record.power_type.is_empty() && record.power_type != "manual";
+                let parameters = powered.then(|| record.power.clone());
+                MaasResponse::ok(MaasBody::PowerParameters(parameters))
+            }
             MaasRequest::ListInterfaces { .. } => {
                 let record = &self.machines[&id];
                 let views = record.interfaces.iter().map(|iface| self.render_interface(record, iface)).collect();

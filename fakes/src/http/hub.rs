@@ -1,0 +1,410 @@
+//! The hub front end (our own JSON API, documented in `docs/http-apis.md`) over [`Hub::handle`](crate::hub::Hub).
+//!
+//! Controller calls carry `X-Fleet-Principal` and `X-Fleet-Token` and, once the lock is held, `X-Fleet-Fence`: the
+//! front end wraps the request in the model's `Request::Authorized` envelope, exactly as the simulator's `SimHub`
+//! does for its mutations (lock, supersede, renew, release, holds, epochs). Reads (holds, heartbeats, route bundle)
+//! are public and sent bare, as `SimHub` sends them. Agents authenticate with the bearer token in their body.
+//!
+//! Deviation from the in-process hub: a bare request is the hub's trusted operator console in the model; over HTTP a
+//! mutation without `X-Fleet-Principal`/`X-Fleet-Token` is refused with 401 (the operator console is the caller's
+//! direct access to [`SharedHub`]).
+//!
+//! Errors: `{"error":"<kind>","message":"..."}` with the model's status (401, 404, 409), 400 for a malformed body or
+//! header, 503 `unavailable` when [`HubFront::available`](super::HubFront) is false. The front end never runs the
+//! TTL sweeper; whoever owns the hub calls `Hub::sweep`.
+
+#![expect(
+    clippy::result_large_err,
+    reason = "an early HTTP answer is the error of every decode step here; it is built once per request, never hot"
+)]
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::{get, post, put};
+use http::{HeaderValue, StatusCode, header};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{Clock, SharedHub, lock, no_answer};
+use crate::hub::{AgentKind, HubError, Request, Response as HubResponse};
+
+pub const PRINCIPAL_HEADER: &str = "x-fleet-principal";
+pub const TOKEN_HEADER: &str = "x-fleet-token";
+pub const FENCE_HEADER: &str = "x-fleet-fence";
+
+#[derive(Clone)]
+struct HubState {
+    shared: SharedHub,
+    clock: Clock,
+}
+
+/// The hub at `/v1/hub/...`.
+pub fn router(shared: SharedHub, clock: Clock) -> Router {
+    Router::new()
+        .route("/v1/hub/auth", post(authenticate))
+        .route("/v1/hub/lock", post(acquire_lock))
+        .route("/v1/hub/lock/supersede", post(supersede_lock))
+        .route("/v1/hub/lock/renew", post(renew_lock))
+        .route("/v1/hub/lock/release", post(release_lock))
+        .route("/v1/hub/holds", get(read_holds))
+        .route("/v1/hub/holds/{agent}/{owner}", put(place_hold).delete(release_hold))
+        .route("/v1/hub/heartbeats", get(read_heartbeats))
+        .route("/v1/hub/epochs", post(open_epoch))
+        .route("/v1/hub/epochs/{epoch}/close", post(close_epoch))
+        .route("/v1/hub/route-bundle", get(route_bundle))
+        .route("/v1/hub/agents/{agent}/register", post(register))
+        .route("/v1/hub/agents/{agent}/heartbeat", post(heartbeat))
+        .with_state(HubState { shared, clock })
+}
+
+/// What a route makes of the model's answer.
+type Encode = fn(HubResponse) -> Response;
+
+/// The outcome of one exchange with the model.
+enum Outcome {
+    Answer(Response),
+    /// The request was carried out and its answer is lost (see [`HubFront::lose_next_answers`](super::HubFront)).
+    Lost,
+}
+
+async fn finish(outcome: Outcome) -> Response {
+    match outcome {
+        Outcome::Answer(response) => response,
+        Outcome::Lost => no_answer().await,
+    }
+}
+
+/// Sends `request` bare (a read or an agent call).
+fn bare(state: &HubState, request: Request, encode: Encode) -> Outcome {
+    exchange(state, request, false, encode)
+}
+
+/// Sends `request` in the controller's envelope built from the headers.
+fn enveloped(state: &HubState, headers: &HeaderMap, request: Request, encode: Encode) -> Outcome {
+    let (principal, token) = match principal(headers) {
+        Ok(pair) => pair,
+        Err(response) => return Outcome::Answer(response),
+    };
+    let fence = match headers.get(FENCE_HEADER).map(|value| value.to_str().ok().and_then(|text| text.parse().ok())) {
+        None => None,
+        Some(Some(fence)) => Some(fence),
+        Some(None) => return Outcome::Answer(error(400, "bad_request", "X-Fleet-Fence is not an integer")),
+    };
+    let request = Request::Authorized { principal, token, fence, request: Box::new(request) };
+    exchange(state, request, true, encode)
+}
+
+fn exchange(state: &HubState, request: Request, mutation: bool, encode: Encode) -> Outcome {
+    let mut front = lock(&state.shared);
+    let front = &mut *front;
+    if !front.available {
+        return Outcome::Answer(error(503, "unavailable", "hub is unavailable"));
+    }
+    let now_ms = (state.clock)();
+    let response = front.hub.handle(now_ms, request, &mut front.events);
+    if mutation && front.lose_next_answers > 0 {
+        front.lose_next_answers -= 1;
+        return Outcome::Lost;
+    }
+    Outcome::Answer(encode(response))
+}
+
+fn principal(headers: &HeaderMap) -> Result<(String, String), Response> {
+    let get = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).map(str::to_owned);
+    match (get(PRINCIPAL_HEADER), get(TOKEN_HEADER)) {
+        (Some(principal), Some(token)) => Ok((principal, token)),
+        _ => Err(error(401, "credential_rejected", "X-Fleet-Principal and X-Fleet-Token are required")),
+    }
+}
+
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Response> {
+    // An empty body reads as `{}`, so that body-less calls work.
+    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) { b"{}" } else { body };
+    serde_json::from_slice(body).map_err(|e| error(400, "bad_request", &format!("malformed request body: {e}")))
+}
+
+/// A model answer the route has no special reading for: its error, or (a bug) an unexpected answer.
+fn unexpected(response: HubResponse) -> Response {
+    match response {
+        HubResponse::Error(hub_error) => error_response(&hub_error),
+        other => error(500, "unexpected", &format!("unexpected model answer: {other:?}")),
+    }
+}
+
+async fn authenticate(State(state): State<HubState>, headers: HeaderMap) -> Response {
+    let (principal, token) = match principal(&headers) {
+        Ok(pair) => pair,
+        Err(response) => return response,
+    };
+    finish(bare(&state, Request::Authenticate { principal, token }, |response| match response {
+        HubResponse::Authenticated { expires_at_ms } => ok(json!({ "expires_at_ms": expires_at_ms })),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+#[derive(Deserialize)]
+struct AcquireBody {
+    holder: String,
+    lease_ms: u64,
+}
+
+async fn acquire_lock(State(state): State<HubState>, headers: HeaderMap, body: Bytes) -> Response {
+    let body: AcquireBody = match parse(&body) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let request = Request::AcquireLock { holder: body.holder, lease_ms: body.lease_ms };
+    finish(enveloped(&state, &headers, request, |response| match response {
+        HubResponse::LockGranted { fence, expires_at_ms } => {
+            ok(json!({ "granted": true, "fence": fence, "expires_at_ms": expires_at_ms }))
+        }
+        HubResponse::LockHeld { holder, fence, expires_at_ms } => {
+            ok(json!({ "granted": false, "holder": holder, "fence": fence, "expires_at_ms": expires_at_ms }))
+        }
+        other => unexpected(other),
+    }))
+    .await
+}
+
+#[derive(Deserialize)]
+struct SupersedeBody {
+    holder: String,
+    fence: u64,
+    lease_ms: u64,
+}
+
+async fn supersede_lock(State(state): State<HubState>, headers: HeaderMap, body: Bytes) -> Response {
+    let body: SupersedeBody = match parse(&body) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let request = Request::SupersedeLock { holder: body.holder, fence: body.fence, lease_ms: body.lease_ms };
+    finish(enveloped(&state, &headers, request, |response| match response {
+        HubResponse::LockGranted { fence, expires_at_ms } => {
+            ok(json!({ "fence": fence, "expires_at_ms": expires_at_ms }))
+        }
+        other => unexpected(other),
+    }))
+    .await
+}
+
+#[derive(Deserialize)]
+struct RenewBody {
+    fence: u64,
+    lease_ms: u64,
+}
+
+async fn renew_lock(State(state): State<HubState>, headers: HeaderMap, body: Bytes) -> Response {
+    let body: RenewBody = match parse(&body) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let request = Request::RenewLock { fence: body.fence, lease_ms: body.lease_ms };
+    finish(enveloped(&state, &headers, request, |response| match response {
+        HubResponse::LockGranted { .. } => ok(json!({})),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+#[derive(Deserialize)]
+struct ReleaseBody {
+    fence: u64,
+}
+
+/// A release whose fence holds no lock is the model's `Conflict`: answered `{"released":false}` (200), as `SimHub`
+/// reads it (released already).
+async fn release_lock(State(state): State<HubState>, headers: HeaderMap, body: Bytes) -> Response {
+    let body: ReleaseBody = match parse(&body) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    finish(enveloped(&state, &headers, Request::ReleaseLock { fence: body.fence }, released)).await
+}
+
+/// `Ok` → released; the model's `Conflict` → not released (both 200).
+fn released(response: HubResponse) -> Response {
+    match response {
+        HubResponse::Ok => ok(json!({ "released": true })),
+        HubResponse::Error(HubError::Conflict { .. }) => ok(json!({ "released": false })),
+        other => unexpected(other),
+    }
+}
+
+async fn read_holds(State(state): State<HubState>) -> Response {
+    finish(bare(&state, Request::ReadHolds, |response| match response {
+        HubResponse::Holds { holds } => ok(json!({ "holds": holds })),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+async fn place_hold(
+    State(state): State<HubState>,
+    Path((agent, owner)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    finish(enveloped(&state, &headers, Request::PlaceHold { agent, owner }, |response| match response {
+        HubResponse::Ok => ok(json!({})),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+/// A hold that is not there is the model's `Conflict`: `{"released":false}` (200), as `SimHub` reads it.
+async fn release_hold(
+    State(state): State<HubState>,
+    Path((agent, owner)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    finish(enveloped(&state, &headers, Request::ReleaseHold { agent, owner }, released)).await
+}
+
+async fn read_heartbeats(State(state): State<HubState>) -> Response {
+    finish(bare(&state, Request::ReadHeartbeats, |response| match response {
+        HubResponse::Heartbeats { now_ms, rows } => ok(json!({
+            "now_ms": now_ms,
+            "rows": rows.iter().map(|row| json!({
+                "agent": row.agent,
+                "status": row.status,
+                "last_seen_ms": row.last_seen_ms,
+                "revision": row.revision,
+            })).collect::<Vec<_>>(),
+        })),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+#[derive(Deserialize)]
+struct OpenEpochBody {
+    members: Vec<String>,
+}
+
+async fn open_epoch(State(state): State<HubState>, headers: HeaderMap, body: Bytes) -> Response {
+    let body: OpenEpochBody = match parse(&body) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    finish(enveloped(&state, &headers, Request::OpenEpoch { members: body.members }, |response| match response {
+        HubResponse::EpochOpened { epoch } => ok(json!({ "epoch": epoch })),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+#[derive(Deserialize)]
+struct CloseEpochBody {
+    #[serde(default)]
+    untouched: Vec<String>,
+}
+
+/// The model's `Conflict` (closed already, an untouched member without a hold) is `{"closed":false}` (200), as
+/// `SimHub` reads it.
+async fn close_epoch(
+    State(state): State<HubState>,
+    Path(epoch): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Ok(epoch) = epoch.parse::<u64>() else {
+        return error(404, "unknown_epoch", &format!("unknown epoch {epoch}"));
+    };
+    let body: CloseEpochBody = match parse(&body) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let request = Request::CloseEpoch { epoch, untouched: body.untouched };
+    finish(enveloped(&state, &headers, request, |response| match response {
+        HubResponse::Ok => ok(json!({ "closed": true })),
+        HubResponse::Error(HubError::Conflict { .. }) => ok(json!({ "closed": false })),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+async fn route_bundle(State(state): State<HubState>) -> Response {
+    finish(bare(&state, Request::ReadRouteBundle, |response| match response {
+        HubResponse::RouteBundle { digest } => ok(json!({ "digest": digest })),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+#[derive(Deserialize)]
+struct RegisterBody {
+    kind: AgentKind,
+    token: String,
+}
+
+async fn register(State(state): State<HubState>, Path(agent): Path<String>, body: Bytes) -> Response {
+    let body: RegisterBody = match parse(&body) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    finish(bare(&state, Request::Register { agent, kind: body.kind, token: body.token }, |response| match response {
+        HubResponse::Ok => ok(json!({})),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+#[derive(Deserialize)]
+struct HeartbeatBody {
+    token: String,
+    #[serde(default)]
+    revision: Option<String>,
+}
+
+async fn heartbeat(State(state): State<HubState>, Path(agent): Path<String>, body: Bytes) -> Response {
+    let body: HeartbeatBody = match parse(&body) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let request = Request::Heartbeat { agent, token: body.token, revision: body.revision };
+    finish(bare(&state, request, |response| match response {
+        HubResponse::Ok => ok(json!({})),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+/// The error kind (snake_case of the model's variant) and HTTP status of a model error.
+pub fn error_kind(hub_error: &HubError) -> (u16, &'static str) {
+    match hub_error {
+        HubError::Unauthorized { .. } => (401, "unauthorized"),
+        HubError::UnknownAgent { .. } => (404, "unknown_agent"),
+        HubError::UnknownEpoch { .. } => (404, "unknown_epoch"),
+        HubError::Conflict { .. } => (409, "conflict"),
+        HubError::Held { .. } => (409, "held"),
+        HubError::CredentialRejected { .. } => (401, "credential_rejected"),
+        HubError::StaleFence { .. } => (409, "stale_fence"),
+        HubError::PrincipalDrift { .. } => (409, "principal_drift"),
+        HubError::ParticipantMissing { .. } => (404, "participant_missing"),
+    }
+}
+
+fn error_response(hub_error: &HubError) -> Response {
+    let (status, kind) = error_kind(hub_error);
+    error(status, kind, &hub_error.to_string())
+}
+
+fn error(status: u16, kind: &str, message: &str) -> Response {
+    json_response(status, json!({ "error": kind, "message": message }))
+}
+
+fn ok(value: Value) -> Response {
+    json_response(200, value)
+}
+
+fn json_response(status: u16, value: Value) -> Response {
+    let mut response = Response::new(Body::from(value.to_string()));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}

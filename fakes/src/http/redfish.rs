@@ -1,0 +1,274 @@
+//! The Redfish BMC front end over [`Site::handle_redfish`](crate::maas::Site::handle_redfish) (maas-api-notes §7.1,
+//! sushy-tools' emulator): `GET /redfish/v1/Systems`, `GET /redfish/v1/Systems/{id}` (with `ETag` and
+//! `@odata.etag`), `PATCH /redfish/v1/Systems/{id}` (`Boot` override, `If-Match` checked: 412 on a stale ETag, 204),
+//! `POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset` (204). HTTP Basic auth on every route: a request
+//! without it answers 401; wrong credentials get the model's 401.
+//!
+//! Errors carry Redfish's error object `{"error":{"code":"Base.1.0.GeneralError","message":"..."}}`.
+//! An unreachable BMC (the model's `None`) gives no answer: see [`super::no_answer`].
+
+#![expect(
+    clippy::result_large_err,
+    reason = "an early HTTP answer is the error of every decode step here; it is built once per request, never hot"
+)]
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::{get, post};
+use http::{HeaderValue, StatusCode, header};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Clock, SharedSite, lock, no_answer};
+use crate::maas::bmc::{OverrideEnabled, RedfishBody, ResetType, SystemView};
+use crate::maas::machine::decode_base64;
+use crate::maas::{BasicAuth, BootTarget, PowerState, RedfishRequest, RedfishResponse, Secret};
+
+const SYSTEMS: &str = "/redfish/v1/Systems";
+
+#[derive(Clone)]
+struct RedfishState {
+    shared: SharedSite,
+    clock: Clock,
+}
+
+/// The BMC service of the site at `/redfish/v1/...` (one endpoint for every system, as sushy-tools serves many).
+pub fn router(shared: SharedSite, clock: Clock) -> Router {
+    Router::new()
+        .route(SYSTEMS, get(list_systems))
+        .route("/redfish/v1/Systems/{system}", get(get_system).patch(patch_system))
+        .route("/redfish/v1/Systems/{system}/Actions/ComputerSystem.Reset", post(reset))
+        .with_state(RedfishState { shared, clock })
+}
+
+async fn list_systems(State(state): State<RedfishState>, headers: HeaderMap) -> Response {
+    let auth = match basic_auth(&headers) {
+        Ok(auth) => auth,
+        Err(response) => return response,
+    };
+    match ask(&state, &auth, RedfishRequest::ListSystems) {
+        Some(response) => render(response),
+        None => no_answer().await,
+    }
+}
+
+async fn get_system(State(state): State<RedfishState>, Path(system): Path<String>, headers: HeaderMap) -> Response {
+    let auth = match basic_auth(&headers) {
+        Ok(auth) => auth,
+        Err(response) => return response,
+    };
+    match ask(&state, &auth, RedfishRequest::GetSystem { system }) {
+        Some(response) => render(response),
+        None => no_answer().await,
+    }
+}
+
+#[derive(Deserialize)]
+struct PatchBody {
+    #[serde(rename = "Boot")]
+    boot: Option<BootPatch>,
+}
+
+#[derive(Deserialize)]
+struct BootPatch {
+    #[serde(rename = "BootSourceOverrideEnabled")]
+    enabled: Option<OverrideEnabled>,
+    #[serde(rename = "BootSourceOverrideTarget")]
+    target: Option<BootTarget>,
+}
+
+/// Reads the system (the model's `GetSystem`) to check `If-Match` and fill the fields the patch leaves out, then
+/// applies it (`PatchBoot`).
+///
+/// Deviation: the BMC model itself does not check `If-Match` (bmc.rs); the front end compares it with the ETag the
+/// model reports. A patch without `If-Match` is accepted, as sushy-tools does.
+async fn patch_system(
+    State(state): State<RedfishState>,
+    Path(system): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let auth = match basic_auth(&headers) {
+        Ok(auth) => auth,
+        Err(response) => return response,
+    };
+    let patch: PatchBody = match serde_json::from_slice(&body) {
+        Ok(patch) => patch,
+        Err(error) => return error_response(400, "Base.1.0.MalformedJSON", &format!("malformed patch body: {error}")),
+    };
+    let Some(boot) = patch.boot else {
+        return error_response(400, "Base.1.0.PropertyMissing", "the patch has no Boot object");
+    };
+    let if_match = headers.get(header::IF_MATCH).and_then(|value| value.to_str().ok()).map(str::to_owned);
+    let answer = {
+        let mut front = lock(&state.shared);
+        let front = &mut *front;
+        let now_ms = (state.clock)();
+        let read = front.site.handle_redfish(
+            now_ms,
+            &auth,
+            RedfishRequest::GetSystem { system: system.clone() },
+            &mut front.events,
+        );
+        match read {
+            None => None,
+            Some(RedfishResponse { body: RedfishBody::System(view), .. }) => {
+                if if_match.as_deref().is_some_and(|tag| tag != "*" && tag != view.etag) {
+                    Some(error_response(412, "Base.1.0.PreconditionFailed", "the ETag does not match (If-Match)"))
+                } else {
+                    let request = RedfishRequest::PatchBoot {
+                        system,
+                        enabled: boot.enabled.unwrap_or(view.boot_override_enabled),
+                        target: boot.target.unwrap_or(view.boot_override_target),
+                    };
+                    front.site.handle_redfish(now_ms, &auth, request, &mut front.events).map(render)
+                }
+            }
+            Some(other) => Some(render(other)),
+        }
+    };
+    match answer {
+        Some(response) => response,
+        None => no_answer().await,
+    }
+}
+
+#[derive(Deserialize)]
+struct ResetBody {
+    #[serde(rename = "ResetType")]
+    reset: Value,
+}
+
+async fn reset(
+    State(state): State<RedfishState>,
+    Path(system): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let auth = match basic_auth(&headers) {
+        Ok(auth) => auth,
+        Err(response) => return response,
+    };
+    let body: ResetBody = match serde_json::from_slice(&body) {
+        Ok(body) => body,
+        Err(error) => return error_response(400, "Base.1.0.MalformedJSON", &format!("malformed reset body: {error}")),
+    };
+    let Ok(reset) = serde_json::from_value::<ResetType>(body.reset.clone()) else {
+        return error_response(
+            400,
+            "Base.1.0.ActionParameterNotSupported",
+            &format!("ResetType {} is not supported", body.reset),
+        );
+    };
+    match ask(&state, &auth, RedfishRequest::Reset { system, reset }) {
+        Some(response) => render(response),
+        None => no_answer().await,
+    }
+}
+
+fn ask(state: &RedfishState, auth: &BasicAuth, request: RedfishRequest) -> Option<RedfishResponse> {
+    let mut front = lock(&state.shared);
+    let front = &mut *front;
+    let now_ms = (state.clock)();
+    front.site.handle_redfish(now_ms, auth, request, &mut front.events)
+}
+
+/// `Authorization: Basic base64(user:password)`; anything else answers 401.
+fn basic_auth(headers: &HeaderMap) -> Result<BasicAuth, Response> {
+    let decoded = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Basic "))
+        .and_then(|encoded| decode_base64(encoded.trim()))
+        .and_then(|bytes| String::from_utf8(bytes).ok());
+    let Some((user, password)) = decoded.as_deref().and_then(|text| text.split_once(':')) else {
+        return Err(unauthorized());
+    };
+    Ok(BasicAuth { user: user.to_owned(), password: Secret::new(password) })
+}
+
+fn unauthorized() -> Response {
+    let mut response = error_response(401, "Base.1.0.GeneralError", "Unauthorized");
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"redfish\""));
+    response
+}
+
+fn render(response: RedfishResponse) -> Response {
+    match response.body {
+        RedfishBody::Systems(ids) => json_response(
+            response.status,
+            json!({
+                "@odata.id": SYSTEMS,
+                "@odata.type": "#ComputerSystemCollection.ComputerSystemCollection",
+                "Name": "Computer System Collection",
+                "Members@odata.count": ids.len(),
+                "Members": ids.iter().map(|id| json!({ "@odata.id": format!("{SYSTEMS}/{id}") })).collect::<Vec<_>>(),
+            }),
+        ),
+        RedfishBody::System(view) => {
+            let etag = view.etag.clone();
+            let mut http = json_response(response.status, system_json(&view));
+            if let Ok(value) = HeaderValue::from_str(&etag) {
+                http.headers_mut().insert(header::ETAG, value);
+            }
+            http
+        }
+        RedfishBody::Empty => {
+            let mut http = Response::new(Body::empty());
+            *http.status_mut() = status_code(response.status);
+            http
+        }
+        RedfishBody::Error(message) if response.status == 401 => {
+            let mut http = error_response(401, "Base.1.0.GeneralError", &message);
+            http.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"redfish\""));
+            http
+        }
+        RedfishBody::Error(message) => {
+            let code = if response.status == 404 { "Base.1.0.ResourceMissingAtURI" } else { "Base.1.0.GeneralError" };
+            error_response(response.status, code, &message)
+        }
+    }
+}
+
+/// `GET Systems/{id}`. Deviation: only the fields MAAS reads, plus the reset action's allowed values.
+fn system_json(view: &SystemView) -> Value {
+    let id = &view.id;
+    json!({
+        "@odata.id": format!("{SYSTEMS}/{id}"),
+        "@odata.type": "#ComputerSystem.v1_1_0.ComputerSystem",
+        "@odata.etag": view.etag,
+        "Id": id,
+        "Name": id,
+        "PowerState": match view.power_state { PowerState::On => "On", PowerState::Off => "Off" },
+        "Boot": {
+            "BootSourceOverrideEnabled": view.boot_override_enabled,
+            "BootSourceOverrideTarget": view.boot_override_target,
+            "BootSourceOverrideTarget@Redfish.AllowableValues": ["Pxe", "Hdd"],
+        },
+        "Actions": {
+            "#ComputerSystem.Reset": {
+                "target": format!("{SYSTEMS}/{id}/Actions/ComputerSystem.Reset"),
+                "ResetType@Redfish.AllowableValues":
+                    ["On", "ForceOn", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart"],
+            }
+        },
+    })
+}
+
+fn error_response(status: u16, code: &str, message: &str) -> Response {
+    json_response(status, json!({ "error": { "code": code, "message": message } }))
+}
+
+fn json_response(status: u16, value: Value) -> Response {
+    let mut response = Response::new(Body::from(value.to_string()));
+    *response.status_mut() = status_code(status);
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn status_code(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}

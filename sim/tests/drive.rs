@@ -1,0 +1,149 @@
+//! End to end over real loopback TCP: `fleetsim serve` racks two machines; `fleetsim drive onboard` starts onboarding
+//! them through the engine's real adapters and is killed (SIGKILL) mid-way; the same command run again resumes from
+//! the SQLite journal and completes; the served MAAS shows each machine commissioned once and deployed once.
+//! (The binary is only reachable from this package's tests.)
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use engine::ports::Journal;
+
+fn fleetsim() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fleetsim"))
+}
+
+/// Kills the served fakes when the test ends, whatever happens.
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `fleetsim serve` on ephemeral ports and reads its banner: the admin address.
+fn serve(dir: &Path) -> (Serve, SocketAddr) {
+    let mut child = fleetsim()
+        .args(["serve", "--port", "0", "--machines", "2", "--speed", "60", "--seed", "11", "--write-site"])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let served = Serve(child);
+    let mut admin = None;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        if let Some(url) = line.trim().strip_prefix("admin") {
+            let url = url.trim().trim_start_matches("http://").trim_end_matches("/admin/state");
+            admin = Some(url.parse().unwrap());
+        }
+        if line.starts_with("Ctrl-C stops") {
+            break;
+        }
+    }
+    (served, admin.expect("the banner names the admin API"))
+}
+
+fn get(addr: SocketAddr, path: &str) -> serde_json::Value {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let body = response.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {response}"))
+}
+
+/// The stages the journal shows begun, for any workflow.
+fn checkpoints(journal: &Path) -> Vec<String> {
+    let Ok(journal) = engine::journal::SqliteJournal::open(journal) else { return Vec::new() };
+    let lines = futures_util::FutureExt::now_or_never(journal.replay()).unwrap().unwrap_or_default();
+    lines
+        .iter()
+        .filter_map(|line| match engine::onboarding::driver::OnboardRecord::decode(line)? {
+            Ok(engine::onboarding::driver::OnboardRecord::Checkpoint { stage, .. }) => Some(stage.as_str().to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_drive_killed_mid_onboarding_resumes_from_its_journal_without_a_second_commission_or_deploy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_serve, admin) = serve(dir.path());
+    let site = dir.path().join("site.toml");
+    let journal = dir.path().join("fleetsim-journal.sqlite");
+    let onboard = || {
+        let mut command = fleetsim();
+        command.args(["drive", "onboard", "--site"]).arg(&site).stdout(Stdio::piped()).stderr(Stdio::piped());
+        command
+    };
+
+    // Kill the driver once a machine is deploying: past its commission, before its agent enrols.
+    let mut first = onboard().spawn().unwrap();
+    let mut polls = 0;
+    while !checkpoints(&journal).iter().any(|stage| stage == "wait_for_deployed") {
+        if let Some(status) = first.try_wait().unwrap() {
+            let mut err = String::new();
+            first.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("drive ended ({status}) before any machine was deploying: {err}");
+        }
+        polls += 1;
+        assert!(polls < 120_000, "no machine deploying after two minutes");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let state = get(admin, "/admin/state");
+    assert!(
+        state["machines"].as_array().unwrap().iter().any(|m| m["agent_enrolled"] == false),
+        "the kill came too late to test a resume: {state}"
+    );
+
+    // The same command again: it resumes from the journal and completes.
+    let second = onboard().output().unwrap();
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert!(second.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&second.stderr));
+    assert!(stdout.contains("gpu-01: completed") && stdout.contains("gpu-02: completed"), "{stdout}");
+
+    let state = get(admin, "/admin/state");
+    for machine in state["machines"].as_array().unwrap() {
+        assert_eq!(machine["status"], "Deployed", "{state}");
+        assert_eq!(machine["agent_enrolled"], true, "{state}");
+    }
+    let entered = state["entered"].as_object().unwrap();
+    assert_eq!(entered.len(), 2, "one MAAS machine per node: {state}");
+    for (system_id, statuses) in entered {
+        assert_eq!(statuses["Commissioning"], 1, "{system_id} commissioned more than once: {state}");
+        assert_eq!(statuses["Deploying"], 1, "{system_id} deployed more than once: {state}");
+    }
+
+    // A third run finds both workflows completed in the journal and runs nothing.
+    let third = onboard().output().unwrap();
+    let stdout = String::from_utf8_lossy(&third.stdout);
+    assert!(third.status.success() && stdout.matches("by an earlier run").count() == 2, "{stdout}");
+}
+
+#[test]
+fn drive_refuses_a_credential_file_others_can_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_serve, _admin) = serve(dir.path());
+    let key = dir.path().join("maas-api-key");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let output = fleetsim().args(["drive", "status", "--site"]).arg(dir.path().join("site.toml")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("maas.api_key_file") && stderr.contains("chmod 600"), "{stderr}");
+    let key_text = std::fs::read_to_string(&key).unwrap();
+    let secret = key_text.trim().rsplit(':').next().unwrap();
+    assert!(!stderr.contains(secret), "the refusal printed the key: {stderr}");
+}
