@@ -1,16 +1,18 @@
 //! `engine::http::dns::DnsClient` over `sim::wire::udp::UdpTransport` on real loopback UDP: against a tiny server
 //! answering canned hickory-built packets (NOERROR with an A record, NXDOMAIN, SERVFAIL, a stray id, garbage,
-//! silence) and a port nobody listens on.
+//! silence), a port nobody listens on, and the served fake rack resolver (`fakes::http::dns::serve`).
 //!
-//! The scenario bodies (`body_*`) take any `Resolver`, so the same assertions can run against the canned server and
-//! the served fake rack resolver (`fakes::http::dns::serve`, once on main).
+//! The scenario bodies (`body_*`) take any `Resolver`, so the same assertions run against the canned server and the
+//! fake rack resolver.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
 use engine::http::dns::DnsClient;
 use engine::ports::TransportError;
 use engine::ports::site::{DnsAnswer, Resolver};
-use fakes::maas::RACK_ADDRESS;
+use fakes::http::{SharedSite, SiteFront};
+use fakes::maas::{DnsFault, RACK_ADDRESS, Site, SiteConfig, SiteEventKind};
 use hickory_proto::op::{Message, MessageType, ResponseCode};
 use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::{RData, Record};
@@ -134,4 +136,29 @@ async fn a_port_nobody_listens_on_is_refused() {
     drop(socket);
     let client = DnsClient::new(UdpTransport::new(address), SEED, CALL_TIMEOUT_MS);
     assert_eq!(client.resolve(METADATA_HOST).await, Err(TransportError::ConnectionRefused));
+}
+
+// --- against the served fake rack resolver --------------------------------------------------------------------------
+
+/// The fake site's rack resolver served on a loopback UDP port; its clock stands at 0.
+async fn served_resolver() -> (SharedSite, SocketAddr) {
+    let shared = SiteFront::new(Site::new(SiteConfig::new(7))).shared();
+    let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.expect("a loopback port");
+    let address = socket.local_addr().expect("its address");
+    let clock: fakes::http::Clock = Arc::new(|| 0);
+    tokio::spawn(fakes::http::dns::serve(socket, shared.clone(), clock));
+    (shared, address)
+}
+
+#[tokio::test]
+async fn served_answers_read_as_the_port_s_answers() {
+    let (shared, address) = served_resolver().await;
+    let client = client_of(address);
+    body_resolves_the_metadata_host(&client).await;
+    body_an_unknown_internal_name_is_nxdomain(&client).await;
+    shared.lock().expect("the front").site.dns.set_fault(DnsFault::ServFailAll);
+    body_the_metadata_host_servfails(&client).await;
+    let events = shared.lock().expect("the front").drain_events();
+    let queries = events.iter().filter(|event| matches!(event.kind, SiteEventKind::DnsQuery { .. })).count();
+    assert_eq!(queries, 3, "every query reached the model");
 }

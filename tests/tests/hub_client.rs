@@ -1,27 +1,30 @@
 //! `engine::http::hub::HubClient` over real loopback TCP: against wiremock stubs (the exact requests it sends, the
-//! credential and fence headers, and how each error status reads).
+//! credential and fence headers, and how each error status reads) and against the served fake hub
+//! (`fakes::http::hub::router`).
 //!
-//! The scenario bodies (`body_*`) take any `Hub`, so the same assertions can run against stubs that answer as the
-//! hub's API is documented and against the served fake hub (`fakes::http::hub::router`, once on main).
+//! The scenario bodies (`body_*`) take any `Hub`, so the same assertions run against stubs that answer as the hub's
+//! API is documented and against the fake hub itself.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use engine::http::HttpTransport;
 use engine::http::hub::HubClient;
 use engine::ports::{Hub, HubError, LockGrant, TransportError};
 use engine::secret::Secret;
+use fakes::http::{HubFront, SharedHub};
+use fakes::hub::{AgentKind, HubConfig, Request};
 use serde_json::json;
 use wiremock::matchers::{body_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-#[path = "support/loopback_http.rs"]
-mod loopback;
 
 const CREDENTIAL: &str = "fleetsim-secret-hub-credential-wire";
 const PRINCIPAL: &str = "controller";
 const CALL_TIMEOUT_MS: u64 = 5_000;
 
-/// The transport the clients use over loopback TCP.
+/// The transport the clients use: hyper over loopback TCP.
 fn transport(base_url: &str) -> impl HttpTransport + use<> {
-    loopback::Loopback::new(base_url)
+    sim::wire::http::HyperTransport::tcp(base_url).expect("a loopback base url")
 }
 
 fn client(server: &MockServer) -> HubClient<impl HttpTransport + use<>> {
@@ -355,4 +358,70 @@ async fn stub_lock_contention_expiry_and_outage() {
     once(&server, "GET", "/v1/hub/heartbeats", ok(rows)).await;
     once(&server, "GET", "/v1/hub/route-bundle", ok(json!({"digest": "sha256:routes-1"}))).await;
     body_reads_the_heartbeats(&client(&server)).await;
+}
+
+// --- the bodies against the served fake hub -------------------------------------------------------------------------
+
+/// The fake hub served on a loopback port, with `agent-1` registered at 0, the controller's credential issued, and a
+/// clock the test moves.
+struct ServedHub {
+    shared: SharedHub,
+    now_ms: Arc<AtomicU64>,
+    base_url: String,
+}
+
+impl ServedHub {
+    async fn start() -> ServedHub {
+        let mut front = HubFront::new(fakes::hub::Hub::new(HubConfig::default()));
+        front.hub.issue_credential(PRINCIPAL, CREDENTIAL, 3_600_000);
+        let register = Request::Register { agent: AGENT.into(), kind: AgentKind::Durable, token: "agent-token".into() };
+        front.hub.handle(0, register, &mut front.events);
+        let shared = front.shared();
+        let now_ms = Arc::new(AtomicU64::new(0));
+        let clock_ms = now_ms.clone();
+        let clock: fakes::http::Clock = Arc::new(move || clock_ms.load(Ordering::SeqCst));
+        let router = fakes::http::hub::router(shared.clone(), clock);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let base_url = format!("http://{}", listener.local_addr().expect("its address"));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        ServedHub { shared, now_ms, base_url }
+    }
+
+    fn client(&self) -> HubClient<impl HttpTransport + use<>> {
+        HubClient::new(transport(&self.base_url), PRINCIPAL, CALL_TIMEOUT_MS)
+    }
+
+    fn at(&self, now_ms: u64) {
+        self.now_ms.store(now_ms, Ordering::SeqCst);
+    }
+
+    fn with_front<R>(&self, change: impl FnOnce(&mut HubFront) -> R) -> R {
+        change(&mut self.shared.lock().expect("the front"))
+    }
+}
+
+#[tokio::test]
+async fn served_a_controller_session() {
+    let hub = ServedHub::start().await;
+    body_a_controller_session(&hub.client(), &Secret::new(CREDENTIAL)).await;
+}
+
+#[tokio::test]
+async fn served_lock_contention_supersede_expiry_and_outage() {
+    let hub = ServedHub::start().await;
+    let credential = Secret::new(CREDENTIAL);
+    let first = hub.client();
+    first.authenticate(&credential).await.expect("authenticated");
+    assert_eq!(first.acquire_lock("c1", 30_000).await, Ok(LockGrant::Granted { fence: 1 }));
+    hub.at(10_000);
+    let second = hub.client();
+    second.authenticate(&credential).await.expect("authenticated");
+    body_a_held_lock(&second).await;
+    body_reads_the_heartbeats(&second).await;
+    assert_eq!(second.supersede_lock("c2", 1, 30_000).await, Ok(2));
+    body_a_superseded_controller_is_fenced(&first).await;
+    hub.with_front(|front| front.hub.expire_credential(PRINCIPAL, 10_000));
+    body_an_expired_credential(&second).await;
+    hub.with_front(|front| front.available = false);
+    body_a_hub_that_is_down(&second).await;
 }

@@ -1,28 +1,29 @@
 //! `engine::http::secrets::SecretsClient` over real loopback TCP: against wiremock stubs (the exact requests it
-//! sends, and how each error status reads).
+//! sends, and how each error status reads) and against the served fake store (`fakes::http::vault::router`).
 //!
-//! The scenario bodies (`body_*`) take any `SiteSecrets`, so the same assertions can run against a stub that answers
-//! as the store's API is documented and against the served fake store (`fakes::http::vault::router`, once on main).
+//! The scenario bodies (`body_*`) take any `SiteSecrets`, so the same assertions run against a stub that answers as
+//! the store's API is documented and against the fake store itself.
+
+use std::sync::Arc;
 
 use engine::http::secrets::{SecretsClient, SiteConfigDefaults};
 use engine::http::{HttpRequest, HttpTransport};
 use engine::ports::site::{SiteConfig, SiteSecrets};
 use engine::ports::{SecretsError, TransportError};
 use engine::secret::{SECRET_MARKER, Secret};
+use fakes::http::{SharedSite, SiteFront};
+use fakes::maas::{PowerCredential, Site, SiteConfig as FakeSiteConfig, VaultRequest};
 use serde_json::json;
 use wiremock::matchers::{body_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-#[path = "support/loopback_http.rs"]
-mod loopback;
 
 const TOKEN: &str = "fleetsim-secret-vault-token-wire";
 const CALL_TIMEOUT_MS: u64 = 5_000;
 const NODE: &str = "node-07";
 
-/// The transport the clients use over loopback TCP.
+/// The transport the clients use: hyper over loopback TCP.
 fn transport(base_url: &str) -> impl HttpTransport + use<> {
-    loopback::Loopback::new(base_url)
+    sim::wire::http::HyperTransport::tcp(base_url).expect("a loopback base url")
 }
 
 fn defaults() -> SiteConfigDefaults {
@@ -244,4 +245,70 @@ async fn no_token_reaches_an_error_or_a_debug_output() {
     }
     let request = HttpRequest::new(engine::http::Method::Get, "/").header("x-vault-token", TOKEN);
     assert!(!format!("{request:?}").contains(TOKEN));
+}
+
+// --- against the served fake store ----------------------------------------------------------------------------------
+
+/// The fake site's secrets store served on a loopback port; its clock stands at 0.
+struct ServedStore {
+    shared: SharedSite,
+    base_url: String,
+    token: String,
+}
+
+impl ServedStore {
+    async fn start() -> ServedStore {
+        let shared = SiteFront::new(Site::new(FakeSiteConfig::new(7))).shared();
+        let clock: fakes::http::Clock = Arc::new(|| 0);
+        let router = fakes::http::vault::router(shared.clone(), clock);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let base_url = format!("http://{}", listener.local_addr().expect("its address"));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        let token = shared.lock().expect("the front").vault_token().expose().to_owned();
+        ServedStore { shared, base_url, token }
+    }
+
+    fn client(&self) -> SecretsClient<impl HttpTransport + use<>> {
+        client_at(&self.base_url, &self.token)
+    }
+
+    fn with_vault<R>(&self, change: impl FnOnce(&mut fakes::maas::Vault) -> R) -> R {
+        change(&mut self.shared.lock().expect("the front").site.vault)
+    }
+
+    fn put_override(&self) {
+        let credential = PowerCredential { user: "root".into(), password: fakes::maas::Secret::mint("bmc", 3) };
+        let put = VaultRequest::PutPowerCredential { node: Some(NODE.into()), credential };
+        self.with_vault(|vault| vault.handle(0, put)).expect("stored");
+    }
+}
+
+#[tokio::test]
+async fn served_reads_the_site_and_the_power_credential() {
+    let store = ServedStore::start().await;
+    body_reads_an_enabled_site(&store.client()).await;
+    body_has_no_power_credential(&store.client()).await;
+    store.put_override();
+    body_resolves_the_power_credential(&store.client()).await;
+}
+
+#[tokio::test]
+async fn served_issues_a_token_then_deletes_the_node_s_secrets() {
+    let store = ServedStore::start().await;
+    store.put_override();
+    body_issues_a_token_then_deletes_the_node_s_secrets(&store.client()).await;
+}
+
+#[tokio::test]
+async fn served_errors_read_as_the_port_s_errors() {
+    let store = ServedStore::start().await;
+    store.with_vault(|vault| vault.fail_next(1));
+    body_is_unavailable_once(&store.client()).await;
+    store.with_vault(|vault| vault.set_token_policy(false));
+    body_has_no_token_policy(&store.client()).await;
+    store.with_vault(|vault| vault.set_delete_policy(false));
+    body_is_denied_delete(&store.client()).await;
+    body_refuses_the_token(&client_at(&store.base_url, TOKEN)).await;
+    store.with_vault(|vault| vault.set_site_value("enabled", "false"));
+    body_is_a_disabled_site(&store.client()).await;
 }
