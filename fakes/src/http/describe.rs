@@ -11,7 +11,12 @@ use serde_json::{Value, json};
 use super::maas::{API_HASH, API_PREFIX};
 
 /// `(handler name, path under the API prefix with `{param}`s, params, actions: (name, method, op))`.
-type Handler = (&'static str, &'static str, &'static [&'static str], &'static [(&'static str, &'static str, Option<&'static str>)]);
+type Handler = (
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    &'static [(&'static str, &'static str, Option<&'static str>)],
+);
 
 const HANDLERS: &[Handler] = &[
     ("VersionHandler", "version/", &[], &[("read", "GET", None)]),
