@@ -228,12 +228,14 @@ impl Fleet {
 #[serde(tag = "fault", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AdminFault {
     /// The next `count` region requests answer 503 with `Retry-After`.
+    #[serde(rename = "maas_503")]
     Maas503 {
         count: u32,
         #[serde(default = "default_retry_after")]
         retry_after_s: u32,
     },
     /// The next `count` region requests answer 409 (a serialisation conflict) with `Retry-After: 5`.
+    #[serde(rename = "maas_409")]
     Maas409 { count: u32 },
     /// The region answers nothing (`on = false` repairs it).
     MaasUnreachable { on: bool },
@@ -248,6 +250,7 @@ pub enum AdminFault {
     /// MAAS's status monitor stops (commissioning never times out) or runs again.
     StatusMonitor { alive: bool },
     /// The next `count` inventory requests answer 503.
+    #[serde(rename = "inventory_503")]
     Inventory503 { count: u32 },
 }
 
@@ -328,7 +331,18 @@ async fn admin_state(State(fleet): State<Fleet>) -> Json<serde_json::Value> {
     Json(fleet.state())
 }
 
-async fn admin_fault(State(fleet): State<Fleet>, Json(fault): Json<AdminFault>) -> Response {
+/// The faults the admin API knows, for the error that names them.
+pub const ADMIN_FAULTS: &str = "maas_503, maas_409, maas_unreachable, dns_servfail, bmc_unreachable, mac_drift, \
+                                erase_failure, status_monitor, inventory_503";
+
+async fn admin_fault(State(fleet): State<Fleet>, body: axum::body::Bytes) -> Response {
+    let fault: AdminFault = match serde_json::from_slice(&body) {
+        Ok(fault) => fault,
+        Err(error) => {
+            let message = format!("{error}; the faults are {ADMIN_FAULTS} (docs/serve.md)");
+            return (StatusCode::BAD_REQUEST, Json(json!({ "error": message }))).into_response();
+        }
+    };
     match fleet.inject(fault) {
         Ok(()) => Json(json!({})).into_response(),
         Err(message) => (StatusCode::NOT_FOUND, Json(json!({ "error": message }))).into_response(),
@@ -411,6 +425,7 @@ fn spawn_http(listener: tokio::net::TcpListener, router: Router) -> Result<Socke
 
 /// Binds every service and starts serving on the current tokio runtime (the tasks run until the runtime stops).
 pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> {
+    port_of(config, 5)?;
     let clock = wall_clock(config.speed);
     let (fleet, maas_api_key, secrets_token, hub_credential) = Fleet::new(config, clock.clone());
     let site_router = |router: fn(SharedSite, Clock) -> Router| router(fleet.site.clone(), clock.clone());

@@ -1,12 +1,18 @@
 //! `engine::http::dns::DnsClient` over `sim::wire::udp::UdpTransport` on real loopback UDP: against a tiny server
 //! answering canned hickory-built packets (NOERROR with an A record, NXDOMAIN, SERVFAIL, a stray id, garbage,
-//! silence), a port nobody listens on, and the served fake rack resolver.
+//! silence), a port nobody listens on, and the served fake rack resolver (`fakes::http::dns::serve`).
+//!
+//! The scenario bodies (`body_*`) take any `Resolver`, so the same assertions run against the canned server and the
+//! fake rack resolver.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
 use engine::http::dns::DnsClient;
 use engine::ports::TransportError;
 use engine::ports::site::{DnsAnswer, Resolver};
+use fakes::http::{SharedSite, SiteFront};
+use fakes::maas::{DnsFault, RACK_ADDRESS, Site, SiteConfig, SiteEventKind};
 use hickory_proto::op::{Message, MessageType, ResponseCode};
 use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::{RData, Record};
@@ -78,17 +84,38 @@ async fn canned_server(canned: Canned) -> SocketAddr {
 
 async fn resolve_against(canned: Canned, timeout_ms: u64) -> Result<DnsAnswer, TransportError> {
     let server = canned_server(canned).await;
-    DnsClient::new(UdpTransport::new(server), SEED, timeout_ms).resolve("metadata.maas-internal").await
+    DnsClient::new(UdpTransport::new(server), SEED, timeout_ms).resolve(METADATA_HOST).await
 }
 
+const METADATA_HOST: &str = "metadata.maas-internal";
+
+// --- scenario bodies ------------------------------------------------------------------------------------------------
+
+async fn body_resolves_the_metadata_host(resolver: &impl Resolver) {
+    assert_eq!(resolver.resolve(METADATA_HOST).await, Ok(DnsAnswer::Address(RACK_ADDRESS.to_owned())));
+}
+
+async fn body_an_unknown_internal_name_is_nxdomain(resolver: &impl Resolver) {
+    assert_eq!(resolver.resolve("nothing-here.maas-internal").await, Ok(DnsAnswer::NxDomain));
+}
+
+async fn body_the_metadata_host_servfails(resolver: &impl Resolver) {
+    assert_eq!(resolver.resolve(METADATA_HOST).await, Ok(DnsAnswer::ServFail));
+}
+
+fn client_of(server: SocketAddr) -> DnsClient<UdpTransport> {
+    DnsClient::new(UdpTransport::new(server), SEED, CALL_TIMEOUT_MS)
+}
+
+// --- against the canned server --------------------------------------------------------------------------------------
+
 #[tokio::test]
-async fn rcodes_read_as_the_port_s_answers() {
-    let address = Canned::Address(Ipv4Addr::new(10, 20, 0, 2));
-    assert_eq!(resolve_against(address, CALL_TIMEOUT_MS).await, Ok(DnsAnswer::Address("10.20.0.2".into())));
-    let nxdomain = Canned::Code(ResponseCode::NXDomain);
-    assert_eq!(resolve_against(nxdomain, CALL_TIMEOUT_MS).await, Ok(DnsAnswer::NxDomain));
-    let servfail = Canned::Code(ResponseCode::ServFail);
-    assert_eq!(resolve_against(servfail, CALL_TIMEOUT_MS).await, Ok(DnsAnswer::ServFail));
+async fn canned_rcodes_read_as_the_port_s_answers() {
+    let rack: Ipv4Addr = RACK_ADDRESS.parse().unwrap();
+    body_resolves_the_metadata_host(&client_of(canned_server(Canned::Address(rack)).await)).await;
+    let nxdomain = canned_server(Canned::Code(ResponseCode::NXDomain)).await;
+    body_an_unknown_internal_name_is_nxdomain(&client_of(nxdomain)).await;
+    body_the_metadata_host_servfails(&client_of(canned_server(Canned::Code(ResponseCode::ServFail)).await)).await;
 }
 
 #[tokio::test]
@@ -108,5 +135,30 @@ async fn a_port_nobody_listens_on_is_refused() {
     let address = socket.local_addr().unwrap();
     drop(socket);
     let client = DnsClient::new(UdpTransport::new(address), SEED, CALL_TIMEOUT_MS);
-    assert_eq!(client.resolve("metadata.maas-internal").await, Err(TransportError::ConnectionRefused));
+    assert_eq!(client.resolve(METADATA_HOST).await, Err(TransportError::ConnectionRefused));
+}
+
+// --- against the served fake rack resolver --------------------------------------------------------------------------
+
+/// The fake site's rack resolver served on a loopback UDP port; its clock stands at 0.
+async fn served_resolver() -> (SharedSite, SocketAddr) {
+    let shared = SiteFront::new(Site::new(SiteConfig::new(7))).shared();
+    let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.expect("a loopback port");
+    let address = socket.local_addr().expect("its address");
+    let clock: fakes::http::Clock = Arc::new(|| 0);
+    tokio::spawn(fakes::http::dns::serve(socket, shared.clone(), clock));
+    (shared, address)
+}
+
+#[tokio::test]
+async fn served_answers_read_as_the_port_s_answers() {
+    let (shared, address) = served_resolver().await;
+    let client = client_of(address);
+    body_resolves_the_metadata_host(&client).await;
+    body_an_unknown_internal_name_is_nxdomain(&client).await;
+    shared.lock().expect("the front").site.dns.set_fault(DnsFault::ServFailAll);
+    body_the_metadata_host_servfails(&client).await;
+    let events = shared.lock().expect("the front").drain_events();
+    let queries = events.iter().filter(|event| matches!(event.kind, SiteEventKind::DnsQuery { .. })).count();
+    assert_eq!(queries, 3, "every query reached the model");
 }

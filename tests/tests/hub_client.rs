@@ -1,28 +1,33 @@
 //! `engine::http::hub::HubClient` over real loopback TCP: against wiremock stubs (the exact requests it sends, the
-//! credential and fence headers, and how each error status reads) and against the served fake hub.
+//! credential and fence headers, and how each error status reads) and against the served fake hub
+//! (`fakes::http::hub::router`).
+//!
+//! The scenario bodies (`body_*`) take any `Hub`, so the same assertions run against stubs that answer as the hub's
+//! API is documented and against the fake hub itself.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use engine::http::HttpTransport;
 use engine::http::hub::HubClient;
 use engine::ports::{Hub, HubError, LockGrant, TransportError};
 use engine::secret::Secret;
+use fakes::http::{HubFront, SharedHub};
+use fakes::hub::{AgentKind, HubConfig, Request};
 use serde_json::json;
 use wiremock::matchers::{body_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-#[path = "support/loopback_http.rs"]
-mod loopback;
 
 const CREDENTIAL: &str = "fleetsim-secret-hub-credential-wire";
 const PRINCIPAL: &str = "controller";
 const CALL_TIMEOUT_MS: u64 = 5_000;
 
-/// The transport the clients use over loopback TCP.
-type Transport = loopback::Loopback;
-
-fn transport(base_url: &str) -> Transport {
-    loopback::Loopback::new(base_url)
+/// The transport the clients use: hyper over loopback TCP.
+fn transport(base_url: &str) -> impl HttpTransport + use<> {
+    sim::wire::http::HyperTransport::tcp(base_url).expect("a loopback base url")
 }
 
-fn client(server: &MockServer) -> HubClient<Transport> {
+fn client(server: &MockServer) -> HubClient<impl HttpTransport + use<>> {
     HubClient::new(transport(&server.uri()), PRINCIPAL, CALL_TIMEOUT_MS)
 }
 
@@ -244,4 +249,179 @@ async fn no_credential_reaches_an_error_or_a_debug_output() {
         assert!(!format!("{error}").contains(CREDENTIAL), "{error}");
         assert!(!format!("{error:?}").contains(CREDENTIAL), "{error:?}");
     }
+}
+
+// --- scenario bodies, against the stubs and the served fake ---------------------------------------------------------
+
+const AGENT: &str = "agent-1";
+const OWNER: &str = "deploy:r1";
+
+/// Authenticates, takes the lock, and runs one deployment's hub calls under the fence: an epoch, a hold placed and
+/// released (twice: the second finds nothing), the epoch closed (twice), the lock renewed and released (twice).
+async fn body_a_controller_session(hub: &impl Hub, credential: &Secret) {
+    assert_eq!(hub.authenticate(credential).await, Ok(3_600_000));
+    let LockGrant::Granted { fence } = hub.acquire_lock("c1", 30_000).await.expect("the lock") else {
+        panic!("the lock is free");
+    };
+    let epoch = hub.open_epoch(&[AGENT.to_owned()]).await.expect("an epoch");
+    hub.place_hold(AGENT, OWNER).await.expect("a hold");
+    let holds = hub.read_holds().await.expect("the holds");
+    assert_eq!(holds.get(AGENT), Some(&vec![OWNER.to_owned()]));
+    assert_eq!(hub.release_hold(AGENT, OWNER).await, Ok(true));
+    assert_eq!(hub.release_hold(AGENT, OWNER).await, Ok(false), "released already");
+    assert_eq!(hub.close_epoch(epoch, &[]).await, Ok(true));
+    assert_eq!(hub.close_epoch(epoch, &[]).await, Ok(false), "terminal already");
+    hub.renew_lock(fence, 30_000).await.expect("renewed");
+    assert_eq!(hub.release_lock(fence).await, Ok(true));
+    assert_eq!(hub.release_lock(fence).await, Ok(false), "released already");
+}
+
+/// A second controller finds the lock held by the first, 10 s into its 30 s lease (hub clock).
+async fn body_a_held_lock(second: &impl Hub) {
+    let grant = second.acquire_lock("c2", 30_000).await.expect("an answer");
+    assert_eq!(grant, LockGrant::Held { holder: "c1".into(), fence: 1, remaining_ms: 20_000 });
+}
+
+/// The first controller, superseded by a successor, is fenced on its next mutation.
+async fn body_a_superseded_controller_is_fenced(stale: &impl Hub) {
+    let error = stale.place_hold(AGENT, OWNER).await.expect_err("fenced");
+    assert_eq!(error, HubError::Fenced("stale fence 1: the deployment lock is at fence 2 (c2)".into()));
+}
+
+async fn body_an_expired_credential(hub: &impl Hub) {
+    let error = hub.open_epoch(&[]).await.expect_err("expired");
+    assert_eq!(error, HubError::Unauthorized(format!("credential of principal {PRINCIPAL} has expired")));
+}
+
+async fn body_a_hub_that_is_down(hub: &impl Hub) {
+    assert_eq!(hub.read_heartbeats().await, Err(HubError::Transport(TransportError::ConnectionRefused)));
+}
+
+async fn body_reads_the_heartbeats(hub: &impl Hub) {
+    let snapshot = hub.read_heartbeats().await.expect("the heartbeats");
+    assert_eq!(snapshot.hub_now_ms, 10_000);
+    assert_eq!(snapshot.instances.len(), 1);
+    assert_eq!((snapshot.instances[0].instance.as_str(), snapshot.instances[0].registered), (AGENT, true));
+    assert_eq!(hub.route_bundle().await, Ok("sha256:routes-1".to_owned()));
+}
+
+// --- the bodies against stubs ---------------------------------------------------------------------------------------
+
+/// A stub answering `call` once (in mount order, the first unused one matches).
+async fn once(server: &MockServer, verb: &str, route: &str, answer: ResponseTemplate) {
+    Mock::given(method(verb)).and(path(route)).respond_with(answer).up_to_n_times(1).expect(1).mount(server).await;
+}
+
+#[tokio::test]
+async fn stub_a_controller_session() {
+    let server = MockServer::start().await;
+    once(&server, "POST", "/v1/hub/auth", ok(json!({"expires_at_ms": 3_600_000}))).await;
+    once(&server, "POST", "/v1/hub/lock", ok(json!({"granted": true, "fence": 1, "expires_at_ms": 30_000}))).await;
+    once(&server, "POST", "/v1/hub/epochs", ok(json!({"epoch": 1}))).await;
+    once(&server, "PUT", "/v1/hub/holds/agent-1/deploy:r1", ok(json!({}))).await;
+    once(&server, "GET", "/v1/hub/holds", ok(json!({"holds": {AGENT: [OWNER]}}))).await;
+    once(&server, "DELETE", "/v1/hub/holds/agent-1/deploy:r1", ok(json!({"released": true}))).await;
+    once(&server, "DELETE", "/v1/hub/holds/agent-1/deploy:r1", ok(json!({"released": false}))).await;
+    once(&server, "POST", "/v1/hub/epochs/1/close", ok(json!({"closed": true}))).await;
+    once(&server, "POST", "/v1/hub/epochs/1/close", ok(json!({"closed": false}))).await;
+    once(&server, "POST", "/v1/hub/lock/renew", ok(json!({}))).await;
+    once(&server, "POST", "/v1/hub/lock/release", ok(json!({"released": true}))).await;
+    once(&server, "POST", "/v1/hub/lock/release", ok(json!({"released": false}))).await;
+    body_a_controller_session(&client(&server), &Secret::new(CREDENTIAL)).await;
+}
+
+#[tokio::test]
+async fn stub_lock_contention_expiry_and_outage() {
+    let server = MockServer::start().await;
+    let held = json!({"granted": false, "holder": "c1", "fence": 1, "expires_at_ms": 30_000});
+    once(&server, "POST", "/v1/hub/lock", ok(held)).await;
+    once(&server, "GET", "/v1/hub/heartbeats", ok(json!({"now_ms": 10_000, "rows": []}))).await;
+    body_a_held_lock(&client(&server)).await;
+
+    let server = MockServer::start().await;
+    let fenced = hub_error(409, "stale_fence", "stale fence 1: the deployment lock is at fence 2 (c2)");
+    once(&server, "PUT", "/v1/hub/holds/agent-1/deploy:r1", fenced).await;
+    body_a_superseded_controller_is_fenced(&client(&server)).await;
+
+    let server = MockServer::start().await;
+    let expired = hub_error(401, "credential_rejected", "credential of principal controller has expired");
+    once(&server, "POST", "/v1/hub/epochs", expired).await;
+    body_an_expired_credential(&client(&server)).await;
+
+    let server = MockServer::start().await;
+    once(&server, "GET", "/v1/hub/heartbeats", hub_error(503, "unavailable", "hub is unavailable")).await;
+    body_a_hub_that_is_down(&client(&server)).await;
+
+    let server = MockServer::start().await;
+    let rows = json!({"now_ms": 10_000, "rows": [{"agent": AGENT, "status": "online", "last_seen_ms": 0,
+        "revision": null}]});
+    once(&server, "GET", "/v1/hub/heartbeats", ok(rows)).await;
+    once(&server, "GET", "/v1/hub/route-bundle", ok(json!({"digest": "sha256:routes-1"}))).await;
+    body_reads_the_heartbeats(&client(&server)).await;
+}
+
+// --- the bodies against the served fake hub -------------------------------------------------------------------------
+
+/// The fake hub served on a loopback port, with `agent-1` registered at 0, the controller's credential issued, and a
+/// clock the test moves.
+struct ServedHub {
+    shared: SharedHub,
+    now_ms: Arc<AtomicU64>,
+    base_url: String,
+}
+
+impl ServedHub {
+    async fn start() -> ServedHub {
+        let mut front = HubFront::new(fakes::hub::Hub::new(HubConfig::default()));
+        front.hub.issue_credential(PRINCIPAL, CREDENTIAL, 3_600_000);
+        let register = Request::Register { agent: AGENT.into(), kind: AgentKind::Durable, token: "agent-token".into() };
+        front.hub.handle(0, register, &mut front.events);
+        let shared = front.shared();
+        let now_ms = Arc::new(AtomicU64::new(0));
+        let clock_ms = now_ms.clone();
+        let clock: fakes::http::Clock = Arc::new(move || clock_ms.load(Ordering::SeqCst));
+        let router = fakes::http::hub::router(shared.clone(), clock);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let base_url = format!("http://{}", listener.local_addr().expect("its address"));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        ServedHub { shared, now_ms, base_url }
+    }
+
+    fn client(&self) -> HubClient<impl HttpTransport + use<>> {
+        HubClient::new(transport(&self.base_url), PRINCIPAL, CALL_TIMEOUT_MS)
+    }
+
+    fn at(&self, now_ms: u64) {
+        self.now_ms.store(now_ms, Ordering::SeqCst);
+    }
+
+    fn with_front<R>(&self, change: impl FnOnce(&mut HubFront) -> R) -> R {
+        change(&mut self.shared.lock().expect("the front"))
+    }
+}
+
+#[tokio::test]
+async fn served_a_controller_session() {
+    let hub = ServedHub::start().await;
+    body_a_controller_session(&hub.client(), &Secret::new(CREDENTIAL)).await;
+}
+
+#[tokio::test]
+async fn served_lock_contention_supersede_expiry_and_outage() {
+    let hub = ServedHub::start().await;
+    let credential = Secret::new(CREDENTIAL);
+    let first = hub.client();
+    first.authenticate(&credential).await.expect("authenticated");
+    assert_eq!(first.acquire_lock("c1", 30_000).await, Ok(LockGrant::Granted { fence: 1 }));
+    hub.at(10_000);
+    let second = hub.client();
+    second.authenticate(&credential).await.expect("authenticated");
+    body_a_held_lock(&second).await;
+    body_reads_the_heartbeats(&second).await;
+    assert_eq!(second.supersede_lock("c2", 1, 30_000).await, Ok(2));
+    body_a_superseded_controller_is_fenced(&first).await;
+    hub.with_front(|front| front.hub.expire_credential(PRINCIPAL, 10_000));
+    body_an_expired_credential(&second).await;
+    hub.with_front(|front| front.available = false);
+    body_a_hub_that_is_down(&second).await;
 }

@@ -722,6 +722,15 @@ async fn no_secret_reaches_an_error_a_debug_output_or_a_log_line() {
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let server = MockServer::start().await;
+    // Warm-up: the adapter's log callsites are registered by now (here or on another test's thread), then their
+    // interest is recomputed with this thread's subscriber present. Otherwise a test thread that registered a callsite
+    // while no subscriber existed could leave it switched off for the whole binary (tracing caches interest per
+    // callsite), and this test would see no adapter line.
+    stub(&server, "GET", "subnets/", &[], None, json_answer(200, json!([]))).await;
+    client(&server.uri()).subnets().await.expect("warm-up");
+    let _ = client("http://127.0.0.1:9").subnets().await;
+    tracing::callsite::rebuild_interest_cache();
+
     let params = json!({"power_address": "bmc-gpu-node-01", "power_user": "root", "power_pass": POWER_PASS});
     stub(&server, "GET", "machines/d8n3re/", &[], None, json_answer(200, deployed_machine())).await;
     stub(&server, "GET", "machines/d8n3re/", &[("op", "power_parameters")], None, json_answer(200, params)).await;
@@ -763,4 +772,233 @@ async fn no_secret_reaches_an_error_a_debug_output_or_a_log_line() {
             assert!(!output.contains(secret), "{secret} leaked into: {output}");
         }
     }
+}
+
+// --- the fake MAAS served over loopback TCP: the same bodies -----------------------------------------------------
+
+/// The fake MAAS (`fakes::http::maas::router`) served by axum on a loopback port, at model time `now_ms`.
+struct ServedFake {
+    shared: fakes::http::SharedSite,
+    now_ms: Arc<std::sync::atomic::AtomicU64>,
+    base_url: String,
+    controller_key: String,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ServedFake {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl ServedFake {
+    async fn start(machines: &[&str]) -> ServedFake {
+        let mut site = fakes::maas::Site::new(fakes::maas::SiteConfig::new(42));
+        for name in machines {
+            site.add_machine(name);
+        }
+        let mut front = fakes::http::SiteFront::new(site);
+        let controller_key = front.api_key_for(sim::site::CONTROLLER_MAAS_USER);
+        let shared = front.shared();
+        let now_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let clock: fakes::http::Clock = {
+            let now_ms = now_ms.clone();
+            Arc::new(move || now_ms.load(std::sync::atomic::Ordering::SeqCst))
+        };
+        let router = fakes::http::maas::router(shared.clone(), clock);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let base_url = format!("http://{}", listener.local_addr().expect("bound"));
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        ServedFake { shared, now_ms, base_url, controller_key, server }
+    }
+
+    fn site<T>(&self, f: impl FnOnce(&mut fakes::maas::Site) -> T) -> T {
+        f(&mut self.shared.lock().expect("not poisoned").site)
+    }
+
+    /// Moves the model's time on, the machines with it.
+    fn advance_to(&self, now_ms: u64) {
+        self.now_ms.store(now_ms, std::sync::atomic::Ordering::SeqCst);
+        let mut front = self.shared.lock().expect("not poisoned");
+        let events = front.site.advance(now_ms);
+        front.events.extend(events);
+    }
+
+    /// The controller's client, its clock on the model's time line (the wire's epoch is the model's 0).
+    fn client(&self) -> MaasClient<impl HttpTransport + use<>, FixedClock> {
+        let transport = HyperTransport::tcp(&self.base_url).expect("the fake's url");
+        let clock = FixedClock(self.now_ms.load(std::sync::atomic::Ordering::SeqCst));
+        MaasClient::new(transport, clock, &Secret::new(self.controller_key.clone()), 7, 5_000)
+            .expect("the fake mints well-formed keys")
+            .with_clock_origin_unix_ms(fakes::http::WIRE_EPOCH * 1000)
+    }
+
+    /// What the operator's inventory says about a racked machine.
+    fn inventory(&self, name: &str) -> NewMachine {
+        self.site(|site| {
+            let machine = site.machine(name).expect("racked");
+            let pxe_mac = machine.hardware().pxe_nic().expect("a PXE NIC").mac.clone();
+            let (credential, _) = site.vault.power_credential(name).expect("racked with a login");
+            NewMachine {
+                hostname: name.to_owned(),
+                pxe_mac,
+                power_address: name.to_owned(),
+                power_user: credential.user.clone(),
+                power_password: Secret::new(credential.password.expose()),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn fake_creates_reads_and_lists_machines_with_their_power_addresses() {
+    let fake = ServedFake::start(&["gpu-node-01", "gpu-node-02"]).await;
+    let maas = fake.client();
+    let new = fake.inventory("gpu-node-01");
+    let created = maas.create_machine(&new).await.expect("created");
+    assert_eq!(created.status, MachineStatus::Commissioning);
+    assert_eq!(created.power_address.as_deref(), Some("gpu-node-01"));
+    assert_eq!(created.macs.first(), Some(&new.pxe_mac.to_ascii_lowercase()));
+    let read = maas.machine(&created.system_id).await.expect("read");
+    assert_eq!(read, created);
+    let listed = maas.machines().await.expect("listed");
+    assert_eq!(listed, [created]);
+}
+
+#[tokio::test]
+async fn fake_unknown_machine_is_404_with_maas_s_text() {
+    let fake = ServedFake::start(&[]).await;
+    body_unknown_machine_is_404(&fake.client(), "xyz999").await;
+}
+
+#[tokio::test]
+async fn fake_deploy_of_a_new_machine_and_mark_fixed_of_a_machine_not_broken_are_409_with_maas_s_text() {
+    let fake = ServedFake::start(&["gpu-node-01"]).await;
+    let maas = fake.client();
+    let created = maas.create_machine(&fake.inventory("gpu-node-01")).await.expect("created");
+    assert_eq!(maas.abort(&created.system_id).await.expect("aborted").status, MachineStatus::New);
+    body_deploy_of_a_new_machine_is_409(&maas, &created.system_id).await;
+    body_mark_fixed_of_a_machine_not_broken_is_409(&maas, &created.system_id).await;
+}
+
+#[tokio::test]
+async fn fake_wrong_key_is_401_with_maas_s_text() {
+    let fake = ServedFake::start(&[]).await;
+    let transport = HyperTransport::tcp(&fake.base_url).expect("the fake's url");
+    let wrong = format!("{CONSUMER_KEY}:{TOKEN_KEY}:{TOKEN_SECRET}");
+    let maas = MaasClient::new(transport, FixedClock(0), &Secret::new(wrong), 7, 5_000).expect("a key");
+    body_wrong_key_is_401(&maas).await;
+}
+
+#[tokio::test]
+async fn fake_conflict_and_unavailable_carry_retry_after() {
+    let fake = ServedFake::start(&["gpu-node-01"]).await;
+    let maas = fake.client();
+    fake.site(|site| {
+        site.region.fail_next_with_409(5);
+        site.region.fail_next_with_503(10);
+    });
+    assert!(matches!(maas.subnets().await, Err(MaasError::Http { status: 409, retry_after_s: Some(5), .. })));
+    let unavailable = maas.subnets().await.expect_err("unavailable");
+    assert!(matches!(unavailable, MaasError::Http { status: 503, retry_after_s: Some(10), .. }));
+    assert!(unavailable.is_transient());
+}
+
+#[tokio::test]
+async fn fake_commissioning_to_ready_with_disks_interfaces_subnets_and_events() {
+    let fake = ServedFake::start(&["gpu-node-01"]).await;
+    let created = fake.client().create_machine(&fake.inventory("gpu-node-01")).await.expect("created");
+    let system_id = created.system_id.clone();
+    fake.advance_to(40 * 60_000);
+    let maas = fake.client();
+    assert_eq!(maas.machine(&system_id).await.expect("read").status, MachineStatus::Ready);
+    let events = maas.events(&system_id, None).await.expect("events");
+    assert!(events.windows(2).all(|pair| pair[0].id > pair[1].id), "newest first");
+    assert!(events.iter().any(|event| event.level == "DEBUG"), "DEBUG asked for and answered");
+    assert!(events.iter().any(|event| event.text == "Ready"));
+    let newest = events.first().map(|event| event.id);
+    assert_eq!(maas.events(&system_id, newest).await.expect("nothing newer"), []);
+
+    let disks = maas.disks(&system_id).await.expect("disks");
+    assert!(!disks.is_empty());
+    let boss = disks.iter().find(|disk| disk.model.contains("BOSS")).expect("a BOSS disk").id;
+    maas.set_boot_disk(&system_id, boss).await.expect("OK");
+    assert!(maas.disks(&system_id).await.expect("disks").iter().any(|disk| disk.id == boss && disk.boot));
+    assert_eq!(maas.commission(&system_id).await.expect("commissioning again").status, MachineStatus::Commissioning);
+    let not_ready = maas.set_boot_disk(&system_id, boss).await;
+    assert_eq!(not_ready, Err(http_error(409, "Cannot set as boot disk because the machine is not Ready.", None)));
+    assert_eq!(maas.abort(&system_id).await.expect("aborted").status, MachineStatus::New);
+
+    let subnets = maas.subnets().await.expect("subnets");
+    let interfaces = maas.interfaces(&system_id).await.expect("interfaces");
+    let pxe = interfaces.iter().find(|iface| iface.vlan_vid == Some(5001)).expect("a PXE interface");
+    let subnet = subnets.iter().find(|subnet| subnet.vlan_vid == 5001).expect("the PXE subnet");
+    maas.link_subnet_auto(&system_id, pxe.id, subnet.id).await.expect("linked");
+    let interfaces = maas.interfaces(&system_id).await.expect("interfaces");
+    assert!(interfaces.iter().any(|iface| iface.id == pxe.id && iface.auto_linked));
+    assert!(interfaces.iter().any(|iface| iface.roce), "RoCE NICs carry the site's tag");
+
+    assert_eq!(maas.power_state(&system_id).await, Ok(PowerState::Off));
+    maas.power_off(&system_id).await.expect("powered off");
+    maas.delete_machine(&system_id).await.expect("deleted");
+    body_unknown_machine_is_404(&maas, &system_id).await;
+}
+
+#[test]
+fn the_fake_s_datetimes_read_on_the_clients_time_line() {
+    for now_ms in [0, 5, 900_123, 86_400_000 * 400 + 3_723_500] {
+        let wire = fakes::http::iso_datetime(now_ms);
+        let unix_ms = engine::http::maas::parse_datetime_unix_ms(&wire);
+        assert_eq!(unix_ms, Some(fakes::http::WIRE_EPOCH * 1000 + now_ms), "{wire}");
+    }
+}
+
+#[tokio::test]
+async fn fake_deploys_with_hardware_sync_and_the_client_judges_its_health_on_the_wire_s_datetimes() {
+    let fake = ServedFake::start(&["gpu-node-01"]).await;
+    let system_id = fake.client().create_machine(&fake.inventory("gpu-node-01")).await.expect("created").system_id;
+    fake.advance_to(40 * 60_000);
+    let deploying = fake.client().deploy(&system_id, &Secret::new(USER_DATA), true).await.expect("deploying");
+    assert_eq!(deploying.status, MachineStatus::Deploying);
+    assert!(deploying.enable_hw_sync && !deploying.hw_sync_healthy, "not synced yet");
+    fake.advance_to(80 * 60_000);
+    assert_eq!(fake.client().machine(&system_id).await.expect("read").status, MachineStatus::Deployed);
+    fake.site(|site| site.machine_mut("gpu-node-01").expect("racked").seed_hw_sync(80 * 60_000)).expect("seeded");
+    fake.advance_to(81 * 60_000);
+    let synced = fake.client().machine(&system_id).await.expect("read");
+    assert!(synced.enable_hw_sync && synced.hw_sync_healthy, "synced within 1.5 intervals");
+    body_reads_a_deployed_machine(&fake.client(), &system_id, "gpu-node-01").await;
+    let error = fake.client().commission(&system_id).await.expect_err("a deployed machine does not commission");
+    assert_eq!(
+        error,
+        http_error(400, "__all__: Commission is not available because of the current state of the node.", None)
+    );
+    // 15 min interval: overdue by more than half an interval without a sync (the model is not advanced, so no
+    // sync happens; the client's clock alone moves on).
+    let late = {
+        let transport = HyperTransport::tcp(&fake.base_url).expect("the fake's url");
+        MaasClient::new(
+            transport,
+            FixedClock(81 * 60_000 + 23 * 60_000),
+            &Secret::new(fake.controller_key.clone()),
+            7,
+            5_000,
+        )
+        .expect("a key")
+        .with_clock_origin_unix_ms(fakes::http::WIRE_EPOCH * 1000)
+    };
+    let overdue = late.machine(&system_id).await.expect("read");
+    assert!(overdue.enable_hw_sync && !overdue.hw_sync_healthy);
+}
+
+#[tokio::test]
+async fn fake_reads_maas_s_own_unquoted_header_too() {
+    let fake = ServedFake::start(&[]).await;
+    let maas = fake.client().with_header_style(HeaderStyle::Unquoted);
+    assert_eq!(maas.machines().await, Ok(vec![]));
+    let subnets = maas.subnets().await.expect("the site's subnets");
+    let vlans: Vec<(u16, u16)> = subnets.iter().map(|subnet| (subnet.vlan_vid, subnet.mtu)).collect();
+    assert!(vlans.contains(&(5001, 1500)), "{vlans:?}");
 }

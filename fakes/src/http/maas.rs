@@ -56,13 +56,27 @@ async fn handle(State(state): State<MaasState>, request: Request) -> Response {
     let Ok(body) = axum::body::to_bytes(body, BODY_LIMIT_BYTES).await else {
         return with_hash(text(413, "Request body too large"));
     };
+    // MAAS reads a form body either URL-encoded or as multipart/form-data (python-libmaas and the CLI send the latter).
+    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or("");
+    let body_pairs = match multer::parse_boundary(content_type) {
+        Ok(boundary) => match super::multipart_pairs(body.clone(), boundary).await {
+            Ok(pairs) => pairs,
+            Err(error) => return with_hash(text(400, format!("Malformed multipart body: {error}"))),
+        },
+        Err(_) => form_pairs(&body),
+    };
     let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+    if parts.method == Method::GET && parts.uri.path() == format!("{API_PREFIX}describe/") {
+        // Anonymous, as in MAAS: clients read it before they authenticate.
+        let host = parts.headers.get(header::HOST).and_then(|value| value.to_str().ok()).unwrap_or("localhost");
+        return with_hash(json_response(200, super::describe::describe(&format!("http://{host}"))));
+    }
     let call = Call {
         method: &parts.method,
         path: parts.uri.path(),
         query: parts.uri.query().unwrap_or(""),
         authorization,
-        body: &body,
+        body: body_pairs,
     };
     match answer(&state, &call) {
         Some(response) => with_hash(response),
@@ -75,7 +89,7 @@ struct Call<'a> {
     path: &'a str,
     query: &'a str,
     authorization: Option<&'a str>,
-    body: &'a [u8],
+    body: Vec<(String, String)>,
 }
 
 /// The whole request, synchronously, under the lock. `None`: the region gives no answer.
@@ -93,7 +107,7 @@ fn answer(state: &MaasState, call: &Call<'_>) -> Option<Response> {
         Err(response) => return Some(response),
     };
     let query = Params(form_pairs(call.query.as_bytes()));
-    let body = Params(form_pairs(call.body));
+    let body = Params(call.body.clone());
     if call.method == Method::GET
         && call.path.trim_end_matches('/') == format!("{API_PREFIX}machines")
         && query.get("op") == Some("power_parameters")

@@ -16,6 +16,7 @@
 //!
 //! API Boundary: the public items here are the contract of `docs/http-apis.md` and `/work/wire-spec.md`.
 
+pub mod describe;
 pub mod dns;
 pub mod hub;
 pub mod inventory;
@@ -200,6 +201,36 @@ pub(crate) fn percent_decode(text: &str) -> Option<String> {
 }
 
 /// Form or query parameters in order, repeated keys kept.
+/// The text fields of a multipart/form-data body, in order (a file part's content is read as text too: MAAS's
+/// forms take every field as a string).
+pub(crate) async fn multipart_pairs(
+    body: bytes::Bytes,
+    boundary: String,
+) -> Result<Vec<(String, String)>, multer::Error> {
+    let stream = futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(body) });
+    let mut multipart = multer::Multipart::new(stream, boundary);
+    let mut pairs = Vec::new();
+    while let Some(field) = multipart.next_field().await? {
+        let name = field.name().unwrap_or_default().to_owned();
+        // Django decodes a part sent with `Content-Transfer-Encoding: base64` (python-libmaas sends its fields so).
+        let base64 = field
+            .headers()
+            .get("content-transfer-encoding")
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.eq_ignore_ascii_case("base64"));
+        let text = field.text().await?;
+        let value = if base64 {
+            crate::maas::machine::decode_base64(text.trim())
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .unwrap_or(text)
+        } else {
+            text
+        };
+        pairs.push((name, value));
+    }
+    Ok(pairs)
+}
+
 pub(crate) fn form_pairs(text: &[u8]) -> Vec<(String, String)> {
     form_urlencoded::parse(text).map(|(key, value)| (key.into_owned(), value.into_owned())).collect()
 }

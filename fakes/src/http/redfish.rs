@@ -38,10 +38,27 @@ struct RedfishState {
 /// The BMC service of the site at `/redfish/v1/...` (one endpoint for every system, as sushy-tools serves many).
 pub fn router(shared: SharedSite, clock: Clock) -> Router {
     Router::new()
+        .route("/redfish/v1", get(service_root))
+        .route("/redfish/v1/", get(service_root))
         .route(SYSTEMS, get(list_systems))
         .route("/redfish/v1/Systems/{system}", get(get_system).patch(patch_system))
         .route("/redfish/v1/Systems/{system}/Actions/ComputerSystem.Reset", post(reset))
         .with_state(RedfishState { shared, clock })
+}
+
+/// The service root (DSP0266): public, as on real BMCs, and the entry point Redfish clients (sushy, gofish) read
+/// first. Only `Systems` is linked: no session service (clients fall back to Basic auth), no managers or chassis.
+async fn service_root() -> Response {
+    let root = json!({
+        "@odata.type": "#ServiceRoot.v1_5_0.ServiceRoot",
+        "@odata.id": "/redfish/v1/",
+        "Id": "RootService",
+        "Name": "Root Service",
+        "RedfishVersion": "1.6.0",
+        "UUID": "00000000-0000-0000-0000-00000000f1ee",
+        "Systems": { "@odata.id": SYSTEMS },
+    });
+    axum::response::IntoResponse::into_response((StatusCode::OK, axum::Json(root)))
 }
 
 async fn list_systems(State(state): State<RedfishState>, headers: HeaderMap) -> Response {

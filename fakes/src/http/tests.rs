@@ -618,3 +618,66 @@ async fn the_site_app_serves_maas_redfish_and_secrets_on_one_router() {
     let elsewhere = send(app(), Request::get("/nowhere").body(Body::empty()).unwrap()).await;
     assert_eq!((elsewhere.status.as_u16(), elsewhere.text().as_str()), (404, "Unknown API endpoint: /nowhere."));
 }
+
+/// python-libmaas's way: the form as multipart/form-data, text fields base64-encoded per part, as Django reads them.
+#[tokio::test]
+async fn a_multipart_form_with_base64_parts_creates_a_machine_as_a_url_encoded_one_does() {
+    let fx = fixture();
+    let b64 = |text: &str| crate::maas::machine::encode_base64(text.as_bytes());
+    let fields = [
+        ("hostname", b64("gpu-01"), true),
+        ("architecture", "amd64".to_owned(), false),
+        ("mac_addresses", fx.mac.clone(), false),
+        ("power_type", "redfish".to_owned(), false),
+        ("power_parameters_power_address", "node-01".to_owned(), false),
+        ("power_parameters_power_user", "root".to_owned(), false),
+        ("power_parameters_power_pass", fx.bmc.password.expose().to_owned(), false),
+    ];
+    let mut body = String::new();
+    for (name, value, base64) in &fields {
+        body.push_str(&format!("--XyZ\r\nContent-Disposition: form-data; name=\"{name}\"\r\n"));
+        if *base64 {
+            body.push_str("Content-Transfer-Encoding: base64\r\n");
+        }
+        body.push_str(&format!("\r\n{value}\r\n"));
+    }
+    body.push_str("--XyZ--\r\n");
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/MAAS/api/2.0/machines/")
+        .header("authorization", quoted_header(&fx.key))
+        .header("content-type", "multipart/form-data; boundary=XyZ")
+        .body(Body::from(body))
+        .unwrap();
+    let reply = send(maas::router(fx.shared.clone(), fx.clock.clone()), request).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(reply.json()["hostname"], "gpu-01");
+    assert_eq!(reply.json()["status_name"], "Commissioning");
+
+    let broken = Request::builder()
+        .method(Method::POST)
+        .uri("/MAAS/api/2.0/machines/")
+        .header("authorization", quoted_header(&fx.key))
+        .header("content-type", "multipart/form-data; boundary=XyZ")
+        .body(Body::from("--XyZ\r\nContent-Disposition: form-data; name=\"hostname\"\r\n\r\nunterminated"))
+        .unwrap();
+    let reply = send(maas::router(fx.shared.clone(), fx.clock.clone()), broken).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.text());
+}
+
+#[tokio::test]
+async fn describe_is_anonymous_and_names_the_machine_handlers_on_the_request_s_host() {
+    let fx = fixture();
+    let request =
+        Request::builder().uri("/MAAS/api/2.0/describe/").header("host", "maas.test:5240").body(Body::empty()).unwrap();
+    let reply = send(maas::router(fx.shared.clone(), fx.clock.clone()), request).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let description = reply.json();
+    let machine = description["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|resource| resource["name"] == "MachineHandler")
+        .expect("MachineHandler is described");
+    assert_eq!(machine["auth"]["uri"], "http://maas.test:5240/MAAS/api/2.0/machines/{system_id}/");
+}

@@ -204,6 +204,41 @@ mod tests {
         server.await.expect("the server task ends");
     }
 
+    #[tokio::test]
+    async fn any_connector_plugs_in_and_the_pool_reuses_its_connection() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let (listener, base_url) = listener().await;
+        let app = axum::Router::new().route("/MAAS/api/2.0/version/", axum::routing::get(|| async { "{}" }));
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let connects = Arc::new(AtomicUsize::new(0));
+        let counted = connects.clone();
+        // What a turmoil connector is: a tower service from a URI to a hyper-util connection.
+        let connector = tower::service_fn(move |uri: http::Uri| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                let authority = uri.authority().map(|authority| authority.as_str().to_owned()).unwrap_or_default();
+                let stream = tokio::net::TcpStream::connect(authority).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            })
+                as std::pin::Pin<
+                    Box<
+                        dyn std::future::Future<
+                                Output = std::io::Result<hyper_util::rt::TokioIo<tokio::net::TcpStream>>,
+                            > + Send,
+                    >,
+                >
+        });
+        let transport = HyperTransport::with_connector(connector, &base_url).expect("a base url");
+        for _ in 0..3 {
+            let response = transport.send(HttpRequest::new(Method::Get, "/MAAS/api/2.0/version/"), 5_000).await;
+            assert_eq!(response.map(|response| response.status), Ok(200));
+        }
+        assert_eq!(connects.load(Ordering::SeqCst), 1, "one pooled connection for three sequential calls");
+        server.abort();
+    }
+
     #[test]
     fn a_base_url_is_http_host_port_only() {
         assert_eq!(HyperTransport::tcp("http://maas:5240/").expect("valid").base_url(), "http://maas:5240");

@@ -1,0 +1,144 @@
+//! `fleetsim serve` over real loopback sockets: the engine's real adapters reach every served fake, and faults
+//! injected through the admin API while it runs reach them as the real services' failures would.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use engine::http::dns::DnsClient;
+use engine::http::maas::MaasClient;
+use engine::http::secrets::SecretsClient;
+use engine::ports::site::{DnsAnswer, MaasApi, MaasError, Resolver, SiteSecrets};
+use engine::secret::Secret;
+use sim::serve::{ServeConfig, Served};
+use sim::wire::http::HyperTransport;
+use sim::wire::udp::UdpTransport;
+
+fn config(machines: u32) -> ServeConfig {
+    ServeConfig {
+        seed: 3,
+        machines: sim::serve::machine_names(machines),
+        bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        port: 0,
+        speed: 60,
+        write_site: None,
+    }
+}
+
+fn url(addr: SocketAddr) -> String {
+    format!("http://{addr}")
+}
+
+/// The engine's clock as the served site's MAAS sees it: only its timestamps matter here.
+struct Clock;
+
+impl engine::ports::Clock for Clock {
+    fn now_ms(&self) -> u64 {
+        1_790_000_000_000
+    }
+    fn monotonic_ms(&self) -> u64 {
+        0
+    }
+    async fn sleep_ms(&self, _duration_ms: u64) {}
+}
+
+async fn post_fault(admin: SocketAddr, body: &str) -> u16 {
+    let transport = HyperTransport::tcp(&url(admin)).unwrap();
+    let request = engine::http::HttpRequest::new(engine::http::Method::Post, "/admin/faults")
+        .header("content-type", "application/json")
+        .body(body.as_bytes().to_vec());
+    let response = engine::http::HttpTransport::send(&transport, request, 5_000).await.unwrap();
+    response.status
+}
+
+fn maas(served: &Served) -> MaasClient<HyperTransport<hyper_util::client::legacy::connect::HttpConnector>, Clock> {
+    let transport = HyperTransport::tcp(&url(served.maas)).unwrap();
+    MaasClient::new(transport, Clock, &Secret::new(served.maas_api_key.clone()), 7, 5_000).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_s_adapters_reach_the_served_site_and_admin_faults_reach_them() {
+    let (served, _fleet) = sim::serve::start(&config(2)).await.unwrap();
+    assert_eq!(served.maas.ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+
+    // MAAS with the printed API key: an empty region, then a 503 with Retry-After once the admin API asks for one.
+    let client = maas(&served);
+    assert_eq!(client.machines().await.unwrap(), Vec::new());
+    assert_eq!(post_fault(served.admin, r#"{"fault":"maas_503","count":1,"retry_after_s":4}"#).await, 200);
+    match client.machines().await {
+        Err(MaasError::Http { status: 503, retry_after_s: Some(4), .. }) => {}
+        other => panic!("expected a 503 with Retry-After: 4, got {other:?}"),
+    }
+    assert!(client.machines().await.is_ok(), "the fault is spent after one answer");
+
+    // A wrong key is MAAS's 401.
+    let wrong = MaasClient::new(
+        HyperTransport::tcp(&url(served.maas)).unwrap(),
+        Clock,
+        &Secret::new("ck:tk:fleetsim-secret-wrong"),
+        7,
+        5_000,
+    )
+    .unwrap();
+    assert!(matches!(wrong.machines().await, Err(MaasError::Http { status: 401, .. })));
+
+    // The secrets store with the printed token names the site's configuration.
+    let secrets = SecretsClient::new(
+        HyperTransport::tcp(&url(served.secrets)).unwrap(),
+        Secret::new(served.secrets_token.clone()),
+        5_000,
+    );
+    let site = secrets.site_config().await.unwrap();
+    assert!(site.enabled);
+    assert_eq!(site.metadata_host, fakes::maas::METADATA_HOST);
+    assert_eq!(secrets.power_credential("gpu-01").await.unwrap().user, "root");
+
+    // The rack resolver over UDP, then SERVFAIL while the admin fault is on, then healed.
+    let resolver = DnsClient::new(UdpTransport::new(served.dns), 1, 2_000);
+    assert!(matches!(resolver.resolve(fakes::maas::METADATA_HOST).await.unwrap(), DnsAnswer::Address(_)));
+    assert_eq!(post_fault(served.admin, r#"{"fault":"dns_servfail","on":true}"#).await, 200);
+    assert_eq!(resolver.resolve(fakes::maas::METADATA_HOST).await.unwrap(), DnsAnswer::ServFail);
+    assert_eq!(post_fault(served.admin, r#"{"fault":"dns_servfail","on":false}"#).await, 200);
+    assert!(matches!(resolver.resolve(fakes::maas::METADATA_HOST).await.unwrap(), DnsAnswer::Address(_)));
+
+    // An unknown fault, or one naming no machine, is refused and changes nothing.
+    assert_eq!(post_fault(served.admin, r#"{"fault":"meteor_strike"}"#).await, 400);
+    assert_eq!(post_fault(served.admin, r#"{"fault":"mac_drift","machine":"gpu-99"}"#).await, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redfish_wants_basic_auth_and_the_secrets_store_has_each_bmc_s_login() {
+    let (served, _fleet) = sim::serve::start(&config(1)).await.unwrap();
+    let secrets = SecretsClient::new(
+        HyperTransport::tcp(&url(served.secrets)).unwrap(),
+        Secret::new(served.secrets_token.clone()),
+        5_000,
+    );
+    let login = secrets.power_credential("gpu-01").await.unwrap();
+    let redfish = HyperTransport::tcp(&url(served.redfish)).unwrap();
+    let get = |auth: Option<String>| {
+        let mut request = engine::http::HttpRequest::new(engine::http::Method::Get, "/redfish/v1/Systems/gpu-01");
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        request
+    };
+    let anonymous = engine::http::HttpTransport::send(&redfish, get(None), 5_000).await.unwrap();
+    assert_eq!(anonymous.status, 401);
+    let basic = format!(
+        "Basic {}",
+        engine::http::maas::base64_encode(format!("{}:{}", login.user, login.password.expose()).as_bytes())
+    );
+    let system = engine::http::HttpTransport::send(&redfish, get(Some(basic)), 5_000).await.unwrap();
+    assert_eq!(system.status, 200);
+    let body: serde_json::Value = serde_json::from_slice(&system.body).unwrap();
+    assert_eq!(body["PowerState"], "Off");
+    assert!(system.header("etag").is_some());
+}
+
+#[test]
+fn serve_refuses_a_base_port_with_no_room_for_its_services() {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = sim::cli::main_with(["fleetsim", "serve", "--port", "65534"].map(Into::into), &mut out, &mut err);
+    let err = String::from_utf8_lossy(&err);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("port 65534 leaves no room"), "{err}");
+}
