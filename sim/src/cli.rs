@@ -240,8 +240,7 @@ enum Command {
         out: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
-        /// The network the services talk over: `fast` (the in-process message model) or `wire` (turmoil's
-        /// simulated TCP/UDP, the site's services behind their HTTP and DNS front ends, the engine's real adapters).
+        /// The network the services talk over.
         #[arg(long, value_enum, default_value_t = runner::Transport::Fast)]
         transport: runner::Transport,
     },

@@ -131,10 +131,11 @@ pub(crate) struct Outcome {
 /// Which network the run's services talk over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Transport {
-    /// The message-level network of `sim::net`: the engine's ports are in-process adapters over `World::call`.
+    /// The simulator's message model: the engine's ports are in-process adapters (the default, and the fastest).
     #[default]
     Fast,
-    /// turmoil's simulated TCP/UDP: the world runs inside a turmoil host (see `sim::wire::world`).
+    /// turmoil's simulated TCP and UDP: the MAAS site's services behind their HTTP and DNS front ends, reached by
+    /// the engine's real adapters (see docs/wire-transport.md).
     Wire,
 }
 
