@@ -1341,7 +1341,7 @@ impl World {
     pub(crate) fn site_maas(self: &Rc<Self>, from: HostId, workflow: &str) -> SiteMaas {
         let workflow = workflow.to_owned();
         match self.site().wire() {
-            Some(wire) => SiteMaas::Wire(WireMaas { world: self.clone(), from, workflow, wire }),
+            Some(wire) => SiteMaas::Wire(WireMaas { world: self.clone(), from, workflow, wire: wire.clients() }),
             None => SiteMaas::Fast(SimMaas { world: self.clone(), from, workflow }),
         }
     }
@@ -1349,7 +1349,7 @@ impl World {
     /// The rack resolver as the controller asks it.
     pub(crate) fn site_resolver(self: &Rc<Self>, from: HostId) -> SiteResolver {
         match self.site().wire() {
-            Some(wire) => SiteResolver::Wire(wire),
+            Some(wire) => SiteResolver::Wire(wire.clients()),
             None => SiteResolver::Fast(SimResolver { world: self.clone(), from }),
         }
     }
@@ -1357,7 +1357,7 @@ impl World {
     /// The site's secrets store as the controller asks it.
     pub(crate) fn site_secrets(self: &Rc<Self>, from: HostId) -> SiteSecretsPort {
         match self.site().wire() {
-            Some(wire) => SiteSecretsPort::Wire(wire),
+            Some(wire) => SiteSecretsPort::Wire(wire.clients()),
             None => SiteSecretsPort::Fast(SimSiteSecrets { world: self.clone(), from }),
         }
     }
@@ -1436,7 +1436,7 @@ pub(crate) struct WireMaas {
     pub world: Rc<World>,
     pub from: HostId,
     pub workflow: String,
-    pub wire: Rc<crate::wire::site::WireSite>,
+    pub wire: Rc<crate::wire::site::WireClients>,
 }
 
 impl WireMaas {
@@ -1520,7 +1520,7 @@ impl port::MaasApi for WireMaas {
 /// [`port::Resolver`] on either transport (on the wire: the engine's DNS client over turmoil UDP).
 pub(crate) enum SiteResolver {
     Fast(SimResolver),
-    Wire(Rc<crate::wire::site::WireSite>),
+    Wire(Rc<crate::wire::site::WireClients>),
 }
 
 impl port::Resolver for SiteResolver {
@@ -1535,7 +1535,7 @@ impl port::Resolver for SiteResolver {
 /// [`port::SiteSecrets`] on either transport (on the wire: the engine's secrets client over turmoil TCP).
 pub(crate) enum SiteSecretsPort {
     Fast(SimSiteSecrets),
-    Wire(Rc<crate::wire::site::WireSite>),
+    Wire(Rc<crate::wire::site::WireClients>),
 }
 
 impl port::SiteSecrets for SiteSecretsPort {

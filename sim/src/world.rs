@@ -356,6 +356,7 @@ impl World {
         self.record(host, Body::HostBoot { boot });
         match role {
             Role::Controller => {
+                crate::wire::site::controller_booted(self, boot);
                 let world = self.clone();
                 self.spawn_on(host, async move { world.run_controller().await });
                 if self.site.is_some() {

@@ -55,15 +55,29 @@ const DNS_ID_SALT: u64 = 0x0064_6e73;
 
 type Http = HyperTransport<TurmoilConnector>;
 
-/// The engine's real clients of the site's services, as the controller holds them (built inside the controller's
-/// turmoil host, so their connections live on its runtime).
-pub(crate) struct WireSite {
+/// The engine's real clients of the site's services, as one controller process holds them (built inside the
+/// controller's turmoil host, so their connections live on its runtime).
+pub(crate) struct WireClients {
     pub maas: MaasClient<Http, SimClock>,
     pub secrets: SecretsClient<Http>,
     pub resolver: DnsClient<TurmoilDatagram>,
+}
+
+/// The wire's part of an onboarding world.
+pub(crate) struct WireSite {
+    /// The current controller process's clients: a controller that boots again gets new ones (new connections, its
+    /// nonces and query ids from a stream of its own); the old ones go with the old process's tasks.
+    clients: RefCell<Rc<WireClients>>,
+    seed: u64,
     /// Why `controller`–`maas` is partitioned on turmoil now (a step's partition, the `maas` host down): repaired
     /// when no reason is left.
     partitioned: RefCell<BTreeSet<&'static str>>,
+}
+
+impl WireSite {
+    pub(crate) fn clients(&self) -> Rc<WireClients> {
+        self.clients.borrow().clone()
+    }
 }
 
 /// What the `maas` host needs from the world: the site front, the model's clock and the site task's wake-up.
@@ -88,6 +102,28 @@ pub(crate) fn attach(world: &Rc<World>, seed: u64, slot: &FrontSlot) {
         return;
     }
     let site = world.site();
+    let clients = clients(world, seed, 1);
+    site.set_wire(WireSite {
+        clients: RefCell::new(Rc::new(clients)),
+        seed,
+        partitioned: RefCell::new(BTreeSet::new()),
+    });
+    *slot.borrow_mut() =
+        Some(Published { front: site.front.clone(), clock: site.wire_clock(), wake: site.wake.clone() });
+}
+
+/// The controller booted (again): its process gets new clients, on the wire transport.
+pub(crate) fn controller_booted(world: &Rc<World>, boot: u64) {
+    let Some(wire) = world.site.as_ref().and_then(|site| site.wire()) else { return };
+    if boot > 1 {
+        *wire.clients.borrow_mut() = Rc::new(clients(world, wire.seed, boot));
+    }
+}
+
+/// The clients of the controller's `boot`th process.
+fn clients(world: &Rc<World>, seed: u64, boot: u64) -> WireClients {
+    let site = world.site();
+    let seed = seed ^ boot.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let (api_key, vault_token) = {
         let mut front = site.lock();
         (front.api_key_for(CONTROLLER_MAAS_USER), front.vault_token())
@@ -112,9 +148,7 @@ pub(crate) fn attach(world: &Rc<World>, seed: u64, slot: &FrontSlot) {
                 roce_vlan_vid: u16::try_from(fakes::maas::ROCE_VLAN_ID).unwrap_or(u16::MAX),
             });
     let resolver = DnsClient::new(TurmoilDatagram::new(MAAS_HOST, DNS_PORT), seed ^ DNS_ID_SALT, timeout_ms);
-    site.set_wire(WireSite { maas, secrets, resolver, partitioned: RefCell::new(BTreeSet::new()) });
-    *slot.borrow_mut() =
-        Some(Published { front: site.front.clone(), clock: site.wire_clock(), wake: site.wake.clone() });
+    WireClients { maas, secrets, resolver }
 }
 
 /// The `maas` host's software: waits for the world's site, then serves its front ends until the run ends.

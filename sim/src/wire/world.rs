@@ -148,4 +148,30 @@ mod tests {
         assert!(message.starts_with("agent invariant broken at "), "{message}");
         assert_eq!(output.record.virtual_duration_ms, 90_000, "the run ends when the panic happens");
     }
+
+    #[test]
+    fn a_controller_that_boots_again_gets_new_wire_clients() {
+        let text = "schema_version = 1\ndescription = \"d\"\nseed = 4\nduration_ms_max = 900_000\n[fleet]\nnodes = 1\n\
+                    [onboarding]\nnodes = 1\n\
+                    [[step]]\nat_ms = 100_000\nkind = \"crash\"\ntarget = \"controller\"\n\
+                    [[step]]\nat_ms = 200_000\nkind = \"restart\"\ntarget = \"controller\"\n";
+        let spec = crate::spec::parse_scenario("w.toml", text).unwrap().run;
+        let seen: Rc<RefCell<Vec<bool>>> = Rc::default();
+        let out = seen.clone();
+        let record = crate::runner::run_with(&spec, 4, &identity(), false, Transport::Wire, move |world| {
+            let world = world.clone();
+            // Not a host task: the controller's crash does not stop it.
+            tokio::task::spawn_local(async move {
+                let clients = || world.site().wire().expect("an onboarding world on the wire").clients();
+                let first = clients();
+                world.sleep_until_ms(50_000).await;
+                out.borrow_mut().push(Rc::ptr_eq(&first, &clients()));
+                world.sleep_until_ms(250_000).await;
+                out.borrow_mut().push(Rc::ptr_eq(&first, &clients()));
+            });
+        })
+        .record;
+        assert!(record.panic.is_none(), "{record:#?}");
+        assert_eq!(*seen.borrow(), vec![true, false], "the same clients until the restart, new ones after");
+    }
 }
