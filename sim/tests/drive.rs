@@ -147,3 +147,56 @@ fn drive_refuses_a_credential_file_others_can_read() {
     let secret = key_text.trim().rsplit(':').next().unwrap();
     assert!(!stderr.contains(secret), "the refusal printed the key: {stderr}");
 }
+
+#[test]
+fn drive_decommissions_an_onboarded_node_and_audits_a_refused_operator_action() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_serve, admin) = serve(dir.path());
+    let site = dir.path().join("site.toml");
+    let drive = |args: &[&str]| {
+        let output = fleetsim().arg("drive").args(args).arg("--site").arg(&site).output().unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = drive(&["onboard", "--nodes", "gpu-01"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+
+    // Resuming a completed workflow is refused, and the refusal is audited (journal and audit log) with its reason.
+    let (code, stdout, _) = drive(&[
+        "resume",
+        "--workflow",
+        "onboarding",
+        "--node",
+        "gpu-01",
+        "--actor",
+        "alice",
+        "--reason",
+        "checking the audit trail",
+    ]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("gpu-01: resume refused"), "{stdout}");
+    let audit = std::fs::read_to_string(dir.path().join("fleetsim-audit.jsonl")).unwrap();
+    let records: Vec<serde_json::Value> = audit.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(records.len(), 2, "the request, then its settlement: {audit}");
+    assert_eq!(records[0]["actor_id"], "alice");
+    assert_eq!(records[0]["reason"], "checking the audit trail");
+    assert_eq!(records[0]["outcome"]["outcome"], "refused");
+    assert!(records[1]["actual_next_state"].is_string(), "{audit}");
+
+    // The decommission: drained, cleaned, released with erase, and gone from the inventory.
+    let (code, stdout, stderr) = drive(&["decommission", "--nodes", "gpu-01"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("gpu-01: completed"), "{stdout}");
+    let state = get(admin, "/admin/state");
+    let machine = &state["machines"][0];
+    assert_eq!(machine["name"], "gpu-01");
+    assert_ne!(machine["status"], "Deployed", "{state}");
+    let (_, status, _) = drive(&["status", "--nodes", "gpu-01"]);
+    assert!(
+        status.contains("onboard-gpu-01: completed") && status.contains("decommission-gpu-01: completed"),
+        "{status}"
+    );
+}
