@@ -377,13 +377,54 @@ type Tcp = crate::wire::http::HyperTransport<hyper_util::client::legacy::connect
 /// The real adapters of one site, on hyper over TCP (and UDP for DNS).
 pub struct Adapters {
     pub clock: WallClock,
-    pub maas: engine::http::maas::MaasClient<Tcp, WallClock>,
-    pub resolver: engine::http::dns::DnsClient<crate::wire::udp::UdpTransport>,
-    pub secrets: engine::http::secrets::SecretsClient<Tcp>,
-    pub hub: engine::http::hub::HubClient<Tcp>,
-    pub fleet: engine::http::fleet::FleetClient<Tcp>,
+    pub maas: Maas,
+    pub resolver: Dns,
+    pub secrets: SiteSecretsClient,
+    pub hub: HubClient,
+    pub fleet: FleetClient,
     pub ssh: CommandSsh,
     pub signals: PrintedSignals,
+}
+
+type Maas = engine::http::maas::MaasClient<Tcp, WallClock>;
+type Dns = engine::http::dns::DnsClient<crate::wire::udp::UdpTransport>;
+type SiteSecretsClient = engine::http::secrets::SecretsClient<Tcp>;
+type HubClient = engine::http::hub::HubClient<Tcp>;
+type FleetClient = engine::http::fleet::FleetClient<Tcp>;
+
+impl Adapters {
+    /// The onboarding workflow's ports: these adapters and `journal`.
+    pub fn onboard_ports<'a>(
+        &'a self,
+        journal: &'a SqliteJournal,
+    ) -> OnboardPorts<'a, WallClock, Maas, Dns, SiteSecretsClient, HubClient, CommandSsh, SqliteJournal, PrintedSignals>
+    {
+        OnboardPorts {
+            clock: &self.clock,
+            maas: &self.maas,
+            resolver: &self.resolver,
+            secrets: &self.secrets,
+            hub: &self.hub,
+            ssh: &self.ssh,
+            journal,
+            signals: &self.signals,
+        }
+    }
+
+    /// The decommission workflow's ports: these adapters and `journal`.
+    pub fn decommission_ports<'a>(
+        &'a self,
+        journal: &'a SqliteJournal,
+    ) -> DecommissionPorts<'a, WallClock, Maas, SiteSecretsClient, FleetClient, SqliteJournal, PrintedSignals> {
+        DecommissionPorts {
+            clock: &self.clock,
+            maas: &self.maas,
+            secrets: &self.secrets,
+            fleet: &self.fleet,
+            journal,
+            signals: &self.signals,
+        }
+    }
 }
 
 impl Site {
@@ -512,16 +553,7 @@ pub async fn execute(
         DriveCommand::Onboard { nodes } => {
             let nodes = site.nodes(&nodes).map_err(|error| error.to_string())?;
             let lines = journal.replay().await.map_err(|error| error.to_string())?;
-            let ports = OnboardPorts {
-                clock: &adapters.clock,
-                maas: &adapters.maas,
-                resolver: &adapters.resolver,
-                secrets: &adapters.secrets,
-                hub: &adapters.hub,
-                ssh: &adapters.ssh,
-                journal: &journal,
-                signals: &adapters.signals,
-            };
+            let ports = adapters.onboard_ports(&journal);
             let mut runs = Vec::new();
             let mut all_completed = true;
             for (name, node) in &nodes {
@@ -542,14 +574,7 @@ pub async fn execute(
         }
         DriveCommand::Decommission { nodes } => {
             let nodes = site.nodes(&nodes).map_err(|error| error.to_string())?;
-            let ports = DecommissionPorts {
-                clock: &adapters.clock,
-                maas: &adapters.maas,
-                secrets: &adapters.secrets,
-                fleet: &adapters.fleet,
-                journal: &journal,
-                signals: &adapters.signals,
-            };
+            let ports = adapters.decommission_ports(&journal);
             let requests: Vec<(String, DecommissionRequest)> =
                 nodes.iter().map(|(name, node)| (name.clone(), site.decommission_request(name, node))).collect();
             let outcomes = futures_util::future::join_all(
@@ -610,16 +635,7 @@ pub async fn execute(
             }
             let line = match workflow {
                 Workflow::Onboarding => {
-                    let ports = OnboardPorts {
-                        clock: &adapters.clock,
-                        maas: &adapters.maas,
-                        resolver: &adapters.resolver,
-                        secrets: &adapters.secrets,
-                        hub: &adapters.hub,
-                        ssh: &adapters.ssh,
-                        journal: &journal,
-                        signals: &adapters.signals,
-                    };
+                    let ports = adapters.onboard_ports(&journal);
                     onboard_line(&name, &ports.run_onboarding(&site.onboard_request(&name, &spec)).await)
                 }
                 Workflow::Decommission => {
@@ -633,14 +649,7 @@ pub async fn execute(
                             Some(engine::matrix::Stage::Decommission(stage)) => Some(stage),
                             _ => None,
                         });
-                    let ports = DecommissionPorts {
-                        clock: &adapters.clock,
-                        maas: &adapters.maas,
-                        secrets: &adapters.secrets,
-                        fleet: &adapters.fleet,
-                        journal: &journal,
-                        signals: &adapters.signals,
-                    };
+                    let ports = adapters.decommission_ports(&journal);
                     decommission_line(
                         &name,
                         &ports.run_decommission_from(&site.decommission_request(&name, &spec), start_at).await,

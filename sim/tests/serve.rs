@@ -142,3 +142,27 @@ fn serve_refuses_a_base_port_with_no_room_for_its_services() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("port 65534 leaves no room"), "{err}");
 }
+
+#[test]
+fn serve_refuses_a_scenario_without_a_maas_site() {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/hub-crashes-and-restarts-mid-run.toml");
+    let code = sim::cli::main_with(["fleetsim", "serve", "--scenario", scenario].map(Into::into), &mut out, &mut err);
+    let err = String::from_utf8_lossy(&err);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hub-crashes-and-restarts-mid-run.toml") && err.contains("no [onboarding] table"), "{err}");
+}
+
+#[test]
+fn drive_names_the_file_line_and_field_of_a_malformed_site_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site.toml");
+    std::fs::write(&site, "[maas]\nurl = \"http://127.0.0.1:5240/MAAS\"\napi_key_file = 7\n").unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let args = ["fleetsim", "drive", "status", "--site", site.to_str().unwrap()];
+    let code = sim::cli::main_with(args.map(Into::into), &mut out, &mut err);
+    let err = String::from_utf8_lossy(&err);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("site.toml:3:"), "the line of the bad field: {err}");
+    assert!(err.contains("api_key_file") || err.contains("invalid type"), "{err}");
+}
