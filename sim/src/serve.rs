@@ -93,7 +93,6 @@ struct Directory {
     site: SharedSite,
     hub: SharedHub,
     agents: Arc<Mutex<Agents>>,
-    clock: Clock,
 }
 
 impl AgentDirectory for Directory {
@@ -105,7 +104,6 @@ impl AgentDirectory for Directory {
     fn uninstalled(&self, node: &str) {
         lock(&self.agents).enrolled.remove(node);
         let mut events = Vec::new();
-        let _ = (self.clock)();
         lock(&self.hub).hub.revoke_principal(node, &mut events);
     }
 }
@@ -135,8 +133,7 @@ impl Fleet {
         hub.issue_credential(CONTROLLER_PRINCIPAL, &hub_credential, u64::MAX);
         let hub: SharedHub = HubFront::new(hub).shared();
         let agents = Arc::new(Mutex::new(Agents::default()));
-        let directory =
-            Arc::new(Directory { site: site.clone(), hub: hub.clone(), agents: agents.clone(), clock: clock.clone() });
+        let directory = Arc::new(Directory { site: site.clone(), hub: hub.clone(), agents: agents.clone() });
         let inventory = Arc::new(Mutex::new(InventoryFront { inventory: Inventory::new(), agents: directory }));
         (Fleet { site, hub, inventory, clock, agents }, maas_api_key, secrets_token, hub_credential)
     }
@@ -589,6 +586,3 @@ pub fn command(config: &ServeConfig, out: &mut dyn Write, err: &mut dyn Write) -
 pub fn machine_names(count: u32) -> Vec<String> {
     (1..=count).map(|index| format!("gpu-{index:02}")).collect()
 }
-
-#[doc(hidden)]
-pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
