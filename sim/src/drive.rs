@@ -298,16 +298,12 @@ impl engine::ports::Clock for WallClock {
 /// The fleet signals a workflow raises: one line each on stderr as they happen, for the person running `drive`
 /// (stdout keeps one outcome line per node, for scripts).
 #[derive(Debug, Default)]
-pub struct PrintedSignals {
-    pub quiet: bool,
-}
+pub struct PrintedSignals;
 
 impl Signals for PrintedSignals {
     fn emit(&self, signal: Signal) {
         tracing::info!(?signal, "signal");
-        if !self.quiet {
-            eprintln!("{signal:?}");
-        }
+        eprintln!("{signal:?}");
     }
 }
 
@@ -590,10 +586,7 @@ pub async fn execute(
         }
         DriveCommand::Action { action, workflow, node, actor, role, reason, resolves_freeze } => {
             let (name, spec) = site.nodes(std::slice::from_ref(&node)).map_err(|error| error.to_string())?.remove(0);
-            let workflow_id = match workflow {
-                Workflow::Onboarding => crate::site::workflow_id(&name),
-                Workflow::Decommission => crate::decommission::workflow_id(&name),
-            };
+            let workflow_id = crate::operator::workflow_id(workflow, &name);
             let correlation_id =
                 format!("{workflow_id}/{}/{}", action.as_str(), engine::ports::Clock::now_ms(&adapters.clock));
             let request =
@@ -668,10 +661,7 @@ pub async fn execute(
             let lines = journal.replay().await.map_err(|error| error.to_string())?;
             for (name, _) in nodes {
                 for workflow in [Workflow::Onboarding, Workflow::Decommission] {
-                    let workflow_id = match workflow {
-                        Workflow::Onboarding => crate::site::workflow_id(&name),
-                        Workflow::Decommission => crate::decommission::workflow_id(&name),
-                    };
+                    let workflow_id = crate::operator::workflow_id(workflow, &name);
                     let started = lines.iter().any(|line| line.contains(&format!("\"{workflow_id}\"")));
                     if !started {
                         continue;
@@ -759,7 +749,7 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
         },
         fleet: engine::http::fleet::FleetClient::new(transport(&file.inventory.url, "inventory.url")?, timeout_ms),
         ssh: CommandSsh { argv: file.ssh.command.clone(), timeout_ms: timeout_ms.max(60_000) },
-        signals: PrintedSignals::default(),
+        signals: PrintedSignals,
     })
 }
 
