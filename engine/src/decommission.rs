@@ -2,7 +2,7 @@
 //! (`seeds/000_85d03426b210b2a0.txt`) run against the `Fleet` (inventory, allocations, node tasks), `MaasApi`,
 //! `SiteSecrets`, `Clock`, `Journal` and `Signals` ports. The node goes `active` → `quarantined` (disabled, no new
 //! work) → `retired` → `deleted`; every failure is classified into one of the matrix's classes and handed to
-//! [`crate::onboarding::decide`], which holds the rules for both workflows; the driver performs what it says.
+//! [`crate::workflow::decide`], which holds the rules for both workflows; the driver performs what it says.
 //!
 //! - **Refresh before destructive steps** (section 7): the release, the power-off and the delete each read the
 //!   machine first, and a stage whose effect is already there is adopted (a late success, an operator's change): a
@@ -16,10 +16,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::matrix::{Compensation, DecommissionStage, FailureClass, NodeState, Stage, WorkflowState};
-use crate::onboarding::{ContinueReason, DecideContext, Decision, Observed, RetryPolicy, SitePolicy, decide};
 use crate::ports::fleet::{Fleet, FleetError, NodeTask, TaskOutcome};
 use crate::ports::site::{MaasApi, MaasError, MachineStatus, PowerState, SiteSecrets};
 use crate::ports::{Clock, Journal, SecretsError, Signal, Signals, WorkflowEvent};
+use crate::workflow::{ContinueReason, DecideContext, Decision, Observed, RetryPolicy, SitePolicy, decide};
 
 /// One decommission workflow to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,7 +198,7 @@ impl StageFailure {
     }
 
     fn secrets(error: &SecretsError) -> StageFailure {
-        StageFailure::new(crate::onboarding::secrets_failure_class(error), error.to_string())
+        StageFailure::new(crate::workflow::secrets_failure_class(error), error.to_string())
     }
 }
 
@@ -844,8 +844,7 @@ fn releasable_or_released(status: &MachineStatus) -> bool {
 
 /// Why the journal forbids acting on `workflow` (frozen or cancelled), if it does.
 fn halted(workflow: &str, lines: &[String]) -> Option<String> {
-    crate::recovery::operator::halted(workflow, lines.iter().map(String::as_str))
-        .unwrap_or_else(|error| panic!("{error}"))
+    crate::recovery::halted(workflow, lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"))
 }
 
 /// The outcome of a run that did not act: the workflow rests for a person.

@@ -709,7 +709,18 @@ pub fn is_frozen<'a>(workflow_id: &str, lines: impl IntoIterator<Item = &'a str>
     Ok(AuditTrail::of(workflow_id, lines)?.frozen)
 }
 
-pub mod operator;
+/// Whether the journal says the drivers must not act on `workflow_id`: frozen by an accepted
+/// `mark_manual_intervention_required` not lifted since, or cancelled. `Some` names the reason, for the stop; `Err`
+/// says a journal line of the workflow does not decode.
+pub fn halted<'a>(workflow_id: &str, lines: impl IntoIterator<Item = &'a str>) -> Result<Option<String>, String> {
+    let trail = AuditTrail::of(workflow_id, lines)?;
+    if trail.frozen {
+        return Ok(Some("frozen for manual intervention until a person resolves the issue".to_owned()));
+    }
+    let cancelled =
+        trail.records.iter().any(|record| record.is_accepted() && record.requested_action == RecoveryAction::Cancel);
+    Ok(cancelled.then(|| "cancelled by an operator".to_owned()))
+}
 
 #[cfg(test)]
 mod tests;

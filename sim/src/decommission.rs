@@ -13,9 +13,9 @@ use std::rc::Rc;
 
 use engine::decommission::{DecommissionHistory, DecommissionPorts, DecommissionRequest};
 use engine::matrix::NodeState;
-use engine::onboarding::RetryPolicy;
 use engine::ports::Journal;
 use engine::ports::fleet::{Fleet, FleetError, FleetRecord, NodeTask, TaskOutcome};
+use engine::workflow::RetryPolicy;
 use fakes::inventory::{InventoryError, InventoryRequest, InventoryResponse, RecordState, TaskResult};
 
 use crate::faults::{DeathPoint, DeathSubsystem};

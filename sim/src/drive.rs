@@ -20,13 +20,13 @@ use engine::decommission::{DecommissionOutcome, DecommissionPorts, DecommissionR
 use engine::journal::SqliteJournal;
 use engine::matrix::{RecoveryAction, Workflow, WorkflowState};
 use engine::onboarding::driver::{NodeSpec, OnboardOutcome, OnboardPorts, OnboardRequest, OnboardingPolicy};
-use engine::onboarding::{RetryPolicy, SitePolicy};
-use engine::ports::{Endpoint, Journal, Signal, Signals, SshError, SshRequest, SshResponse, TransportError};
-use engine::recovery::operator::{
+use engine::operator::{
     NextStep, apply_operator_action, observe_onboarding_checkpoint, settle_after_run, workflow_status,
 };
+use engine::ports::{Endpoint, Journal, Signal, Signals, SshError, SshRequest, SshResponse, TransportError};
 use engine::recovery::{ActorRole, AuditRecord, OperatorRequest};
 use engine::secret::Secret;
+use engine::workflow::{RetryPolicy, SitePolicy};
 use serde::Deserialize;
 
 use crate::spec::{Source, SpecError};

@@ -1,11 +1,11 @@
 //! Operator recovery actions in the simulated world: the controller takes an `operator` step (a person, or
 //! automation, asking for one of seed 000's recovery actions), performs it through
-//! [`engine::recovery::operator::apply_operator_action`] (authorized, audited in the journal before anything is done),
+//! [`engine::operator::apply_operator_action`] (authorized, audited in the journal before anything is done),
 //! traces the audit record (`engine.audit`), runs the workflow again when the action says so, and traces the settled
 //! record once the workflow's state after the action is known.
 //!
 //! Every restarting action on an onboarding workflow is a rerun from the top with status-aware adoption (see
-//! `engine::recovery::operator`); a decommission's `resume` and `retry_stage` enter the run at the authorized stage
+//! `engine::operator`); a decommission's `resume` and `retry_stage` enter the run at the authorized stage
 //! (`run_decommission_from`), its other restarting actions rerun from the top. A run waits for a run of the same workflow already in flight on this controller to end first, as
 //! `resume_onboarding` does.
 
@@ -15,10 +15,10 @@ use std::rc::Rc;
 
 use engine::matrix::{RecoveryAction, Workflow};
 use engine::onboarding::driver::OnboardPorts;
-use engine::ports::Journal;
-use engine::recovery::operator::{
+use engine::operator::{
     Applied, NextStep, apply_operator_action, observe_onboarding_checkpoint, settle_after_run, workflow_status,
 };
+use engine::ports::Journal;
 use engine::recovery::{AuditRecord, OperatorRequest};
 
 use crate::faults::Step;

@@ -45,7 +45,7 @@ pub struct OracleContext {
     /// The decommission workflows the run's `decommission` steps ask for.
     pub decommissions: Vec<String>,
     /// The site's policies the matrix's words defer to.
-    pub site_policy: engine::onboarding::SitePolicy,
+    pub site_policy: engine::workflow::SitePolicy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1515,11 +1515,11 @@ impl Oracle for NoDoubleCommissionOrDeploy {
 
 /// At the end of the run every onboarding workflow rests: completed, or diagnosed for a person.
 /// Judges the decision that follows each `stage_failed` of a workflow against the stage's matrix row, from the
-/// workflow's next event. The row's own words are the reference (`engine::onboarding::retries`, the resulting states),
+/// workflow's next event. The row's own words are the reference (`engine::workflow::retries`, the resulting states),
 /// so a driver that ignored a decision — retried a stop, stopped somewhere the row does not list — is caught.
 struct FollowsTheMatrix {
     workflow: engine::matrix::Workflow,
-    policy: engine::onboarding::SitePolicy,
+    policy: engine::workflow::SitePolicy,
     /// workflow → the failure awaiting its decision: `(stage, class)`.
     pending: BTreeMap<String, (String, String)>,
     /// workflow → the node's state as its completed stages left it (decommission: active, then quarantined, ...).
@@ -1580,7 +1580,7 @@ impl FollowsTheMatrix {
                 };
                 if retried != stage {
                     Err(format!("{stage} failed ({class}) but {retried} was retried"))
-                } else if !engine::onboarding::retries(row, retried_class, &policy) {
+                } else if !engine::workflow::retries(row, retried_class, &policy) {
                     Err(format!("{stage} retried {class}, which its row ({}) does not retry", row.retryability_text))
                 } else {
                     Ok(())
@@ -1777,7 +1777,7 @@ mod tests {
             availability_floor: 2,
             workflows: Vec::new(),
             decommissions: Vec::new(),
-            site_policy: engine::onboarding::SitePolicy::default(),
+            site_policy: engine::workflow::SitePolicy::default(),
         }
     }
 

@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use engine::matrix::WorkflowState;
-use engine::onboarding::RetryPolicy;
 use engine::onboarding::driver::{NodeSpec, OnboardPorts, OnboardRequest};
 use engine::ports::site::{self as port, MaasError};
 use engine::ports::{SecretsError, TransportError};
+use engine::workflow::RetryPolicy;
 use fakes::agent::{HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS};
 use fakes::hub::{AgentKind, Request};
 use fakes::maas::region::{CreateMachine, MachineView, PowerParameters};
@@ -62,7 +62,7 @@ const ENROL_ATTEMPTS_MAX: u32 = 20;
 const RERUN_DELAY_MS: u64 = 60_000;
 /// Runs of one workflow per request (the first included): one more than the runs the engine lets end
 /// `failed_retryable` before it escalates, so a persistent failure reaches a person.
-const RUNS_PER_REQUEST_MAX: u32 = engine::onboarding::FAILED_RUNS_MAX_DEFAULT + 1;
+const RUNS_PER_REQUEST_MAX: u32 = engine::workflow::FAILED_RUNS_MAX_DEFAULT + 1;
 
 /// A machine as it was racked, before any fault: what the operator's inventory says.
 #[derive(Debug, Clone)]

@@ -131,8 +131,8 @@ pub struct OnboardingSpec {
 
 impl OnboardingSpec {
     /// The site's policies for both workflows.
-    pub fn site_policy(&self) -> engine::onboarding::SitePolicy {
-        engine::onboarding::SitePolicy {
+    pub fn site_policy(&self) -> engine::workflow::SitePolicy {
+        engine::workflow::SitePolicy {
             roce_mandatory: false,
             no_erase_release_allowed: self.no_erase_release_allowed,
             maas_delete_required: self.maas_delete_required,

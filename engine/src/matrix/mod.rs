@@ -6,7 +6,7 @@
 //! here says what its TSV row says (stage, failure classes, retryability, defaults, resulting states).
 //! `docs/recovery-matrix.md` is rendered from these tables by [`render_markdown`] and checked by a test.
 //!
-//! API Boundary: the decision code ([`crate::onboarding`]) reads these tables; it never restates them. Where the
+//! API Boundary: the decision code ([`crate::workflow`]) reads these tables; it never restates them. Where the
 //! seed's words need an interpretation to become a decision (which class a row retries, which of two listed states a
 //! stop lands in), the interpretation is written there, beside the decision, and tested against these rows.
 
@@ -674,7 +674,7 @@ impl OutOfBandCondition {
     }
 }
 
-/// Section 7's rules, in the seed's order; [`crate::onboarding::decide`] applies them before any row.
+/// Section 7's rules, in the seed's order; [`crate::workflow::decide`] applies them before any row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutOfBandRule {

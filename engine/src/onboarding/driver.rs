@@ -1,6 +1,6 @@
 //! The onboarding workflow's driver: the 16 stages of the recovery matrix run against the `MaasApi`, `Resolver`,
 //! `SiteSecrets`, `Hub`, `Clock`, `Journal` and `Signals` ports. Every failure is classified into one of the
-//! matrix's classes and handed to [`crate::onboarding::decide`]; the driver only performs what the decision says.
+//! matrix's classes and handed to [`crate::workflow::decide`]; the driver only performs what the decision says.
 //!
 //! - **Observe first**: `load_site_config` reads the site configuration, the region (subnets and VLAN MTUs) and the
 //!   resolver's answer for the metadata host before anything changes, and records them.
@@ -20,15 +20,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::matrix::{FailureClass, NodeState, OnboardingStage, Stage, WorkflowState};
 use crate::onboarding::legacy::LegacyConfig;
-use crate::onboarding::{
-    ContinueReason, DecideContext, Decision, Evidence, Observed, ProgressEvidence, ResolverProbe, RetryPolicy,
-    SitePolicy, StallClassifier, StallVerdict, UnknownMachine, decide,
+use crate::onboarding::stall::{
+    Evidence, ProgressEvidence, ResolverProbe, StallClassifier, StallVerdict, UnknownMachine,
 };
 use crate::ports::site::{DnsAnswer, MaasApi, MaasError, Machine, MachineStatus, NewMachine, Resolver, SiteSecrets};
 use crate::ports::{
     Clock, Endpoint, Hub, Journal, SecretsError, Signal, Signals, Ssh, SshError, SshRequest, WorkflowEvent,
 };
 use crate::secret::Secret;
+use crate::workflow::{ContinueReason, DecideContext, Decision, Observed, RetryPolicy, SitePolicy, decide};
 
 /// Which controller runs the workflow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -263,7 +263,7 @@ impl StageFailure {
     }
 
     fn secrets(error: &SecretsError) -> StageFailure {
-        StageFailure::new(crate::onboarding::secrets_failure_class(error), error.to_string())
+        StageFailure::new(crate::workflow::secrets_failure_class(error), error.to_string())
     }
 }
 
@@ -1213,8 +1213,7 @@ where
 
 /// Why the journal forbids acting on `workflow` (frozen or cancelled), if it does.
 fn halted(workflow: &str, lines: &[String]) -> Option<String> {
-    crate::recovery::operator::halted(workflow, lines.iter().map(String::as_str))
-        .unwrap_or_else(|error| panic!("{error}"))
+    crate::recovery::halted(workflow, lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"))
 }
 
 /// The outcome of a run that did not act: the workflow rests for a person.

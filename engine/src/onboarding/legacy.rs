@@ -3,11 +3,12 @@
 //! only verdict on a waiting commission), and a blind retry of commissioning whatever the failure. The incident's
 //! record: "canary Ready in ~3 min after seven consecutive timeouts".
 //!
-//! Only commissioning differs: every other stage is decided by the matrix ([`super::decide`]).
+//! Only commissioning differs: every other stage is decided by the matrix ([`crate::workflow::decide`]).
 
 use crate::matrix::{FailureClass, OnboardingStage, RecoveryAction, Stage, WorkflowState};
 
-use super::{DecideContext, Decision, ProgressEvidence, Stop, StopReason};
+use crate::onboarding::stall::ProgressEvidence;
+use crate::workflow::{DecideContext, Decision, Stop, StopReason};
 
 /// MAAS `node_timeout`: the "marginal 30-min timeout" of seed 001.
 pub const LEGACY_COMMISSION_TIMEOUT_MS: u64 = 30 * 60_000;
@@ -79,7 +80,7 @@ impl LegacyConfig {
                     })
                 }
             }
-            _ => super::decide(stage, failure, attempt, ctx),
+            _ => crate::workflow::decide(stage, failure, attempt, ctx),
         }
     }
 }
@@ -88,7 +89,8 @@ impl LegacyConfig {
 mod tests {
     use super::*;
     use crate::matrix::NodeState;
-    use crate::onboarding::{Observed, ResolverProbe, StallClassifier, StallVerdict, UnknownMachine};
+    use crate::onboarding::stall::{ResolverProbe, StallClassifier, StallVerdict, UnknownMachine};
+    use crate::workflow::Observed;
 
     fn incident(now_ms: u64) -> ProgressEvidence {
         ProgressEvidence {
@@ -141,7 +143,7 @@ mod tests {
             assert_eq!(last.workflow_state(), WorkflowState::FailedRetryable, "never freezes automation");
         }
         assert!(
-            !crate::onboarding::decide(stage, FailureClass::SiteCapabilityMissing, 1, &ctx).is_retry(),
+            !crate::workflow::decide(stage, FailureClass::SiteCapabilityMissing, 1, &ctx).is_retry(),
             "the matrix flavour does not retry what the legacy retries blindly"
         );
     }
@@ -157,7 +159,7 @@ mod tests {
             for class in FailureClass::ALL {
                 assert_eq!(
                     legacy.decide(stage, class, 1, &ctx),
-                    crate::onboarding::decide(stage, class, 1, &ctx),
+                    crate::workflow::decide(stage, class, 1, &ctx),
                     "{} {}",
                     stage.as_str(),
                     class.as_str()

@@ -1,7 +1,7 @@
 //! "Slow is not silent" (`seeds/001_5e13b5e5e5d7ab8b.txt`, the MAAS commissioning failure of 2026-07-20): a stage
 //! that waits on MAAS is slow while events or status changes keep arriving, and stalled once it has been silent for
 //! the stall window, or as soon as there is positive evidence that waiting cannot help. A stall is classified into the
-//! failure class [`crate::onboarding::decide`] acts on, with the evidence that justifies it.
+//! failure class [`crate::workflow::decide`] acts on, with the evidence that justifies it.
 //!
 //! The seed: "A slow-but-progressing commission still emits a trickle of script-result events, just late; the symptom
 //! is ZERO events for 30 minutes = the node never phoned home = a hang/stall, not slow progress. A longer clock does
@@ -163,6 +163,8 @@ impl StallClassifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matrix::{NodeState, OnboardingStage, Stage, WorkflowState};
+    use crate::workflow::{DecideContext, Decision, Observed, decide};
 
     fn machine() -> UnknownMachine {
         UnknownMachine {
@@ -277,5 +279,45 @@ mod tests {
         assert_eq!(class, FailureClass::StateAmbiguity);
         assert!(evidence.contains(&Evidence::MacDrift(machine())));
         assert!(evidence.contains(&Evidence::ResolverServFail { host: "maas-internal".into() }));
+    }
+
+    /// An onboarding node's context with `observed`.
+    fn ctx(observed: Observed) -> DecideContext {
+        DecideContext { observed, ..DecideContext::new(NodeState::Enrolling) }
+    }
+
+    /// The 2026-07-20 incident end to end: the stall classifier's class for each fault, decided at the stage that waits
+    /// for Ready (where the commission timeout fires), goes to a person instead of a blind retry.
+    #[test]
+    fn the_incident_s_stalls_go_to_a_person_without_a_retry() {
+        let stage = Stage::Onboarding(OnboardingStage::WaitForReady);
+        let silent = ProgressEvidence { now_ms: 6 * 60_000, ..ProgressEvidence::started_at(0) };
+        let servfail = ProgressEvidence {
+            metadata_resolver: ResolverProbe::ServFail { host: "maas-internal".into() },
+            ..silent.clone()
+        };
+        let StallVerdict::Stalled { class, .. } = StallClassifier::default().classify(&servfail) else {
+            panic!("a stall")
+        };
+        let decision = decide(stage, class, 1, &ctx(Observed::AsExpected));
+        assert_eq!(decision.workflow_state(), WorkflowState::FailedManualIntervention, "{decision:?}");
+        let drift = ProgressEvidence {
+            unknown_machine: Some(UnknownMachine {
+                system_id: "new".into(),
+                mac: "52:54:00:00:00:09".into(),
+                bmc_address: "10.10.1.9".into(),
+            }),
+            ..silent.clone()
+        };
+        let StallVerdict::Stalled { class, .. } = StallClassifier::default().classify(&drift) else {
+            panic!("a stall")
+        };
+        assert_eq!(decide(stage, class, 1, &ctx(Observed::Stale)), Decision::RefreshObservedState);
+        let decision = decide(stage, class, 1, &ctx(Observed::Conflicting));
+        assert_eq!(decision.workflow_state(), WorkflowState::FailedManualIntervention, "{decision:?}");
+        let StallVerdict::Stalled { class, .. } = StallClassifier::default().classify(&silent) else {
+            panic!("a stall")
+        };
+        assert!(decide(stage, class, 1, &ctx(Observed::AsExpected)).is_retry(), "a bare silence is retried, bounded");
     }
 }

@@ -2,7 +2,7 @@
 //! before anything is done, and turned into what the caller must do next; the settled record follows once the
 //! workflow's state after the action is known.
 //!
-//! Architecture Invariant: the decision is [`super::authorize`]'s; this module only reads the journal (the
+//! Architecture Invariant: the decision is [`crate::recovery::authorize`]'s; this module only reads the journal (the
 //! workflow's status), appends audit lines and, for an `adopt_observed_state` past the workflow's last stage, the
 //! completion the adoption is. It never calls MAAS, the fleet or the hub itself: [`observe_onboarding_checkpoint`]
 //! reads them for the caller, and the caller runs the workflow ([`NextStep::Run`]).
@@ -23,7 +23,7 @@ use crate::onboarding::driver::OnboardRecord;
 use crate::ports::site::{MaasApi, MachineStatus};
 use crate::ports::{Hub, Journal, JournalError, Signal, Signals, WorkflowEvent};
 
-use super::{AuditRecord, AuditTrail, Authorized, Lifecycle, OperatorRequest, WorkflowStatus, authorize};
+use crate::recovery::{AuditRecord, AuditTrail, Authorized, Lifecycle, OperatorRequest, WorkflowStatus, authorize};
 
 /// What the caller does after the request is audited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +59,7 @@ pub fn workflow_status<'a>(
 ) -> Result<WorkflowStatus, String> {
     let mut run_id = 1;
     let mut state = Lifecycle::Workflow(WorkflowState::Running);
-    let mut stage = super::first_stage(workflow);
+    let mut stage = crate::recovery::first_stage(workflow);
     for line in lines.clone() {
         if let Some(record) = AuditRecord::decode(line) {
             let record = record?;
@@ -83,7 +83,7 @@ pub fn workflow_status<'a>(
                     OnboardRecord::RunStarted { workflow, run } if workflow == workflow_id => {
                         run_id = run;
                         state = Lifecycle::Workflow(WorkflowState::Running);
-                        stage = super::first_stage(Workflow::Onboarding);
+                        stage = crate::recovery::first_stage(Workflow::Onboarding);
                     }
                     OnboardRecord::Checkpoint { workflow, stage: at, .. } if workflow == workflow_id => {
                         stage = Stage::Onboarding(at);
@@ -105,7 +105,7 @@ pub fn workflow_status<'a>(
                     DecommissionRecord::RunStarted { workflow, run } if workflow == workflow_id => {
                         run_id = run;
                         state = Lifecycle::Workflow(WorkflowState::Running);
-                        stage = super::first_stage(Workflow::Decommission);
+                        stage = crate::recovery::first_stage(Workflow::Decommission);
                     }
                     DecommissionRecord::Checkpoint { workflow, stage: at, .. } if workflow == workflow_id => {
                         stage = Stage::Decommission(at);
@@ -149,18 +149,6 @@ fn node_state(stage: Stage, state: Lifecycle) -> NodeState {
         Stage::Decommission(DecommissionStage::LoadSiteConfig | DecommissionStage::DisableNode) => NodeState::Active,
         Stage::Decommission(_) => NodeState::Quarantined,
     }
-}
-
-/// Whether the journal says the drivers must not act on `workflow_id`: frozen by an accepted
-/// `mark_manual_intervention_required` not lifted since, or cancelled. `Err` names the reason, for the stop.
-pub fn halted<'a>(workflow_id: &str, lines: impl IntoIterator<Item = &'a str>) -> Result<Option<String>, String> {
-    let trail = AuditTrail::of(workflow_id, lines)?;
-    if trail.frozen {
-        return Ok(Some("frozen for manual intervention until a person resolves the issue".to_owned()));
-    }
-    let cancelled =
-        trail.records.iter().any(|record| record.is_accepted() && record.requested_action == RecoveryAction::Cancel);
-    Ok(cancelled.then(|| "cancelled by an operator".to_owned()))
 }
 
 /// Performs `request` on `workflow_id`: reads the journal, authorizes, appends the audit record before acting, and
@@ -302,7 +290,7 @@ pub enum ApplyError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recovery::{ActorRole, AuditOutcome, Refusal};
+    use crate::recovery::{ActorRole, AuditOutcome, Refusal, halted};
 
     fn request(action: RecoveryAction, role: ActorRole, resolves_freeze: bool) -> OperatorRequest {
         OperatorRequest {

@@ -509,38 +509,6 @@ fn the_maas_record_is_retained_unless_policy_requires_the_delete() {
     );
 }
 
-/// The 2026-07-20 incident end to end: the stall classifier's class for each fault, decided at the stage that waits
-/// for Ready (where the commission timeout fires), goes to a person instead of a blind retry.
-#[test]
-fn the_incident_s_stalls_go_to_a_person_without_a_retry() {
-    let stage = Stage::Onboarding(O::WaitForReady);
-    let silent = ProgressEvidence { now_ms: 6 * 60_000, ..ProgressEvidence::started_at(0) };
-    let servfail = ProgressEvidence {
-        metadata_resolver: ResolverProbe::ServFail { host: "maas-internal".into() },
-        ..silent.clone()
-    };
-    let StallVerdict::Stalled { class, .. } = StallClassifier::default().classify(&servfail) else { panic!("a stall") };
-    let decision = decide(stage, class, 1, &ctx(NodeState::Enrolling, Observed::AsExpected));
-    assert_eq!(decision.workflow_state(), WorkflowState::FailedManualIntervention, "{decision:?}");
-    let drift = ProgressEvidence {
-        unknown_machine: Some(UnknownMachine {
-            system_id: "new".into(),
-            mac: "52:54:00:00:00:09".into(),
-            bmc_address: "10.10.1.9".into(),
-        }),
-        ..silent.clone()
-    };
-    let StallVerdict::Stalled { class, .. } = StallClassifier::default().classify(&drift) else { panic!("a stall") };
-    assert_eq!(decide(stage, class, 1, &ctx(NodeState::Enrolling, Observed::Stale)), Decision::RefreshObservedState);
-    let decision = decide(stage, class, 1, &ctx(NodeState::Enrolling, Observed::Conflicting));
-    assert_eq!(decision.workflow_state(), WorkflowState::FailedManualIntervention, "{decision:?}");
-    let StallVerdict::Stalled { class, .. } = StallClassifier::default().classify(&silent) else { panic!("a stall") };
-    assert!(
-        decide(stage, class, 1, &ctx(NodeState::Enrolling, Observed::AsExpected)).is_retry(),
-        "a bare silence is retried, bounded"
-    );
-}
-
 #[test]
 fn no_row_lists_an_empty_set_of_states() {
     for row in ONBOARDING.iter().chain(DECOMMISSION) {
