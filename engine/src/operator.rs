@@ -17,9 +17,9 @@
 //! authorized `restart_at` is returned to the caller ([`Applied::authorized`]). An `adopt_observed_state` of the last
 //! stage (`wait_for_agent_enrollment`, `remove_maas_record`) runs nothing: it records the workflow completed.
 
-use crate::decommission::DecommissionRecord;
+use crate::decommission::record::DecommissionRecord;
 use crate::matrix::{DecommissionStage, NodeState, OnboardingStage, RecoveryAction, Stage, Workflow, WorkflowState};
-use crate::onboarding::driver::OnboardRecord;
+use crate::onboarding::record::OnboardRecord;
 use crate::ports::site::{MaasApi, MachineStatus};
 use crate::ports::{Hub, Journal, JournalError, Signal, Signals, WorkflowEvent};
 
@@ -420,7 +420,7 @@ mod tests {
         assert_eq!(adopted.next, NextStep::Nothing);
         assert_eq!(adopted.settled.unwrap().actual_next_state, Some(Lifecycle::Workflow(WorkflowState::Completed)));
         let lines = journal.0.borrow().clone();
-        let history = crate::onboarding::driver::History::of("w", lines.iter().map(String::as_str)).unwrap();
+        let history = crate::onboarding::record::OnboardHistory::of("w", lines.iter().map(String::as_str)).unwrap();
         assert_eq!(history.completed.as_deref(), Some("abc"));
     }
 }

@@ -11,7 +11,8 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
-use engine::decommission::{DecommissionHistory, DecommissionPorts, DecommissionRequest};
+use engine::decommission::driver::{DecommissionPorts, DecommissionRequest};
+use engine::decommission::record::DecommissionHistory;
 use engine::matrix::NodeState;
 use engine::ports::Journal;
 use engine::ports::fleet::{Fleet, FleetError, FleetRecord, NodeTask, TaskOutcome};
@@ -252,7 +253,7 @@ impl World {
         self: &Rc<Self>,
         machine: &str,
         start_at: Option<engine::matrix::DecommissionStage>,
-    ) -> engine::decommission::DecommissionOutcome {
+    ) -> engine::decommission::driver::DecommissionOutcome {
         let world = self.clone();
         let onboarding = world.spec.onboarding.clone().expect("a site run");
         let request = DecommissionRequest {

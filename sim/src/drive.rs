@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use engine::decommission::{DecommissionOutcome, DecommissionPorts, DecommissionRequest};
+use engine::decommission::driver::{DecommissionOutcome, DecommissionPorts, DecommissionRequest};
 use engine::journal::SqliteJournal;
 use engine::matrix::{RecoveryAction, Workflow, WorkflowState};
 use engine::onboarding::driver::{NodeSpec, OnboardOutcome, OnboardPorts, OnboardRequest, OnboardingPolicy};

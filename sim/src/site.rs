@@ -396,7 +396,7 @@ impl World {
         let lines = self.controller_journal().await;
         for machine in &onboarding.machines {
             // A node whose decommission began is not onboarded again.
-            let decommission_began = engine::decommission::DecommissionHistory::of(
+            let decommission_began = engine::decommission::record::DecommissionHistory::of(
                 &crate::decommission::workflow_id(machine),
                 lines.iter().map(String::as_str),
             )

@@ -65,8 +65,8 @@ fn checkpoints(journal: &Path) -> Vec<String> {
     let lines = futures_util::FutureExt::now_or_never(journal.replay()).unwrap().unwrap_or_default();
     lines
         .iter()
-        .filter_map(|line| match engine::onboarding::driver::OnboardRecord::decode(line)? {
-            Ok(engine::onboarding::driver::OnboardRecord::Checkpoint { stage, .. }) => Some(stage.as_str().to_owned()),
+        .filter_map(|line| match engine::onboarding::record::OnboardRecord::decode(line)? {
+            Ok(engine::onboarding::record::OnboardRecord::Checkpoint { stage, .. }) => Some(stage.as_str().to_owned()),
             _ => None,
         })
         .collect()

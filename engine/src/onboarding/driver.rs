@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::matrix::{FailureClass, NodeState, OnboardingStage, Stage, WorkflowState};
 use crate::onboarding::legacy::LegacyConfig;
+use crate::onboarding::record::{OnboardHistory, OnboardRecord};
 use crate::onboarding::stall::{
     Evidence, ProgressEvidence, ResolverProbe, StallClassifier, StallVerdict, UnknownMachine,
 };
@@ -99,114 +100,6 @@ pub struct OnboardPorts<'a, C, M, R, K, H, S, J, G> {
     pub signals: &'a G,
 }
 
-/// A journal line of an onboarding workflow: `onboard <json>`, next to the other subsystems' records.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "record", rename_all = "snake_case", deny_unknown_fields)]
-pub enum OnboardRecord {
-    /// A run of the workflow begins (1 for the first; a resume or a restarted controller starts the next).
-    RunStarted {
-        workflow: String,
-        run: u32,
-    },
-    /// A stage attempt begins: where a restarted controller knows the workflow had got to.
-    Checkpoint {
-        workflow: String,
-        run: u32,
-        stage: OnboardingStage,
-        attempt: u32,
-        system_id: Option<String>,
-    },
-    Stopped {
-        workflow: String,
-        run: u32,
-        stage: OnboardingStage,
-        class: FailureClass,
-        workflow_state: WorkflowState,
-    },
-    Completed {
-        workflow: String,
-        run: u32,
-        system_id: String,
-    },
-}
-
-const RECORD_PREFIX: &str = "onboard ";
-
-impl OnboardRecord {
-    pub fn encode(&self) -> String {
-        format!("{RECORD_PREFIX}{}", serde_json::to_string(self).expect("onboarding records serialise"))
-    }
-
-    /// `None` for another subsystem's line (or an onboarding line that does not decode: it is reported by replay).
-    pub fn decode(line: &str) -> Option<Result<OnboardRecord, String>> {
-        let json = line.strip_prefix(RECORD_PREFIX)?;
-        Some(serde_json::from_str(json).map_err(|error| format!("onboarding record: {error}")))
-    }
-
-    fn workflow(&self) -> &str {
-        match self {
-            OnboardRecord::RunStarted { workflow, .. }
-            | OnboardRecord::Checkpoint { workflow, .. }
-            | OnboardRecord::Stopped { workflow, .. }
-            | OnboardRecord::Completed { workflow, .. } => workflow,
-        }
-    }
-}
-
-/// What the journal says about one workflow.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct History {
-    pub runs: u32,
-    /// Runs that ended `failed_retryable` (section 6: escalate after bounded attempts).
-    pub failed_retryable_runs: u32,
-    pub completed: Option<String>,
-    /// The last checkpoint: the stage a dead controller had reached.
-    pub last_stage: Option<OnboardingStage>,
-    /// An earlier run got as far as asking MAAS to deploy: a deploy-phase machine may be this workflow's own.
-    pub deploy_reached: bool,
-    /// The last run reached the deploy and ended with neither a stop nor a completion: its controller died, and a
-    /// deploy it sent may be in flight or done. The next run adopts such a deploy instead of undoing and resending it.
-    pub interrupted_after_deploy: bool,
-}
-
-impl History {
-    pub fn of<'a>(workflow: &str, lines: impl IntoIterator<Item = &'a str>) -> Result<History, String> {
-        let mut history = History::default();
-        // The last run's fate: whether it reached the deploy, whether it ended (stopped or completed).
-        let (mut last_run_deployed, mut last_run_ended) = (false, false);
-        for line in lines {
-            let Some(record) = OnboardRecord::decode(line) else { continue };
-            let record = record?;
-            if record.workflow() != workflow {
-                continue;
-            }
-            match record {
-                OnboardRecord::RunStarted { run, .. } => {
-                    history.runs = history.runs.max(run);
-                    (last_run_deployed, last_run_ended) = (false, false);
-                }
-                OnboardRecord::Checkpoint { stage, .. } => {
-                    history.last_stage = Some(stage);
-                    history.deploy_reached |= stage == OnboardingStage::DeployViaMaas;
-                    last_run_deployed |= stage == OnboardingStage::DeployViaMaas;
-                }
-                OnboardRecord::Stopped { workflow_state, .. } => {
-                    if workflow_state == WorkflowState::FailedRetryable {
-                        history.failed_retryable_runs += 1;
-                    }
-                    last_run_ended = true;
-                }
-                OnboardRecord::Completed { system_id, .. } => {
-                    history.completed = Some(system_id);
-                    last_run_ended = true;
-                }
-            }
-        }
-        history.interrupted_after_deploy = last_run_deployed && !last_run_ended;
-        Ok(history)
-    }
-}
-
 /// The stages a run walks, in order. `classify_deploy_failure` and `recover_for_datasource_retry` run only when a
 /// deploy fails (they are that failure's handling, not steps of a healthy run).
 const MAIN_STAGES: [OnboardingStage; 14] = [
@@ -280,7 +173,7 @@ struct RunState {
     /// An earlier run of this workflow deployed (or began to): the safe full rerun releases a machine it left in a
     /// deploy state before commissioning it again.
     earlier_run_deployed: bool,
-    /// The last run died after it reached the deploy (see `History::interrupted_after_deploy`); cleared once
+    /// The last run died after it reached the deploy (see `OnboardHistory::interrupted_after`); cleared once
     /// `commission_node` has looked.
     interrupted_after_deploy: bool,
     /// This run adopted the deploy a dead controller sent: the commissioning wait is already behind the machine.
@@ -336,7 +229,8 @@ where
         let workflow = request.workflow.as_str();
         let lines =
             self.journal.replay().await.unwrap_or_else(|error| panic!("onboarding journal unreadable: {error}"));
-        let history = History::of(workflow, lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
+        let history =
+            OnboardHistory::of(workflow, lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
         if let Some(system_id) = history.completed {
             return OnboardOutcome {
                 workflow_state: WorkflowState::Completed,
@@ -355,8 +249,8 @@ where
         let run = history.runs + 1;
         self.record(OnboardRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
         let mut state = RunState {
-            earlier_run_deployed: history.deploy_reached,
-            interrupted_after_deploy: history.interrupted_after_deploy,
+            earlier_run_deployed: history.reached.contains(&OnboardingStage::DeployViaMaas),
+            interrupted_after_deploy: history.interrupted_after(OnboardingStage::DeployViaMaas),
             ..RunState::default()
         };
         let mut index = 0;
@@ -500,7 +394,7 @@ where
     async fn decide_after(
         &self,
         request: &OnboardRequest,
-        history: &History,
+        history: &OnboardHistory,
         state: &RunState,
         stage: OnboardingStage,
         failure: &StageFailure,
@@ -1293,72 +1187,6 @@ fn judge(stage: OnboardingStage, status: &MachineStatus, deploy_started: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_run_that_reached_the_deploy_and_never_ended_is_an_interrupted_deploy() {
-        let checkpoint = |run, stage| OnboardRecord::Checkpoint {
-            workflow: "w".into(),
-            run,
-            stage,
-            attempt: 1,
-            system_id: Some("abc".into()),
-        };
-        let stopped = OnboardRecord::Stopped {
-            workflow: "w".into(),
-            run: 1,
-            stage: OnboardingStage::WaitForDeployed,
-            class: FailureClass::StateAmbiguity,
-            workflow_state: WorkflowState::FailedManualIntervention,
-        };
-        let history = |records: &[OnboardRecord]| {
-            let lines: Vec<String> = records.iter().map(OnboardRecord::encode).collect();
-            History::of("w", lines.iter().map(String::as_str)).expect("decodes")
-        };
-        let died =
-            [OnboardRecord::RunStarted { workflow: "w".into(), run: 1 }, checkpoint(1, OnboardingStage::DeployViaMaas)];
-        assert!(history(&died).interrupted_after_deploy);
-        // A stop mid-deploy is the safe full rerun's case, not an interrupted deploy.
-        let mut then_stopped = died.to_vec();
-        then_stopped.push(stopped);
-        assert!(!history(&then_stopped).interrupted_after_deploy);
-        assert!(history(&then_stopped).deploy_reached);
-        // A later run that died before its deploy: the earlier deploy is not this run's to adopt.
-        then_stopped.push(OnboardRecord::RunStarted { workflow: "w".into(), run: 2 });
-        then_stopped.push(checkpoint(2, OnboardingStage::CommissionNode));
-        assert!(!history(&then_stopped).interrupted_after_deploy);
-    }
-
-    #[test]
-    fn history_counts_runs_failed_runs_and_completion_of_one_workflow_only() {
-        let records = [
-            OnboardRecord::RunStarted { workflow: "w1".into(), run: 1 },
-            OnboardRecord::Checkpoint {
-                workflow: "w1".into(),
-                run: 1,
-                stage: OnboardingStage::WaitForReady,
-                attempt: 2,
-                system_id: Some("abc123".into()),
-            },
-            OnboardRecord::Stopped {
-                workflow: "w1".into(),
-                run: 1,
-                stage: OnboardingStage::WaitForReady,
-                class: FailureClass::UpstreamTransient,
-                workflow_state: WorkflowState::FailedRetryable,
-            },
-            OnboardRecord::RunStarted { workflow: "w2".into(), run: 1 },
-            OnboardRecord::Completed { workflow: "w2".into(), run: 1, system_id: "def456".into() },
-        ];
-        let mut lines: Vec<String> = records.iter().map(OnboardRecord::encode).collect();
-        lines.insert(2, "sensor.silent node-03".into());
-        let w1 = History::of("w1", lines.iter().map(String::as_str)).unwrap();
-        assert_eq!((w1.runs, w1.failed_retryable_runs, w1.completed), (1, 1, None));
-        assert_eq!(w1.last_stage, Some(OnboardingStage::WaitForReady));
-        let w2 = History::of("w2", lines.iter().map(String::as_str)).unwrap();
-        assert_eq!(w2.completed.as_deref(), Some("def456"));
-        let corrupt = ["onboard {\"record\":\"run_started\"".to_owned()];
-        assert!(History::of("w1", corrupt.iter().map(String::as_str)).is_err());
-    }
 
     #[test]
     fn a_retried_wait_redoes_what_it_waits_for() {

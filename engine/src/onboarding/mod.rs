@@ -6,4 +6,5 @@
 
 pub mod driver;
 pub mod legacy;
+pub mod record;
 pub mod stall;

@@ -7,6 +7,8 @@
 //! words live in [`crate::matrix`]; this module holds only their interpretation, each rule written once below, and
 //! tests that walk every (stage, failure class) pair of the table.
 
+pub mod record;
+
 use crate::matrix::{
     Compensation, DecommissionStage, FailureClass, NodeState, NodeStates, OnboardingStage, Precondition, Qualifier,
     RecoveryAction, Retryability, Stage, StageRow, WorkflowState,

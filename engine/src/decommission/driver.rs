@@ -1,20 +1,8 @@
-//! The decommission workflow's driver: the 11 stages of section 5 of the recovery matrix
-//! (`seeds/000_85d03426b210b2a0.txt`) run against the `Fleet` (inventory, allocations, node tasks), `MaasApi`,
-//! `SiteSecrets`, `Clock`, `Journal` and `Signals` ports. The node goes `active` → `quarantined` (disabled, no new
-//! work) → `retired` → `deleted`; every failure is classified into one of the matrix's classes and handed to
-//! [`crate::workflow::decide`], which holds the rules for both workflows; the driver performs what it says.
-//!
-//! - **Refresh before destructive steps** (section 7): the release, the power-off and the delete each read the
-//!   machine first, and a stage whose effect is already there is adopted (a late success, an operator's change): a
-//!   rerun after a stop or a controller death walks the stages again and redoes nothing that is done.
-//! - `release_maas_node` releases with disk erase; after its bounded retries it falls back, once and only if the
-//!   site's policy allows, to abort / mark-fixed and a release without erase.
-//! - `remove_maas_record` deletes the MAAS record only when the site's policy requires it; otherwise the workflow
-//!   completes with a follow-up record naming the retained machine.
-//! - **Journal**: a checkpoint per stage attempt (workflow id, run id, stage, attempt), the stop or the completion.
+//! The decommission workflow's driver: the 11 stages of section 5 run against the `Fleet` (inventory, allocations,
+//! node tasks), `MaasApi`, `SiteSecrets`, `Clock`, `Journal` and `Signals` ports. Every failure is classified into one
+//! of the matrix's classes and handed to [`crate::workflow::decide`]; the driver performs what it says.
 
-use serde::{Deserialize, Serialize};
-
+use crate::decommission::record::{DecommissionHistory, DecommissionRecord};
 use crate::matrix::{Compensation, DecommissionStage, FailureClass, NodeState, Stage, WorkflowState};
 use crate::ports::fleet::{Fleet, FleetError, NodeTask, TaskOutcome};
 use crate::ports::site::{MaasApi, MaasError, MachineStatus, PowerState, SiteSecrets};
@@ -57,95 +45,6 @@ pub struct DecommissionPorts<'a, C, M, K, F, J, G> {
     pub fleet: &'a F,
     pub journal: &'a J,
     pub signals: &'a G,
-}
-
-/// A journal line of a decommission workflow: `decommission <json>`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "record", rename_all = "snake_case", deny_unknown_fields)]
-pub enum DecommissionRecord {
-    RunStarted { workflow: String, run: u32 },
-    Checkpoint { workflow: String, run: u32, stage: DecommissionStage, attempt: u32 },
-    Stopped { workflow: String, run: u32, stage: DecommissionStage, class: FailureClass, workflow_state: WorkflowState },
-    Completed { workflow: String, run: u32, workflow_state: WorkflowState },
-}
-
-const RECORD_PREFIX: &str = "decommission ";
-
-impl DecommissionRecord {
-    pub fn encode(&self) -> String {
-        format!("{RECORD_PREFIX}{}", serde_json::to_string(self).expect("decommission records serialise"))
-    }
-
-    /// `None` for another subsystem's line.
-    pub fn decode(line: &str) -> Option<Result<DecommissionRecord, String>> {
-        let json = line.strip_prefix(RECORD_PREFIX)?;
-        Some(serde_json::from_str(json).map_err(|error| format!("decommission record: {error}")))
-    }
-
-    fn workflow(&self) -> &str {
-        match self {
-            DecommissionRecord::RunStarted { workflow, .. }
-            | DecommissionRecord::Checkpoint { workflow, .. }
-            | DecommissionRecord::Stopped { workflow, .. }
-            | DecommissionRecord::Completed { workflow, .. } => workflow,
-        }
-    }
-}
-
-/// What the journal says about one decommission workflow.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DecommissionHistory {
-    pub runs: u32,
-    pub failed_retryable_runs: u32,
-    /// The state a completed workflow ended in.
-    pub completed: Option<WorkflowState>,
-    pub last_stage: Option<DecommissionStage>,
-    /// The stage the last run had reached when it ended with neither a stop nor a completion: its controller died
-    /// there. Stages run strictly in order, so every stage before it was done (or passed by the matrix).
-    pub interrupted_at: Option<DecommissionStage>,
-    /// The last run began and has recorded neither a stop nor a completion (its controller died, perhaps before its
-    /// first checkpoint): a restarted controller runs the workflow again.
-    pub unfinished: bool,
-}
-
-impl DecommissionHistory {
-    pub fn of<'a>(workflow: &str, lines: impl IntoIterator<Item = &'a str>) -> Result<DecommissionHistory, String> {
-        let mut history = DecommissionHistory::default();
-        // The last run's furthest stage, while it has not ended.
-        let mut last_run_at = None;
-        for line in lines {
-            let Some(record) = DecommissionRecord::decode(line) else { continue };
-            let record = record?;
-            if record.workflow() != workflow {
-                continue;
-            }
-            match record {
-                DecommissionRecord::RunStarted { run, .. } => {
-                    history.runs = history.runs.max(run);
-                    last_run_at = None;
-                    history.unfinished = true;
-                }
-                DecommissionRecord::Checkpoint { stage, .. } => {
-                    history.last_stage = Some(stage);
-                    last_run_at = Some(stage);
-                }
-                DecommissionRecord::Stopped { workflow_state, .. } => {
-                    if workflow_state == WorkflowState::FailedRetryable {
-                        history.failed_retryable_runs += 1;
-                    }
-                    last_run_at = None;
-                    history.unfinished = false;
-                }
-                DecommissionRecord::Completed { workflow_state, .. } => {
-                    history.completed = Some(workflow_state);
-                    last_run_at = None;
-                    history.unfinished = false;
-                }
-            }
-        }
-        history.interrupted_at = last_run_at;
-        Ok(history)
-    }
 }
 
 /// Bounds of the waits (our figures; section 6 gives none for decommission): a release with erase takes the wipe
@@ -862,52 +761,6 @@ fn halted_outcome(why: String, stage: Option<DecommissionStage>) -> Decommission
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn history_counts_runs_failed_runs_and_completion_of_one_workflow_only() {
-        let lines = [
-            DecommissionRecord::RunStarted { workflow: "w".into(), run: 1 }.encode(),
-            DecommissionRecord::Checkpoint {
-                workflow: "w".into(),
-                run: 1,
-                stage: DecommissionStage::DrainNode,
-                attempt: 1,
-            }
-            .encode(),
-            DecommissionRecord::Stopped {
-                workflow: "w".into(),
-                run: 1,
-                stage: DecommissionStage::DisableNode,
-                class: FailureClass::UpstreamTransient,
-                workflow_state: WorkflowState::FailedRetryable,
-            }
-            .encode(),
-            DecommissionRecord::RunStarted { workflow: "other".into(), run: 7 }.encode(),
-            "onboard {\"record\":\"run_started\",\"workflow\":\"w\",\"run\":9}".to_owned(),
-        ];
-        let history = DecommissionHistory::of("w", lines.iter().map(String::as_str)).expect("decodes");
-        assert_eq!(history.runs, 1);
-        assert_eq!(history.failed_retryable_runs, 1);
-        assert_eq!(history.last_stage, Some(DecommissionStage::DrainNode));
-        assert_eq!(history.completed, None);
-        assert_eq!(history.interrupted_at, None, "the run stopped");
-        assert!(!history.unfinished, "the run stopped");
-        let died = [
-            DecommissionRecord::RunStarted { workflow: "w".into(), run: 1 }.encode(),
-            DecommissionRecord::Checkpoint {
-                workflow: "w".into(),
-                run: 1,
-                stage: DecommissionStage::ReleaseMaasNode,
-                attempt: 1,
-            }
-            .encode(),
-        ];
-        let history = DecommissionHistory::of("w", died.iter().map(String::as_str)).expect("decodes");
-        assert_eq!(history.interrupted_at, Some(DecommissionStage::ReleaseMaasNode));
-        assert!(history.unfinished);
-        let bad = ["decommission {\"record\":\"nope\"}"];
-        assert!(DecommissionHistory::of("w", bad).is_err(), "an undecodable line of ours is an error");
-    }
 
     #[test]
     fn maas_and_fleet_errors_are_classified_by_what_they_mean() {
