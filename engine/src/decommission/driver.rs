@@ -6,8 +6,10 @@ use crate::decommission::record::{DecommissionHistory, DecommissionRecord};
 use crate::matrix::{Compensation, DecommissionStage, FailureClass, NodeState, Stage, WorkflowState};
 use crate::ports::fleet::{Fleet, FleetError, NodeTask, TaskOutcome};
 use crate::ports::site::{MaasApi, MaasError, MachineStatus, PowerState, SiteSecrets};
-use crate::ports::{Clock, Journal, SecretsError, Signal, Signals, WorkflowEvent};
-use crate::workflow::{ContinueReason, DecideContext, Decision, Observed, RetryPolicy, SitePolicy, decide};
+use crate::ports::{Clock, Journal, Signal, Signals, WorkflowEvent};
+use crate::workflow::after_failure::{AfterFailure, Next};
+use crate::workflow::failure::{BmcAnswer, StageFailure};
+use crate::workflow::{ContinueReason, DecideContext, Observed, RetryPolicy, SitePolicy, decide};
 
 /// One decommission workflow to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,52 +56,10 @@ const RELEASE_WAIT_MS: u64 = 40 * 60_000;
 const POWER_OFF_CHECKS: u32 = 6;
 /// Consecutive failed reads of MAAS a waiting stage tolerates before it calls the region unreachable.
 const READ_FAILURES_MAX: u32 = 4;
-/// Fresh observations one failure may ask for before the decision is taken on what is known.
-const REFRESHES_MAX: u32 = 2;
 
-/// A failed stage attempt, classified.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct StageFailure {
-    class: FailureClass,
-    error: String,
-    evidence: Vec<String>,
-}
-
-impl StageFailure {
-    fn new(class: FailureClass, error: impl Into<String>) -> StageFailure {
-        let error = error.into();
-        StageFailure { class, evidence: vec![error.clone()], error }
-    }
-
-    /// Unreachable or 503 is transient, unless MAAS says the BMC failed ("Failed to power off node: ...",
-    /// "Failed to query node's BMC: ..."); 404 and 409 mean the machine is not what the workflow believed.
-    fn maas(error: &MaasError) -> StageFailure {
-        let class = match error {
-            MaasError::Http { status: 503, message, .. }
-                if message.starts_with("Failed to power") || message.starts_with("Failed to query node's BMC") =>
-            {
-                FailureClass::BmcPowerFailure
-            }
-            _ if error.is_transient() => FailureClass::UpstreamTransient,
-            MaasError::Http { status: 404 | 409, .. } => FailureClass::StateAmbiguity,
-            MaasError::Http { .. } | MaasError::Transport(_) => FailureClass::UpstreamTransient,
-        };
-        StageFailure::new(class, error.to_string())
-    }
-
-    fn fleet(error: &FleetError) -> StageFailure {
-        let class = match error {
-            FleetError::Transport(_) | FleetError::Unavailable { .. } => FailureClass::UpstreamTransient,
-            FleetError::NotFound(_) | FleetError::Conflict(_) => FailureClass::StateAmbiguity,
-            FleetError::AgentUnreachable(_) => FailureClass::AgentEnrollmentFailure,
-        };
-        StageFailure::new(class, error.to_string())
-    }
-
-    fn secrets(error: &SecretsError) -> StageFailure {
-        StageFailure::new(crate::workflow::secrets_failure_class(error), error.to_string())
-    }
-}
+/// How decommission reads a MAAS 503 that names the BMC: as the BMC's failure (its power-off and power query ask
+/// the BMC while the call is open).
+const BMC: BmcAnswer = BmcAnswer::PowerFailure;
 
 /// What a run has learnt so far.
 #[derive(Default)]
@@ -214,7 +174,7 @@ where
                 },
             );
             match self.decide_after(request, &history, &state, stage, &failure, attempt).await {
-                Decision::Retry { attempt_next, delay_ms, compensation, .. } => {
+                Next::Retry { attempt_next, delay_ms, compensation, .. } => {
                     if let Some(compensation) = compensation {
                         self.compensate(request, &mut state, compensation).await;
                     }
@@ -226,12 +186,12 @@ where
                     self.emit(workflow, event);
                     self.clock.sleep_ms(delay_ms).await;
                 }
-                Decision::Continue { reason } => {
+                Next::Continue { reason } => {
                     let adopted = reason == ContinueReason::AdoptObservedState;
                     self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
                     index += 1;
                 }
-                Decision::Stop(stop) => {
+                Next::Stop(stop) => {
                     if let Some(compensation) = stop.compensation {
                         self.compensate(request, &mut state, compensation).await;
                     }
@@ -240,6 +200,8 @@ where
                         state.follow_ups.push(format!("{}: {}", stage.as_str(), failure.error));
                         return self.complete(request, run, &mut state).await;
                     }
+                    // A decommission's evidence is its error: its stages gather none beyond it.
+                    let evidence = vec![failure.error.clone()];
                     let record = DecommissionRecord::Stopped {
                         workflow: workflow.to_owned(),
                         run,
@@ -255,7 +217,7 @@ where
                             class: failure.class.as_str().into(),
                             workflow_state: stop.workflow_state.as_str().into(),
                             node_state: stop.node_state.as_str().into(),
-                            evidence: failure.evidence.clone(),
+                            evidence: evidence.clone(),
                         },
                     );
                     return DecommissionOutcome {
@@ -263,11 +225,11 @@ where
                         node_state: stop.node_state,
                         stage: Some(stage),
                         class: Some(failure.class),
-                        evidence: failure.evidence,
+                        evidence,
                         follow_ups: state.follow_ups,
                     };
                 }
-                Decision::RefreshObservedState => unreachable!("decide_after resolves refreshes"),
+                Next::Observe => unreachable!("decide_after makes the observations"),
             }
         }
         self.complete(request, run, &mut state).await
@@ -306,6 +268,7 @@ where
         }
     }
 
+    /// The decision after a failed attempt, with as many fresh observations as it asks for.
     async fn decide_after(
         &self,
         request: &DecommissionRequest,
@@ -314,21 +277,19 @@ where
         stage: DecommissionStage,
         failure: &StageFailure,
         attempt: u32,
-    ) -> Decision {
+    ) -> Next {
         let mut ctx = DecideContext::new(state.node_state());
         ctx.retry = request.retry;
         ctx.policy = request.site_policy;
         ctx.failed_runs = history.failed_retryable_runs;
         ctx.fallback_taken = state.fallback_taken;
-        let mut refreshes = 0;
+        let mut after = AfterFailure::new(ctx, |ctx: &DecideContext| {
+            decide(Stage::Decommission(stage), failure.class, attempt, ctx)
+        });
         loop {
-            match decide(Stage::Decommission(stage), failure.class, attempt, &ctx) {
-                Decision::RefreshObservedState if refreshes < REFRESHES_MAX => {
-                    refreshes += 1;
-                    ctx.observed = self.observe(request, state, stage).await;
-                }
-                Decision::RefreshObservedState => ctx.observed = Observed::AsExpected,
-                other => return other,
+            match after.poll() {
+                Next::Observe => after.handle_observed(self.observe(request, state, stage).await),
+                next => return next,
             }
         }
     }
@@ -484,7 +445,7 @@ where
                         format!("the secrets policy grants {} on node secrets, not delete", capabilities.join(", ")),
                     ));
                 }
-                let machines = self.maas.machines().await.map_err(|error| StageFailure::maas(&error))?;
+                let machines = self.maas.machines().await.map_err(|error| StageFailure::maas(&error, BMC))?;
                 match machines.iter().find(|machine| machine.hostname == request.hostname) {
                     Some(machine) => state.system_id = Some(machine.system_id.clone()),
                     None => state.maas_gone = true,
@@ -560,9 +521,9 @@ where
                         state.adopted = true;
                         return Ok(());
                     }
-                    Err(error) => return Err(StageFailure::maas(&error)),
+                    Err(error) => return Err(StageFailure::maas(&error, BMC)),
                 }
-                self.maas.delete_machine(&system_id).await.map_err(|error| StageFailure::maas(&error))
+                self.maas.delete_machine(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))
             }
         }
     }
@@ -605,7 +566,7 @@ where
             .system_id
             .clone()
             .ok_or_else(|| StageFailure::new(FailureClass::StateAmbiguity, "no MAAS machine is known for the node"))?;
-        let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+        let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))?;
         match &machine.status {
             MachineStatus::Ready => {
                 state.adopted = true;
@@ -634,7 +595,7 @@ where
             }
             status if releasable_or_released(status) => {
                 let erase = !state.fallback_taken;
-                self.maas.release(&system_id, erase).await.map_err(|error| StageFailure::maas(&error))?;
+                self.maas.release(&system_id, erase).await.map_err(|error| StageFailure::maas(&error, BMC))?;
             }
             status => {
                 return Err(StageFailure::new(
@@ -684,7 +645,7 @@ where
                 Err(error) => {
                     read_failures += 1;
                     if read_failures >= READ_FAILURES_MAX {
-                        return Err(StageFailure::maas(&error));
+                        return Err(StageFailure::maas(&error, BMC));
                     }
                 }
             }
@@ -703,18 +664,19 @@ where
             state.adopted = true;
             return Ok(());
         };
-        if self.maas.power_state(&system_id).await.map_err(|error| StageFailure::maas(&error))? == PowerState::Off {
+        if self.maas.power_state(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))? == PowerState::Off
+        {
             state.adopted = true;
             return Ok(());
         }
-        self.maas.power_off(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+        self.maas.power_off(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))?;
         let mut last = PowerState::Unknown;
         for _ in 0..POWER_OFF_CHECKS {
             self.clock.sleep_ms(request.poll_ms).await;
             match self.maas.power_state(&system_id).await {
                 Ok(PowerState::Off) => return Ok(()),
                 Ok(power) => last = power,
-                Err(error) => return Err(StageFailure::maas(&error)),
+                Err(error) => return Err(StageFailure::maas(&error, BMC)),
             }
         }
         Err(StageFailure::new(
@@ -763,30 +725,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn maas_and_fleet_errors_are_classified_by_what_they_mean() {
-        let bmc = MaasError::Http {
-            status: 503,
-            message: "Failed to power off node: BMC unreachable".into(),
-            retry_after_s: None,
-        };
-        assert_eq!(StageFailure::maas(&bmc).class, FailureClass::BmcPowerFailure);
-        let busy = MaasError::Http { status: 503, message: "busy".into(), retry_after_s: Some(10) };
-        assert_eq!(StageFailure::maas(&busy).class, FailureClass::UpstreamTransient);
-        let gone =
-            MaasError::Http { status: 404, message: "No Machine matches the given query.".into(), retry_after_s: None };
-        assert_eq!(StageFailure::maas(&gone).class, FailureClass::StateAmbiguity);
-        assert_eq!(
-            StageFailure::fleet(&FleetError::AgentUnreachable("no answer".into())).class,
-            FailureClass::AgentEnrollmentFailure
-        );
-        assert_eq!(
-            StageFailure::fleet(&FleetError::Unavailable { retry_after_s: 5 }).class,
-            FailureClass::UpstreamTransient
-        );
-        assert_eq!(StageFailure::fleet(&FleetError::Conflict("x".into())).class, FailureClass::StateAmbiguity);
-    }
-
-    #[test]
     fn only_machines_in_a_release_path_are_this_workflow_s_to_release() {
         assert!(releasable_or_released(&MachineStatus::Deployed));
         assert!(releasable_or_released(&MachineStatus::FailedDiskErasing));
@@ -803,7 +741,7 @@ mod tests {
         use super::super::*;
         use crate::ports::fleet::FleetRecord;
         use crate::ports::site::{Machine, SiteConfig};
-        use crate::ports::{JournalError, Signal};
+        use crate::ports::{JournalError, SecretsError, Signal};
         use crate::secret::Secret;
 
         #[derive(Default)]

@@ -25,11 +25,11 @@ use crate::onboarding::stall::{
     Evidence, ProgressEvidence, ResolverProbe, StallClassifier, StallVerdict, UnknownMachine,
 };
 use crate::ports::site::{DnsAnswer, MaasApi, MaasError, Machine, MachineStatus, NewMachine, Resolver, SiteSecrets};
-use crate::ports::{
-    Clock, Endpoint, Hub, Journal, SecretsError, Signal, Signals, Ssh, SshError, SshRequest, WorkflowEvent,
-};
+use crate::ports::{Clock, Endpoint, Hub, Journal, Signal, Signals, Ssh, SshError, SshRequest, WorkflowEvent};
 use crate::secret::Secret;
-use crate::workflow::{ContinueReason, DecideContext, Decision, Observed, RetryPolicy, SitePolicy, decide};
+use crate::workflow::after_failure::{AfterFailure, Next};
+use crate::workflow::failure::{BmcAnswer, StageFailure};
+use crate::workflow::{ContinueReason, DecideContext, Observed, RetryPolicy, SitePolicy, decide};
 
 /// Which controller runs the workflow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -127,38 +127,10 @@ const HW_SYNC_HEALTH_WAIT_MS: u64 = 20 * 60_000;
 const AGENT_ENROLLMENT_WAIT_MS: u64 = 15 * 60_000;
 /// Consecutive failed reads of MAAS a waiting stage tolerates before it calls the region unreachable.
 const READ_FAILURES_MAX: u32 = 4;
-/// Fresh observations one failure may ask for before the decision is taken on what is known.
-const REFRESHES_MAX: u32 = 2;
 
-/// A failed stage attempt, classified.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct StageFailure {
-    class: FailureClass,
-    error: String,
-    evidence: Vec<String>,
-}
-
-impl StageFailure {
-    fn new(class: FailureClass, error: impl Into<String>) -> StageFailure {
-        StageFailure { class, error: error.into(), evidence: Vec::new() }
-    }
-
-    /// A MAAS error: unreachable or 503 is transient, 404 means the machine went away under the workflow
-    /// (ownership unclear), 409 an illegal transition (MAAS's state is not what the workflow believed).
-    fn maas(error: &MaasError) -> StageFailure {
-        let class = match error.status() {
-            _ if error.is_transient() => FailureClass::UpstreamTransient,
-            Some(404 | 409) => FailureClass::StateAmbiguity,
-            Some(_) => FailureClass::UpstreamTransient,
-            None => FailureClass::UpstreamTransient,
-        };
-        StageFailure::new(class, error.to_string())
-    }
-
-    fn secrets(error: &SecretsError) -> StageFailure {
-        StageFailure::new(crate::workflow::secrets_failure_class(error), error.to_string())
-    }
-}
+/// How onboarding reads a MAAS 503 that names the BMC: as MAAS's "try again" (its power actions show their failures
+/// as events, read by [`power_failure`]).
+const BMC: BmcAnswer = BmcAnswer::Transient;
 
 /// What a run has learnt so far.
 #[derive(Default)]
@@ -301,7 +273,7 @@ where
                 },
             );
             match self.decide_after(request, &history, &state, stage, &failure, attempt).await {
-                Decision::Retry { attempt_next, delay_ms, compensation, .. } => {
+                Next::Retry { attempt_next, delay_ms, compensation, .. } => {
                     if let Some(compensation) = compensation {
                         self.compensate(&mut state, compensation).await;
                     }
@@ -317,14 +289,14 @@ where
                     self.clock.sleep_ms(delay_ms).await;
                     index = MAIN_STAGES.iter().position(|s| *s == retry_from(stage)).unwrap_or(index);
                 }
-                Decision::Continue { reason } => {
+                Next::Continue { reason } => {
                     let adopted = reason == ContinueReason::AdoptObservedState;
                     self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
                     if MAIN_STAGES.get(index) == Some(&stage) {
                         index += 1;
                     }
                 }
-                Decision::Stop(stop) => {
+                Next::Stop(stop) => {
                     if let Some(compensation) = stop.compensation {
                         self.compensate(&mut state, compensation).await;
                     }
@@ -355,7 +327,7 @@ where
                         system_id: state.system_id,
                     };
                 }
-                Decision::RefreshObservedState => unreachable!("decide_after resolves refreshes"),
+                Next::Observe => unreachable!("decide_after makes the observations"),
             }
         }
         let system_id = state.system_id.clone().unwrap_or_default();
@@ -399,28 +371,21 @@ where
         stage: OnboardingStage,
         failure: &StageFailure,
         attempt: u32,
-    ) -> Decision {
+    ) -> Next {
         let mut ctx = DecideContext::new(NodeState::Enrolling);
         ctx.retry = request.retry;
         ctx.policy = request.site_policy;
         ctx.failed_runs = history.failed_retryable_runs;
         ctx.deploy_attempt_started = state.deploy_started;
-        let mut refreshes = 0;
+        let stage_of = Stage::Onboarding(stage);
+        let mut after = AfterFailure::new(ctx, |ctx: &DecideContext| match request.policy {
+            OnboardingPolicy::Current => decide(stage_of, failure.class, attempt, ctx),
+            OnboardingPolicy::Legacy => LegacyConfig::default().decide(stage_of, failure.class, attempt, ctx),
+        });
         loop {
-            let decision = match request.policy {
-                OnboardingPolicy::Current => decide(Stage::Onboarding(stage), failure.class, attempt, &ctx),
-                OnboardingPolicy::Legacy => {
-                    LegacyConfig::default().decide(Stage::Onboarding(stage), failure.class, attempt, &ctx)
-                }
-            };
-            match decision {
-                Decision::RefreshObservedState if refreshes < REFRESHES_MAX => {
-                    refreshes += 1;
-                    ctx.observed = self.observe(request, state, stage).await;
-                }
-                // Nothing fresher could be read: decide on what the failure itself says.
-                Decision::RefreshObservedState => ctx.observed = Observed::AsExpected,
-                other => return other,
+            match after.poll() {
+                Next::Observe => after.handle_observed(self.observe(request, state, stage).await),
+                next => return next,
             }
         }
     }
@@ -501,7 +466,7 @@ where
             }
             // Best effort (the matrix): the events cannot be read, so the failure stays the generic deploy failure.
             Err(error) => {
-                let class = StageFailure::maas(&error).class;
+                let class = StageFailure::maas(&error, BMC).class;
                 let error = format!("{error}; falling back to the generic deploy failure");
                 self.emit(
                     workflow,
@@ -517,7 +482,7 @@ where
     /// state is left to `judge`.
     async fn release_earlier_deploy(&self, request: &OnboardRequest, state: &mut RunState) -> Result<(), StageFailure> {
         let system_id = state.system_id()?.to_owned();
-        let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+        let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))?;
         use MachineStatus as M;
         if !matches!(machine.status, M::Allocated | M::Deploying | M::Deployed | M::FailedDeployment) {
             return Ok(());
@@ -537,7 +502,7 @@ where
         state: &mut RunState,
     ) -> Result<bool, StageFailure> {
         let system_id = state.system_id()?.to_owned();
-        let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+        let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))?;
         if !matches!(machine.status, MachineStatus::Deploying | MachineStatus::Deployed) {
             return Ok(false);
         }
@@ -578,11 +543,11 @@ where
             };
             match acted {
                 Ok(()) => read_failures = 0,
-                Err(error @ MaasError::Http { status: 404, .. }) => return Err(StageFailure::maas(&error)),
+                Err(error @ MaasError::Http { status: 404, .. }) => return Err(StageFailure::maas(&error, BMC)),
                 Err(error) => {
                     read_failures += 1;
                     if read_failures >= READ_FAILURES_MAX {
-                        return Err(StageFailure::maas(&error));
+                        return Err(StageFailure::maas(&error, BMC));
                     }
                 }
             }
@@ -599,7 +564,7 @@ where
     /// somewhere this workflow did not put it.
     async fn refreshed_needs_action(&self, stage: OnboardingStage, state: &mut RunState) -> Result<bool, StageFailure> {
         let system_id = state.system_id()?;
-        let machine = self.maas.machine(system_id).await.map_err(|error| StageFailure::maas(&error))?;
+        let machine = self.maas.machine(system_id).await.map_err(|error| StageFailure::maas(&error, BMC))?;
         match judge(stage, &machine.status, state.deploy_started) {
             Observed::SatisfiesCheckpoint => {
                 state.adopted = true;
@@ -683,7 +648,7 @@ where
                 if !site.enabled {
                     return Err(StageFailure::new(FailureClass::InputConfigError, "the site is disabled"));
                 }
-                let subnets = self.maas.subnets().await.map_err(|error| StageFailure::maas(&error))?;
+                let subnets = self.maas.subnets().await.map_err(|error| StageFailure::maas(&error, BMC))?;
                 for subnet in &subnets {
                     let value = format!("{} mtu {}", subnet.cidr, subnet.mtu);
                     self.emit(workflow, WorkflowEvent::Observed { what: format!("vlan {}", subnet.vlan_vid), value });
@@ -736,7 +701,7 @@ where
             }
             S::CreateOrFindInMaas => {
                 if let Some(machine) =
-                    self.find_own_machine(request).await.map_err(|error| StageFailure::maas(&error))?
+                    self.find_own_machine(request).await.map_err(|error| StageFailure::maas(&error, BMC))?
                 {
                     state.system_id = Some(machine.system_id);
                     return Ok(());
@@ -751,7 +716,7 @@ where
                     power_user: power.user.clone(),
                     power_password: power.password.clone(),
                 };
-                let machine = self.maas.create_machine(&new).await.map_err(|error| StageFailure::maas(&error))?;
+                let machine = self.maas.create_machine(&new).await.map_err(|error| StageFailure::maas(&error, BMC))?;
                 state.system_id = Some(machine.system_id.clone());
                 // MAAS commissions a machine an admin creates, at once: the discovery poll sees it power on and
                 // PXE-boot (the shell of `legacy` did not look).
@@ -775,7 +740,7 @@ where
                 if !self.refreshed_needs_action(stage, state).await? {
                     return Ok(());
                 }
-                self.maas.commission(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+                self.maas.commission(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))?;
                 // MAAS answers before its power action ends; a failed one is an ERROR event of its own.
                 match self.maas.events(&system_id, None).await {
                     Ok(events) => power_failure(&events).map_or(Ok(()), Err),
@@ -794,7 +759,7 @@ where
             }
             S::ConfigureStorage => {
                 let system_id = state.system_id()?.to_owned();
-                let disks = self.maas.disks(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+                let disks = self.maas.disks(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))?;
                 let Some(disk) = disks.iter().find(|disk| disk.model.contains(&request.node.boot_disk_model)) else {
                     let found: Vec<&str> = disks.iter().map(|disk| disk.model.as_str()).collect();
                     return Err(StageFailure::new(
@@ -803,14 +768,18 @@ where
                     ));
                 };
                 if !disk.boot {
-                    self.maas.set_boot_disk(&system_id, disk.id).await.map_err(|error| StageFailure::maas(&error))?;
+                    self.maas
+                        .set_boot_disk(&system_id, disk.id)
+                        .await
+                        .map_err(|error| StageFailure::maas(&error, BMC))?;
                 }
                 Ok(())
             }
             S::ApplyRocePhase2 | S::EnsurePxeInterfaceAuto => {
                 let system_id = state.system_id()?.to_owned();
-                let interfaces = self.maas.interfaces(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
-                let subnets = self.maas.subnets().await.map_err(|error| StageFailure::maas(&error))?;
+                let interfaces =
+                    self.maas.interfaces(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))?;
+                let subnets = self.maas.subnets().await.map_err(|error| StageFailure::maas(&error, BMC))?;
                 let (wanted, vid): (Vec<_>, u16) = if stage == S::ApplyRocePhase2 {
                     (interfaces.iter().filter(|i| i.roce).collect(), state.roce_vlan_vid)
                 } else {
@@ -846,7 +815,7 @@ where
                     self.maas
                         .link_subnet_auto(&system_id, interface.id, subnet.id)
                         .await
-                        .map_err(|error| StageFailure::maas(&error))?;
+                        .map_err(|error| StageFailure::maas(&error, BMC))?;
                 }
                 Ok(())
             }
@@ -877,7 +846,7 @@ where
                     MaasError::Http { status: 400, .. } => {
                         StageFailure::new(FailureClass::DeployCloudInitFailure, error.to_string())
                     }
-                    error => StageFailure::maas(&error),
+                    error => StageFailure::maas(&error, BMC),
                 })?;
                 state.deploy_started = true;
                 Ok(())
@@ -889,7 +858,7 @@ where
             }
             S::EnsureHardwareSyncConfigured => {
                 let system_id = state.system_id()?.to_owned();
-                let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error))?;
+                let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))?;
                 if !machine.enable_hw_sync {
                     return Err(StageFailure::new(
                         FailureClass::HardwareSyncFailure,
@@ -925,7 +894,7 @@ where
                         Err(error) => {
                             read_failures += 1;
                             if read_failures >= READ_FAILURES_MAX || self.clock.monotonic_ms() >= deadline_ms {
-                                return Err(StageFailure::maas(&error));
+                                return Err(StageFailure::maas(&error, BMC));
                             }
                         }
                     }
@@ -968,7 +937,9 @@ where
                             );
                             return Err(StageFailure::new(FailureClass::StateAmbiguity, error));
                         }
-                        Err(error @ MaasError::Http { status: 404, .. }) => return Err(StageFailure::maas(&error)),
+                        Err(error @ MaasError::Http { status: 404, .. }) => {
+                            return Err(StageFailure::maas(&error, BMC));
+                        }
                         Ok(_) | Err(_) => {}
                     }
                     if self.clock.monotonic_ms() >= deadline_ms {
@@ -1066,7 +1037,7 @@ where
                 Err(error) => {
                     read_failures += 1;
                     if read_failures >= READ_FAILURES_MAX {
-                        return Err(StageFailure::maas(&error));
+                        return Err(StageFailure::maas(&error, BMC));
                     }
                 }
             }
@@ -1206,17 +1177,5 @@ mod tests {
         assert_eq!(judge(OnboardingStage::DeployViaMaas, &M::Deploying, true), Observed::SatisfiesCheckpoint);
         assert_eq!(judge(OnboardingStage::DeployViaMaas, &M::Deploying, false), Observed::AsExpected);
         assert_eq!(judge(OnboardingStage::WaitForDeployed, &M::New, true), Observed::Conflicting);
-    }
-
-    #[test]
-    fn maas_errors_are_classified_by_what_they_mean() {
-        let http = |status| MaasError::Http { status, message: "x".into(), retry_after_s: Some(5) };
-        assert_eq!(StageFailure::maas(&http(503)).class, FailureClass::UpstreamTransient);
-        assert_eq!(StageFailure::maas(&http(409)).class, FailureClass::StateAmbiguity);
-        assert_eq!(StageFailure::maas(&http(404)).class, FailureClass::StateAmbiguity);
-        let timeout = MaasError::Transport(crate::ports::TransportError::Timeout);
-        assert_eq!(StageFailure::maas(&timeout).class, FailureClass::UpstreamTransient);
-        let refused = SecretsError::Refused("site disabled".into());
-        assert_eq!(StageFailure::secrets(&refused).class, FailureClass::InputConfigError);
     }
 }

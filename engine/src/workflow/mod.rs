@@ -7,6 +7,8 @@
 //! words live in [`crate::matrix`]; this module holds only their interpretation, each rule written once below, and
 //! tests that walk every (stage, failure class) pair of the table.
 
+pub mod after_failure;
+pub mod failure;
 pub mod record;
 
 use crate::matrix::{
@@ -19,17 +21,6 @@ pub const ATTEMPTS_MAX_DEFAULT: u32 = 3;
 /// Runs of one workflow that may end `failed_retryable` before the next exhaustion needs a person (section 6:
 /// "failed_retryable then failed_manual_intervention after bounded attempts").
 pub const FAILED_RUNS_MAX_DEFAULT: u32 = 2;
-
-/// The class of a secrets-store failure, for both workflows: unreachable or 503 is transient, a missing secret or a
-/// refusal is configuration a person must fix, and a policy the store lacks is a site capability missing.
-pub(crate) fn secrets_failure_class(error: &crate::ports::SecretsError) -> FailureClass {
-    use crate::ports::SecretsError;
-    match error {
-        SecretsError::Transport(_) | SecretsError::Unavailable(_) => FailureClass::UpstreamTransient,
-        SecretsError::NotFound(_) | SecretsError::Refused(_) => FailureClass::InputConfigError,
-        SecretsError::Unsupported(_) => FailureClass::SiteCapabilityMissing,
-    }
-}
 
 /// How often and how patiently a stage is retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
