@@ -5,9 +5,8 @@
 //! enum), and it reads time only through [`ports::Clock`]. Decisions are synchronous state machines (`handle_*` in,
 //! signals out); the async drivers only await ports and feed results back.
 
+pub mod adapters;
 pub mod decommission;
-pub mod http;
-pub mod journal;
 pub mod matrix;
 pub mod onboarding;
 pub mod operator;

@@ -398,3 +398,11 @@ pub trait Journal {
     fn append(&self, record: &str) -> impl Future<Output = Result<(), JournalError>>;
     fn replay(&self) -> impl Future<Output = Result<Vec<String>, JournalError>>;
 }
+
+/// Rejects a record the journal cannot store as one record: records are lines, in every backend.
+pub fn check_record(record: &str) -> Result<(), JournalError> {
+    if record.contains('\n') {
+        return Err(JournalError::WriteFailed("a journal record is one line".into()));
+    }
+    Ok(())
+}

@@ -1,6 +1,7 @@
 //! `fleetsim drive`: the engine for real. Onboarding and decommission workflows (and the operator recovery actions)
-//! run against a MAAS site named by a site file, through the engine's real adapters (`engine::http`) over hyper and
-//! real sockets, with the SQLite journal ([`engine::journal::SqliteJournal`]) and an audit log beside it.
+//! run against a MAAS site named by a site file, through the engine's real adapters (`engine::adapters::http`) over
+//! hyper and real sockets, with the SQLite journal ([`engine::adapters::sqlite::SqliteJournal`]) and an audit log
+//! beside it.
 //!
 //! A killed `drive` loses nothing: every workflow resumes from the journal when the same command runs again (a
 //! completed workflow is not run twice, an unfinished one reruns with status-aware adoption, so no machine is
@@ -16,8 +17,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use engine::adapters::sqlite::SqliteJournal;
 use engine::decommission::driver::{DecommissionOutcome, DecommissionPorts, DecommissionRequest};
-use engine::journal::SqliteJournal;
 use engine::matrix::{RecoveryAction, Workflow, WorkflowState};
 use engine::onboarding::driver::{NodeSpec, OnboardOutcome, OnboardPorts, OnboardRequest, OnboardingPolicy};
 use engine::operator::{
@@ -382,11 +383,11 @@ pub struct Adapters {
     pub signals: PrintedSignals,
 }
 
-type Maas = engine::http::maas::MaasClient<Tcp, WallClock>;
-type Dns = engine::http::dns::DnsClient<crate::wire::udp::UdpTransport>;
-type SiteSecretsClient = engine::http::secrets::SecretsClient<Tcp>;
-type HubClient = engine::http::hub::HubClient<Tcp>;
-type FleetClient = engine::http::fleet::FleetClient<Tcp>;
+type Maas = engine::adapters::http::maas::MaasClient<Tcp, WallClock>;
+type Dns = engine::adapters::http::dns::DnsClient<crate::wire::udp::UdpTransport>;
+type SiteSecretsClient = engine::adapters::http::secrets::SecretsClient<Tcp>;
+type HubClient = engine::adapters::http::hub::HubClient<Tcp>;
+type FleetClient = engine::adapters::http::fleet::FleetClient<Tcp>;
 
 impl Adapters {
     /// The onboarding workflow's ports: these adapters and `journal`.
@@ -709,7 +710,7 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
     };
     // A fresh nonce stream per process: the wall clock and the process id, so a restarted `drive` never repeats one.
     let nonce_seed = engine::ports::Clock::now_ms(&clock) ^ (u64::from(std::process::id()) << 40);
-    let maas = engine::http::maas::MaasClient::new(
+    let maas = engine::adapters::http::maas::MaasClient::new(
         transport(&maas_base(&file.maas.url)?, "maas.url")?,
         clock,
         &site.maas_api_key,
@@ -718,8 +719,8 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
     )
     .map_err(|error| format!("{}: {error}", file.maas.api_key_file.display()))?
     .with_vlan_number(match file.maas.vlan_number {
-        VlanNumberSetting::Vid => engine::http::maas::VlanNumber::Vid,
-        VlanNumberSetting::MaasId => engine::http::maas::VlanNumber::MaasId,
+        VlanNumberSetting::Vid => engine::adapters::http::maas::VlanNumber::Vid,
+        VlanNumberSetting::MaasId => engine::adapters::http::maas::VlanNumber::MaasId,
     });
     let resolver_addr: std::net::SocketAddr = file
         .resolver
@@ -730,14 +731,14 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
     Ok(Adapters {
         clock,
         maas,
-        resolver: engine::http::dns::DnsClient::new(udp, nonce_seed, timeout_ms),
-        secrets: engine::http::secrets::SecretsClient::new(
+        resolver: engine::adapters::http::dns::DnsClient::new(udp, nonce_seed, timeout_ms),
+        secrets: engine::adapters::http::secrets::SecretsClient::new(
             transport(&file.secrets.url, "secrets.url")?,
             site.secrets_token.clone(),
             timeout_ms,
         ),
         hub: {
-            let hub = engine::http::hub::HubClient::new(
+            let hub = engine::adapters::http::hub::HubClient::new(
                 transport(&file.hub.url, "hub.url")?,
                 &file.hub.principal,
                 timeout_ms,
@@ -747,7 +748,10 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
                 .map_err(|error| format!("hub: cannot authenticate as {}: {error}", file.hub.principal))?;
             hub
         },
-        fleet: engine::http::fleet::FleetClient::new(transport(&file.inventory.url, "inventory.url")?, timeout_ms),
+        fleet: engine::adapters::http::fleet::FleetClient::new(
+            transport(&file.inventory.url, "inventory.url")?,
+            timeout_ms,
+        ),
         ssh: CommandSsh { argv: file.ssh.command.clone(), timeout_ms: timeout_ms.max(60_000) },
         signals: PrintedSignals,
     })

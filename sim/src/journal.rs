@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use engine::journal::check_record;
+use engine::ports::check_record;
 use engine::ports::{Journal, JournalError};
 
 use crate::disk::SimDisk;

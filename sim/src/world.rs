@@ -1123,7 +1123,7 @@ pub(crate) struct SimJournal {
 
 impl Journal for SimJournal {
     async fn append(&self, record: &str) -> Result<(), JournalError> {
-        engine::journal::check_record(record)?;
+        engine::ports::check_record(record)?;
         if !self.world.is_up(self.host) {
             std::future::pending::<()>().await;
         }

@@ -61,7 +61,7 @@ fn get(addr: SocketAddr, path: &str) -> serde_json::Value {
 
 /// The stages the journal shows begun, for any workflow.
 fn checkpoints(journal: &Path) -> Vec<String> {
-    let Ok(journal) = engine::journal::SqliteJournal::open(journal) else { return Vec::new() };
+    let Ok(journal) = engine::adapters::sqlite::SqliteJournal::open(journal) else { return Vec::new() };
     let lines = futures_util::FutureExt::now_or_never(journal.replay()).unwrap().unwrap_or_default();
     lines
         .iter()

@@ -3,9 +3,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use engine::http::dns::DnsClient;
-use engine::http::maas::MaasClient;
-use engine::http::secrets::SecretsClient;
+use engine::adapters::http::dns::DnsClient;
+use engine::adapters::http::maas::MaasClient;
+use engine::adapters::http::secrets::SecretsClient;
 use engine::ports::site::{DnsAnswer, MaasApi, MaasError, Resolver, SiteSecrets};
 use engine::secret::Secret;
 use sim::serve::{ServeConfig, Served};
@@ -42,10 +42,10 @@ impl engine::ports::Clock for Clock {
 
 async fn post_fault(admin: SocketAddr, body: &str) -> u16 {
     let transport = HyperTransport::tcp(&url(admin)).unwrap();
-    let request = engine::http::HttpRequest::new(engine::http::Method::Post, "/admin/faults")
+    let request = engine::adapters::http::HttpRequest::new(engine::adapters::http::Method::Post, "/admin/faults")
         .header("content-type", "application/json")
         .body(body.as_bytes().to_vec());
-    let response = engine::http::HttpTransport::send(&transport, request, 5_000).await.unwrap();
+    let response = engine::adapters::http::HttpTransport::send(&transport, request, 5_000).await.unwrap();
     response.status
 }
 
@@ -115,19 +115,20 @@ async fn redfish_wants_basic_auth_and_the_secrets_store_has_each_bmc_s_login() {
     let login = secrets.power_credential("gpu-01").await.unwrap();
     let redfish = HyperTransport::tcp(&url(served.redfish)).unwrap();
     let get = |auth: Option<String>| {
-        let mut request = engine::http::HttpRequest::new(engine::http::Method::Get, "/redfish/v1/Systems/gpu-01");
+        let mut request =
+            engine::adapters::http::HttpRequest::new(engine::adapters::http::Method::Get, "/redfish/v1/Systems/gpu-01");
         if let Some(auth) = auth {
             request = request.header("authorization", auth);
         }
         request
     };
-    let anonymous = engine::http::HttpTransport::send(&redfish, get(None), 5_000).await.unwrap();
+    let anonymous = engine::adapters::http::HttpTransport::send(&redfish, get(None), 5_000).await.unwrap();
     assert_eq!(anonymous.status, 401);
     let basic = format!(
         "Basic {}",
-        engine::http::maas::base64_encode(format!("{}:{}", login.user, login.password.expose()).as_bytes())
+        engine::adapters::http::maas::base64_encode(format!("{}:{}", login.user, login.password.expose()).as_bytes())
     );
-    let system = engine::http::HttpTransport::send(&redfish, get(Some(basic)), 5_000).await.unwrap();
+    let system = engine::adapters::http::HttpTransport::send(&redfish, get(Some(basic)), 5_000).await.unwrap();
     assert_eq!(system.status, 200);
     let body: serde_json::Value = serde_json::from_slice(&system.body).unwrap();
     assert_eq!(body["PowerState"], "Off");

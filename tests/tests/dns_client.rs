@@ -1,5 +1,5 @@
-//! `engine::http::dns::DnsClient` over `sim::wire::udp::UdpTransport` on real loopback UDP: against a tiny server
-//! answering canned hickory-built packets (NOERROR with an A record, NXDOMAIN, SERVFAIL, a stray id, garbage,
+//! `engine::adapters::http::dns::DnsClient` over `sim::wire::udp::UdpTransport` on real loopback UDP: against a tiny
+//! server answering canned hickory-built packets (NOERROR with an A record, NXDOMAIN, SERVFAIL, a stray id, garbage,
 //! silence), a port nobody listens on, and the served fake rack resolver (`fakes::http::dns::serve`).
 //!
 //! The scenario bodies (`body_*`) take any `Resolver`, so the same assertions run against the canned server and the
@@ -8,7 +8,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
-use engine::http::dns::DnsClient;
+use engine::adapters::http::dns::DnsClient;
 use engine::ports::TransportError;
 use engine::ports::site::{DnsAnswer, Resolver};
 use fakes::http::{SharedSite, SiteFront};

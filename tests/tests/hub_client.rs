@@ -1,5 +1,5 @@
-//! `engine::http::hub::HubClient` over real loopback TCP: against wiremock stubs (the exact requests it sends, the
-//! credential and fence headers, and how each error status reads) and against the served fake hub
+//! `engine::adapters::http::hub::HubClient` over real loopback TCP: against wiremock stubs (the exact requests it
+//! sends, the credential and fence headers, and how each error status reads) and against the served fake hub
 //! (`fakes::http::hub::router`).
 //!
 //! The scenario bodies (`body_*`) take any `Hub`, so the same assertions run against stubs that answer as the hub's
@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use engine::http::HttpTransport;
-use engine::http::hub::HubClient;
+use engine::adapters::http::HttpTransport;
+use engine::adapters::http::hub::HubClient;
 use engine::ports::{Hub, HubError, LockGrant, TransportError};
 use engine::secret::Secret;
 use fakes::http::{HubFront, SharedHub};

@@ -1,5 +1,5 @@
 //! The journal conformance suite run against both `Journal` backends (`sim::journal::DiskJournal` on a simulated disk,
-//! `engine::journal::SqliteJournal` on a real file), and a kill test of the SQLite journal in a child process.
+//! `engine::adapters::sqlite::SqliteJournal` on a real file), and a kill test of the SQLite journal in a child process.
 
 #[macro_use]
 #[path = "support/journal_suite.rs"]
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::rc::Rc;
 
-use engine::journal::SqliteJournal;
+use engine::adapters::sqlite::SqliteJournal;
 use engine::ports::JournalError;
 use journal_suite::{JournalStore, now};
 use sim::disk::SimDisk;

@@ -1,6 +1,6 @@
-//! The engine's real MAAS adapter (`engine::http::maas::MaasClient`) over real HTTP (`sim::wire::http::HyperTransport`
-//! on loopback TCP), against wiremock stubs that answer as a real MAAS 2.0 region does (shapes, statuses, exact
-//! messages and `Retry-After` from `reference/maas-api-notes.md` §2–§4).
+//! The engine's real MAAS adapter (`engine::adapters::http::maas::MaasClient`) over real HTTP
+//! (`sim::wire::http::HyperTransport` on loopback TCP), against wiremock stubs that answer as a real MAAS 2.0 region
+//! does (shapes, statuses, exact messages and `Retry-After` from `reference/maas-api-notes.md` §2–§4).
 //!
 //! The stubs also check the request: method, path, `?op=` and every query pair, the form body pair by pair (repeated
 //! keys included), and an `Authorization` header that parses, as MAAS's server parses it, into OAuth 1.0 PLAINTEXT
@@ -14,9 +14,9 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use engine::http::HttpTransport;
-use engine::http::maas::{MaasClient, VlanNumber};
-use engine::http::oauth::HeaderStyle;
+use engine::adapters::http::HttpTransport;
+use engine::adapters::http::maas::{MaasClient, VlanNumber};
+use engine::adapters::http::oauth::HeaderStyle;
 use engine::ports::site::{Interface, MaasApi, MaasError, MachineStatus, NewMachine, PowerState};
 use engine::ports::{Clock, TransportError};
 use engine::secret::Secret;
@@ -950,7 +950,7 @@ async fn fake_commissioning_to_ready_with_disks_interfaces_subnets_and_events() 
 fn the_fake_s_datetimes_read_on_the_clients_time_line() {
     for now_ms in [0, 5, 900_123, 86_400_000 * 400 + 3_723_500] {
         let wire = fakes::http::iso_datetime(now_ms);
-        let unix_ms = engine::http::maas::parse_datetime_unix_ms(&wire);
+        let unix_ms = engine::adapters::http::maas::parse_datetime_unix_ms(&wire);
         assert_eq!(unix_ms, Some(fakes::http::WIRE_EPOCH * 1000 + now_ms), "{wire}");
     }
 }

@@ -1,13 +1,13 @@
-//! `engine::http::secrets::SecretsClient` over real loopback TCP: against wiremock stubs (the exact requests it
-//! sends, and how each error status reads) and against the served fake store (`fakes::http::vault::router`).
+//! `engine::adapters::http::secrets::SecretsClient` over real loopback TCP: against wiremock stubs (the exact requests
+//! it sends, and how each error status reads) and against the served fake store (`fakes::http::vault::router`).
 //!
 //! The scenario bodies (`body_*`) take any `SiteSecrets`, so the same assertions run against a stub that answers as
 //! the store's API is documented and against the fake store itself.
 
 use std::sync::Arc;
 
-use engine::http::secrets::{SecretsClient, SiteConfigDefaults};
-use engine::http::{HttpRequest, HttpTransport};
+use engine::adapters::http::secrets::{SecretsClient, SiteConfigDefaults};
+use engine::adapters::http::{HttpRequest, HttpTransport};
 use engine::ports::site::{SiteConfig, SiteSecrets};
 use engine::ports::{SecretsError, TransportError};
 use engine::secret::{SECRET_MARKER, Secret};
@@ -243,7 +243,7 @@ async fn no_token_reaches_an_error_or_a_debug_output() {
         assert!(!format!("{error}").contains(TOKEN), "{error}");
         assert!(!format!("{error:?}").contains(TOKEN), "{error:?}");
     }
-    let request = HttpRequest::new(engine::http::Method::Get, "/").header("x-vault-token", TOKEN);
+    let request = HttpRequest::new(engine::adapters::http::Method::Get, "/").header("x-vault-token", TOKEN);
     assert!(!format!("{request:?}").contains(TOKEN));
 }
 

@@ -14,7 +14,7 @@ use std::fmt;
 use std::time::Duration;
 
 use bytes::Bytes;
-use engine::http::{HttpRequest, HttpResponse, HttpTransport, Method};
+use engine::adapters::http::{HttpRequest, HttpResponse, HttpTransport, Method};
 use engine::ports::TransportError;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;

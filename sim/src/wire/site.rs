@@ -20,9 +20,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine::http::dns::DnsClient;
-use engine::http::maas::MaasClient;
-use engine::http::secrets::{SecretsClient, SiteConfigDefaults};
+use engine::adapters::http::dns::DnsClient;
+use engine::adapters::http::maas::MaasClient;
+use engine::adapters::http::secrets::{SecretsClient, SiteConfigDefaults};
 use fakes::http::{Clock, SharedSite};
 use tokio::sync::Notify;
 

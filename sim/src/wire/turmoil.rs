@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use engine::http::DatagramTransport;
+use engine::adapters::http::DatagramTransport;
 use engine::ports::TransportError;
 use http::Uri;
 use hyper_util::client::legacy::connect::{Connected, Connection};

@@ -1,5 +1,5 @@
 //! [`UdpTransport`]: the engine's [`DatagramTransport`] over a tokio UDP socket, for the DNS resolver client
-//! (`engine::http::dns::DnsClient`) against a real resolver or the served fake (`fakes::http::dns::serve`).
+//! (`engine::adapters::http::dns::DnsClient`) against a real resolver or the served fake (`fakes::http::dns::serve`).
 //!
 //! Each exchange binds a fresh socket on an ephemeral port (on the loopback when the server is there) and connects
 //! it to the server, so the kernel drops datagrams from anyone else and a port nobody listens on comes back as
@@ -14,7 +14,7 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use engine::http::DatagramTransport;
+use engine::adapters::http::DatagramTransport;
 use engine::ports::TransportError;
 use tokio::net::UdpSocket;
 

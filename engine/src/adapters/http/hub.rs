@@ -320,7 +320,7 @@ impl<T: HttpTransport> Hub for HubClient<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::secrets::tests::{Stub, header, json, now};
+    use crate::adapters::http::secrets::tests::{Stub, header, json, now};
 
     const CREDENTIAL: &str = "fleetsim-secret-hub-credential-1";
 

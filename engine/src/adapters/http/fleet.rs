@@ -8,7 +8,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::http::{HttpRequest, HttpResponse, HttpTransport, Method};
+use crate::adapters::http::{HttpRequest, HttpResponse, HttpTransport, Method};
 use crate::matrix::NodeState;
 use crate::ports::fleet::{Fleet, FleetError, FleetRecord, NodeTask, TaskOutcome};
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use crate::ports::{Journal, JournalError};
+use crate::ports::{Journal, JournalError, check_record};
 
 /// The `PRAGMA user_version` of a journal this code writes; a database that carries another one is not ours.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -24,14 +24,6 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS journal (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     record TEXT NOT NULL
 )";
-
-/// Rejects a record the journal cannot store as one record: records are lines, in every backend.
-pub fn check_record(record: &str) -> Result<(), JournalError> {
-    if record.contains('\n') {
-        return Err(JournalError::WriteFailed("a journal record is one line".into()));
-    }
-    Ok(())
-}
 
 /// The controller's journal in a SQLite database file: one row per record, in append order.
 #[derive(Debug)]
