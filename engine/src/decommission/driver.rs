@@ -1,14 +1,18 @@
 //! The decommission workflow's driver: the 11 stages of section 5 run against the `Fleet` (inventory, allocations,
-//! node tasks), `MaasApi`, `SiteSecrets`, `Clock`, `Journal` and `Signals` ports. Every failure is classified into one
-//! of the matrix's classes and handed to [`crate::workflow::decide`]; the driver performs what it says.
+//! node tasks), `MaasApi`, `SiteSecrets`, `Clock`, `Journal` and `Signals` ports. The driver only awaits the ports
+//! and applies what the pure code says: [`crate::decommission::stages`] walks the stages,
+//! [`crate::decommission::judge`] judges each answer (done, adopted, or failed with which class), and
+//! [`crate::workflow::decide`] decides after a failure.
 
+use crate::decommission::judge::{self, FallbackCall, MaasRecord, ReleaseStart, Transition};
 use crate::decommission::record::{DecommissionHistory, DecommissionRecord};
+use crate::decommission::stages::{POWER_OFF_CHECKS, RELEASE_WAIT_MS, StageWalk};
 use crate::matrix::{Compensation, DecommissionStage, FailureClass, NodeState, Stage, WorkflowState};
-use crate::ports::fleet::{Fleet, FleetError, NodeTask, TaskOutcome};
-use crate::ports::site::{MaasApi, MaasError, MachineStatus, PowerState, SiteSecrets};
+use crate::ports::fleet::{Fleet, NodeTask};
+use crate::ports::site::{MaasApi, MaasError, PowerState, SiteSecrets};
 use crate::ports::{Clock, Journal, Signal, Signals, WorkflowEvent};
 use crate::workflow::after_failure::{AfterFailure, Next};
-use crate::workflow::failure::{BmcAnswer, StageFailure};
+use crate::workflow::failure::{ReadFailures, StageFailure, known_machine, site_enabled};
 use crate::workflow::{ContinueReason, DecideContext, Observed, RetryPolicy, SitePolicy, decide};
 
 /// One decommission workflow to run.
@@ -48,18 +52,6 @@ pub struct DecommissionPorts<'a, C, M, K, F, J, G> {
     pub journal: &'a J,
     pub signals: &'a G,
 }
-
-/// Bounds of the waits (our figures; section 6 gives none for decommission): a release with erase takes the wipe
-/// plus the release, and MAAS's own 5-minute RELEASING timeout comes first.
-const RELEASE_WAIT_MS: u64 = 40 * 60_000;
-/// Reads of the power state after a power-off before it counts as never converging.
-const POWER_OFF_CHECKS: u32 = 6;
-/// Consecutive failed reads of MAAS a waiting stage tolerates before it calls the region unreachable.
-const READ_FAILURES_MAX: u32 = 4;
-
-/// How decommission reads a MAAS 503 that names the BMC: as the BMC's failure (its power-off and power query ask
-/// the BMC while the call is open).
-const BMC: BmcAnswer = BmcAnswer::PowerFailure;
 
 /// What a run has learnt so far.
 #[derive(Default)]
@@ -125,28 +117,20 @@ where
         let run = history.runs + 1;
         self.record(DecommissionRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
         let mut state = RunState::default();
-        let mut index = 0;
-        // After a controller death the run resumes at the stage the dead one had reached: the stages before it are
-        // done, and the node tasks among them cannot run again once the machine is released (its agent is gone).
-        // `load_site_config` only reads, and the later stages need the machine it finds, so it always runs.
-        let resume_at = history
-            .interrupted_at
-            .and_then(|stage| DecommissionStage::ALL.iter().position(|s| *s == stage))
-            .unwrap_or(0);
-        if resume_at > 0 {
-            let value = format!("resumed at {} after its controller died", DecommissionStage::ALL[resume_at].as_str());
+        let mut walk = StageWalk::new(history.interrupted_at, start_at);
+        if let Some(stage) = walk.resumed_at() {
+            let value = format!("resumed at {} after its controller died", stage.as_str());
             self.emit(workflow, WorkflowEvent::Observed { what: "journal".to_owned(), value });
         }
-        while let Some(&stage) = DecommissionStage::ALL.get(index) {
+        while let Some(stage) = walk.poll_stage() {
             // A freeze set while the run is under way stops it before its next stage starts.
             let lines =
                 self.journal.replay().await.unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
             if let Some(why) = halted(workflow, &lines) {
                 return halted_outcome(why, Some(stage));
             }
-            let before_start = start_at.is_some_and(|from| (stage as usize) < (from as usize));
-            if (before_start || index < resume_at) && stage != DecommissionStage::LoadSiteConfig {
-                index += 1;
+            if walk.passes() {
+                walk.handle_done();
                 continue;
             }
             let attempt = {
@@ -160,7 +144,7 @@ where
                 Ok(()) => {
                     let adopted = std::mem::take(&mut state.adopted);
                     self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
-                    index += 1;
+                    walk.handle_done();
                     continue;
                 }
                 Err(failure) => failure,
@@ -189,7 +173,7 @@ where
                 Next::Continue { reason } => {
                     let adopted = reason == ContinueReason::AdoptObservedState;
                     self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
-                    index += 1;
+                    walk.handle_done();
                 }
                 Next::Stop(stop) => {
                     if let Some(compensation) = stop.compensation {
@@ -296,84 +280,34 @@ where
 
     /// A fresh read of the node's inventory record or its machine, judged against what `stage` expects.
     async fn observe(&self, request: &DecommissionRequest, state: &RunState, stage: DecommissionStage) -> Observed {
-        use DecommissionStage as D;
-        match stage {
-            D::DisableNode
-            | D::ForceReleaseAllocations
-            | D::DrainNode
-            | D::CleanupStorageScrubGpuValidateCleanNode
-            | D::RetireGpuaasNode
-            | D::RemoveGpuaasNodeRecord => {
-                let Ok(record) = self.fleet.record(&request.node).await else { return Observed::Stale };
-                let Some(record) = record else {
-                    return if stage == D::RemoveGpuaasNodeRecord {
-                        Observed::SatisfiesCheckpoint
-                    } else {
-                        Observed::Conflicting
-                    };
-                };
-                match (stage, record.state) {
-                    // Someone put the node back in service under the workflow: ownership is unclear.
-                    (_, NodeState::Active | NodeState::Enrolling) if stage != D::DisableNode => Observed::Conflicting,
-                    (D::DisableNode, NodeState::Quarantined | NodeState::Retired) => Observed::SatisfiesCheckpoint,
-                    (D::ForceReleaseAllocations, _) if record.allocations.is_empty() => Observed::SatisfiesCheckpoint,
-                    (D::RetireGpuaasNode, NodeState::Retired) => Observed::SatisfiesCheckpoint,
-                    // Retired by this workflow, then moved back by someone else.
-                    (D::RemoveGpuaasNodeRecord, NodeState::Quarantined) => Observed::Conflicting,
-                    _ => Observed::AsExpected,
-                }
-            }
-            D::ReleaseMaasNode | D::PowerOffMaasNode | D::RemoveMaasRecord => {
-                let Some(system_id) = &state.system_id else { return Observed::AsExpected };
-                let machine = match self.maas.machine(system_id).await {
-                    Ok(machine) => machine,
-                    Err(MaasError::Http { status: 404, .. }) if stage == D::RemoveMaasRecord => {
-                        return Observed::SatisfiesCheckpoint;
-                    }
-                    Err(MaasError::Http { status: 404, .. }) => return Observed::Conflicting,
-                    Err(_) => return Observed::Stale,
-                };
-                match (stage, &machine.status) {
-                    (D::ReleaseMaasNode, MachineStatus::Ready) => Observed::SatisfiesCheckpoint,
-                    (_, status) if !releasable_or_released(status) => Observed::Conflicting,
-                    (D::RemoveMaasRecord, status) if *status != MachineStatus::Ready => Observed::Conflicting,
-                    _ => Observed::AsExpected,
-                }
-            }
-            D::LoadSiteConfig | D::CleanupSecrets => Observed::AsExpected,
+        if judge::observes_inventory(stage) {
+            let Ok(record) = self.fleet.record(&request.node).await else { return Observed::Stale };
+            return judge::observed_record(stage, record.as_ref());
         }
+        if judge::observes_machine(stage) {
+            let Some(system_id) = &state.system_id else { return Observed::AsExpected };
+            return judge::observed_machine(stage, &self.maas.machine(system_id).await);
+        }
+        Observed::AsExpected
     }
 
     /// Runs a compensation of section 5.
     async fn compensate(&self, request: &DecommissionRequest, state: &mut RunState, compensation: Compensation) {
-        use crate::matrix::Compensation as K;
-        match compensation {
-            // The node must take no work: it is quarantined (the disable already did it; a retry is idempotent).
-            K::QuarantineOnFailedValidation => {
-                let _ = self.fleet.transition(&request.node, NodeState::Active, NodeState::Quarantined).await;
+        if let Some((from, to)) = judge::compensating_transition(compensation) {
+            let _ = self.fleet.transition(&request.node, from, to).await;
+            return;
+        }
+        if compensation == Compensation::AbortMarkFixedNoEraseRelease {
+            if let Some(system_id) = state.system_id.clone()
+                && let Ok(machine) = self.maas.machine(&system_id).await
+            {
+                let _ = match judge::fallback_call(&machine.status) {
+                    Some(FallbackCall::Abort) => self.maas.abort(&system_id).await.map(|_| ()),
+                    Some(FallbackCall::MarkFixed) => self.maas.mark_fixed(&system_id).await.map(|_| ()),
+                    None => Ok(()),
+                };
             }
-            // Abort an erase in flight, mark a broken machine fixed; the next attempt releases without erase.
-            K::AbortMarkFixedNoEraseRelease => {
-                if let Some(system_id) = state.system_id.clone()
-                    && let Ok(machine) = self.maas.machine(&system_id).await
-                {
-                    let _ = match machine.status {
-                        MachineStatus::DiskErasing => self.maas.abort(&system_id).await.map(|_| ()),
-                        MachineStatus::Broken => self.maas.mark_fixed(&system_id).await.map(|_| ()),
-                        _ => Ok(()),
-                    };
-                }
-                state.fallback_taken = true;
-            }
-            // An uninstall that failed leaves the record retired, never half-removed.
-            K::RevertToRetiredOnUninstallFailure => {
-                let _ = self.fleet.transition(&request.node, NodeState::Quarantined, NodeState::Retired).await;
-            }
-            K::UnlinkRelinkInterface
-            | K::DeletePartialNodeRow
-            | K::ReleaseToReadyIfDeployStarted
-            | K::ReleaseToReady
-            | K::AbortReleaseToCleanDeployableState => {}
+            state.fallback_taken = true;
         }
     }
 
@@ -386,21 +320,17 @@ where
         use DecommissionStage as D;
         let node = request.node.as_str();
         let operation_id = format!("{}:{}:{}", request.workflow, stage.as_str(), state.attempts[&stage]);
+        let unreachable = judge::unreachable_agent(stage);
         match stage {
             D::DisableNode => {
                 let record = self.fleet.record(node).await.map_err(|error| StageFailure::fleet(&error))?;
-                let Some(record) = record else {
-                    return Err(StageFailure::new(
-                        FailureClass::StateAmbiguity,
-                        format!("no inventory record for {node}"),
-                    ));
-                };
-                state.node_state = Some(record.state);
-                match record.state {
-                    NodeState::Quarantined | NodeState::Retired => state.adopted = true,
-                    _ => {
+                let transition = judge::disable(node, record.as_ref())?;
+                state.node_state = record.map(|record| record.state);
+                match transition {
+                    Transition::Adopt => state.adopted = true,
+                    Transition::Move { from } => {
                         self.fleet
-                            .transition(node, record.state, NodeState::Quarantined)
+                            .transition(node, from, NodeState::Quarantined)
                             .await
                             .map_err(|error| StageFailure::fleet(&error))?;
                         state.node_state = Some(NodeState::Quarantined);
@@ -411,17 +341,10 @@ where
             D::ForceReleaseAllocations => {
                 let remaining =
                     self.fleet.release_allocations(node, true).await.map_err(|error| StageFailure::fleet(&error))?;
-                if remaining.is_empty() {
-                    return Ok(());
-                }
-                Err(StageFailure::new(
-                    FailureClass::UpstreamTransient,
-                    format!("allocations remain attached to {node}: {}", remaining.join(", ")),
-                ))
+                judge::allocations_released(node, &remaining)
             }
-            D::DrainNode => self.task(node, NodeTask::Drain, &operation_id, FailureClass::AgentEnrollmentFailure).await,
+            D::DrainNode => self.task(node, NodeTask::Drain, &operation_id, unreachable).await,
             D::CleanupStorageScrubGpuValidateCleanNode => {
-                let unreachable = FailureClass::UpstreamTransient;
                 self.task(node, NodeTask::CleanupStorage, &operation_id, unreachable).await?;
                 self.task(node, NodeTask::ScrubGpu, &operation_id, unreachable).await?;
                 self.task(node, NodeTask::ValidateClean, &operation_id, unreachable).await
@@ -431,22 +354,15 @@ where
                 // stage) learns the node's state from the inventory, not from stages it did not run.
                 if state.node_state.is_none() {
                     let record = self.fleet.record(node).await.map_err(|error| StageFailure::fleet(&error))?;
-                    state.node_state = Some(record.map_or(NodeState::Deleted, |record| record.state));
+                    state.node_state = Some(judge::node_state_of(record.as_ref()));
                 }
                 let config = self.secrets.site_config().await.map_err(|error| StageFailure::secrets(&error))?;
-                if !config.enabled {
-                    return Err(StageFailure::new(FailureClass::InputConfigError, "the site is disabled"));
-                }
+                site_enabled(config.enabled)?;
                 let capabilities =
                     self.secrets.node_secrets_capabilities().await.map_err(|error| StageFailure::secrets(&error))?;
-                if !capabilities.iter().any(|capability| capability == "delete") {
-                    return Err(StageFailure::new(
-                        FailureClass::SiteCapabilityMissing,
-                        format!("the secrets policy grants {} on node secrets, not delete", capabilities.join(", ")),
-                    ));
-                }
-                let machines = self.maas.machines().await.map_err(|error| StageFailure::maas(&error, BMC))?;
-                match machines.iter().find(|machine| machine.hostname == request.hostname) {
+                judge::secrets_deletable(&capabilities)?;
+                let machines = self.maas.machines().await.map_err(|error| judge::maas(&error))?;
+                match judge::machine_of(&machines, &request.hostname) {
                     Some(machine) => state.system_id = Some(machine.system_id.clone()),
                     None => state.maas_gone = true,
                 }
@@ -456,25 +372,13 @@ where
             D::PowerOffMaasNode => self.power_off(request, state).await,
             D::RetireGpuaasNode => {
                 let record = self.fleet.record(node).await.map_err(|error| StageFailure::fleet(&error))?;
-                match record.map(|record| record.state) {
-                    Some(NodeState::Retired) => state.adopted = true,
-                    Some(NodeState::Quarantined) => self
+                match judge::retire(node, record.map(|record| record.state))? {
+                    Transition::Adopt => state.adopted = true,
+                    Transition::Move { from } => self
                         .fleet
-                        .transition(node, NodeState::Quarantined, NodeState::Retired)
+                        .transition(node, from, NodeState::Retired)
                         .await
                         .map_err(|error| StageFailure::fleet(&error))?,
-                    Some(other) => {
-                        return Err(StageFailure::new(
-                            FailureClass::StateAmbiguity,
-                            format!("{node} is {} in the inventory, not quarantined", other.as_str()),
-                        ));
-                    }
-                    None => {
-                        return Err(StageFailure::new(
-                            FailureClass::StateAmbiguity,
-                            format!("no inventory record for {node}"),
-                        ));
-                    }
                 }
                 state.node_state = Some(NodeState::Retired);
                 Ok(())
@@ -487,7 +391,7 @@ where
                     return Ok(());
                 };
                 if record.agent_installed {
-                    self.task(node, NodeTask::Uninstall, &operation_id, FailureClass::AgentEnrollmentFailure).await?;
+                    self.task(node, NodeTask::Uninstall, &operation_id, unreachable).await?;
                 }
                 self.fleet.remove_record(node).await.map_err(|error| StageFailure::fleet(&error))?;
                 state.node_state = Some(NodeState::Deleted);
@@ -498,32 +402,30 @@ where
                 Ok(())
             }
             D::RemoveMaasRecord => {
-                let Some(system_id) = state.system_id.clone().filter(|_| !state.maas_gone) else {
-                    state.adopted = true;
-                    return Ok(());
-                };
-                if !request.site_policy.maas_delete_required {
-                    state
-                        .follow_ups
-                        .push(format!("MAAS record {system_id} of {} retained by policy", request.hostname));
-                    return Ok(());
-                }
-                // Refresh before the irreversible delete: only a machine this workflow released goes.
-                match self.maas.machine(&system_id).await {
-                    Ok(machine) if machine.status == MachineStatus::Ready => {}
-                    Ok(machine) => {
-                        return Err(StageFailure::new(
-                            FailureClass::StateAmbiguity,
-                            format!("machine {system_id} is {}, not Ready: not deleting it", machine.status.name()),
-                        ));
-                    }
-                    Err(MaasError::Http { status: 404, .. }) => {
+                let delete_required = request.site_policy.maas_delete_required;
+                match judge::maas_record(
+                    state.system_id.as_deref(),
+                    state.maas_gone,
+                    delete_required,
+                    &request.hostname,
+                ) {
+                    MaasRecord::Gone => {
                         state.adopted = true;
-                        return Ok(());
+                        Ok(())
                     }
-                    Err(error) => return Err(StageFailure::maas(&error, BMC)),
+                    MaasRecord::Retain { follow_up } => {
+                        state.follow_ups.push(follow_up);
+                        Ok(())
+                    }
+                    MaasRecord::Delete { system_id } => {
+                        // Refresh before the irreversible delete: only a machine this workflow released goes.
+                        if !judge::deletable(&system_id, self.maas.machine(&system_id).await)? {
+                            state.adopted = true;
+                            return Ok(());
+                        }
+                        self.maas.delete_machine(&system_id).await.map_err(|error| judge::maas(&error))
+                    }
                 }
-                self.maas.delete_machine(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))
             }
         }
     }
@@ -537,22 +439,7 @@ where
         unreachable: FailureClass,
     ) -> Result<(), StageFailure> {
         let operation_id = format!("{operation_id}:{}", task.as_str());
-        match self.fleet.run_task(node, task, &operation_id).await {
-            Ok(TaskOutcome::Done) => Ok(()),
-            Ok(TaskOutcome::Residue(what)) => Err(StageFailure::new(
-                FailureClass::HardwareMismatch,
-                format!("{} found residue on {node}: {what}", task.as_str()),
-            )),
-            Ok(TaskOutcome::Failed(error)) => Err(StageFailure::new(
-                if task == NodeTask::Uninstall { FailureClass::AgentEnrollmentFailure } else { unreachable },
-                format!("{} failed on {node}: {error}", task.as_str()),
-            )),
-            Err(FleetError::AgentUnreachable(error)) => Err(StageFailure::new(
-                unreachable,
-                format!("{} on {node}: node agent unreachable: {error}", task.as_str()),
-            )),
-            Err(error) => Err(StageFailure::fleet(&error)),
-        }
+        judge::task_result(node, task, unreachable, self.fleet.run_task(node, task, &operation_id).await)
     }
 
     /// `release_maas_node`: a fresh read, a release (with erase unless the fallback was taken), and the wait for
@@ -562,98 +449,41 @@ where
             state.adopted = true;
             return Ok(());
         }
-        let system_id = state
-            .system_id
-            .clone()
-            .ok_or_else(|| StageFailure::new(FailureClass::StateAmbiguity, "no MAAS machine is known for the node"))?;
-        let machine = self.maas.machine(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))?;
-        match &machine.status {
-            MachineStatus::Ready => {
+        let system_id = known_machine(state.system_id.as_deref())?.to_owned();
+        let machine = self.maas.machine(&system_id).await.map_err(|error| judge::maas(&error))?;
+        let first_attempt = state.attempts.get(&DecommissionStage::ReleaseMaasNode) == Some(&1);
+        match judge::release_start(&system_id, &machine, first_attempt, state.fallback_taken)? {
+            ReleaseStart::Adopt => {
                 state.adopted = true;
                 return Ok(());
             }
-            // Already on its way (an earlier attempt's, or a dead controller's): wait for it.
-            MachineStatus::DiskErasing | MachineStatus::Releasing => {}
-            // The first attempt of this run finds an earlier run's release failed (a dead controller's, or one a
-            // person resumed): that failure is this attempt's, and the matrix decides whether to release again.
-            MachineStatus::FailedDiskErasing | MachineStatus::FailedReleasing | MachineStatus::Broken
-                if state.attempts.get(&DecommissionStage::ReleaseMaasNode) == Some(&1) =>
-            {
-                let class = if machine.status == MachineStatus::FailedReleasing {
-                    FailureClass::UpstreamTransient
-                } else {
-                    FailureClass::DeployCloudInitFailure
-                };
-                return Err(StageFailure::new(
-                    class,
-                    format!(
-                        "an earlier release of {system_id} failed: {} ({})",
-                        machine.status.name(),
-                        machine.status_message
-                    ),
-                ));
-            }
-            status if releasable_or_released(status) => {
-                let erase = !state.fallback_taken;
-                self.maas.release(&system_id, erase).await.map_err(|error| StageFailure::maas(&error, BMC))?;
-            }
-            status => {
-                return Err(StageFailure::new(
-                    FailureClass::StateAmbiguity,
-                    format!("machine {system_id} is {}: not this workflow's to release", status.name()),
-                ));
+            ReleaseStart::Wait => {}
+            ReleaseStart::Release { erase } => {
+                self.maas.release(&system_id, erase).await.map_err(|error| judge::maas(&error))?;
             }
         }
         let started_ms = self.clock.monotonic_ms();
-        let mut read_failures = 0;
+        let mut read_failures = ReadFailures::default();
         loop {
             self.clock.sleep_ms(request.poll_ms).await;
             match self.maas.machine(&system_id).await {
                 Ok(machine) => {
-                    read_failures = 0;
-                    match machine.status {
-                        MachineStatus::Ready => return Ok(()),
-                        MachineStatus::FailedDiskErasing | MachineStatus::Broken => {
-                            return Err(StageFailure::new(
-                                FailureClass::DeployCloudInitFailure,
-                                format!("machine {system_id} is {}: {}", machine.status.name(), machine.status_message),
-                            ));
-                        }
-                        MachineStatus::DiskErasing | MachineStatus::Releasing => {}
-                        // MAAS gave up on the release (the power never read off within its timeout): the bounded
-                        // retries release again; past them the machine "cannot reach Ready" and a person decides.
-                        MachineStatus::FailedReleasing => {
-                            return Err(StageFailure::new(
-                                FailureClass::UpstreamTransient,
-                                format!("MAAS could not finish releasing {system_id}: {}", machine.status_message),
-                            ));
-                        }
-                        status => {
-                            return Err(StageFailure::new(
-                                FailureClass::StateAmbiguity,
-                                format!("machine {system_id} went {} while releasing", status.name()),
-                            ));
-                        }
+                    read_failures.handle_read();
+                    if let Some(end) = judge::release_progress(&system_id, &machine) {
+                        return end;
                     }
                 }
                 Err(MaasError::Http { status: 404, .. }) => {
-                    return Err(StageFailure::new(
-                        FailureClass::StateAmbiguity,
-                        format!("machine {system_id} disappeared while releasing"),
-                    ));
+                    return Err(judge::disappeared_while_releasing(&system_id));
                 }
                 Err(error) => {
-                    read_failures += 1;
-                    if read_failures >= READ_FAILURES_MAX {
-                        return Err(StageFailure::maas(&error, BMC));
+                    if read_failures.handle_failure() {
+                        return Err(judge::maas(&error));
                     }
                 }
             }
             if self.clock.monotonic_ms().saturating_sub(started_ms) >= RELEASE_WAIT_MS {
-                return Err(StageFailure::new(
-                    FailureClass::UpstreamTransient,
-                    format!("machine {system_id} did not reach Ready within {} min", RELEASE_WAIT_MS / 60_000),
-                ));
+                return Err(judge::not_released(&system_id, RELEASE_WAIT_MS));
             }
         }
     }
@@ -664,43 +494,22 @@ where
             state.adopted = true;
             return Ok(());
         };
-        if self.maas.power_state(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))? == PowerState::Off
-        {
+        if self.maas.power_state(&system_id).await.map_err(|error| judge::maas(&error))? == PowerState::Off {
             state.adopted = true;
             return Ok(());
         }
-        self.maas.power_off(&system_id).await.map_err(|error| StageFailure::maas(&error, BMC))?;
+        self.maas.power_off(&system_id).await.map_err(|error| judge::maas(&error))?;
         let mut last = PowerState::Unknown;
         for _ in 0..POWER_OFF_CHECKS {
             self.clock.sleep_ms(request.poll_ms).await;
             match self.maas.power_state(&system_id).await {
                 Ok(PowerState::Off) => return Ok(()),
                 Ok(power) => last = power,
-                Err(error) => return Err(StageFailure::maas(&error, BMC)),
+                Err(error) => return Err(judge::maas(&error)),
             }
         }
-        Err(StageFailure::new(
-            FailureClass::BmcPowerFailure,
-            format!("power-off of {system_id} never converged: power still {last:?} after {POWER_OFF_CHECKS} checks"),
-        ))
+        Err(judge::power_never_off(&system_id, last, POWER_OFF_CHECKS))
     }
-}
-
-/// Statuses a decommission may release from, or has already released to.
-fn releasable_or_released(status: &MachineStatus) -> bool {
-    matches!(
-        status,
-        MachineStatus::Ready
-            | MachineStatus::Allocated
-            | MachineStatus::Deploying
-            | MachineStatus::Deployed
-            | MachineStatus::FailedDeployment
-            | MachineStatus::Broken
-            | MachineStatus::DiskErasing
-            | MachineStatus::FailedDiskErasing
-            | MachineStatus::FailedReleasing
-            | MachineStatus::Releasing
-    )
 }
 
 /// Why the journal forbids acting on `workflow` (frozen or cancelled), if it does.
@@ -722,16 +531,6 @@ fn halted_outcome(why: String, stage: Option<DecommissionStage>) -> Decommission
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    #[test]
-    fn only_machines_in_a_release_path_are_this_workflow_s_to_release() {
-        assert!(releasable_or_released(&MachineStatus::Deployed));
-        assert!(releasable_or_released(&MachineStatus::FailedDiskErasing));
-        assert!(!releasable_or_released(&MachineStatus::New));
-        assert!(!releasable_or_released(&MachineStatus::Commissioning));
-    }
-
     /// The driver against in-memory ports whose every call is answered at once, so a run completes in one poll.
     mod driver {
         use std::cell::{Cell, RefCell};
@@ -739,8 +538,8 @@ mod tests {
         use futures_util::FutureExt;
 
         use super::super::*;
-        use crate::ports::fleet::FleetRecord;
-        use crate::ports::site::{Machine, SiteConfig};
+        use crate::ports::fleet::{FleetError, FleetRecord, TaskOutcome};
+        use crate::ports::site::{Machine, MachineStatus, SiteConfig};
         use crate::ports::{JournalError, SecretsError, Signal};
         use crate::secret::Secret;
 

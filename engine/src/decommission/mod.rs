@@ -1,7 +1,8 @@
 //! The decommission workflow of the recovery matrix (`seeds/000_85d03426b210b2a0.txt`, section 5): a node taken out
-//! of the fleet, `active` → `quarantined` (disabled, no new work) → `retired` → `deleted`. [`record`] is its journal,
-//! [`driver`] runs its 11 stages against the ports; the decision after a failed stage is the workflow core's
-//! ([`crate::workflow::decide`]), shared with onboarding.
+//! of the fleet, `active` → `quarantined` (disabled, no new work) → `retired` → `deleted`. [`stages`] walks its 11
+//! stages, [`record`] is its journal, [`judge`] judges what the ports answered (pure), and [`driver`] runs the stages
+//! against the ports; the decision after a failed stage is the workflow core's ([`crate::workflow::decide`]), shared
+//! with onboarding.
 //!
 //! - **Refresh before destructive steps** (section 7): the release, the power-off and the delete each read the
 //!   machine first, and a stage whose effect is already there is adopted (a late success, an operator's change): a
@@ -13,4 +14,6 @@
 //! - **Journal**: a checkpoint per stage attempt (workflow id, run id, stage, attempt), the stop or the completion.
 
 pub mod driver;
+pub mod judge;
 pub mod record;
+pub mod stages;

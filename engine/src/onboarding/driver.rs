@@ -19,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::matrix::{Compensation, FailureClass, NodeState, OnboardingStage, Stage, WorkflowState};
-use crate::onboarding::judge::{self, MachineWait, ReadFailures, ToReady};
+use crate::onboarding::judge::{self, MachineWait, ToReady};
 use crate::onboarding::legacy::LegacyConfig;
 use crate::onboarding::record::{OnboardHistory, OnboardRecord};
 use crate::onboarding::stages::{
@@ -30,7 +30,7 @@ use crate::ports::site::{MaasApi, MaasError, Machine, MachineStatus, NewMachine,
 use crate::ports::{Clock, Endpoint, Hub, Journal, Signal, Signals, Ssh, SshRequest, WorkflowEvent};
 use crate::secret::Secret;
 use crate::workflow::after_failure::{AfterFailure, Next};
-use crate::workflow::failure::StageFailure;
+use crate::workflow::failure::{ReadFailures, StageFailure, known_machine, site_enabled};
 use crate::workflow::{ContinueReason, DecideContext, Observed, RetryPolicy, SitePolicy, decide};
 
 /// Which controller runs the workflow.
@@ -135,7 +135,7 @@ impl RunState {
     }
 
     fn system_id(&self) -> Result<String, StageFailure> {
-        judge::system_id(self.system_id.as_deref()).map(str::to_owned)
+        known_machine(self.system_id.as_deref()).map(str::to_owned)
     }
 }
 
@@ -519,7 +519,7 @@ where
                 // Zero-cost reads first, before any mutation: the site's configuration, the region (its subnets and
                 // VLAN MTUs), and whether the nodes' resolver answers for the metadata host.
                 let site = self.secrets.site_config().await.map_err(|error| StageFailure::secrets(&error))?;
-                judge::site_enabled(&site)?;
+                site_enabled(site.enabled)?;
                 let subnets = self.maas.subnets().await.map_err(|error| judge::maas(&error))?;
                 for subnet in &subnets {
                     let value = format!("{} mtu {}", subnet.cidr, subnet.mtu);

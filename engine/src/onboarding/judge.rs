@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 
 use crate::matrix::{Compensation, FailureClass, OnboardingStage};
-use crate::onboarding::stages::READ_FAILURES_MAX;
 use crate::onboarding::stall::{
     Evidence, ProgressEvidence, ResolverProbe, StallClassifier, StallVerdict, UnknownMachine,
 };
@@ -16,7 +15,7 @@ use crate::ports::site::{
 use crate::ports::{HeartbeatSnapshot, SshError, TransportError};
 use crate::secret::Secret;
 use crate::workflow::Observed;
-use crate::workflow::failure::{BmcAnswer, StageFailure};
+use crate::workflow::failure::{BmcAnswer, ReadFailures, StageFailure};
 
 /// How onboarding reads a MAAS 503 that names the BMC: as MAAS's "try again" (its power actions show their failures
 /// as events, read by [`power_failure`]).
@@ -27,38 +26,12 @@ pub fn maas(error: &MaasError) -> StageFailure {
     StageFailure::maas(error, BMC)
 }
 
-/// The machine the run works on, which an earlier stage found or created.
-pub fn system_id(system_id: Option<&str>) -> Result<&str, StageFailure> {
-    system_id.ok_or_else(|| StageFailure::new(FailureClass::StateAmbiguity, "no MAAS machine is known for the node"))
-}
-
 /// A value an earlier stage of the run should have produced (`what` says which).
 pub fn produced<'a, T>(value: Option<&'a T>, what: &str) -> Result<&'a T, StageFailure> {
     value.ok_or_else(|| StageFailure::new(FailureClass::InputConfigError, format!("no {what}")))
 }
 
-/// Consecutive failed reads of a service, bounded by [`READ_FAILURES_MAX`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReadFailures(u32);
-
-impl ReadFailures {
-    pub fn handle_read(&mut self) {
-        self.0 = 0;
-    }
-
-    /// One more failed read; `true` once they are too many (the service is taken as unreachable).
-    pub fn handle_failure(&mut self) -> bool {
-        self.0 += 1;
-        self.0 >= READ_FAILURES_MAX
-    }
-}
-
 // load_site_config
-
-/// A site the store says is disabled is not onboarded to.
-pub fn site_enabled(site: &SiteConfig) -> Result<(), StageFailure> {
-    if site.enabled { Ok(()) } else { Err(StageFailure::new(FailureClass::InputConfigError, "the site is disabled")) }
-}
 
 /// Every VLAN the site configuration names has a subnet in the region.
 pub fn site_vlans(site: &SiteConfig, subnets: &[Subnet]) -> Result<(), StageFailure> {
@@ -653,6 +626,7 @@ impl MachineWait {
 mod tests {
     use super::*;
     use crate::ports::InstanceHeartbeat;
+    use crate::workflow::failure::READ_FAILURES_MAX;
     use FailureClass as F;
     use MachineStatus as M;
     use OnboardingStage as S;
@@ -766,9 +740,6 @@ mod tests {
 
     #[test]
     fn the_site_configuration_and_the_resolver_are_judged_before_anything_changes() {
-        assert_eq!(site_enabled(&site()), Ok(()));
-        let disabled = SiteConfig { enabled: false, ..site() };
-        assert_eq!(class(site_enabled(&disabled)), Some(F::InputConfigError));
         assert_eq!(site_vlans(&site(), &[subnet(1, 10), subnet(2, 20)]), Ok(()));
         let failure = site_vlans(&site(), &[subnet(1, 10)]).unwrap_err();
         assert_eq!(
@@ -949,17 +920,9 @@ mod tests {
     }
 
     #[test]
-    fn gaps_in_what_the_run_learnt_are_failures_of_their_own() {
-        assert_eq!(system_id(Some("abc")), Ok("abc"));
-        assert_eq!(class(system_id(None)), Some(F::StateAmbiguity));
+    fn a_gap_in_what_the_run_learnt_is_a_failure_of_its_own() {
         let failure = produced::<Secret>(None, "cloud-init rendered").unwrap_err();
         assert_eq!((failure.class, failure.error.as_str()), (F::InputConfigError, "no cloud-init rendered"));
-        let mut read_failures = ReadFailures::default();
-        assert!(!read_failures.handle_failure() && !read_failures.handle_failure() && !read_failures.handle_failure());
-        read_failures.handle_read();
-        let exhausted: Vec<bool> = (0..READ_FAILURES_MAX).map(|_| read_failures.handle_failure()).collect();
-        assert_eq!(exhausted.iter().filter(|&&out| out).count(), 1, "the fourth in a row, after a good read");
-        assert!(exhausted[READ_FAILURES_MAX as usize - 1]);
     }
 
     fn wait(stall_detection: bool) -> MachineWait {

@@ -29,8 +29,6 @@ pub const COMMISSION_WAIT_MS: u64 = 35 * 60_000;
 pub const DEPLOY_WAIT_MS: u64 = 35 * 60_000;
 pub const HW_SYNC_HEALTH_WAIT_MS: u64 = 20 * 60_000;
 pub const AGENT_ENROLLMENT_WAIT_MS: u64 = 15 * 60_000;
-/// Consecutive failed reads of MAAS (or the hub) a waiting stage tolerates before it calls the service unreachable.
-pub const READ_FAILURES_MAX: u32 = 4;
 
 /// Where a retry of `stage` re-enters the run: a wait is retried by redoing what it waits for.
 pub fn retry_from(stage: OnboardingStage) -> OnboardingStage {

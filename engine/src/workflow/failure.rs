@@ -37,6 +37,35 @@ impl StageFailure {
     }
 }
 
+/// The machine a run works on, which an earlier stage found (or created).
+pub fn known_machine(system_id: Option<&str>) -> Result<&str, StageFailure> {
+    system_id.ok_or_else(|| StageFailure::new(FailureClass::StateAmbiguity, "no MAAS machine is known for the node"))
+}
+
+/// Consecutive failed reads of MAAS (or the hub) a waiting stage tolerates before it calls the service unreachable.
+pub const READ_FAILURES_MAX: u32 = 4;
+
+/// Consecutive failed reads of a service, bounded by [`READ_FAILURES_MAX`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadFailures(u32);
+
+impl ReadFailures {
+    pub fn handle_read(&mut self) {
+        self.0 = 0;
+    }
+
+    /// One more failed read; `true` once they are too many (the service is taken as unreachable).
+    pub fn handle_failure(&mut self) -> bool {
+        self.0 += 1;
+        self.0 >= READ_FAILURES_MAX
+    }
+}
+
+/// A site the secrets store says is disabled is not acted on.
+pub fn site_enabled(enabled: bool) -> Result<(), StageFailure> {
+    if enabled { Ok(()) } else { Err(StageFailure::new(FailureClass::InputConfigError, "the site is disabled")) }
+}
+
 /// What a MAAS 503 whose message names the BMC means to the workflow that called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BmcAnswer {
@@ -121,6 +150,25 @@ mod tests {
             assert_eq!(maas_class(&error, Transient), transient, "{error}");
             assert_eq!(maas_class(&error, PowerFailure), power_failure, "{error}");
         }
+    }
+
+    #[test]
+    fn a_run_without_its_machine_is_ambiguous_and_a_disabled_site_is_configuration() {
+        assert_eq!(known_machine(Some("abc")), Ok("abc"));
+        assert_eq!(known_machine(None).unwrap_err().class, FailureClass::StateAmbiguity);
+        assert_eq!(site_enabled(true), Ok(()));
+        let disabled = site_enabled(false).unwrap_err();
+        assert_eq!((disabled.class, disabled.error.as_str()), (FailureClass::InputConfigError, "the site is disabled"));
+    }
+
+    #[test]
+    fn reads_fail_a_bounded_number_of_times_in_a_row() {
+        let mut read_failures = ReadFailures::default();
+        assert!(!read_failures.handle_failure() && !read_failures.handle_failure() && !read_failures.handle_failure());
+        read_failures.handle_read();
+        let exhausted: Vec<bool> = (0..READ_FAILURES_MAX).map(|_| read_failures.handle_failure()).collect();
+        assert_eq!(exhausted.iter().filter(|&&out| out).count(), 1, "the fourth in a row, after a good read");
+        assert!(exhausted[READ_FAILURES_MAX as usize - 1]);
     }
 
     #[test]
