@@ -18,11 +18,13 @@ use crate::ports::{
     Artifacts, Clock, Endpoint, Hub, HubError, Jitter, Journal, LockGrant, NodeReport, RolloutEvent, Secrets, Signal,
     Signals, Ssh, SshError, SshRequest, SshResponse,
 };
+use crate::rollout::holds::HoldOwner;
 use crate::rollout::journal::{self, Adopted, Record};
 use crate::rollout::lane::{LaneVerdict, NodeMachine, NodeState, NodeStep, lane_verdict, operation_id};
 use crate::rollout::plan::{PhaseBounds, PlanInput, plan};
 use crate::rollout::preflight::{self, Expectation, MAC_ENV, MARKER, Repair, SignatureVerifier, Verdict};
 use crate::rollout::retry::{AttemptFailure, Backoff, RetryDecision};
+use crate::rollout::select::{NodeSelection, Selection};
 use crate::secret::Secret;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -90,61 +92,8 @@ pub struct RolloutOutcome {
     pub outcome: String,
 }
 
-/// The kinds of dispatch hold a rollout places, by owner prefix (RCCA "Every deployment-owned hold, successor
-/// hold, and pre-existing operator hold is accounted for"): `deploy:` fences a node while its lane (or its repair)
-/// runs and is released when it proves the successor; `quarantine:` keeps an incoherent node out of dispatch and is
-/// never released by the rollout; `successor:` supersedes the authority of an untouched participant whose principal
-/// is gone, so that the epoch can be aborted. Any other owner (an operator's) is never released by a rollout.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HoldOwner {
-    Deployment { rollout: String },
-    Quarantine { rollout: String },
-    Successor { rollout: String },
-    Other { owner: String },
-}
-
 /// How often one operation may re-authenticate before the refusal is taken as final.
 const REAUTHENTICATIONS_MAX: u32 = 3;
-
-const DEPLOY_HOLD_PREFIX: &str = "deploy:";
-const QUARANTINE_HOLD_PREFIX: &str = "quarantine:";
-const SUCCESSOR_HOLD_PREFIX: &str = "successor:";
-
-impl HoldOwner {
-    pub fn parse(owner: &str) -> HoldOwner {
-        let rollout = |prefix: &str| owner.strip_prefix(prefix).map(str::to_owned);
-        if let Some(rollout) = rollout(DEPLOY_HOLD_PREFIX) {
-            HoldOwner::Deployment { rollout }
-        } else if let Some(rollout) = rollout(QUARANTINE_HOLD_PREFIX) {
-            HoldOwner::Quarantine { rollout }
-        } else if let Some(rollout) = rollout(SUCCESSOR_HOLD_PREFIX) {
-            HoldOwner::Successor { rollout }
-        } else {
-            HoldOwner::Other { owner: owner.to_owned() }
-        }
-    }
-
-    /// Whether `rollout` placed this hold.
-    pub fn is_owned_by(&self, rollout: &str) -> bool {
-        match self {
-            HoldOwner::Deployment { rollout: owner }
-            | HoldOwner::Quarantine { rollout: owner }
-            | HoldOwner::Successor { rollout: owner } => owner == rollout,
-            HoldOwner::Other { .. } => false,
-        }
-    }
-}
-
-impl std::fmt::Display for HoldOwner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HoldOwner::Deployment { rollout } => write!(f, "{DEPLOY_HOLD_PREFIX}{rollout}"),
-            HoldOwner::Quarantine { rollout } => write!(f, "{QUARANTINE_HOLD_PREFIX}{rollout}"),
-            HoldOwner::Successor { rollout } => write!(f, "{SUCCESSOR_HOLD_PREFIX}{rollout}"),
-            HoldOwner::Other { owner } => f.write_str(owner),
-        }
-    }
-}
 
 fn failure_class(error: &SshError) -> AttemptFailure {
     match error {
@@ -152,11 +101,6 @@ fn failure_class(error: &SshError) -> AttemptFailure {
         SshError::HostKeyMismatch { .. } => AttemptFailure::IdentityChanged,
         SshError::Refused(_) => AttemptFailure::Permanent,
     }
-}
-
-fn env_value<'a>(report: &'a NodeReport, key: &str) -> Option<&'a str> {
-    let content = &report.identity.env.as_ref()?.content;
-    content.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
 }
 
 /// The one canonical installed environment the controller emits.
@@ -178,7 +122,7 @@ fn already_done(step: NodeStep, request: &RolloutRequest, report: &NodeReport) -
             .is_some_and(|(revision, generation)| (revision.as_str(), *generation) == target),
         NodeStep::WriteIdentity => {
             report.identity.marker.as_ref().is_some_and(|marker| marker.content.trim() == request.revision)
-                && env_value(report, "MAC_DEPLOYED_REVISION") == Some(request.revision.as_str())
+                && report.identity.env_value("MAC_DEPLOYED_REVISION") == Some(request.revision.as_str())
         }
         NodeStep::Start => report.service_running,
         NodeStep::Hold | NodeStep::Prove | NodeStep::Release => false,
@@ -308,76 +252,37 @@ where
         let id = request.rollout.as_str();
         // 1. Read-only preflight of every selected node, before the epoch opens or anything stops.
         let reports = join_all(request.nodes.iter().map(|endpoint| self.observe_retrying(request, endpoint))).await;
-        let mut quarantined = Vec::new();
-        let mut repairs: Vec<(Endpoint, Repair)> = Vec::new();
-        let mut eligible = Vec::new();
-        let mut attestation_keys = BTreeMap::new();
         // A node someone else holds (an operator, another rollout) is not this rollout's to take down or release.
         let holds = match self.hub_retrying(request, || self.hub.read_holds()).await {
             Ok(holds) => holds,
             Err(error) => {
                 self.emit(id, RolloutEvent::PlanRefused { reason: format!("holds unreadable: {error}") });
-                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
+                return RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: "refused".into() };
             }
         };
-        let mut skipped = 0;
-        for (endpoint, report) in request.nodes.iter().zip(reports) {
-            let foreign: Vec<String> = holds
-                .get(&endpoint.node)
-                .into_iter()
-                .flatten()
-                .filter(|owner| !HoldOwner::parse(owner).is_owned_by(id))
-                .cloned()
-                .collect();
-            if !foreign.is_empty() {
-                self.emit(id, RolloutEvent::SkippedHeld { node: endpoint.node.clone(), owners: foreign });
-                skipped += 1;
-                continue;
-            }
-            let verdict = match &report {
-                Ok(report) => preflight::classify(&report.identity, &Expectation::default(), self.verifier),
-                Err(error) => {
-                    let surfaces = vec![preflight::Contradiction::Unreachable { error: error.to_string() }];
-                    Verdict::Quarantined { repair: Repair::OperatorInspect { surfaces: surfaces.clone() }, surfaces }
-                }
-            };
-            if let Ok(report) = &report {
-                if let Some(key) = env_value(report, "MAC_ATTESTATION_KEY") {
-                    attestation_keys.insert(endpoint.node.clone(), Secret::new(key));
-                }
-            }
+        let mut selection = Selection::of(id, &request.nodes, reports, &holds, self.verifier);
+        for (node, verdict) in &selection.preflight {
+            let node = node.clone();
             match verdict {
-                Verdict::Coherent { .. } => eligible.push(endpoint.clone()),
-                Verdict::Repairable { repair, .. } => {
-                    repairs.push((endpoint.clone(), repair));
-                    eligible.push(endpoint.clone());
+                NodeSelection::SkippedHeld { owners } => {
+                    self.emit(id, RolloutEvent::SkippedHeld { node, owners: owners.clone() });
                 }
-                Verdict::Quarantined { surfaces, .. } => {
-                    let surfaces: Vec<String> = surfaces.iter().map(ToString::to_string).collect();
-                    self.emit(id, RolloutEvent::Quarantined { node: endpoint.node.clone(), surfaces });
-                    quarantined.push(endpoint.node.clone());
+                NodeSelection::Quarantined { surfaces } => {
+                    self.emit(id, RolloutEvent::Quarantined { node, surfaces: surfaces.clone() });
                 }
+                NodeSelection::Eligible { .. } => {}
             }
         }
 
         // 2. Every capsule must exist before anything is planned: a missing artifact refuses the whole rollout.
         for digest in &request.capsules {
-            match self.artifacts.available(digest).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    self.emit(
-                        id,
-                        RolloutEvent::PlanRefused {
-                            reason: format!("capsule {digest} is missing from the artifact store"),
-                        },
-                    );
-                    return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
-                }
-                Err(error) => {
-                    self.emit(id, RolloutEvent::PlanRefused { reason: format!("artifact store unreachable: {error}") });
-                    return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
-                }
-            }
+            let reason = match self.artifacts.available(digest).await {
+                Ok(true) => continue,
+                Ok(false) => format!("capsule {digest} is missing from the artifact store"),
+                Err(error) => format!("artifact store unreachable: {error}"),
+            };
+            self.emit(id, RolloutEvent::PlanRefused { reason });
+            return RolloutOutcome { lanes: Vec::new(), quarantined: selection.quarantined, outcome: "refused".into() };
         }
 
         // The first mutation (staging) happens under the deployment lock.
@@ -385,44 +290,37 @@ where
             Ok(fence) => fence,
             Err(reason) => {
                 self.emit(id, RolloutEvent::PlanRefused { reason });
-                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
+                return RolloutOutcome {
+                    lanes: Vec::new(),
+                    quarantined: selection.quarantined,
+                    outcome: "refused".into(),
+                };
             }
         };
 
         // 3. Every capsule on every eligible node, with bounded fan-out, before anything is planned or stopped: after
-        // the barrier a fetch is a protocol violation, and a node that cannot be staged (bad storage, identity changed)
-        // is quarantined now, so the plan's lane size already accounts for it.
-        let mut staged = Vec::with_capacity(eligible.len());
-        for batch in eligible.chunks(request.fan_out.max(1)) {
+        // the barrier a fetch is a protocol violation, and a node that cannot be staged is quarantined now.
+        let mut staged = Vec::with_capacity(selection.eligible.len());
+        for batch in selection.eligible.chunks(request.fan_out.max(1)) {
             staged.extend(join_all(batch.iter().map(|endpoint| self.stage_node(request, endpoint))).await);
         }
-        let mut still_eligible = Vec::new();
-        for (endpoint, result) in eligible.into_iter().zip(staged) {
-            match result {
-                Ok(()) => still_eligible.push(endpoint),
-                Err(error) => {
-                    let surfaces = vec![format!("staging failed: {error}")];
-                    self.emit(id, RolloutEvent::Quarantined { node: endpoint.node.clone(), surfaces });
-                    repairs.retain(|(repaired, _)| repaired.node != endpoint.node);
-                    quarantined.push(endpoint.node.clone());
-                }
-            }
+        for (node, surfaces) in selection.handle_staged(staged) {
+            self.emit(id, RolloutEvent::Quarantined { node, surfaces });
         }
-        let mut eligible = still_eligible;
 
         // 4. Authenticated repairs, one node at a time under a deployment dispatch hold (the fence), before the plan: a
         // node whose repair fails is quarantined now, so the plan's lane size accounts for it. A repair takes one node
         // out of service briefly, so none is attempted when that would break the floor.
         let repair_owner = HoldOwner::Deployment { rollout: id.to_owned() }.to_string();
-        let room = request.nodes.len().saturating_sub(quarantined.len() + skipped) > request.availability_floor;
-        for (endpoint, repair) in &repairs {
+        let room = selection.room_for_repairs(request.availability_floor);
+        for (endpoint, repair) in selection.repairs.clone() {
             let node = endpoint.node.as_str();
             let outcome = if !room {
                 Err("no room under the availability floor to take the node out for its repair".to_owned())
             } else if let Err(error) = self.hub_retrying(request, || self.hub.place_hold(node, &repair_owner)).await {
                 Err(format!("could not fence the repair: {error}"))
             } else {
-                let repaired = self.apply_repair(request, endpoint, repair).await;
+                let repaired = self.apply_repair(request, &endpoint, &repair).await;
                 match self.hub_retrying(request, || self.hub.release_hold(node, &repair_owner)).await {
                     Ok(_) => repaired,
                     // The fence stays: the node is held either way, and a quarantine accounts for it.
@@ -431,10 +329,11 @@ where
             };
             if let Err(reason) = outcome {
                 self.emit(id, RolloutEvent::Quarantined { node: node.to_owned(), surfaces: vec![reason] });
-                eligible.retain(|eligible| eligible.node != node);
-                quarantined.push(node.to_owned());
+                selection.handle_repair_failed(node);
             }
         }
+        let healthy = selection.healthy();
+        let Selection { eligible, quarantined, attestation_keys, .. } = selection;
 
         // 5. The route bundle the operator approved must be the one the hub publishes: it is frozen into the plan and
         // re-checked before every lane.
@@ -455,7 +354,7 @@ where
         // 6. Plan against the floor and the duration budget; refuse before any mutation when it does not fit.
         let input = PlanInput {
             nodes: eligible.iter().map(|endpoint| endpoint.node.clone()).collect(),
-            healthy: request.nodes.len() - quarantined.len() - skipped,
+            healthy,
             availability_floor: request.availability_floor,
             lane_size_max: request.lane_size_max,
             fan_out: request.fan_out,
@@ -960,7 +859,7 @@ where
                 match self.observe(endpoint).await {
                     Ok(report) => {
                         if attestation_key.is_none() {
-                            attestation_key = env_value(&report, "MAC_ATTESTATION_KEY").map(Secret::new);
+                            attestation_key = report.identity.env_value("MAC_ATTESTATION_KEY").map(Secret::new);
                         }
                         if already_done(step, request, &report) {
                             break Ok(());
@@ -1241,7 +1140,7 @@ where
                 return self.legacy_failed(id, all);
             }
             let report = self.observe(endpoint).await.ok();
-            let key = report.as_ref().and_then(|r| env_value(r, "MAC_ATTESTATION_KEY")).map(Secret::new);
+            let key = report.as_ref().and_then(|r| r.identity.env_value("MAC_ATTESTATION_KEY")).map(Secret::new);
             let machine = self.run_node(&no_retry, endpoint, machine, key).await;
             if machine.state != NodeState::Succeeded {
                 return self.legacy_failed(id, all);

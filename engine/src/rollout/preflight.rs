@@ -55,6 +55,14 @@ pub struct NodeObservation {
     pub barrier_generation: u64,
 }
 
+impl NodeObservation {
+    /// The value of `key` in the node's environment file, if it has one.
+    pub fn env_value(&self, key: &str) -> Option<&str> {
+        let content = &self.env.as_ref()?.content;
+        content.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
+    }
+}
+
 /// A deployment manifest: a signed statement of the revision and generation a node runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
