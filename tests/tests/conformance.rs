@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use sim::conformance::{self, CaseOutcome};
+use sim::run::conformance::{self, CaseOutcome};
 
 #[path = "support/golden.rs"]
 mod golden;
@@ -70,13 +70,13 @@ fn a_suite_missing_cases_names_the_uncovered_pairs_and_fails() {
 
 #[test]
 fn stage_triggered_cases_are_deterministic() {
-    use sim::runner::{RunIdentity, run};
+    use sim::run::runner::{RunIdentity, run};
     // Two stage-triggered steps (the datasource failure at the deploy, the 503s at the classification) on one seed.
     let path = root()
         .join(conformance::DEFAULT_DIR)
         .join("onboarding")
         .join("classify-deploy-failure--upstream-transient.toml");
-    let scenario = sim::spec::load_scenario(&path).unwrap();
+    let scenario = sim::model::spec::load_scenario(&path).unwrap();
     let identity = RunIdentity { source: "case".into(), run_index: None, repro: String::new() };
     let first = run(&scenario.run, scenario.seed, &identity, false).record;
     let second = run(&scenario.run, scenario.seed, &identity, false).record;

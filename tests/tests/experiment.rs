@@ -1,7 +1,7 @@
 //! `fleetsim experiment`: two campaign files that differ in one setting are paired run by run on the same seeds; two
 //! settings are refused with both named unless `--allow-multi`; the table agrees with the two campaigns run alone.
 
-use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
+use sim::model::exit::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
 
 #[path = "support/in_process.rs"]
 mod in_process;

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
+use sim::model::exit::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
 
 #[path = "support/in_process.rs"]
 mod in_process;
@@ -224,13 +224,13 @@ fn a_malformed_policy_names_file_line_and_field() {
 #[test]
 fn the_shipped_gate_policies_parse() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("campaigns/release-gate.toml");
-    let policy = sim::gate::load_policy(&path).unwrap();
+    let policy = sim::run::gate::load_policy(&path).unwrap();
     assert_eq!(policy.runs_min, Some(100));
     assert_eq!(policy.pass_per_mille_min, Some(1000));
     assert!(policy.commit_matches_head && policy.recheck_runs > 0);
     assert!(policy.faults_min.contains_key("controller_death"));
     let onboarding = path.with_file_name("onboarding-gate.toml");
-    let policy = sim::gate::load_policy(&onboarding).unwrap();
+    let policy = sim::run::gate::load_policy(&onboarding).unwrap();
     assert_eq!(policy.matrix_listed.len(), 39, "every listed onboarding pair");
     assert!(policy.matrix_required.contains(&"wait_for_ready/upstream_transient".to_owned()));
     assert!(policy.faults_min.contains_key("ssh_unreachable"));
@@ -249,7 +249,7 @@ fn repro_replays_a_run_writes_its_evidence_and_checks_its_digest() {
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("run.json")).unwrap()).unwrap();
     assert_eq!(record, report.runs[4], "the replay's record is the report's");
     let trace = std::fs::read_to_string(out_dir.join("trace.jsonl")).unwrap();
-    assert_eq!(sim::trace::sha256_hex(trace.as_bytes()), report.runs[4].trace_digest);
+    assert_eq!(sim::model::digest::sha256_hex(trace.as_bytes()), report.runs[4].trace_digest);
 
     // A report whose digest for run 4 is not what the run gives: exit 1 with both digests.
     let mut edited = report.clone();

@@ -1,4 +1,4 @@
-//! The journal conformance suite run against both `Journal` backends (`sim::journal::DiskJournal` on a simulated disk,
+//! The journal conformance suite run against both `Journal` backends (`sim::world::journal::DiskJournal` on a simulated disk,
 //! `engine::journal::SqliteJournal` on a real file), and a kill test of the SQLite journal in a child process.
 
 #[macro_use]
@@ -14,8 +14,8 @@ use std::rc::Rc;
 use engine::journal::SqliteJournal;
 use engine::ports::JournalError;
 use journal_suite::{JournalStore, now};
-use sim::disk::SimDisk;
-use sim::journal::DiskJournal;
+use sim::world::disk::SimDisk;
+use sim::world::journal::DiskJournal;
 
 const SIM_KEY: &str = "controller.journal";
 

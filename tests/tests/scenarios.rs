@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use reports::RunRecord;
-use sim::runner::{RunIdentity, run};
-use sim::spec::load_scenario;
+use sim::model::spec::load_scenario;
+use sim::run::runner::{RunIdentity, run};
 
 #[path = "support/golden.rs"]
 mod golden;

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sim::cli::{EXIT_BAD_INPUT, EXIT_PASS};
+use sim::model::exit::{EXIT_BAD_INPUT, EXIT_PASS};
 
 #[path = "support/in_process.rs"]
 mod in_process;
@@ -45,7 +45,7 @@ fn campaign(dir: &Path, campaign: &str, name: &str, extra: &[&str]) -> PathBuf {
     let mut args = vec!["campaign", campaign, "--jobs", "2", "--out", out.to_str().unwrap()];
     args.extend_from_slice(extra);
     let (code, stdout, err) = fleetsim(&args);
-    assert!(code == EXIT_PASS || code == sim::cli::EXIT_FAIL, "{stdout}{err}");
+    assert!(code == EXIT_PASS || code == sim::model::exit::EXIT_FAIL, "{stdout}{err}");
     out.join("report.json")
 }
 
@@ -137,7 +137,7 @@ fn resume_runs_only_the_missing_runs_and_writes_the_uninterrupted_report() {
     let out_dir = dir.path().join("b");
     let (code, out, err) =
         fleetsim(&["campaign", &file, "--jobs", "2", "--out", out_dir.to_str().unwrap(), "--resume"]);
-    assert!(code == EXIT_PASS || code == sim::cli::EXIT_FAIL, "{err}");
+    assert!(code == EXIT_PASS || code == sim::model::exit::EXIT_FAIL, "{err}");
     assert!(out.contains(&format!("  resumed       4 runs read from {}, 3 run now\n", runs.display())), "{out}");
     assert_eq!(read(&interrupted), read(&uninterrupted), "the resumed report is the uninterrupted one");
     assert_eq!(read(&runs.join("0002.json")), kept, "a finished run is read, not run again");

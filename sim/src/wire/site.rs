@@ -3,7 +3,7 @@
 //! [`DNS_PORT`] over simulated UDP), and the engine's real clients of them in the controller's host
 //! ([`WireSite`]).
 //!
-//! One model: the front ends serve the world's own site front ([`crate::site::SiteWorld::front`]), so the fault
+//! One model: the front ends serve the world's own site front ([`crate::world::site::SiteWorld::front`]), so the fault
 //! steps, the machines' progress (the site task) and the fast adapters the world still uses (the agents' enrolment,
 //! SSH) act on the same `Site`. What the front ends record in its event sink, the site task drains and traces as it
 //! does the fast adapters' events: every answered request pokes it.
@@ -26,11 +26,11 @@ use engine::http::secrets::{SecretsClient, SiteConfigDefaults};
 use fakes::http::{Clock, SharedSite};
 use tokio::sync::Notify;
 
-use crate::faults::Step;
-use crate::site::CONTROLLER_MAAS_USER;
+use crate::model::faults::Step;
 use crate::wire::http::HyperTransport;
 use crate::wire::turmoil::{SimListener, TurmoilConnector, TurmoilDatagram, serve_datagrams};
 use crate::wire::world::CONTROLLER_HOST;
+use crate::world::site::CONTROLLER_MAAS_USER;
 use crate::world::{CONTROLLER_ID, SimClock, World};
 
 /// The turmoil host of the site's services.
@@ -202,10 +202,10 @@ pub(crate) fn mirror_step(world: &World, step: &Step) {
     let Some(site) = world.site.as_ref() else { return };
     let Some(wire) = site.wire() else { return };
     let between = |a: &str, b: &str| {
-        (a == crate::spec::CONTROLLER && b == crate::spec::MAAS)
-            || (a == crate::spec::MAAS && b == crate::spec::CONTROLLER)
+        (a == crate::model::spec::CONTROLLER && b == crate::model::spec::MAAS)
+            || (a == crate::model::spec::MAAS && b == crate::model::spec::CONTROLLER)
     };
-    let turmoil_name = |name: &str| if name == crate::spec::MAAS { MAAS_HOST } else { CONTROLLER_HOST };
+    let turmoil_name = |name: &str| if name == crate::model::spec::MAAS { MAAS_HOST } else { CONTROLLER_HOST };
     let mut reasons = wire.partitioned.borrow_mut();
     let before = !reasons.is_empty();
     match step {
@@ -215,10 +215,10 @@ pub(crate) fn mirror_step(world: &World, step: &Step) {
         Step::Repair { a, b } if between(a, b) => {
             reasons.remove("partition");
         }
-        Step::Crash { target } if target == crate::spec::MAAS => {
+        Step::Crash { target } if target == crate::model::spec::MAAS => {
             reasons.insert("maas down");
         }
-        Step::Restart { target } if target == crate::spec::MAAS => {
+        Step::Restart { target } if target == crate::model::spec::MAAS => {
             reasons.remove("maas down");
         }
         Step::PartitionOneway { from, to } if between(from, to) => {
