@@ -11,7 +11,7 @@ fn campaign(name: &str) -> Campaign {
 
 fn first_runs_pass(campaign: &Campaign, runs: u64) {
     let indices: Vec<u64> = (0..runs).collect();
-    for output in sim::run::campaign::execute(&campaign, &indices, 2, false, false, &|_| {}) {
+    for output in sim::run::campaign::execute(campaign, &indices, 2, false, false, &|_| {}) {
         let record = output.record;
         assert!(
             record.verdict.passed(),

@@ -2,7 +2,7 @@
 
 use engine::matrix::Workflow;
 
-/// The id of `machine`'s onboarding workflow.
+/// The id of `machine`'s onboarding workflow (stable across controller restarts and resumes).
 pub fn onboarding_workflow_id(machine: &str) -> String {
     format!("onboard-{machine}")
 }

@@ -70,7 +70,7 @@ pub fn load_finished(
         };
         let record: RunRecord = serde_json::from_slice(&bytes)
             .map_err(|error| fail(format!("not a run record ({error}); delete it and resume to run this run again")))?;
-        let identity = crate::run::campaign::identity(&campaign, index, seed_overridden);
+        let identity = crate::run::campaign::identity(campaign, index, seed_overridden);
         let expected: [(&str, String, String); 8] = [
             ("schema_version", reports::SCHEMA_VERSION.to_string(), record.schema_version.to_string()),
             ("run_index", index.to_string(), record.run_index.map_or_else(|| "absent".to_owned(), |i| i.to_string())),

@@ -30,6 +30,7 @@ use crate::model::faults::Step;
 use crate::wire::http::HyperTransport;
 use crate::wire::turmoil::{SimListener, TurmoilConnector, TurmoilDatagram, serve_datagrams};
 use crate::wire::world::CONTROLLER_HOST;
+use crate::world::plug::{PluggedDatagram, PluggedHttp, SiteClients, SitePlug};
 use crate::world::site::CONTROLLER_MAAS_USER;
 use crate::world::{CONTROLLER_ID, SimClock, World};
 
@@ -55,28 +56,32 @@ const DNS_ID_SALT: u64 = 0x0064_6e73;
 
 type Http = HyperTransport<TurmoilConnector>;
 
-/// The engine's real clients of the site's services, as one controller process holds them (built inside the
-/// controller's turmoil host, so their connections live on its runtime).
-pub(crate) struct WireClients {
-    pub maas: MaasClient<Http, SimClock>,
-    pub secrets: SecretsClient<Http>,
-    pub resolver: DnsClient<TurmoilDatagram>,
-}
-
 /// The wire's part of an onboarding world.
 pub(crate) struct WireSite {
     /// The current controller process's clients: a controller that boots again gets new ones (new connections, its
     /// nonces and query ids from a stream of its own); the old ones go with the old process's tasks.
-    clients: RefCell<Rc<WireClients>>,
+    clients: RefCell<Rc<SiteClients>>,
     seed: u64,
     /// Why `controller`–`maas` is partitioned on turmoil now (a step's partition, the `maas` host down): repaired
     /// when no reason is left.
     partitioned: RefCell<BTreeSet<&'static str>>,
 }
 
-impl WireSite {
-    pub(crate) fn clients(&self) -> Rc<WireClients> {
+impl SitePlug for WireSite {
+    fn clients(&self) -> Rc<SiteClients> {
         self.clients.borrow().clone()
+    }
+
+    /// The controller booted (again): its process gets new clients (new connections, its own nonce and query-id
+    /// streams), as a restarted process would.
+    fn controller_booted(&self, world: &Rc<World>, boot: u64) {
+        if boot > 1 {
+            *self.clients.borrow_mut() = Rc::new(clients(world, self.seed, boot));
+        }
+    }
+
+    fn mirror_step(&self, step: &Step) {
+        mirror_step(self, step);
     }
 }
 
@@ -103,25 +108,17 @@ pub(crate) fn attach(world: &Rc<World>, seed: u64, slot: &FrontSlot) {
     }
     let site = world.site();
     let clients = clients(world, seed, 1);
-    site.set_wire(WireSite {
+    site.set_plug(Rc::new(WireSite {
         clients: RefCell::new(Rc::new(clients)),
         seed,
         partitioned: RefCell::new(BTreeSet::new()),
-    });
+    }));
     *slot.borrow_mut() =
         Some(Published { front: site.front.clone(), clock: site.wire_clock(), wake: site.wake.clone() });
 }
 
-/// The controller booted (again): its process gets new clients, on the wire transport.
-pub(crate) fn controller_booted(world: &Rc<World>, boot: u64) {
-    let Some(wire) = world.site.as_ref().and_then(|site| site.wire()) else { return };
-    if boot > 1 {
-        *wire.clients.borrow_mut() = Rc::new(clients(world, wire.seed, boot));
-    }
-}
-
 /// The clients of the controller's `boot`th process.
-fn clients(world: &Rc<World>, seed: u64, boot: u64) -> WireClients {
+fn clients(world: &Rc<World>, seed: u64, boot: u64) -> SiteClients {
     let site = world.site();
     let seed = seed ^ boot.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let (api_key, vault_token) = {
@@ -129,7 +126,10 @@ fn clients(world: &Rc<World>, seed: u64, boot: u64) -> WireClients {
         (front.api_key_for(CONTROLLER_MAAS_USER), front.vault_token())
     };
     let timeout_ms = world.spec.engine.call_timeout_ms;
-    let transport = |port| HyperTransport::with_connector(TurmoilConnector, &url(port)).expect("a valid base url");
+    let transport = |port| {
+        let http: Http = HyperTransport::with_connector(TurmoilConnector, &url(port)).expect("a valid base url");
+        PluggedHttp(Rc::new(http))
+    };
     let clock = SimClock { world: world.clone(), host: CONTROLLER_ID };
     let maas = MaasClient::new(
         transport(MAAS_PORT),
@@ -147,8 +147,9 @@ fn clients(world: &Rc<World>, seed: u64, boot: u64) -> WireClients {
                 pxe_vlan_vid: u16::try_from(fakes::maas::PXE_VLAN_ID).unwrap_or(u16::MAX),
                 roce_vlan_vid: u16::try_from(fakes::maas::ROCE_VLAN_ID).unwrap_or(u16::MAX),
             });
-    let resolver = DnsClient::new(TurmoilDatagram::new(MAAS_HOST, DNS_PORT), seed ^ DNS_ID_SALT, timeout_ms);
-    WireClients { maas, secrets, resolver }
+    let datagrams = PluggedDatagram(Rc::new(TurmoilDatagram::new(MAAS_HOST, DNS_PORT)));
+    let resolver = DnsClient::new(datagrams, seed ^ DNS_ID_SALT, timeout_ms);
+    SiteClients { maas, secrets, resolver }
 }
 
 /// The `maas` host's software: waits for the world's site, then serves its front ends until the run ends.
@@ -198,9 +199,7 @@ pub(crate) async fn serve(slot: FrontSlot) -> turmoil::Result {
 ///
 /// Not mirrored: `link_loss`, `link_latency` (turmoil's per-link knobs are `Sim` methods, out of reach from inside
 /// the simulation); the world's own network still applies them to its in-world paths.
-pub(crate) fn mirror_step(world: &World, step: &Step) {
-    let Some(site) = world.site.as_ref() else { return };
-    let Some(wire) = site.wire() else { return };
+fn mirror_step(wire: &WireSite, step: &Step) {
     let between = |a: &str, b: &str| {
         (a == crate::model::spec::CONTROLLER && b == crate::model::spec::MAAS)
             || (a == crate::model::spec::MAAS && b == crate::model::spec::CONTROLLER)

@@ -164,7 +164,7 @@ mod tests {
             let world = world.clone();
             // Not a host task: the controller's crash does not stop it.
             tokio::task::spawn_local(async move {
-                let clients = || world.site().wire().expect("an onboarding world on the wire").clients();
+                let clients = || world.site().plug().expect("an onboarding world on the wire").clients();
                 let first = clients();
                 world.sleep_until_ms(50_000).await;
                 out.borrow_mut().push(Rc::ptr_eq(&first, &clients()));

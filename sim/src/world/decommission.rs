@@ -30,8 +30,6 @@ pub const ALLOCATIONS_PER_NODE: u32 = 2;
 /// How often a decommission request waits for the machine's onboarding to finish before it starts.
 const ONBOARDING_BUSY_POLL_MS: u64 = 30_000;
 
-/// The decommission workflow id of a machine.
-
 fn record_state(state: NodeState) -> Option<RecordState> {
     match state {
         NodeState::Enrolling => Some(RecordState::Enrolling),

@@ -11,6 +11,7 @@ pub mod disk;
 pub mod journal;
 pub mod net;
 pub mod operator;
+pub mod plug;
 pub mod run;
 pub mod site;
 
@@ -338,7 +339,9 @@ impl World {
         self.record(host, Body::HostBoot { boot });
         match role {
             Role::Controller => {
-                crate::wire::site::controller_booted(self, boot);
+                if let Some(plug) = self.site.as_ref().and_then(|site| site.plug()) {
+                    plug.controller_booted(self, boot);
+                }
                 let world = self.clone();
                 self.spawn_on(host, async move { world.run_controller().await });
                 if self.site.is_some() {
@@ -673,7 +676,9 @@ impl World {
 
     pub(crate) fn apply(self: &Rc<Self>, step: &Step) {
         self.record_sim(Body::Step { step: step.clone() });
-        crate::wire::site::mirror_step(self, step);
+        if let Some(plug) = self.site.as_ref().and_then(|site| site.plug()) {
+            plug.mirror_step(step);
+        }
         // A crash of a host that is already down changes nothing and is not counted.
         let no_op = matches!(step, Step::Crash { target } if !self.is_up(self.host_id(target)));
         if step.is_fault(&self.spec.network) && !no_op {

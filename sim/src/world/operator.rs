@@ -29,8 +29,6 @@ use crate::world::{CONTROLLER_ID, SimClock, SimHub, SimJournal, SimSignals, Worl
 /// How often a restarting action waits for a run of its workflow already in flight to end.
 const IN_FLIGHT_POLL_MS: u64 = 30_000;
 
-/// The workflow id of `machine`'s `workflow`.
-
 impl World {
     /// Performs an `operator` step on the controller (a task of its own, so a long run does not hold the others).
     pub(crate) fn start_operator_action(

@@ -37,6 +37,7 @@ use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::OnboardingSpec;
 use crate::observe::trace::Body;
 use crate::world::net::HostId;
+use crate::world::plug::{SiteClients, SitePlug};
 use crate::world::{CONTROLLER_ID, Delivery, HUB_ID, SimClock, SimHub, SimJournal, SimSignals, World};
 
 pub(crate) use fakes::http::{SharedSite, SiteFront};
@@ -114,8 +115,8 @@ pub(crate) struct SiteWorld {
     resume_requested: Notify,
     /// The site task (not a host task: the machines do not stop when a host crashes).
     task: RefCell<Option<tokio::task::JoinHandle<()>>>,
-    /// On the wire transport: the engine's real clients of the site's services (see [`crate::wire::site`]).
-    wire: RefCell<Option<Rc<crate::wire::site::WireSite>>>,
+    /// On a transport that plugs in the engine's real clients of the site's services (the wire's), its plug.
+    plug: RefCell<Option<Rc<dyn SitePlug>>>,
 }
 
 impl SiteWorld {
@@ -154,17 +155,17 @@ impl SiteWorld {
             operators: RefCell::new(Vec::new()),
             resume_requested: Notify::new(),
             task: RefCell::new(None),
-            wire: RefCell::new(None),
+            plug: RefCell::new(None),
         }
     }
 
-    /// The wire clients, on the wire transport.
-    pub(crate) fn wire(&self) -> Option<Rc<crate::wire::site::WireSite>> {
-        self.wire.borrow().clone()
+    /// The transport's plug, on a transport that has one (the wire).
+    pub(crate) fn plug(&self) -> Option<Rc<dyn SitePlug>> {
+        self.plug.borrow().clone()
     }
 
-    pub(crate) fn set_wire(&self, wire: crate::wire::site::WireSite) {
-        *self.wire.borrow_mut() = Some(Rc::new(wire));
+    pub(crate) fn set_plug(&self, plug: Rc<dyn SitePlug>) {
+        *self.plug.borrow_mut() = Some(plug);
     }
 
     fn sync_reachable(&self, host_up: bool) {
@@ -743,8 +744,6 @@ fn stray_records(site: &Site, machine: &str) -> Vec<String> {
     ids.dedup();
     ids
 }
-
-/// The onboarding workflow id of a machine (stable across controller restarts and resumes).
 
 /// Whether the journal holds a `completed` record of the workflow.
 pub(crate) fn workflow_completed(lines: &[String], workflow: &str) -> bool {
@@ -1337,7 +1336,7 @@ impl World {
     /// real MAAS client over turmoil TCP on the wire.
     pub(crate) fn site_maas(self: &Rc<Self>, from: HostId, workflow: &str) -> SiteMaas {
         let workflow = workflow.to_owned();
-        match self.site().wire() {
+        match self.site().plug() {
             Some(wire) => SiteMaas::Wire(WireMaas { world: self.clone(), from, workflow, wire: wire.clients() }),
             None => SiteMaas::Fast(SimMaas { world: self.clone(), from, workflow }),
         }
@@ -1345,7 +1344,7 @@ impl World {
 
     /// The rack resolver as the controller asks it.
     pub(crate) fn site_resolver(self: &Rc<Self>, from: HostId) -> SiteResolver {
-        match self.site().wire() {
+        match self.site().plug() {
             Some(wire) => SiteResolver::Wire(wire.clients()),
             None => SiteResolver::Fast(SimResolver { world: self.clone(), from }),
         }
@@ -1353,7 +1352,7 @@ impl World {
 
     /// The site's secrets store as the controller asks it.
     pub(crate) fn site_secrets(self: &Rc<Self>, from: HostId) -> SiteSecretsPort {
-        match self.site().wire() {
+        match self.site().plug() {
             Some(wire) => SiteSecretsPort::Wire(wire.clients()),
             None => SiteSecretsPort::Fast(SimSiteSecrets { world: self.clone(), from }),
         }
@@ -1433,7 +1432,7 @@ pub(crate) struct WireMaas {
     pub world: Rc<World>,
     pub from: HostId,
     pub workflow: String,
-    pub wire: Rc<crate::wire::site::WireClients>,
+    pub wire: Rc<SiteClients>,
 }
 
 impl WireMaas {
@@ -1517,7 +1516,7 @@ impl port::MaasApi for WireMaas {
 /// [`port::Resolver`] on either transport (on the wire: the engine's DNS client over turmoil UDP).
 pub(crate) enum SiteResolver {
     Fast(SimResolver),
-    Wire(Rc<crate::wire::site::WireClients>),
+    Wire(Rc<SiteClients>),
 }
 
 impl port::Resolver for SiteResolver {
@@ -1532,7 +1531,7 @@ impl port::Resolver for SiteResolver {
 /// [`port::SiteSecrets`] on either transport (on the wire: the engine's secrets client over turmoil TCP).
 pub(crate) enum SiteSecretsPort {
     Fast(SimSiteSecrets),
-    Wire(Rc<crate::wire::site::WireClients>),
+    Wire(Rc<SiteClients>),
 }
 
 impl port::SiteSecrets for SiteSecretsPort {
