@@ -15,7 +15,7 @@ pub struct Collectors {
     /// classified so.
     pub matrix_pairs: BTreeMap<String, u64>,
     /// What `availability_floor` counts (set up at `run.start`).
-    counted: crate::observe::oracles::Availability,
+    counted: crate::observe::oracles::rollout::Availability,
     pub availability: Vec<reports::AvailabilityPoint>,
     pub availability_cut_ms: Option<u64>,
     pub lanes: Vec<reports::LaneSpan>,
@@ -53,7 +53,7 @@ impl Collectors {
         let t_ms = event.t_ms;
         match &event.body {
             Body::RunStart { nodes, .. } => {
-                self.counted = crate::observe::oracles::Availability::new(*nodes as usize);
+                self.counted = crate::observe::oracles::rollout::Availability::new(*nodes as usize);
                 self.availability.clear();
                 self.availability.push(reports::AvailabilityPoint { t_ms, available: *nodes });
                 return;
