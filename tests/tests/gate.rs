@@ -2,6 +2,10 @@
 //! passes in one line or lists every unmet threshold, fails closed on a bad report, a bad policy, a shard or a
 //! campaign file changed since the report; repro replays a run and checks its digest.
 
+#[path = "support/small_campaign.rs"]
+mod small_campaign;
+use small_campaign::{SSH_TIMEOUTS, small_campaign};
+
 use std::path::{Path, PathBuf};
 
 use sim::model::exit::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
@@ -11,26 +15,15 @@ mod in_process;
 use in_process::fleetsim;
 
 /// Six short runs of a six-node rollout in lanes of two: every run passes and reaches the successor.
-const CAMPAIGN: &str = r#"schema_version = 1
-description = "gate test: a small rollout campaign"
-seed = 3
-runs = 6
-duration_ms = 2_400_000
-window_start_ms = 60_000
-rollout = { at_ms = 120_000, revision = "2944aebb" }
-
-[fleet]
-nodes = 6
-lane_size = 2
-availability_floor = 4
-
-[faults]
-ssh_timeout = { per_mille = 500, count_max = 2, timeouts_max = 2 }
-marker_drift = { per_mille = 300 }
-
-[oracles]
-sometimes = ["rollout_reached_successor"]
-"#;
+fn campaign_text() -> String {
+    small_campaign(
+        "gate test: a small rollout campaign",
+        3,
+        6,
+        &[SSH_TIMEOUTS, "marker_drift = { per_mille = 300 }"],
+        &["rollout_reached_successor"],
+    )
+}
 
 const POLICY: &str = r#"schema_version = 1
 kind = "gate_policy"
@@ -79,7 +72,7 @@ impl Fixture {
 fn campaign_run() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let campaign = dir.path().join("small.toml");
-    std::fs::write(&campaign, CAMPAIGN).unwrap();
+    std::fs::write(&campaign, campaign_text()).unwrap();
     let out = dir.path().join("out");
     let (code, _, err) =
         fleetsim(&["campaign", campaign.to_str().unwrap(), "--jobs", "2", "--out", out.to_str().unwrap()]);
@@ -147,7 +140,7 @@ fn a_missing_truncated_corrupt_or_incompatible_report_is_refused_in_one_line() {
 fn a_campaign_file_changed_since_the_report_fails_the_gate_with_both_hashes() {
     let fixture = campaign_run();
     let policy = fixture.write("gate.toml", POLICY);
-    std::fs::write(&fixture.campaign, CAMPAIGN.replace("per_mille = 300", "per_mille = 301")).unwrap();
+    std::fs::write(&fixture.campaign, campaign_text().replace("per_mille = 300", "per_mille = 301")).unwrap();
     let (code, out, _) = fleetsim(&["gate", &fixture.report(), "--policy", &policy]);
     assert_eq!(code, EXIT_FAIL, "{out}");
     let report: reports::CampaignReport =

@@ -2,6 +2,10 @@
 //! for N = 1, 2, 3; merging refuses foreign, overlapping and incomplete shards by name; a campaign whose per-run
 //! files were lost (as a kill loses the runs in flight) is finished by `--resume` into the same report.json.
 
+#[path = "support/small_campaign.rs"]
+mod small_campaign;
+use small_campaign::{SSH_TIMEOUTS, small_campaign};
+
 use std::path::{Path, PathBuf};
 
 use sim::model::exit::{EXIT_BAD_INPUT, EXIT_PASS};
@@ -10,31 +14,20 @@ use sim::model::exit::{EXIT_BAD_INPUT, EXIT_PASS};
 mod in_process;
 use in_process::fleetsim;
 
-const CAMPAIGN: &str = r#"schema_version = 1
-description = "shard test: a small rollout campaign"
-seed = 11
-runs = 7
-duration_ms = 2_400_000
-window_start_ms = 60_000
-rollout = { at_ms = 120_000, revision = "2944aebb" }
-
-[fleet]
-nodes = 6
-lane_size = 2
-availability_floor = 4
-
-[faults]
-ssh_timeout = { per_mille = 500, count_max = 2, timeouts_max = 2 }
-controller_death = { per_mille = 300, duration_ms = { min = 30_000, max = 600_000 } }
-
-[oracles]
-sometimes = ["rollout_reached_successor", "controller_adopted_journal"]
-"#;
+fn campaign_text() -> String {
+    small_campaign(
+        "shard test: a small rollout campaign",
+        11,
+        7,
+        &[SSH_TIMEOUTS, "controller_death = { per_mille = 300, duration_ms = { min = 30_000, max = 600_000 } }"],
+        &["rollout_reached_successor", "controller_adopted_journal"],
+    )
+}
 
 fn setup() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let campaign = dir.path().join("small.toml");
-    std::fs::write(&campaign, CAMPAIGN).unwrap();
+    std::fs::write(&campaign, campaign_text()).unwrap();
     let campaign = campaign.display().to_string();
     (dir, campaign)
 }
