@@ -2,7 +2,7 @@
 //! and `experiment`. [`main_with`] is the whole program, callable in-process by tests with any argument list and
 //! output sinks.
 //!
-//! Exit codes (documented in `docs/ARCHITECTURE.md` and `README.md`): 0 everything passed, 1 a run or campaign
+//! Exit codes ([`crate::model::exit`], documented in `docs/simulation.md` and `README.md`): 0 everything passed, 1 a run or campaign
 //! failed (for `diff`: the traces differ; for `gate`: a threshold is unmet; for `repro`: the replay's digest differs),
 //! 2 bad input (usage, a missing, malformed or incompatible file), 3 an output could not be written. `report` renders
 //! and does not judge: it exits 0 whatever verdict it renders; `experiment` measures and exits 0 when it ran.
