@@ -230,7 +230,7 @@ pub struct Summary {
     pub matrix_pairs: BTreeMap<String, u64>,
     /// The recovery matrix's listed (typical) `stage/failure_class` pairs of the onboarding workflow, in table order,
     /// so a report shows coverage against the matrix without depending on the engine. [`summarize`] leaves it empty;
-    /// the campaign fills it when its runs onboard machines (`sim::runner::matrix_listed_pairs`).
+    /// the campaign fills it when its runs onboard machines (`sim::model::pairs::matrix_listed_pairs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub matrix_listed: Vec<String>,
     /// For each sometimes-property the campaign names: in how many runs it was reached.

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use sim::runner::{RunIdentity, run};
-use sim::spec::load_scenario;
+use sim::model::spec::load_scenario;
+use sim::run::runner::{RunIdentity, run};
 
 fn scenario_path(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(name)
@@ -29,9 +29,9 @@ fn fifty_agents_two_hours(c: &mut Criterion) {
     let mut thousand = scenario.run.clone();
     thousand.fleet.nodes = 1_000;
     thousand.fleet.durable.clear();
-    thousand
-        .steps
-        .retain(|timed| !matches!(&timed.step, sim::faults::Step::Partition { .. } | sim::faults::Step::Repair { .. }));
+    thousand.steps.retain(|timed| {
+        !matches!(&timed.step, sim::model::faults::Step::Partition { .. } | sim::model::faults::Step::Repair { .. })
+    });
     group.sample_size(10);
     group.bench_function("1000_agents_2h", |b| {
         b.iter(|| run(&thousand, scenario.seed, &identity(), false).record.trace_events)

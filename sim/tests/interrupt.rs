@@ -1,6 +1,10 @@
 //! A real `fleetsim campaign` process killed mid-way leaves its finished runs and no report; `--resume` finishes it
 //! into the report.json an uninterrupted campaign writes. (The binary is only reachable from this package's tests.)
 
+#[path = "../../tests/tests/support/small_campaign.rs"]
+mod small_campaign;
+use small_campaign::{SSH_TIMEOUTS, small_campaign};
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -10,22 +14,9 @@ fn fleetsim() -> Command {
 }
 
 /// Forty short runs on one thread: long enough that the process is still running when its first run is on disk.
-const CAMPAIGN: &str = r#"schema_version = 1
-description = "interrupt test"
-seed = 5
-runs = 40
-duration_ms = 2_400_000
-window_start_ms = 60_000
-rollout = { at_ms = 120_000, revision = "2944aebb" }
-
-[fleet]
-nodes = 6
-lane_size = 2
-availability_floor = 4
-
-[faults]
-ssh_timeout = { per_mille = 500, count_max = 2, timeouts_max = 2 }
-"#;
+fn campaign_text() -> String {
+    small_campaign("interrupt test", 5, 40, &[SSH_TIMEOUTS], &[])
+}
 
 fn run_files(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir.join("runs"))
@@ -44,7 +35,7 @@ fn run_files(dir: &Path) -> Vec<String> {
 fn a_killed_campaign_resumes_into_the_uninterrupted_report() {
     let dir = tempfile::tempdir().unwrap();
     let campaign = dir.path().join("c.toml");
-    std::fs::write(&campaign, CAMPAIGN).unwrap();
+    std::fs::write(&campaign, campaign_text()).unwrap();
     let killed = dir.path().join("killed");
     let mut child = fleetsim()
         .args(["campaign", campaign.to_str().unwrap(), "--jobs", "1", "--out", killed.to_str().unwrap()])

@@ -8,14 +8,14 @@ use engine::adapters::http::maas::MaasClient;
 use engine::adapters::http::secrets::SecretsClient;
 use engine::ports::site::{DnsAnswer, MaasApi, MaasError, Resolver, SiteSecrets};
 use engine::secret::Secret;
-use sim::serve::{ServeConfig, Served};
+use sim::live::serve::{ServeConfig, Served};
 use sim::wire::http::HyperTransport;
 use sim::wire::udp::UdpTransport;
 
 fn config(machines: u32) -> ServeConfig {
     ServeConfig {
         seed: 3,
-        machines: sim::serve::machine_names(machines),
+        machines: sim::live::serve::machine_names(machines),
         bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
         port: 0,
         speed: 60,
@@ -56,7 +56,7 @@ fn maas(served: &Served) -> MaasClient<HyperTransport<hyper_util::client::legacy
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_s_adapters_reach_the_served_site_and_admin_faults_reach_them() {
-    let (served, _fleet) = sim::serve::start(&config(2)).await.unwrap();
+    let (served, _fleet) = sim::live::serve::start(&config(2)).await.unwrap();
     assert_eq!(served.maas.ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
 
     // MAAS with the printed API key: an empty region, then a 503 with Retry-After once the admin API asks for one.
@@ -106,7 +106,7 @@ async fn the_engine_s_adapters_reach_the_served_site_and_admin_faults_reach_them
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redfish_wants_basic_auth_and_the_secrets_store_has_each_bmc_s_login() {
-    let (served, _fleet) = sim::serve::start(&config(1)).await.unwrap();
+    let (served, _fleet) = sim::live::serve::start(&config(1)).await.unwrap();
     let secrets = SecretsClient::new(
         HyperTransport::tcp(&url(served.secrets)).unwrap(),
         Secret::new(served.secrets_token.clone()),

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use sim::campaign::{Campaign, load_campaign};
+use sim::model::campaign::{Campaign, load_campaign};
 
 fn campaign(name: &str) -> Campaign {
     load_campaign(&Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("campaigns").join(name)).unwrap()
@@ -11,7 +11,7 @@ fn campaign(name: &str) -> Campaign {
 
 fn first_runs_pass(campaign: &Campaign, runs: u64) {
     let indices: Vec<u64> = (0..runs).collect();
-    for output in campaign.execute(&indices, 2, false, false, &|_| {}) {
+    for output in sim::run::campaign::execute(campaign, &indices, 2, false, false, &|_| {}) {
         let record = output.record;
         assert!(
             record.verdict.passed(),
@@ -37,7 +37,7 @@ fn the_rollout_gate_passes_its_first_runs_under_lanes() {
 fn the_rollout_gate_fails_under_the_legacy_controller() {
     let mut gate = campaign("ci-50.toml");
     gate.base.engine.rollout_policy = engine::rollout::driver::RolloutPolicy::Legacy;
-    let outputs = gate.execute(&[0, 1, 2], 2, false, false, &|_| {});
+    let outputs = sim::run::campaign::execute(&gate, &[0, 1, 2], 2, false, false, &|_| {});
     for output in outputs {
         let violated: Vec<&str> = output.record.violations.iter().map(|v| v.oracle.as_str()).collect();
         assert!(violated.contains(&"availability_floor") || violated.contains(&"lane_bound"), "{violated:?}");

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
+use sim::model::exit::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
 
 #[path = "support/in_process.rs"]
 mod in_process;
@@ -124,12 +124,16 @@ fn a_passing_run_prints_its_summary_and_writes_its_record_and_trace() {
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("run.json")).unwrap()).unwrap();
     let trace = std::fs::read_to_string(out_dir.join("trace.jsonl")).unwrap();
     assert_eq!(trace.lines().count() as u64, record.trace_events);
-    assert_eq!(sim::trace::sha256_hex(trace.as_bytes()), record.trace_digest, "the trace file is the digested trace");
+    assert_eq!(
+        sim::model::digest::sha256_hex(trace.as_bytes()),
+        record.trace_digest,
+        "the trace file is the digested trace"
+    );
     assert!(out.contains(&record.trace_digest));
     // The record carries the resolved configuration it hashes.
     assert_eq!(record.config["fleet"]["nodes"], 10);
     assert_eq!(record.config["steps"].as_array().unwrap().len(), 2);
-    assert_eq!(sim::trace::sha256_hex(record.config.to_string().as_bytes()), record.config_hash);
+    assert_eq!(sim::model::digest::sha256_hex(record.config.to_string().as_bytes()), record.config_hash);
 }
 
 #[test]
@@ -197,7 +201,7 @@ fn an_unwritable_output_exits_3() {
     std::fs::write(&blocker, "not a directory").unwrap();
     let file = scenario("hub-crashes-and-restarts-mid-run.toml");
     let (code, _, err) = fleetsim(&["run", &file, "--out", blocker.join("sub").to_str().unwrap()]);
-    assert_eq!(code, sim::cli::EXIT_OUTPUT_ERROR, "{err}");
+    assert_eq!(code, sim::model::exit::EXIT_OUTPUT_ERROR, "{err}");
     assert!(err.starts_with("error: cannot write"), "{err}");
 }
 

@@ -4,7 +4,10 @@
 
 use std::path::Path;
 
-use sim::conformance::{self, CaseOutcome};
+use sim::run::conformance::{self, CaseOutcome};
+
+#[path = "support/golden.rs"]
+mod golden;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
@@ -22,6 +25,10 @@ fn every_listed_pair_of_both_workflows_is_covered_by_a_passing_case_named_after_
     assert_eq!(report.coverage(), "60/60", "39 onboarding and 21 decommission pairs");
     assert!(report.passed);
     assert_eq!(seen.len(), report.cases.len(), "progress saw every case");
+    for case in &report.cases {
+        let file = Path::new(&case.file).strip_prefix(root()).unwrap_or(Path::new(&case.file));
+        golden::assert_golden(&file.to_string_lossy(), None, &case.trace_digest);
+    }
     for case in &report.cases {
         assert_eq!(case.declared.len(), 1, "{}: one pair per case", case.file);
         let pair = &case.declared[0];
@@ -63,13 +70,13 @@ fn a_suite_missing_cases_names_the_uncovered_pairs_and_fails() {
 
 #[test]
 fn stage_triggered_cases_are_deterministic() {
-    use sim::runner::{RunIdentity, run};
+    use sim::run::runner::{RunIdentity, run};
     // Two stage-triggered steps (the datasource failure at the deploy, the 503s at the classification) on one seed.
     let path = root()
         .join(conformance::DEFAULT_DIR)
         .join("onboarding")
         .join("classify-deploy-failure--upstream-transient.toml");
-    let scenario = sim::spec::load_scenario(&path).unwrap();
+    let scenario = sim::model::spec::load_scenario(&path).unwrap();
     let identity = RunIdentity { source: "case".into(), run_index: None, repro: String::new() };
     let first = run(&scenario.run, scenario.seed, &identity, false).record;
     let second = run(&scenario.run, scenario.seed, &identity, false).record;

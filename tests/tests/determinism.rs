@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use sim::campaign::load_campaign;
-use sim::runner::{RunIdentity, run};
-use sim::spec::load_scenario;
+use sim::model::campaign::load_campaign;
+use sim::model::spec::load_scenario;
+use sim::run::runner::{RunIdentity, run};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
@@ -29,7 +29,7 @@ fn every_scenario_gives_the_same_digest_twice_and_on_another_thread() {
         // The digest is the trace's: recompute it from the kept lines.
         let mut text = first.trace.join("\n");
         text.push('\n');
-        assert_eq!(sim::trace::sha256_hex(text.as_bytes()), first.record.trace_digest);
+        assert_eq!(sim::model::digest::sha256_hex(text.as_bytes()), first.record.trace_digest);
     }
 }
 
@@ -46,16 +46,16 @@ fn a_campaign_gives_identical_runs_with_one_job_and_with_two() {
     let mut campaign = load_campaign(&root().join("campaigns/heartbeats-50.toml")).unwrap();
     campaign.runs = 8;
     let indices: Vec<u64> = (0..8).collect();
-    let one = campaign.execute(&indices, 1, false, false, &|_| {});
-    let two = campaign.execute(&indices, 2, false, false, &|_| {});
-    let digests = |outputs: &[sim::runner::RunOutput]| -> Vec<(u64, String)> {
+    let one = sim::run::campaign::execute(&campaign, &indices, 1, false, false, &|_| {});
+    let two = sim::run::campaign::execute(&campaign, &indices, 2, false, false, &|_| {});
+    let digests = |outputs: &[sim::run::runner::RunOutput]| -> Vec<(u64, String)> {
         outputs.iter().map(|o| (o.record.seed, o.record.trace_digest.clone())).collect()
     };
     assert_eq!(digests(&one), digests(&two));
-    let report_one = campaign.report(one.into_iter().map(|o| o.record).collect());
-    let report_two = campaign.report(two.into_iter().map(|o| o.record).collect());
+    let report_one = sim::run::campaign::report(&campaign, one.into_iter().map(|o| o.record).collect());
+    let report_two = sim::run::campaign::report(&campaign, two.into_iter().map(|o| o.record).collect());
     assert_eq!(report_one.summary, report_two.summary);
     // A run replayed alone, as its reproduce command does, gives the same digest as inside the campaign.
-    let alone = campaign.execute(&[5], 1, false, false, &|_| {});
+    let alone = sim::run::campaign::execute(&campaign, &[5], 1, false, false, &|_| {});
     assert_eq!(alone[0].record.trace_digest, report_one.runs[5].trace_digest);
 }

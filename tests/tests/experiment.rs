@@ -1,33 +1,24 @@
 //! `fleetsim experiment`: two campaign files that differ in one setting are paired run by run on the same seeds; two
 //! settings are refused with both named unless `--allow-multi`; the table agrees with the two campaigns run alone.
 
-use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
+#[path = "support/small_campaign.rs"]
+mod small_campaign;
+use small_campaign::{SSH_TIMEOUTS, small_campaign};
+
+use sim::model::exit::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
 
 #[path = "support/in_process.rs"]
 mod in_process;
 use in_process::fleetsim;
 
-const BASE: &str = r#"schema_version = 1
-description = "experiment base: lanes"
-seed = 3
-runs = 5
-duration_ms = 2_400_000
-window_start_ms = 60_000
-rollout = { at_ms = 120_000, revision = "2944aebb" }
-
-[fleet]
-nodes = 6
-lane_size = 2
-availability_floor = 4
-
-[faults]
-ssh_timeout = { per_mille = 500, count_max = 2, timeouts_max = 2 }
-marker_drift = { per_mille = 300 }
-"#;
+fn base_text() -> String {
+    small_campaign("experiment base: lanes", 3, 5, &[SSH_TIMEOUTS, "marker_drift = { per_mille = 300 }"], &[])
+}
 
 /// The base under the incident's serial controller: another description and seed, which do not count.
 fn legacy() -> String {
-    BASE.replace("[faults]", "[engine]\nrollout_policy = \"legacy\"\n\n[faults]")
+    base_text()
+        .replace("[faults]", "[engine]\nrollout_policy = \"legacy\"\n\n[faults]")
         .replace("experiment base: lanes", "experiment variant: legacy")
         .replace("seed = 3", "seed = 4")
 }
@@ -55,7 +46,7 @@ impl Files {
 #[test]
 fn a_one_setting_experiment_pairs_runs_on_the_base_seeds_and_its_table_matches_the_campaigns_alone() {
     let files = Files::new();
-    let base = files.write("base.toml", BASE);
+    let base = files.write("base.toml", &base_text());
     let variant = files.write("legacy.toml", &legacy());
     let out = files.path("exp");
     let (code, text, err) = fleetsim(&["experiment", &base, &variant, "--runs", "4", "--jobs", "2", "--out", &out]);
@@ -103,7 +94,7 @@ fn a_one_setting_experiment_pairs_runs_on_the_base_seeds_and_its_table_matches_t
 #[test]
 fn two_settings_are_refused_with_both_named_unless_allowed() {
     let files = Files::new();
-    let base = files.write("base.toml", BASE);
+    let base = files.write("base.toml", &base_text());
     let variant = files.write("two.toml", &legacy().replace("nodes = 6", "nodes = 7"));
     let (code, out, err) = fleetsim(&["experiment", &base, &variant, "--runs", "1"]);
     assert_eq!((code, out.as_str()), (EXIT_BAD_INPUT, ""));
@@ -119,7 +110,7 @@ fn two_settings_are_refused_with_both_named_unless_allowed() {
     assert_eq!(code, EXIT_PASS, "{err}");
     assert!(out.contains("  differs in    engine.rollout_policy, fleet.nodes\n"), "{out}");
 
-    let same = files.write("same.toml", &BASE.replace("seed = 3", "seed = 8"));
+    let same = files.write("same.toml", &base_text().replace("seed = 3", "seed = 8"));
     let (code, _, err) = fleetsim(&["experiment", &base, &same, "--runs", "1"]);
     assert_eq!(code, EXIT_BAD_INPUT);
     assert!(err.contains("differs from") && err.contains("in no setting"), "{err}");

@@ -2,35 +2,28 @@
 //! passes in one line or lists every unmet threshold, fails closed on a bad report, a bad policy, a shard or a
 //! campaign file changed since the report; repro replays a run and checks its digest.
 
+#[path = "support/small_campaign.rs"]
+mod small_campaign;
+use small_campaign::{SSH_TIMEOUTS, small_campaign};
+
 use std::path::{Path, PathBuf};
 
-use sim::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
+use sim::model::exit::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
 
 #[path = "support/in_process.rs"]
 mod in_process;
 use in_process::fleetsim;
 
 /// Six short runs of a six-node rollout in lanes of two: every run passes and reaches the successor.
-const CAMPAIGN: &str = r#"schema_version = 1
-description = "gate test: a small rollout campaign"
-seed = 3
-runs = 6
-duration_ms = 2_400_000
-window_start_ms = 60_000
-rollout = { at_ms = 120_000, revision = "2944aebb" }
-
-[fleet]
-nodes = 6
-lane_size = 2
-availability_floor = 4
-
-[faults]
-ssh_timeout = { per_mille = 500, count_max = 2, timeouts_max = 2 }
-marker_drift = { per_mille = 300 }
-
-[oracles]
-sometimes = ["rollout_reached_successor"]
-"#;
+fn campaign_text() -> String {
+    small_campaign(
+        "gate test: a small rollout campaign",
+        3,
+        6,
+        &[SSH_TIMEOUTS, "marker_drift = { per_mille = 300 }"],
+        &["rollout_reached_successor"],
+    )
+}
 
 const POLICY: &str = r#"schema_version = 1
 kind = "gate_policy"
@@ -79,7 +72,7 @@ impl Fixture {
 fn campaign_run() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let campaign = dir.path().join("small.toml");
-    std::fs::write(&campaign, CAMPAIGN).unwrap();
+    std::fs::write(&campaign, campaign_text()).unwrap();
     let out = dir.path().join("out");
     let (code, _, err) =
         fleetsim(&["campaign", campaign.to_str().unwrap(), "--jobs", "2", "--out", out.to_str().unwrap()]);
@@ -147,7 +140,7 @@ fn a_missing_truncated_corrupt_or_incompatible_report_is_refused_in_one_line() {
 fn a_campaign_file_changed_since_the_report_fails_the_gate_with_both_hashes() {
     let fixture = campaign_run();
     let policy = fixture.write("gate.toml", POLICY);
-    std::fs::write(&fixture.campaign, CAMPAIGN.replace("per_mille = 300", "per_mille = 301")).unwrap();
+    std::fs::write(&fixture.campaign, campaign_text().replace("per_mille = 300", "per_mille = 301")).unwrap();
     let (code, out, _) = fleetsim(&["gate", &fixture.report(), "--policy", &policy]);
     assert_eq!(code, EXIT_FAIL, "{out}");
     let report: reports::CampaignReport =
@@ -224,13 +217,13 @@ fn a_malformed_policy_names_file_line_and_field() {
 #[test]
 fn the_shipped_gate_policies_parse() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("campaigns/release-gate.toml");
-    let policy = sim::gate::load_policy(&path).unwrap();
+    let policy = sim::run::gate::load_policy(&path).unwrap();
     assert_eq!(policy.runs_min, Some(100));
     assert_eq!(policy.pass_per_mille_min, Some(1000));
     assert!(policy.commit_matches_head && policy.recheck_runs > 0);
     assert!(policy.faults_min.contains_key("controller_death"));
     let onboarding = path.with_file_name("onboarding-gate.toml");
-    let policy = sim::gate::load_policy(&onboarding).unwrap();
+    let policy = sim::run::gate::load_policy(&onboarding).unwrap();
     assert_eq!(policy.matrix_listed.len(), 39, "every listed onboarding pair");
     assert!(policy.matrix_required.contains(&"wait_for_ready/upstream_transient".to_owned()));
     assert!(policy.faults_min.contains_key("ssh_unreachable"));
@@ -249,7 +242,7 @@ fn repro_replays_a_run_writes_its_evidence_and_checks_its_digest() {
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("run.json")).unwrap()).unwrap();
     assert_eq!(record, report.runs[4], "the replay's record is the report's");
     let trace = std::fs::read_to_string(out_dir.join("trace.jsonl")).unwrap();
-    assert_eq!(sim::trace::sha256_hex(trace.as_bytes()), report.runs[4].trace_digest);
+    assert_eq!(sim::model::digest::sha256_hex(trace.as_bytes()), report.runs[4].trace_digest);
 
     // A report whose digest for run 4 is not what the run gives: exit 1 with both digests.
     let mut edited = report.clone();

@@ -1,5 +1,6 @@
-//! The journal conformance suite run against both `Journal` backends (`sim::journal::DiskJournal` on a simulated disk,
-//! `engine::adapters::sqlite::SqliteJournal` on a real file), and a kill test of the SQLite journal in a child process.
+//! The journal conformance suite run against both `Journal` backends (`sim::world::journal::DiskJournal` on a
+//! simulated disk, `engine::adapters::sqlite::SqliteJournal` on a real file), and a kill test of the SQLite journal
+//! in a child process.
 
 #[macro_use]
 #[path = "support/journal_suite.rs"]
@@ -14,8 +15,8 @@ use std::rc::Rc;
 use engine::adapters::sqlite::SqliteJournal;
 use engine::ports::JournalError;
 use journal_suite::{JournalStore, now};
-use sim::disk::SimDisk;
-use sim::journal::DiskJournal;
+use sim::world::disk::SimDisk;
+use sim::world::journal::DiskJournal;
 
 const SIM_KEY: &str = "controller.journal";
 

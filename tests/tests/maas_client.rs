@@ -798,7 +798,7 @@ impl ServedFake {
             site.add_machine(name);
         }
         let mut front = fakes::http::SiteFront::new(site);
-        let controller_key = front.api_key_for(sim::site::CONTROLLER_MAAS_USER);
+        let controller_key = front.api_key_for(sim::world::site::CONTROLLER_MAAS_USER);
         let shared = front.shared();
         let now_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let clock: fakes::http::Clock = {

@@ -3,8 +3,11 @@
 use std::path::Path;
 
 use reports::RunRecord;
-use sim::runner::{RunIdentity, run};
-use sim::spec::load_scenario;
+use sim::model::spec::load_scenario;
+use sim::run::runner::{RunIdentity, run};
+
+#[path = "support/golden.rs"]
+mod golden;
 
 const SCENARIOS: &[&str] = &[
     "agent-partitioned-from-hub-is-reported-silent-and-recovers.toml",
@@ -59,12 +62,27 @@ fn run_file(name: &str) -> (RunRecord, Vec<String>) {
     let identity = RunIdentity { source: name.into(), run_index: None, repro: String::new() };
     let output = run(&scenario.run, scenario.seed, &identity, true);
     assert!(output.record.verdict.passed(), "{name}: {:#?}", output.record);
+    golden::assert_golden(&format!("scenarios/{name}"), Some(scenario.seed), &output.record.trace_digest);
     (output.record, output.trace)
 }
 
 fn events<'a>(trace: &'a [String], kind: &str) -> Vec<&'a String> {
     let needle = format!("\"kind\":\"{kind}\"");
     trace.iter().filter(|line| line.contains(&needle)).collect()
+}
+
+#[test]
+fn the_golden_digests_list_every_scenario_and_conformance_case_and_nothing_else() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files: Vec<String> = SCENARIOS.iter().map(|name| format!("scenarios/{name}")).collect();
+    for workflow in ["onboarding", "decommission"] {
+        for entry in std::fs::read_dir(root.join("conformance").join(workflow)).unwrap() {
+            files.push(format!("conformance/{workflow}/{}", entry.unwrap().file_name().to_string_lossy()));
+        }
+    }
+    files.sort();
+    let listed: Vec<String> = golden::digests().into_keys().collect();
+    assert_eq!(listed, files, "tests/golden/digests.tsv: rerun scripts/golden-digests.sh");
 }
 
 #[test]

@@ -2,39 +2,32 @@
 //! for N = 1, 2, 3; merging refuses foreign, overlapping and incomplete shards by name; a campaign whose per-run
 //! files were lost (as a kill loses the runs in flight) is finished by `--resume` into the same report.json.
 
+#[path = "support/small_campaign.rs"]
+mod small_campaign;
+use small_campaign::{SSH_TIMEOUTS, small_campaign};
+
 use std::path::{Path, PathBuf};
 
-use sim::cli::{EXIT_BAD_INPUT, EXIT_PASS};
+use sim::model::exit::{EXIT_BAD_INPUT, EXIT_PASS};
 
 #[path = "support/in_process.rs"]
 mod in_process;
 use in_process::fleetsim;
 
-const CAMPAIGN: &str = r#"schema_version = 1
-description = "shard test: a small rollout campaign"
-seed = 11
-runs = 7
-duration_ms = 2_400_000
-window_start_ms = 60_000
-rollout = { at_ms = 120_000, revision = "2944aebb" }
-
-[fleet]
-nodes = 6
-lane_size = 2
-availability_floor = 4
-
-[faults]
-ssh_timeout = { per_mille = 500, count_max = 2, timeouts_max = 2 }
-controller_death = { per_mille = 300, duration_ms = { min = 30_000, max = 600_000 } }
-
-[oracles]
-sometimes = ["rollout_reached_successor", "controller_adopted_journal"]
-"#;
+fn campaign_text() -> String {
+    small_campaign(
+        "shard test: a small rollout campaign",
+        11,
+        7,
+        &[SSH_TIMEOUTS, "controller_death = { per_mille = 300, duration_ms = { min = 30_000, max = 600_000 } }"],
+        &["rollout_reached_successor", "controller_adopted_journal"],
+    )
+}
 
 fn setup() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let campaign = dir.path().join("small.toml");
-    std::fs::write(&campaign, CAMPAIGN).unwrap();
+    std::fs::write(&campaign, campaign_text()).unwrap();
     let campaign = campaign.display().to_string();
     (dir, campaign)
 }
@@ -45,7 +38,7 @@ fn campaign(dir: &Path, campaign: &str, name: &str, extra: &[&str]) -> PathBuf {
     let mut args = vec!["campaign", campaign, "--jobs", "2", "--out", out.to_str().unwrap()];
     args.extend_from_slice(extra);
     let (code, stdout, err) = fleetsim(&args);
-    assert!(code == EXIT_PASS || code == sim::cli::EXIT_FAIL, "{stdout}{err}");
+    assert!(code == EXIT_PASS || code == sim::model::exit::EXIT_FAIL, "{stdout}{err}");
     out.join("report.json")
 }
 
@@ -137,7 +130,7 @@ fn resume_runs_only_the_missing_runs_and_writes_the_uninterrupted_report() {
     let out_dir = dir.path().join("b");
     let (code, out, err) =
         fleetsim(&["campaign", &file, "--jobs", "2", "--out", out_dir.to_str().unwrap(), "--resume"]);
-    assert!(code == EXIT_PASS || code == sim::cli::EXIT_FAIL, "{err}");
+    assert!(code == EXIT_PASS || code == sim::model::exit::EXIT_FAIL, "{err}");
     assert!(out.contains(&format!("  resumed       4 runs read from {}, 3 run now\n", runs.display())), "{out}");
     assert_eq!(read(&interrupted), read(&uninterrupted), "the resumed report is the uninterrupted one");
     assert_eq!(read(&runs.join("0002.json")), kept, "a finished run is read, not run again");

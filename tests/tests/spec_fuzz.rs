@@ -17,9 +17,9 @@ fn shipped_files() -> Vec<String> {
 }
 
 fn parse_both(text: &str) {
-    let _ = sim::spec::parse_scenario("fuzz.toml", text);
-    let _ = sim::campaign::parse_campaign("fuzz.toml", text);
-    let _ = sim::gate::parse_policy("fuzz.toml", text);
+    let _ = sim::model::spec::parse_scenario("fuzz.toml", text);
+    let _ = sim::model::campaign::parse_campaign("fuzz.toml", text);
+    let _ = sim::run::gate::parse_policy("fuzz.toml", text);
 }
 
 #[derive(Debug, Clone)]

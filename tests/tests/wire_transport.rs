@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use reports::RunRecord;
-use sim::runner::{RunIdentity, Transport, run_on};
-use sim::spec::load_scenario;
+use sim::model::spec::load_scenario;
+use sim::run::runner::{RunIdentity, Transport, run_on};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
@@ -152,7 +152,7 @@ b = "maas"
 [expect]
 must_fire = ["onboarding_completed"]
 "#;
-    let scenario = sim::spec::parse_scenario("faults.toml", text).unwrap();
+    let scenario = sim::model::spec::parse_scenario("faults.toml", text).unwrap();
     let path = Path::new("faults.toml");
     let wire = run_on(&scenario.run, scenario.seed, &identity(path), true, Transport::Wire);
     let fast = run_on(&scenario.run, scenario.seed, &identity(path), false, Transport::Fast);

@@ -1,7 +1,7 @@
 //! The `fleetsim` binary: see `fleetsim --help` and `docs/ARCHITECTURE.md`.
 
 fn main() {
-    sim::logging::init();
+    sim::observe::logging::init();
     let code = sim::cli::main_with(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr());
     std::process::exit(code);
 }

@@ -3,7 +3,7 @@
 //! [`DNS_PORT`] over simulated UDP), and the engine's real clients of them in the controller's host
 //! ([`WireSite`]).
 //!
-//! One model: the front ends serve the world's own site front ([`crate::site::SiteWorld::front`]), so the fault
+//! One model: the front ends serve the world's own site front ([`crate::world::site::SiteWorld::front`]), so the fault
 //! steps, the machines' progress (the site task) and the fast adapters the world still uses (the agents' enrolment,
 //! SSH) act on the same `Site`. What the front ends record in its event sink, the site task drains and traces as it
 //! does the fast adapters' events: every answered request pokes it.
@@ -26,11 +26,12 @@ use engine::adapters::http::secrets::{SecretsClient, SiteConfigDefaults};
 use fakes::http::{Clock, SharedSite};
 use tokio::sync::Notify;
 
-use crate::faults::Step;
-use crate::site::CONTROLLER_MAAS_USER;
+use crate::model::faults::Step;
 use crate::wire::http::HyperTransport;
 use crate::wire::turmoil::{SimListener, TurmoilConnector, TurmoilDatagram, serve_datagrams};
 use crate::wire::world::CONTROLLER_HOST;
+use crate::world::plug::{PluggedDatagram, PluggedHttp, SiteClients, SitePlug};
+use crate::world::site::CONTROLLER_MAAS_USER;
 use crate::world::{CONTROLLER_ID, SimClock, World};
 
 /// The turmoil host of the site's services.
@@ -55,28 +56,32 @@ const DNS_ID_SALT: u64 = 0x0064_6e73;
 
 type Http = HyperTransport<TurmoilConnector>;
 
-/// The engine's real clients of the site's services, as one controller process holds them (built inside the
-/// controller's turmoil host, so their connections live on its runtime).
-pub(crate) struct WireClients {
-    pub maas: MaasClient<Http, SimClock>,
-    pub secrets: SecretsClient<Http>,
-    pub resolver: DnsClient<TurmoilDatagram>,
-}
-
 /// The wire's part of an onboarding world.
 pub(crate) struct WireSite {
     /// The current controller process's clients: a controller that boots again gets new ones (new connections, its
     /// nonces and query ids from a stream of its own); the old ones go with the old process's tasks.
-    clients: RefCell<Rc<WireClients>>,
+    clients: RefCell<Rc<SiteClients>>,
     seed: u64,
     /// Why `controller`–`maas` is partitioned on turmoil now (a step's partition, the `maas` host down): repaired
     /// when no reason is left.
     partitioned: RefCell<BTreeSet<&'static str>>,
 }
 
-impl WireSite {
-    pub(crate) fn clients(&self) -> Rc<WireClients> {
+impl SitePlug for WireSite {
+    fn clients(&self) -> Rc<SiteClients> {
         self.clients.borrow().clone()
+    }
+
+    /// The controller booted (again): its process gets new clients (new connections, its own nonce and query-id
+    /// streams), as a restarted process would.
+    fn controller_booted(&self, world: &Rc<World>, boot: u64) {
+        if boot > 1 {
+            *self.clients.borrow_mut() = Rc::new(clients(world, self.seed, boot));
+        }
+    }
+
+    fn mirror_step(&self, step: &Step) {
+        mirror_step(self, step);
     }
 }
 
@@ -103,25 +108,17 @@ pub(crate) fn attach(world: &Rc<World>, seed: u64, slot: &FrontSlot) {
     }
     let site = world.site();
     let clients = clients(world, seed, 1);
-    site.set_wire(WireSite {
+    site.set_plug(Rc::new(WireSite {
         clients: RefCell::new(Rc::new(clients)),
         seed,
         partitioned: RefCell::new(BTreeSet::new()),
-    });
+    }));
     *slot.borrow_mut() =
         Some(Published { front: site.front.clone(), clock: site.wire_clock(), wake: site.wake.clone() });
 }
 
-/// The controller booted (again): its process gets new clients, on the wire transport.
-pub(crate) fn controller_booted(world: &Rc<World>, boot: u64) {
-    let Some(wire) = world.site.as_ref().and_then(|site| site.wire()) else { return };
-    if boot > 1 {
-        *wire.clients.borrow_mut() = Rc::new(clients(world, wire.seed, boot));
-    }
-}
-
 /// The clients of the controller's `boot`th process.
-fn clients(world: &Rc<World>, seed: u64, boot: u64) -> WireClients {
+fn clients(world: &Rc<World>, seed: u64, boot: u64) -> SiteClients {
     let site = world.site();
     let seed = seed ^ boot.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let (api_key, vault_token) = {
@@ -129,7 +126,10 @@ fn clients(world: &Rc<World>, seed: u64, boot: u64) -> WireClients {
         (front.api_key_for(CONTROLLER_MAAS_USER), front.vault_token())
     };
     let timeout_ms = world.spec.engine.call_timeout_ms;
-    let transport = |port| HyperTransport::with_connector(TurmoilConnector, &url(port)).expect("a valid base url");
+    let transport = |port| {
+        let http: Http = HyperTransport::with_connector(TurmoilConnector, &url(port)).expect("a valid base url");
+        PluggedHttp(Rc::new(http))
+    };
     let clock = SimClock { world: world.clone(), host: CONTROLLER_ID };
     let maas = MaasClient::new(
         transport(MAAS_PORT),
@@ -147,8 +147,9 @@ fn clients(world: &Rc<World>, seed: u64, boot: u64) -> WireClients {
                 pxe_vlan_vid: u16::try_from(fakes::maas::PXE_VLAN_ID).unwrap_or(u16::MAX),
                 roce_vlan_vid: u16::try_from(fakes::maas::ROCE_VLAN_ID).unwrap_or(u16::MAX),
             });
-    let resolver = DnsClient::new(TurmoilDatagram::new(MAAS_HOST, DNS_PORT), seed ^ DNS_ID_SALT, timeout_ms);
-    WireClients { maas, secrets, resolver }
+    let datagrams = PluggedDatagram(Rc::new(TurmoilDatagram::new(MAAS_HOST, DNS_PORT)));
+    let resolver = DnsClient::new(datagrams, seed ^ DNS_ID_SALT, timeout_ms);
+    SiteClients { maas, secrets, resolver }
 }
 
 /// The `maas` host's software: waits for the world's site, then serves its front ends until the run ends.
@@ -198,14 +199,12 @@ pub(crate) async fn serve(slot: FrontSlot) -> turmoil::Result {
 ///
 /// Not mirrored: `link_loss`, `link_latency` (turmoil's per-link knobs are `Sim` methods, out of reach from inside
 /// the simulation); the world's own network still applies them to its in-world paths.
-pub(crate) fn mirror_step(world: &World, step: &Step) {
-    let Some(site) = world.site.as_ref() else { return };
-    let Some(wire) = site.wire() else { return };
+fn mirror_step(wire: &WireSite, step: &Step) {
     let between = |a: &str, b: &str| {
-        (a == crate::spec::CONTROLLER && b == crate::spec::MAAS)
-            || (a == crate::spec::MAAS && b == crate::spec::CONTROLLER)
+        (a == crate::model::spec::CONTROLLER && b == crate::model::spec::MAAS)
+            || (a == crate::model::spec::MAAS && b == crate::model::spec::CONTROLLER)
     };
-    let turmoil_name = |name: &str| if name == crate::spec::MAAS { MAAS_HOST } else { CONTROLLER_HOST };
+    let turmoil_name = |name: &str| if name == crate::model::spec::MAAS { MAAS_HOST } else { CONTROLLER_HOST };
     let mut reasons = wire.partitioned.borrow_mut();
     let before = !reasons.is_empty();
     match step {
@@ -215,10 +214,10 @@ pub(crate) fn mirror_step(world: &World, step: &Step) {
         Step::Repair { a, b } if between(a, b) => {
             reasons.remove("partition");
         }
-        Step::Crash { target } if target == crate::spec::MAAS => {
+        Step::Crash { target } if target == crate::model::spec::MAAS => {
             reasons.insert("maas down");
         }
-        Step::Restart { target } if target == crate::spec::MAAS => {
+        Step::Restart { target } if target == crate::model::spec::MAAS => {
             reasons.remove("maas down");
         }
         Step::PartitionOneway { from, to } if between(from, to) => {

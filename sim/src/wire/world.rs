@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::runner::{Outcome, drive};
-use crate::spec::RunSpec;
+use crate::model::spec::RunSpec;
+use crate::observe::trace::Sink;
 use crate::wire::site::{FrontSlot, MAAS_HOST};
 use crate::world::World;
+use crate::world::run::{Ended, drive};
 
 /// The turmoil host the world (and so the controller) runs in.
 pub const CONTROLLER_HOST: &str = "controller";
@@ -53,16 +54,17 @@ pub fn builder(spec: &RunSpec, seed: u64) -> turmoil::Builder {
     builder
 }
 
-/// Runs `spec` with `seed` on the wire transport; the caller catches panics (see [`crate::runner::run_on`]).
+/// Runs `spec` with `seed` on the wire transport; the caller catches panics (the runner does).
 pub(crate) fn simulate(
     spec: Rc<RunSpec>,
     seed: u64,
     keep_trace: bool,
+    sink: Box<dyn Sink>,
     notify: Rc<Notify>,
     setup: impl FnOnce(&Rc<World>) + 'static,
-) -> Outcome {
+) -> Ended {
     let mut sim = builder(&spec, seed).build();
-    let slot: Rc<RefCell<Option<Outcome>>> = Rc::default();
+    let slot: Rc<RefCell<Option<Ended>>> = Rc::default();
     let out = slot.clone();
     let front: FrontSlot = Rc::default();
     let published = front.clone();
@@ -70,7 +72,7 @@ pub(crate) fn simulate(
     // The client first: in each step it runs before the `maas` host, so the host finds the site at its first poll.
     sim.client(CONTROLLER_HOST, async move {
         let attach = |world: &Rc<World>| crate::wire::site::attach(world, seed, &published);
-        let outcome = drive(spec, seed, keep_trace, notify, attach, setup).await;
+        let outcome = drive(spec, seed, keep_trace, sink, notify, attach, setup).await;
         *out.borrow_mut() = Some(outcome);
         Ok(())
     });
@@ -85,24 +87,24 @@ pub(crate) fn simulate(
         (Err(error), _) => {
             // A panic in the world's task fails turmoil's run: its message (with its location) is the one the hook
             // captured, else turmoil's own error.
-            let captured = crate::runner::LAST_PANIC.with(|cell| cell.borrow().clone());
+            let captured = crate::world::run::last_panic();
             let message = captured.unwrap_or_else(|| format!("the wire simulation failed: {error}"));
-            Outcome::panicked(message)
+            Ended::panicked(message)
         }
-        (Ok(()), None) => Outcome::panicked("the wire simulation ended without an outcome".to_owned()),
+        (Ok(()), None) => Ended::panicked("the wire simulation ended without an outcome".to_owned()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::{RunIdentity, Transport, run_on};
+    use crate::run::runner::{RunIdentity, Transport, run_on};
 
     fn spec() -> RunSpec {
         let text = "schema_version = 1\ndescription = \"d\"\nseed = 4\nduration_ms_max = 1_800_000\n[fleet]\nnodes = 3\n\
                     [[step]]\nat_ms = 600_000\nkind = \"crash\"\ntarget = \"hub\"\n\
                     [[step]]\nat_ms = 700_000\nkind = \"restart\"\ntarget = \"hub\"\n";
-        crate::spec::parse_scenario("w.toml", text).unwrap().run
+        crate::model::spec::parse_scenario("w.toml", text).unwrap().run
     }
 
     fn identity() -> RunIdentity {
@@ -136,7 +138,7 @@ mod tests {
 
     #[test]
     fn a_panic_in_the_world_on_the_wire_fails_the_run_with_its_message() {
-        let output = crate::runner::run_with(&spec(), 4, &identity(), false, Transport::Wire, |world| {
+        let output = crate::run::runner::run_with(&spec(), 4, &identity(), false, Transport::Wire, |world| {
             let host = world.host_id("node-02");
             world.spawn_on(host, async {
                 tokio::time::sleep(std::time::Duration::from_millis(90_000)).await;
@@ -155,14 +157,14 @@ mod tests {
                     [onboarding]\nnodes = 1\n\
                     [[step]]\nat_ms = 100_000\nkind = \"crash\"\ntarget = \"controller\"\n\
                     [[step]]\nat_ms = 200_000\nkind = \"restart\"\ntarget = \"controller\"\n";
-        let spec = crate::spec::parse_scenario("w.toml", text).unwrap().run;
+        let spec = crate::model::spec::parse_scenario("w.toml", text).unwrap().run;
         let seen: Rc<RefCell<Vec<bool>>> = Rc::default();
         let out = seen.clone();
-        let record = crate::runner::run_with(&spec, 4, &identity(), false, Transport::Wire, move |world| {
+        let record = crate::run::runner::run_with(&spec, 4, &identity(), false, Transport::Wire, move |world| {
             let world = world.clone();
             // Not a host task: the controller's crash does not stop it.
             tokio::task::spawn_local(async move {
-                let clients = || world.site().wire().expect("an onboarding world on the wire").clients();
+                let clients = || world.site().plug().expect("an onboarding world on the wire").clients();
                 let first = clients();
                 world.sleep_until_ms(50_000).await;
                 out.borrow_mut().push(Rc::ptr_eq(&first, &clients()));

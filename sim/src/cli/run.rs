@@ -1,0 +1,109 @@
+//! `fleetsim run`: one scenario, its record printed and, with `--out`, written with its trace.
+
+use std::io::Write;
+use std::path::Path;
+
+use reports::RunRecord;
+use reports::render::human_ms;
+
+use crate::model::exit::{EXIT_FAIL, EXIT_PASS};
+use crate::model::spec::{self};
+use crate::run::runner::{self, RunIdentity, RunOutput};
+
+use super::*;
+
+pub(super) fn run_scenario(
+    path: &Path,
+    seed: Option<u64>,
+    dir: Option<&Path>,
+    format: Format,
+    transport: runner::Transport,
+    out: &mut dyn Write,
+) -> Result<i32, CliError> {
+    let scenario = spec::load_scenario(path)?;
+    let seed = seed.unwrap_or(scenario.seed);
+    let transport_arg = match transport {
+        runner::Transport::Fast => String::new(),
+        runner::Transport::Wire => format!(" --transport {}", transport.as_str()),
+    };
+    let identity = RunIdentity {
+        source: path.display().to_string(),
+        run_index: None,
+        repro: format!("fleetsim run {} --seed {seed}{transport_arg}", path.display()),
+    };
+    let output = runner::run_on(&scenario.run, seed, &identity, dir.is_some(), transport);
+    finish_run(&output, dir, format, out)
+}
+
+pub(super) fn finish_run(
+    output: &RunOutput,
+    dir: Option<&Path>,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<i32, CliError> {
+    if let Some(dir) = dir {
+        write_run(dir, output)?;
+    }
+    match format {
+        Format::Text => console(out, &render_run(&output.record))?,
+        Format::Json => {
+            let json = serde_json::to_string_pretty(&output.record).expect("run records serialise");
+            console(out, &format!("{json}\n"))?;
+        }
+    }
+    Ok(if output.record.verdict.passed() { EXIT_PASS } else { EXIT_FAIL })
+}
+
+pub(super) fn write_run(dir: &Path, output: &RunOutput) -> Result<(), CliError> {
+    std::fs::create_dir_all(dir).map_err(output_error(dir))?;
+    let run_path = dir.join("run.json");
+    reports::write_json_atomic(&run_path, &output.record).map_err(output_error(&run_path))?;
+    let trace_path = dir.join("trace.jsonl");
+    let mut trace = output.trace.join("\n");
+    trace.push('\n');
+    reports::write_atomic(&trace_path, trace.as_bytes()).map_err(output_error(&trace_path))
+}
+
+/// The human summary of one run.
+pub fn render_run(record: &RunRecord) -> String {
+    let mut text = String::new();
+    let run = record.run_index.map(|i| format!(" run {i}")).unwrap_or_default();
+    text.push_str(&format!("{}{run}  seed {}\n", record.source, record.seed));
+    text.push_str(&format!("  verdict       {}\n", record.verdict.label()));
+    text.push_str(&format!(
+        "  virtual time  {} ({} ms)\n",
+        human_ms(record.virtual_duration_ms),
+        record.virtual_duration_ms
+    ));
+    let faults: Vec<String> = record.faults.iter().map(|(kind, count)| format!("{kind} x{count}")).collect();
+    text.push_str(&format!(
+        "  faults        {}\n",
+        if faults.is_empty() { "none".to_owned() } else { faults.join(", ") }
+    ));
+    let reached: Vec<String> = record.reached.iter().map(|r| format!("{} (t={} ms)", r.oracle, r.t_ms)).collect();
+    text.push_str(&format!(
+        "  reached       {}\n",
+        if reached.is_empty() { "nothing".to_owned() } else { reached.join(", ") }
+    ));
+    if record.violations.is_empty() {
+        text.push_str("  violations    none\n");
+    } else {
+        text.push_str("  violations\n");
+        for violation in &record.violations {
+            let expected = if violation.expected { " (expected)" } else { "" };
+            text.push_str(&format!(
+                "    {} at t={} ms{expected}: {}\n",
+                violation.oracle, violation.t_ms, violation.evidence
+            ));
+        }
+    }
+    for name in &record.unmet {
+        text.push_str(&format!("  unmet         {name} was expected to fire and never did\n"));
+    }
+    if let Some(panic) = &record.panic {
+        text.push_str(&format!("  panic         {panic}\n"));
+    }
+    text.push_str(&format!("  trace digest  {} ({} events)\n", record.trace_digest, record.trace_events));
+    text.push_str(&format!("  reproduce     {}\n", record.repro));
+    text
+}

@@ -1,0 +1,1265 @@
+//! Campaigns: randomized runs of one fleet under a mix of faults. Run `i`'s seed is derived from the campaign seed and
+//! `i` alone; its fault plan is materialised from that seed's fault-plan stream; so any run can be replayed alone,
+//! on any machine, in any order, with any number of threads.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use rand::Rng;
+use rand::seq::IndexedRandom;
+use rand_chacha::ChaCha8Rng;
+use reports::PropertyKind;
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::model::faults::{BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Step, TimedStep};
+use crate::model::seed::{Consumer, SeedTree};
+use crate::model::spec::{
+    self, CONTROLLER, EngineFile, Expectations, FleetFile, HUB, HubFile, NetworkFile, RangeMs, RunSpec, Source,
+    SpecError,
+};
+use fakes::ssh::Storage;
+
+/// A resolved campaign file.
+#[derive(Debug, Clone, Serialize)]
+pub struct Campaign {
+    #[serde(skip)]
+    pub source: String,
+    #[serde(skip)]
+    pub description: String,
+    pub seed: u64,
+    pub runs: u64,
+    /// Every run's configuration before its fault plan is drawn (no steps, no expectations).
+    pub base: RunSpec,
+    pub window_start_ms: u64,
+    pub faults: FaultMix,
+    pub oracles: CampaignOracles,
+    /// When set, every run starts this rollout at this time.
+    pub rollout: Option<RolloutStart>,
+    /// When set, each run decommissions a random subset of the site's machines (absent from the hash when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decommission: Option<DecommissionPlan>,
+}
+
+/// `[decommission]`: each machine of the site is decommissioned with probability `per_mille`, at a time drawn from
+/// `at_ms` (an operator's request, once its onboarding had time to finish).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecommissionPlan {
+    pub per_mille: u32,
+    pub at_ms: RangeMs,
+}
+
+/// A rollout every run of the campaign starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutStart {
+    pub at_ms: u64,
+    pub revision: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshLossRate {
+    pub per_mille: u32,
+    #[serde(default = "one")]
+    pub count_max: u32,
+    /// The most consecutive connection timeouts one burst causes.
+    pub timeouts_max: u32,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CampaignOracles {
+    pub always: Vec<String>,
+    pub eventually: Vec<String>,
+    pub sometimes: Vec<String>,
+}
+
+/// How often a fault kind bites a run, how many times, and for how long.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rate {
+    pub per_mille: u32,
+    #[serde(default = "one")]
+    pub count_max: u32,
+    pub duration_ms: Option<RangeMs>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LossRate {
+    pub per_mille: u32,
+    #[serde(default = "one")]
+    pub count_max: u32,
+    pub duration_ms: Option<RangeMs>,
+    /// The largest request and response loss drawn, per mille.
+    pub loss_per_mille_max: u32,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyRate {
+    pub per_mille: u32,
+    #[serde(default = "one")]
+    pub count_max: u32,
+    pub duration_ms: Option<RangeMs>,
+    /// The largest one-way latency drawn, in ms.
+    pub latency_ms_max: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkewRate {
+    pub per_mille: u32,
+    #[serde(default = "one")]
+    pub count_max: u32,
+    pub duration_ms: Option<RangeMs>,
+    /// Skews are drawn from `-skew_ms_max..=skew_ms_max`.
+    pub skew_ms_max: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TtlRate {
+    pub per_mille: u32,
+    /// The most epoch members stopped past the TTL.
+    #[serde(default = "one")]
+    pub members_max: u32,
+}
+
+/// The campaign fault mix: a closed set of kinds, each optional. Targets are drawn from the fleet.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultMix {
+    /// A node's link to the hub partitioned both ways, then repaired.
+    pub partition: Option<Rate>,
+    /// A node's link to the hub partitioned one way (node → hub, or hub → node), then repaired.
+    pub partition_oneway: Option<Rate>,
+    /// Messages between a node and the hub held, then released.
+    pub hold: Option<Rate>,
+    /// Loss on a node's link to the hub, then healed.
+    pub link_loss: Option<LossRate>,
+    /// Latency on a node's link to the hub, then back to the default.
+    pub latency: Option<LatencyRate>,
+    /// A node crashes and restarts.
+    pub node_crash: Option<Rate>,
+    /// The hub crashes and restarts.
+    pub hub_crash: Option<Rate>,
+    /// The controller dies and restarts (it resumes from its journal).
+    pub controller_crash: Option<Rate>,
+    /// The controller–hub link is partitioned, then repaired.
+    pub observer_partition: Option<Rate>,
+    /// A node's agent service is stopped, then started.
+    pub agent_stop: Option<Rate>,
+    /// The RCCA's TTL case: a deployment epoch opens, its members and one unrelated fungible agent stop for longer
+    /// than the agent TTL, then start again and the epoch closes.
+    pub ttl_expiry: Option<TtlRate>,
+    /// A node's or the controller's clock is stepped, then set right.
+    pub clock_skew: Option<SkewRate>,
+    /// Before the run, a worker's identity takes one of the RCCA's drift shapes (drawn from all of them).
+    pub marker_drift: Option<Rate>,
+    /// A burst of SSH connection timeouts to one worker (transient SSH loss).
+    pub ssh_timeout: Option<SshLossRate>,
+    /// The controller dies at a named point of the rollout protocol (drawn), and restarts `duration_ms` later.
+    pub controller_death: Option<Rate>,
+    /// Before the run, a worker's storage stops returning writes (or is full, drawn); healed at the window's end.
+    pub storage_fault: Option<Rate>,
+    /// Before the run, one capsule of the rollout's revision is missing from the artifact store; restored later.
+    pub artifact_missing: Option<Rate>,
+    /// While the rollout runs (within 5 minutes of its start), the hub starts publishing another route bundle.
+    pub route_swap: Option<Rate>,
+    /// While the rollout runs (within 10 minutes of its start), the controller's hub credential expires; the
+    /// rotation state machine renews it `duration_ms` later (default 5 to 60 s).
+    pub credential_expiry: Option<Rate>,
+    /// A controller that has since died holds the deployment lock for `duration_ms` (default 1 to 10 min), taken
+    /// between one minute before the rollout and 30 minutes into it (stale authority).
+    pub stale_lock: Option<Rate>,
+    /// Before the run, an operator holds `1..=count_max` workers for maintenance; no rollout may release them.
+    pub operator_hold: Option<Rate>,
+    // The MAAS site's faults (campaigns with `[onboarding]`). Each bites `1..=count_max` machines drawn from the
+    // site; those set before the machines boot are applied at 0, the others inside the fault window.
+    /// Before the run, a machine's MACs are set to drift at its next power-on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac_drift: Option<Rate>,
+    /// The rack resolver SERVFAILs every query for `duration_ms` (default 1 to 10 min) inside the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolver_servfail: Option<Rate>,
+    /// Before the run, a commissioning script of a machine is set to hang.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_hang: Option<Rate>,
+    /// Before the run, a machine's cloud-init is set to fail at its datasource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datasource_failure: Option<Rate>,
+    /// Before the run, a machine loses its BOSS disk or a RoCE NIC (drawn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware_missing: Option<Rate>,
+    /// Before the run, a machine's agent is set to enrol late, by `duration_ms` (default 1 to 20 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_enrol_delay: Option<Rate>,
+    /// Before the run, a machine's hardware-sync service is set never to report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_sync_failure: Option<Rate>,
+    /// Inside the window, the region answers its next 1 to 5 requests 503 with `Retry-After` 1 to 30 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maas_unavailable: Option<Rate>,
+    /// Inside the window, a machine's BMC becomes unreachable, ignores commands or changes its password (drawn),
+    /// and heals `duration_ms` later (default 30 s to 10 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bmc_fault: Option<Rate>,
+    /// Inside the window, an operator deletes a machine's MAAS record out of band.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_deleted: Option<Rate>,
+    /// Before the run, a machine's hardware-sync service is set to report 0 to 2 times after its seed, then stop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_sync_stops: Option<Rate>,
+    /// Before the run, a machine's sshd is set to leave its next 1 to 3 connections unanswered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_unreachable: Option<Rate>,
+    /// Inside the window, the region's next 1 or 2 deploys fail to render their preseed (400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preseed_failure: Option<Rate>,
+    /// Inside the window, an operator disconnects a machine's PXE interface in MAAS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface_disconnected: Option<Rate>,
+    // Decommission's faults (campaigns with `[decommission]`), aimed at machines drawn among those decommissioned.
+    /// Before the run, a machine's allocations are set to survive its next 1 to 3 forced releases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation_stuck: Option<Rate>,
+    /// Before the run, a machine's next 1 or 2 storage cleanups are set to leave residue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup_residue: Option<Rate>,
+    /// Before the run, the next 1 or 2 uninstalls of a machine's agent are set to fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uninstall_failure: Option<Rate>,
+    /// A machine's agent takes no task from its decommission request on, for `duration_ms` (default 1 to 20 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_unreachable: Option<Rate>,
+    /// Among the decommission requests, the inventory answers its next 1 to 5 requests 503.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory_unavailable: Option<Rate>,
+    /// Before the run, the region's next 1 or 2 disk wipes are set to fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erase_failure: Option<Rate>,
+    /// The controller dies at a named point of a decommission (drawn), armed at a decommission request, and boots
+    /// again `duration_ms` after it died (default 10 to 20 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decommission_controller_death: Option<Rate>,
+    /// An on-call operator tries a recovery action (resume, retry_stage, rerun or adopt_observed_state, drawn) on a
+    /// machine's onboarding (inside the window) or decommission (30 to 90 min after its request); the engine
+    /// authorizes or refuses it, and audits it either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_action: Option<Rate>,
+    /// The controller dies at a named point of the onboarding workflow (drawn), armed within 5 minutes of the
+    /// onboarding's start, and restarts `duration_ms` after it was armed (default 30 to 45 min).
+    /// Off unless configured, so that older onboarding campaigns draw the plans they drew before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onboarding_controller_death: Option<Rate>,
+}
+
+impl FaultMix {
+    /// The kinds, in the fixed order plans are drawn in.
+    pub const KINDS: &'static [&'static str] = &[
+        "partition",
+        "partition_oneway",
+        "hold",
+        "link_loss",
+        "latency",
+        "node_crash",
+        "hub_crash",
+        "controller_crash",
+        "observer_partition",
+        "agent_stop",
+        "ttl_expiry",
+        "clock_skew",
+        "marker_drift",
+        "ssh_timeout",
+        "controller_death",
+        "storage_fault",
+        "artifact_missing",
+        "route_swap",
+        "credential_expiry",
+        "stale_lock",
+        "operator_hold",
+        "mac_drift",
+        "resolver_servfail",
+        "script_hang",
+        "datasource_failure",
+        "hardware_missing",
+        "agent_enrol_delay",
+        "hw_sync_failure",
+        "maas_unavailable",
+        "bmc_fault",
+        "machine_deleted",
+        "hw_sync_stops",
+        "ssh_unreachable",
+        "preseed_failure",
+        "interface_disconnected",
+        "allocation_stuck",
+        "cleanup_residue",
+        "uninstall_failure",
+        "agent_unreachable",
+        "inventory_unavailable",
+        "erase_failure",
+        "decommission_controller_death",
+        "operator_action",
+        "onboarding_controller_death",
+    ];
+
+    /// Decommission's kinds, with whether each is configured.
+    fn decommission_kinds(&self) -> [(&'static str, Option<Rate>); 8] {
+        [
+            ("allocation_stuck", self.allocation_stuck),
+            ("cleanup_residue", self.cleanup_residue),
+            ("uninstall_failure", self.uninstall_failure),
+            ("agent_unreachable", self.agent_unreachable),
+            ("inventory_unavailable", self.inventory_unavailable),
+            ("erase_failure", self.erase_failure),
+            ("decommission_controller_death", self.decommission_controller_death),
+            ("operator_action", self.operator_action),
+        ]
+    }
+
+    /// The site's kinds, with whether each is configured.
+    fn site_kinds(&self) -> [(&'static str, Option<Rate>); 15] {
+        [
+            ("mac_drift", self.mac_drift),
+            ("resolver_servfail", self.resolver_servfail),
+            ("script_hang", self.script_hang),
+            ("datasource_failure", self.datasource_failure),
+            ("hardware_missing", self.hardware_missing),
+            ("agent_enrol_delay", self.agent_enrol_delay),
+            ("hw_sync_failure", self.hw_sync_failure),
+            ("maas_unavailable", self.maas_unavailable),
+            ("bmc_fault", self.bmc_fault),
+            ("machine_deleted", self.machine_deleted),
+            ("hw_sync_stops", self.hw_sync_stops),
+            ("ssh_unreachable", self.ssh_unreachable),
+            ("preseed_failure", self.preseed_failure),
+            ("interface_disconnected", self.interface_disconnected),
+            // Last: drawn after every older kind, so adding it changed no older plan.
+            ("onboarding_controller_death", self.onboarding_controller_death),
+        ]
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CampaignFile {
+    schema_version: Spanned<u32>,
+    description: String,
+    seed: u64,
+    runs: Spanned<u64>,
+    duration_ms: Spanned<u64>,
+    liveness_budget_ms: Option<u64>,
+    window_start_ms: Option<u64>,
+    fleet: FleetFile,
+    #[serde(default)]
+    engine: EngineFile,
+    #[serde(default)]
+    hub: HubFile,
+    #[serde(default)]
+    network: NetworkFile,
+    faults: Option<Spanned<FaultMix>>,
+    #[serde(default)]
+    oracles: OraclesFile,
+    rollout: Option<Spanned<RolloutStart>>,
+    onboarding: Option<Spanned<spec::OnboardingFile>>,
+    decommission: Option<Spanned<DecommissionPlan>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OraclesFile {
+    #[serde(default)]
+    always: Vec<Spanned<String>>,
+    #[serde(default)]
+    eventually: Vec<Spanned<String>>,
+    #[serde(default)]
+    sometimes: Vec<Spanned<String>>,
+}
+
+pub fn load_campaign(path: &Path) -> Result<Campaign, SpecError> {
+    let text = spec::read(path)?;
+    parse_campaign(&path.display().to_string(), &text)
+}
+
+pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
+    let source = Source { path, text };
+    let file: CampaignFile = source.parse()?;
+    spec::check_schema_version(&source, &file.schema_version)?;
+    let runs = *file.runs.get_ref();
+    if runs == 0 {
+        return Err(source.error_at(Some(file.runs.span()), "runs: must be at least 1"));
+    }
+    let duration_ms = *file.duration_ms.get_ref();
+    let liveness_budget_ms = file.liveness_budget_ms.unwrap_or(spec::DEFAULT_LIVENESS_BUDGET_MS);
+    let window_start_ms = file.window_start_ms.unwrap_or(60_000);
+    if window_start_ms + liveness_budget_ms >= duration_ms {
+        return Err(source.error_at(
+            Some(file.duration_ms.span()),
+            format!(
+                "duration_ms: faults are drawn between window_start_ms ({window_start_ms}) and duration_ms minus liveness_budget_ms ({liveness_budget_ms}); that window is empty"
+            ),
+        ));
+    }
+    let fleet = spec::resolve_fleet(&source, &file.fleet)?;
+    let onboarding = spec::resolve_onboarding(&source, file.onboarding.as_ref(), &fleet, duration_ms)?;
+    let base = RunSpec {
+        source: path.to_owned(),
+        description: file.description.clone(),
+        duration_ms,
+        liveness_budget_ms,
+        fleet,
+        engine: spec::resolve_engine(&source, &file.engine)?,
+        hub: spec::resolve_hub(&source, &file.hub)?,
+        network: spec::resolve_network(&source, &file.network)?,
+        steps: Vec::new(),
+        stage_steps: Vec::new(),
+        expect: Expectations { must_hold: Vec::new(), must_fire: Vec::new(), matrix_pairs: Vec::new() },
+        onboarding,
+    };
+    let (faults, faults_span) = match &file.faults {
+        Some(faults) => (faults.get_ref().clone(), faults.span()),
+        None => (FaultMix::default(), 0..0),
+    };
+    validate_mix(&source, faults_span.clone(), &faults, &base, window_start_ms)?;
+    let mut oracles = CampaignOracles::default();
+    for (key, names, property, out) in [
+        ("oracles.always", &file.oracles.always, PropertyKind::Always, &mut oracles.always),
+        ("oracles.eventually", &file.oracles.eventually, PropertyKind::Eventually, &mut oracles.eventually),
+        ("oracles.sometimes", &file.oracles.sometimes, PropertyKind::Sometimes, &mut oracles.sometimes),
+    ] {
+        for name in names {
+            let info = spec::known_oracle(&source, key, name)?;
+            if info.property != property {
+                return Err(source.error_at(
+                    Some(name.span()),
+                    format!("{key}: \"{}\" is {}-property", info.name, article(info.property)),
+                ));
+            }
+            out.push(info.name.to_owned());
+        }
+    }
+    let rollout = match &file.rollout {
+        None => None,
+        Some(rollout) => {
+            let start = rollout.get_ref();
+            if start.at_ms < window_start_ms || start.at_ms >= duration_ms - liveness_budget_ms {
+                return Err(source.error_at(Some(rollout.span()), "rollout.at_ms: must fall inside the fault window"));
+            }
+            if start.revision.is_empty() || start.revision == spec::PRIOR_REVISION {
+                return Err(source.error_at(
+                    Some(rollout.span()),
+                    format!("rollout.revision: must name a new revision (the fleet runs {})", spec::PRIOR_REVISION),
+                ));
+            }
+            Some(start.clone())
+        }
+    };
+    let needs_rollout = [
+        ("controller_death", faults.controller_death.is_some()),
+        ("artifact_missing", faults.artifact_missing.is_some()),
+        ("credential_expiry", faults.credential_expiry.is_some()),
+        ("stale_lock", faults.stale_lock.is_some()),
+    ];
+    for (kind, present) in needs_rollout {
+        if present && rollout.is_none() {
+            return Err(
+                source.error_at(Some(faults_span.clone()), format!("faults.{kind}: needs a `rollout` for the runs"))
+            );
+        }
+    }
+    let decommission = match &file.decommission {
+        None => None,
+        Some(plan) => {
+            let value = *plan.get_ref();
+            if base.onboarding.is_none() {
+                return Err(source.error_at(Some(plan.span()), "decommission: needs an [onboarding] table"));
+            }
+            if value.per_mille > 1000 {
+                return Err(source.error_at(
+                    Some(plan.span()),
+                    format!("decommission.per_mille: a per-mille rate is 0 to 1000, not {}", value.per_mille),
+                ));
+            }
+            if value.at_ms.min > value.at_ms.max || value.at_ms.max >= duration_ms - liveness_budget_ms {
+                return Err(source.error_at(
+                    Some(plan.span()),
+                    "decommission.at_ms: needs min <= max, before the liveness budget starts",
+                ));
+            }
+            Some(value)
+        }
+    };
+    for (kind, rate) in faults.decommission_kinds() {
+        if rate.is_some() && decommission.is_none() {
+            return Err(source.error_at(
+                Some(faults_span.clone()),
+                format!("faults.{kind}: acts on decommissions, which need a [decommission] table"),
+            ));
+        }
+        if let Some(rate) = rate
+            && (rate.per_mille > 1000 || rate.count_max == 0)
+        {
+            return Err(source.error_at(
+                Some(faults_span.clone()),
+                format!("faults.{kind}: per_mille is 0 to 1000 and count_max at least 1"),
+            ));
+        }
+    }
+    Ok(Campaign {
+        source: path.to_owned(),
+        description: file.description,
+        seed: file.seed,
+        runs,
+        base,
+        window_start_ms,
+        faults,
+        oracles,
+        rollout,
+        decommission,
+    })
+}
+
+fn article(property: PropertyKind) -> &'static str {
+    match property {
+        PropertyKind::Always => "an always",
+        PropertyKind::Eventually => "an eventually",
+        PropertyKind::Sometimes => "a sometimes",
+    }
+}
+
+fn validate_mix(
+    source: &Source,
+    span: std::ops::Range<usize>,
+    mix: &FaultMix,
+    base: &RunSpec,
+    window_start_ms: u64,
+) -> Result<(), SpecError> {
+    let error = |message: String| Err(source.error_at(Some(span.clone()), message));
+    type Knobs = (u32, u32, Option<RangeMs>);
+    let rates: [(&str, Option<Knobs>); 10] = [
+        ("partition", mix.partition.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("partition_oneway", mix.partition_oneway.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("hold", mix.hold.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("link_loss", mix.link_loss.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("latency", mix.latency.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("node_crash", mix.node_crash.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("hub_crash", mix.hub_crash.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("controller_crash", mix.controller_crash.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("observer_partition", mix.observer_partition.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+        ("agent_stop", mix.agent_stop.map(|r| (r.per_mille, r.count_max, r.duration_ms))),
+    ];
+    let window_end_ms = base.duration_ms - base.liveness_budget_ms;
+    for (kind, rate) in
+        rates.into_iter().chain([("clock_skew", mix.clock_skew.map(|r| (r.per_mille, r.count_max, r.duration_ms)))])
+    {
+        let Some((per_mille, count_max, duration)) = rate else { continue };
+        if per_mille > 1000 {
+            return error(format!("faults.{kind}.per_mille: a per-mille rate is 0 to 1000, not {per_mille}"));
+        }
+        if count_max == 0 {
+            return error(format!("faults.{kind}.count_max: must be at least 1"));
+        }
+        if let Some(range) = duration {
+            if range.min > range.max || range.min == 0 {
+                return error(format!("faults.{kind}.duration_ms: needs 0 < min <= max"));
+            }
+            if range.max >= window_end_ms - window_start_ms {
+                return error(format!("faults.{kind}.duration_ms: max {} does not fit the fault window", range.max));
+            }
+        }
+    }
+    for (kind, rate) in [
+        ("marker_drift", mix.marker_drift),
+        ("controller_death", mix.controller_death),
+        ("storage_fault", mix.storage_fault),
+        ("artifact_missing", mix.artifact_missing),
+        ("route_swap", mix.route_swap),
+        ("credential_expiry", mix.credential_expiry),
+        ("stale_lock", mix.stale_lock),
+        ("operator_hold", mix.operator_hold),
+    ] {
+        let Some(rate) = rate else { continue };
+        if rate.per_mille > 1000 || rate.count_max == 0 {
+            return error(format!("faults.{kind}: per_mille is 0 to 1000 and count_max at least 1"));
+        }
+        if let Some(range) = rate.duration_ms {
+            if range.min > range.max || range.max >= window_end_ms - window_start_ms {
+                return error(format!("faults.{kind}.duration_ms: needs min <= max inside the fault window"));
+            }
+        }
+    }
+    for (kind, rate) in mix.site_kinds() {
+        let Some(rate) = rate else { continue };
+        if base.onboarding.is_none() {
+            return error(format!("faults.{kind}: acts on the MAAS site, which needs an [onboarding] table"));
+        }
+        if rate.per_mille > 1000 || rate.count_max == 0 {
+            return error(format!("faults.{kind}: per_mille is 0 to 1000 and count_max at least 1"));
+        }
+        if let Some(range) = rate.duration_ms {
+            if range.min > range.max || range.max >= window_end_ms - window_start_ms {
+                return error(format!("faults.{kind}.duration_ms: needs min <= max inside the fault window"));
+            }
+        }
+    }
+    if let Some(loss) = mix.ssh_timeout {
+        if loss.per_mille > 1000 || loss.count_max == 0 || loss.timeouts_max == 0 {
+            return error("faults.ssh_timeout: per_mille is 0 to 1000, count_max and timeouts_max at least 1".into());
+        }
+    }
+    if let Some(skew) = mix.clock_skew {
+        if skew.skew_ms_max > 7 * 24 * 3_600_000 {
+            return error(format!(
+                "faults.clock_skew.skew_ms_max: at most one week (604800000 ms), not {}",
+                skew.skew_ms_max
+            ));
+        }
+    }
+    if let Some(latency) = mix.latency {
+        if latency.latency_ms_max > 3_600_000 {
+            return error(format!(
+                "faults.latency.latency_ms_max: at most one hour (3600000 ms), not {}",
+                latency.latency_ms_max
+            ));
+        }
+    }
+    if let Some(loss) = mix.link_loss {
+        if loss.loss_per_mille_max > 1000 {
+            return error("faults.link_loss.loss_per_mille_max: a per-mille rate is 0 to 1000".into());
+        }
+    }
+    if let Some(ttl) = mix.ttl_expiry {
+        if ttl.per_mille > 1000 || ttl.members_max == 0 || ttl.members_max >= base.fleet.nodes {
+            return error(
+                "faults.ttl_expiry: per_mille is 0 to 1000 and members_max 1 to one less than the fleet".into(),
+            );
+        }
+        let needed = ttl_stop_ms_max(base) + 2 * engine::sensor::SENSOR_PERIOD_MS;
+        if needed >= window_end_ms - window_start_ms {
+            return error(format!(
+                "faults.ttl_expiry: needs a fault window of at least {needed} ms (agent TTL + sweep + 15 min + two sensor periods), the campaign has {}",
+                window_end_ms - window_start_ms
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn ttl_stop_ms_max(base: &RunSpec) -> u64 {
+    base.hub.agent_ttl_ms + base.hub.sweep_interval_ms + 15 * 60_000
+}
+
+impl Campaign {
+    pub fn run_seed(&self, index: u64) -> u64 {
+        SeedTree::new(self.seed).campaign_run_seed(index)
+    }
+
+    /// SHA-256 of the resolved campaign (without its path and description, which change no behaviour).
+    pub fn config_hash(&self) -> String {
+        let mut value = serde_json::to_value(self).expect("campaigns serialise");
+        if let Some(base) = value.get_mut("base").and_then(serde_json::Value::as_object_mut) {
+            base.remove("source");
+            base.remove("description");
+        }
+        crate::model::digest::sha256_hex(value.to_string().as_bytes())
+    }
+
+    /// The configuration of run `index`: the base with a fault plan drawn from the run seed's fault-plan stream.
+    pub fn run_spec(&self, index: u64) -> RunSpec {
+        let seed = self.run_seed(index);
+        let mut rng = SeedTree::new(seed).rng(Consumer::FaultPlan);
+        let mut steps = Vec::new();
+        let planner = Planner { base: &self.base, window_start_ms: self.window_start_ms };
+        let mix = &self.faults;
+        let node_hub = |rng: &mut ChaCha8Rng| (planner.random_node(rng), HUB.to_owned());
+        if let Some(rate) = mix.partition {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let (a, b) = node_hub(rng);
+                (Step::Partition { a: a.clone(), b: b.clone() }, Step::Repair { a, b })
+            });
+        }
+        if let Some(rate) = mix.partition_oneway {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let (node, hub) = node_hub(rng);
+                let (from, to) = if rng.random_bool(0.5) { (node, hub) } else { (hub, node) };
+                (Step::PartitionOneway { from: from.clone(), to: to.clone() }, Step::RepairOneway { from, to })
+            });
+        }
+        if let Some(rate) = mix.hold {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let (a, b) = node_hub(rng);
+                (Step::Hold { a: a.clone(), b: b.clone() }, Step::Release { a, b })
+            });
+        }
+        if let Some(rate) = mix.link_loss {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let (a, b) = node_hub(rng);
+                let request_per_mille = rng.random_range(0..=rate.loss_per_mille_max);
+                let response_per_mille = rng.random_range(0..=rate.loss_per_mille_max);
+                (
+                    Step::LinkLoss { a: a.clone(), b: b.clone(), request_per_mille, response_per_mille },
+                    Step::LinkLoss { a, b, request_per_mille: 0, response_per_mille: 0 },
+                )
+            });
+        }
+        if let Some(rate) = mix.latency {
+            let default = self.base.network;
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let (a, b) = node_hub(rng);
+                let max_ms = rng.random_range(default.latency_max_ms..=rate.latency_ms_max.max(default.latency_max_ms));
+                (
+                    Step::LinkLatency { a: a.clone(), b: b.clone(), min_ms: default.latency_min_ms, max_ms },
+                    Step::LinkLatency { a, b, min_ms: default.latency_min_ms, max_ms: default.latency_max_ms },
+                )
+            });
+        }
+        for (rate, target) in
+            [(mix.node_crash, None), (mix.hub_crash, Some(HUB)), (mix.controller_crash, Some(CONTROLLER))]
+        {
+            let Some(rate) = rate else { continue };
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let target = target.map_or_else(|| planner.random_node(rng), str::to_owned);
+                (Step::Crash { target: target.clone() }, Step::Restart { target })
+            });
+        }
+        if let Some(rate) = mix.observer_partition {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |_| {
+                let (a, b) = (CONTROLLER.to_owned(), HUB.to_owned());
+                (Step::Partition { a: a.clone(), b: b.clone() }, Step::Repair { a, b })
+            });
+        }
+        if let Some(rate) = mix.agent_stop {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                let target = planner.random_node(rng);
+                (Step::AgentStop { target: target.clone() }, Step::AgentStart { target })
+            });
+        }
+        if let Some(rate) = mix.ttl_expiry {
+            if rng.random_range(0..1000) < rate.per_mille {
+                planner.ttl_expiry(&mut rng, rate, &mut steps);
+            }
+        }
+        if let Some(rate) = mix.clock_skew {
+            planner.draw(&mut rng, rate.per_mille, rate.count_max, rate.duration_ms, &mut steps, |rng| {
+                // The hub's clock is left alone: the hub stamps heartbeats, and a stepped hub clock makes every agent
+                // look silent at once (a real fault, kept for scenarios).
+                let target = if rng.random_bool(0.2) { CONTROLLER.to_owned() } else { planner.random_node(rng) };
+                let max = rate.skew_ms_max as i64;
+                let skew_ms = rng.random_range(-max..=max);
+                (Step::ClockSkew { target: target.clone(), skew_ms }, Step::ClockSkew { target, skew_ms: 0 })
+            });
+        }
+        self.draw_rollout_faults(&planner, &mut rng, &mut steps);
+        self.draw_site_faults(&planner, &mut rng, &mut steps);
+        self.draw_decommissions(&mut rng, &mut steps);
+        if let Some(rollout) = &self.rollout {
+            steps.push(TimedStep {
+                at_ms: rollout.at_ms,
+                step: Step::StartRollout { revision: rollout.revision.clone() },
+            });
+        }
+        steps.sort_by_key(|timed| timed.at_ms);
+        RunSpec { steps, ..self.base.clone() }
+    }
+
+    /// The RCCA gate's faults, drawn after the others so adding them changed no older plan.
+    fn draw_rollout_faults(&self, planner: &Planner, rng: &mut ChaCha8Rng, steps: &mut Vec<TimedStep>) {
+        let mix = &self.faults;
+        let window_end = planner.window_end_ms();
+        if let Some(rate) = mix.marker_drift {
+            if rng.random_range(0..1000) < rate.per_mille {
+                for _ in 0..rng.random_range(1..=rate.count_max) {
+                    let target = planner.random_node(rng);
+                    let shape = *fakes::worker::Drift::ALL.choose(rng).expect("drift shapes exist");
+                    steps.push(TimedStep { at_ms: 0, step: Step::MarkerDrift { target, shape } });
+                }
+            }
+        }
+        if let Some(loss) = mix.ssh_timeout {
+            if rng.random_range(0..1000) < loss.per_mille {
+                for _ in 0..rng.random_range(1..=loss.count_max) {
+                    let target = planner.random_node(rng);
+                    let at_ms = rng.random_range(self.window_start_ms..window_end);
+                    let count = rng.random_range(1..=loss.timeouts_max);
+                    steps.push(TimedStep { at_ms, step: Step::SshTimeout { target, count } });
+                }
+            }
+        }
+        if let (Some(rate), Some(rollout)) = (mix.controller_death, &self.rollout) {
+            if rng.random_range(0..1000) < rate.per_mille {
+                let point = *[DeathPoint::AfterIntent, DeathPoint::AfterRemoteMutation, DeathPoint::BeforeCompletion]
+                    .choose(rng)
+                    .expect("points exist");
+                let duration = rate.duration_ms.unwrap_or(RangeMs { min: 30_000, max: 600_000 });
+                // Armed while the rollout runs, and restarted after it was armed, both inside the window.
+                let armed = (rollout.at_ms + rng.random_range(0..=60_000)).min(window_end - 1);
+                let restart = (armed + rng.random_range(duration.min..=duration.max)).min(window_end).max(armed + 1);
+                steps.push(TimedStep {
+                    at_ms: armed,
+                    step: Step::ControllerDeath { point, subsystem: DeathSubsystem::Rollout, restart_after_ms: None },
+                });
+                steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
+            }
+        }
+        if let Some(rate) = mix.storage_fault {
+            if rng.random_range(0..1000) < rate.per_mille {
+                for _ in 0..rng.random_range(1..=rate.count_max) {
+                    let target = planner.random_node(rng);
+                    let storage = if rng.random_bool(0.5) { Storage::NonReturning } else { Storage::Full };
+                    steps.push(TimedStep { at_ms: 0, step: Step::StorageFault { target: target.clone(), storage } });
+                    steps.push(TimedStep {
+                        at_ms: window_end,
+                        step: Step::StorageFault { target, storage: Storage::Healthy },
+                    });
+                }
+            }
+        }
+        if let (Some(rate), Some(rollout)) = (mix.route_swap, &self.rollout) {
+            if rng.random_range(0..1000) < rate.per_mille {
+                let at_ms = (rollout.at_ms + rng.random_range(0..=300_000)).min(window_end);
+                steps.push(TimedStep { at_ms, step: Step::RouteSwap });
+            }
+        }
+        if let (Some(rate), Some(rollout)) = (mix.credential_expiry, &self.rollout) {
+            if rng.random_range(0..1000) < rate.per_mille {
+                let renew = rate.duration_ms.unwrap_or(RangeMs { min: 5_000, max: 60_000 });
+                let at_ms = (rollout.at_ms + rng.random_range(0..=600_000)).min(window_end);
+                let renew_after_ms = rng.random_range(renew.min..=renew.max);
+                steps.push(TimedStep { at_ms, step: Step::CredentialExpiry { renew_after_ms } });
+            }
+        }
+        if let (Some(rate), Some(rollout)) = (mix.stale_lock, &self.rollout) {
+            if rng.random_range(0..1000) < rate.per_mille {
+                let lease = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 600_000 });
+                let earliest = rollout.at_ms.saturating_sub(60_000).max(self.window_start_ms);
+                let at_ms = rng.random_range(earliest..=(rollout.at_ms + 1_800_000).min(window_end).max(earliest));
+                let lease_ms = rng.random_range(lease.min..=lease.max);
+                steps.push(TimedStep { at_ms, step: Step::StaleLock { lease_ms } });
+            }
+        }
+        if let Some(rate) = mix.operator_hold {
+            if rng.random_range(0..1000) < rate.per_mille {
+                for _ in 0..rng.random_range(1..=rate.count_max) {
+                    let target = planner.random_node(rng);
+                    steps.push(TimedStep { at_ms: 0, step: Step::OperatorHold { target } });
+                }
+            }
+        }
+        if let (Some(rate), Some(_)) = (mix.artifact_missing, &self.rollout) {
+            if rng.random_range(0..1000) < rate.per_mille {
+                let artifact = *fakes::artifacts::ArtifactKind::ALL.choose(rng).expect("kinds exist");
+                let restored_at = rng.random_range(self.window_start_ms..window_end);
+                steps.push(TimedStep { at_ms: 0, step: Step::ArtifactMissing { artifact, restored: false } });
+                steps.push(TimedStep { at_ms: restored_at, step: Step::ArtifactMissing { artifact, restored: true } });
+            }
+        }
+    }
+
+    /// The MAAS site's faults, drawn after every other kind (and only for the kinds configured), so they change no
+    /// older campaign's plans.
+    fn draw_site_faults(&self, planner: &Planner, rng: &mut ChaCha8Rng, steps: &mut Vec<TimedStep>) {
+        let Some(onboarding) = &self.base.onboarding else { return };
+        let window_end = planner.window_end_ms();
+        let machine = |rng: &mut ChaCha8Rng| onboarding.machines.choose(rng).expect("onboarding has machines").clone();
+        for (kind, rate) in self.faults.site_kinds() {
+            let Some(rate) = rate else { continue };
+            if rng.random_range(0..1000) >= rate.per_mille {
+                continue;
+            }
+            for _ in 0..rng.random_range(1..=rate.count_max) {
+                let target = machine(rng);
+                let in_window = |rng: &mut ChaCha8Rng| rng.random_range(self.window_start_ms..window_end);
+                match kind {
+                    "mac_drift" => steps.push(TimedStep { at_ms: 0, step: Step::MacDrift { target } }),
+                    "script_hang" => steps.push(TimedStep { at_ms: 0, step: Step::ScriptHang { target } }),
+                    "datasource_failure" => {
+                        steps.push(TimedStep { at_ms: 0, step: Step::DatasourceFailure { target } })
+                    }
+                    "hw_sync_failure" => steps.push(TimedStep { at_ms: 0, step: Step::HwSyncFailure { target } }),
+                    "hardware_missing" => {
+                        let part = if rng.random_bool(0.5) { HardwarePart::Boss } else { HardwarePart::Roce };
+                        steps.push(TimedStep { at_ms: 0, step: Step::HardwareMissing { target, part } });
+                    }
+                    "agent_enrol_delay" => {
+                        let delay = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 1_200_000 });
+                        let delay_ms = rng.random_range(delay.min..=delay.max);
+                        steps.push(TimedStep { at_ms: 0, step: Step::AgentEnrolDelay { target, delay_ms } });
+                    }
+                    "resolver_servfail" => {
+                        let duration = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 600_000 });
+                        let start = in_window(rng);
+                        let heal = (start + rng.random_range(duration.min..=duration.max)).min(window_end);
+                        steps.push(TimedStep { at_ms: start, step: Step::ResolverServfail { zones: None } });
+                        steps.push(TimedStep { at_ms: heal, step: Step::ResolverRepair });
+                    }
+                    "maas_unavailable" => {
+                        let at_ms = in_window(rng);
+                        let count = rng.random_range(1..=5);
+                        let retry_after_s = rng.random_range(1..=30);
+                        steps.push(TimedStep { at_ms, step: Step::MaasUnavailable { count, retry_after_s } });
+                    }
+                    "bmc_fault" => {
+                        let duration = rate.duration_ms.unwrap_or(RangeMs { min: 30_000, max: 600_000 });
+                        let fault =
+                            *[BmcFaultKind::Unreachable, BmcFaultKind::IgnoreCommands, BmcFaultKind::WrongCredentials]
+                                .choose(rng)
+                                .expect("faults exist");
+                        let start = in_window(rng);
+                        let heal = (start + rng.random_range(duration.min..=duration.max)).min(window_end);
+                        steps.push(TimedStep { at_ms: start, step: Step::BmcFault { target: target.clone(), fault } });
+                        steps.push(TimedStep {
+                            at_ms: heal,
+                            step: Step::BmcFault { target, fault: BmcFaultKind::Healthy },
+                        });
+                    }
+                    "machine_deleted" => {
+                        let at_ms = in_window(rng);
+                        steps.push(TimedStep { at_ms, step: Step::MachineDeleted { target } });
+                    }
+                    "hw_sync_stops" => {
+                        let after_syncs = rng.random_range(0..=2);
+                        steps.push(TimedStep { at_ms: 0, step: Step::HwSyncStops { target, after_syncs } });
+                    }
+                    "ssh_unreachable" => {
+                        let count = rng.random_range(1..=3);
+                        steps.push(TimedStep { at_ms: 0, step: Step::SshUnreachable { target, count } });
+                    }
+                    "preseed_failure" => {
+                        let at_ms = in_window(rng);
+                        let count = rng.random_range(1..=2);
+                        steps.push(TimedStep { at_ms, step: Step::PreseedFailure { count } });
+                    }
+                    "interface_disconnected" => {
+                        let at_ms = in_window(rng);
+                        steps.push(TimedStep { at_ms, step: Step::InterfaceDisconnected { target } });
+                    }
+                    "onboarding_controller_death" => {
+                        let point =
+                            *[DeathPoint::AfterIntent, DeathPoint::AfterRemoteMutation, DeathPoint::BeforeCompletion]
+                                .choose(rng)
+                                .expect("points exist");
+                        let earliest = onboarding.start_at_ms.max(self.window_start_ms);
+                        let armed = (earliest + rng.random_range(0..=300_000)).min(window_end - 1);
+                        // The death comes when a workflow reaches the point, some time after the trap is armed (the
+                        // first completion, for `before_completion`, takes a quarter of an hour): by default the
+                        // restart comes 30 to 45 minutes after the arming.
+                        let duration = rate.duration_ms.unwrap_or(RangeMs { min: 1_800_000, max: 2_700_000 });
+                        let restart =
+                            (armed + rng.random_range(duration.min..=duration.max)).min(window_end).max(armed + 1);
+                        let subsystem = DeathSubsystem::Onboarding;
+                        let step = Step::ControllerDeath { point, subsystem, restart_after_ms: None };
+                        steps.push(TimedStep { at_ms: armed, step });
+                        steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
+                    }
+                    other => unreachable!("site fault kind {other} has no planner"),
+                }
+            }
+        }
+    }
+
+    /// The decommission requests and decommission's faults, drawn after every other kind and only with a
+    /// `[decommission]` table, so they change no older campaign's plans.
+    fn draw_decommissions(&self, rng: &mut ChaCha8Rng, steps: &mut Vec<TimedStep>) {
+        let (Some(plan), Some(onboarding)) = (&self.decommission, &self.base.onboarding) else { return };
+        let mut requested: Vec<(String, u64)> = Vec::new();
+        for machine in &onboarding.machines {
+            if rng.random_range(0..1000) < plan.per_mille {
+                let at_ms = rng.random_range(plan.at_ms.min..=plan.at_ms.max);
+                steps.push(TimedStep { at_ms, step: Step::Decommission { target: machine.clone() } });
+                requested.push((machine.clone(), at_ms));
+            }
+        }
+        if requested.is_empty() {
+            return;
+        }
+        for (kind, rate) in self.faults.decommission_kinds() {
+            let Some(rate) = rate else { continue };
+            if rng.random_range(0..1000) >= rate.per_mille {
+                continue;
+            }
+            for _ in 0..rng.random_range(1..=rate.count_max) {
+                let (target, requested_at) = requested.choose(rng).expect("some machine is decommissioned").clone();
+                match kind {
+                    "allocation_stuck" => {
+                        let count = rng.random_range(1..=3);
+                        steps.push(TimedStep { at_ms: 0, step: Step::AllocationStuck { target, count } });
+                    }
+                    "cleanup_residue" => {
+                        let count = rng.random_range(1..=2);
+                        steps.push(TimedStep { at_ms: 0, step: Step::CleanupResidue { target, count } });
+                    }
+                    "uninstall_failure" => {
+                        let count = rng.random_range(1..=2);
+                        steps.push(TimedStep { at_ms: 0, step: Step::UninstallFailure { target, count } });
+                    }
+                    "agent_unreachable" => {
+                        let duration = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 1_200_000 });
+                        let heal_ms =
+                            (requested_at + rng.random_range(duration.min..=duration.max)).min(self.base.duration_ms);
+                        steps.push(TimedStep {
+                            at_ms: requested_at,
+                            step: Step::AgentUnreachable { target: target.clone(), down: true },
+                        });
+                        steps.push(TimedStep { at_ms: heal_ms, step: Step::AgentUnreachable { target, down: false } });
+                    }
+                    "inventory_unavailable" => {
+                        let count = rng.random_range(1..=5);
+                        steps.push(TimedStep { at_ms: requested_at, step: Step::InventoryUnavailable { count } });
+                    }
+                    "erase_failure" => {
+                        let count = rng.random_range(1..=2);
+                        steps.push(TimedStep { at_ms: 0, step: Step::EraseFailure { count } });
+                    }
+                    "decommission_controller_death" => {
+                        let point =
+                            *[DeathPoint::AfterIntent, DeathPoint::AfterRemoteMutation, DeathPoint::BeforeCompletion]
+                                .choose(rng)
+                                .expect("points exist");
+                        let duration = rate.duration_ms.unwrap_or(RangeMs { min: 600_000, max: 1_200_000 });
+                        let restart_after_ms = Some(rng.random_range(duration.min..=duration.max));
+                        let subsystem = DeathSubsystem::Decommission;
+                        let step = Step::ControllerDeath { point, subsystem, restart_after_ms };
+                        steps.push(TimedStep { at_ms: requested_at, step });
+                    }
+                    "operator_action" => {
+                        use engine::matrix::{RecoveryAction, Workflow};
+                        let action = *[
+                            RecoveryAction::Resume,
+                            RecoveryAction::RetryStage,
+                            RecoveryAction::Rerun,
+                            RecoveryAction::AdoptObservedState,
+                        ]
+                        .choose(rng)
+                        .expect("actions exist");
+                        let (workflow, at_ms) = if rng.random_bool(0.5) {
+                            let window_end = self.base.duration_ms - self.base.liveness_budget_ms;
+                            (Workflow::Onboarding, rng.random_range(self.window_start_ms..window_end))
+                        } else {
+                            let at_ms =
+                                (requested_at + rng.random_range(1_800_000..=5_400_000)).min(self.base.duration_ms - 1);
+                            (Workflow::Decommission, at_ms)
+                        };
+                        steps.push(TimedStep {
+                            at_ms,
+                            step: Step::Operator {
+                                target,
+                                workflow,
+                                action,
+                                actor: "oncall".to_owned(),
+                                role: engine::recovery::ActorRole::Operator,
+                                reason: format!("campaign: on-call tries {}", action.as_str()),
+                                resolves_freeze: false,
+                            },
+                        });
+                    }
+                    other => unreachable!("decommission fault kind {other} has no planner"),
+                }
+            }
+        }
+    }
+}
+
+struct Planner<'a> {
+    base: &'a RunSpec,
+    window_start_ms: u64,
+}
+
+impl Planner<'_> {
+    fn window_end_ms(&self) -> u64 {
+        self.base.duration_ms - self.base.liveness_budget_ms
+    }
+
+    fn random_node(&self, rng: &mut ChaCha8Rng) -> String {
+        self.base.fleet.node_name(rng.random_range(1..=self.base.fleet.nodes))
+    }
+
+    /// With probability `per_mille`, draws 1..=count_max faults; each starts at a random time of the window and
+    /// heals after a random duration, never later than the window's end.
+    fn draw(
+        &self,
+        rng: &mut ChaCha8Rng,
+        per_mille: u32,
+        count_max: u32,
+        duration: Option<RangeMs>,
+        steps: &mut Vec<TimedStep>,
+        mut make: impl FnMut(&mut ChaCha8Rng) -> (Step, Step),
+    ) {
+        if rng.random_range(0..1000) >= per_mille {
+            return;
+        }
+        let duration = duration.unwrap_or(RangeMs { min: 30_000, max: 600_000 });
+        for _ in 0..rng.random_range(1..=count_max) {
+            let start = rng.random_range(self.window_start_ms..self.window_end_ms());
+            let length = rng.random_range(duration.min..=duration.max);
+            let heal = (start + length).min(self.window_end_ms());
+            let (inject, recover) = make(rng);
+            steps.push(TimedStep { at_ms: start, step: inject });
+            steps.push(TimedStep { at_ms: heal, step: recover });
+        }
+    }
+
+    fn ttl_expiry(&self, rng: &mut ChaCha8Rng, rate: TtlRate, steps: &mut Vec<TimedStep>) {
+        let nodes = self.base.fleet.node_names();
+        let count = rng.random_range(1..=rate.members_max) as usize;
+        let members: BTreeSet<String> = nodes.choose_multiple(rng, count).cloned().collect();
+        let strays: Vec<&String> =
+            nodes.iter().filter(|n| !members.contains(*n) && !self.base.fleet.durable.contains(*n)).collect();
+        let stray = strays.choose(rng).map(|s| (*s).clone());
+        let stop_ms = rng.random_range(ttl_stop_ms_max(self.base) - 10 * 60_000..=ttl_stop_ms_max(self.base));
+        let latest_start = self.window_end_ms() - stop_ms - 2 * engine::sensor::SENSOR_PERIOD_MS;
+        let start = rng.random_range(self.window_start_ms..=latest_start);
+        steps.push(TimedStep { at_ms: start, step: Step::OpenEpoch { members: members.iter().cloned().collect() } });
+        for node in members.iter().chain(stray.as_ref()) {
+            steps.push(TimedStep { at_ms: start + 1, step: Step::AgentStop { target: node.clone() } });
+            steps.push(TimedStep { at_ms: start + stop_ms, step: Step::AgentStart { target: node.clone() } });
+        }
+        steps.push(TimedStep {
+            at_ms: start + stop_ms + 2 * engine::sensor::SENSOR_PERIOD_MS,
+            step: Step::CloseEpoch { epoch: 1 },
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAMPAIGN: &str = r#"
+schema_version = 1
+description = "test"
+seed = 9
+runs = 4
+duration_ms = 7_200_000
+
+[fleet]
+nodes = 10
+
+[faults]
+partition = { per_mille = 1000, count_max = 3 }
+hub_crash = { per_mille = 500, duration_ms = { min = 60_000, max = 300_000 } }
+ttl_expiry = { per_mille = 1000, members_max = 3 }
+
+[oracles]
+always = ["epoch_member_never_tombstoned"]
+sometimes = ["instance_silent_raised"]
+"#;
+
+    #[test]
+    fn run_plans_are_a_function_of_the_run_seed_and_stay_in_the_window() {
+        let campaign = parse_campaign("c.toml", CAMPAIGN).unwrap();
+        assert_eq!(campaign.run_spec(2), campaign.run_spec(2));
+        assert_ne!(campaign.run_spec(1).steps, campaign.run_spec(2).steps);
+        for index in 0..20 {
+            let spec = campaign.run_spec(index);
+            assert!(spec.steps.windows(2).all(|w| w[0].at_ms <= w[1].at_ms), "ordered");
+            assert!(spec.steps.iter().any(|t| matches!(t.step, Step::Partition { .. })), "per_mille 1000 always bites");
+            let last = spec.steps.iter().map(|t| t.at_ms).max().unwrap();
+            assert!(
+                last <= spec.duration_ms - spec.liveness_budget_ms,
+                "run {index}: a step at {last} is past the window"
+            );
+            assert!(spec.steps.iter().any(|t| matches!(t.step, Step::OpenEpoch { .. })));
+        }
+    }
+
+    #[test]
+    fn the_config_hash_ignores_path_and_description_but_not_behaviour() {
+        let campaign = parse_campaign("c.toml", CAMPAIGN).unwrap();
+        let moved =
+            parse_campaign("elsewhere/c.toml", &CAMPAIGN.replace("description = \"test\"", "description = \"x\""))
+                .unwrap();
+        assert_eq!(campaign.config_hash(), moved.config_hash());
+        let changed = parse_campaign("c.toml", &CAMPAIGN.replace("nodes = 10", "nodes = 11")).unwrap();
+        assert_ne!(campaign.config_hash(), changed.config_hash());
+    }
+
+    #[test]
+    fn an_absurd_skew_is_bad_input_not_a_panic() {
+        let text = CAMPAIGN
+            .replace("[oracles]", "clock_skew = { per_mille = 1000, skew_ms_max = 18446744073709551615 }\n\n[oracles]");
+        let error = parse_campaign("c.toml", &text).unwrap_err().to_string();
+        assert!(error.contains("skew_ms_max: at most one week"), "{error}");
+    }
+
+    #[test]
+    fn oracle_lists_must_match_the_property_type() {
+        let text =
+            CAMPAIGN.replace("always = [\"epoch_member_never_tombstoned\"]", "always = [\"silence_detected_in_time\"]");
+        let error = parse_campaign("c.toml", &text).unwrap_err().to_string();
+        assert!(error.contains("oracles.always: \"silence_detected_in_time\" is an eventually-property"), "{error}");
+    }
+
+    #[test]
+    fn site_faults_need_onboarding_and_target_the_sites_machines() {
+        let site = "mac_drift = { per_mille = 1000 }\nbmc_fault = { per_mille = 1000, count_max = 2 }\nmaas_unavailable = { per_mille = 1000 }\n";
+        let without = CAMPAIGN.replace("[oracles]", &format!("{site}\n[oracles]"));
+        let error = parse_campaign("c.toml", &without).unwrap_err().to_string();
+        assert!(
+            error.contains("faults.mac_drift: acts on the MAAS site, which needs an [onboarding] table"),
+            "{error}"
+        );
+        let with = format!("{without}\n[onboarding]\nnodes = 3\n");
+        let campaign = parse_campaign("c.toml", &with).unwrap();
+        let plain = parse_campaign("c.toml", CAMPAIGN).unwrap();
+        for index in 0..10 {
+            let spec = campaign.run_spec(index);
+            let machines = &spec.onboarding.as_ref().unwrap().machines;
+            assert_eq!(machines, &["node-11", "node-12", "node-13"]);
+            let site_steps: Vec<&Step> = spec.steps.iter().map(|t| &t.step).filter(|s| s.is_site_step()).collect();
+            assert!(site_steps.iter().any(|s| matches!(s, Step::MacDrift { .. })));
+            assert!(site_steps.iter().any(|s| matches!(s, Step::MaasUnavailable { .. })));
+            assert!(site_steps.iter().filter_map(|s| s.site_machine()).all(|m| machines.iter().any(|n| n == m)));
+            let others: Vec<&TimedStep> = spec.steps.iter().filter(|t| !t.step.is_site_step()).collect();
+            let plain_spec = plain.run_spec(index);
+            let before: Vec<&TimedStep> = plain_spec.steps.iter().collect();
+            assert_eq!(others, before, "the site's draws come after the others");
+        }
+    }
+
+    #[test]
+    fn onboarding_controller_death_is_off_by_default_and_drawn_last_when_configured() {
+        let site = "mac_drift = { per_mille = 1000 }\n";
+        let base =
+            format!("{}\n[onboarding]\nnodes = 2\n", CAMPAIGN.replace("[oracles]", &format!("{site}\n[oracles]")));
+        let with = base.replace("mac_drift = ", "onboarding_controller_death = { per_mille = 1000 }\nmac_drift = ");
+        let (without, with) = (parse_campaign("c.toml", &base).unwrap(), parse_campaign("c.toml", &with).unwrap());
+        for index in 0..10 {
+            let (plain, spec) = (without.run_spec(index), with.run_spec(index));
+            let deaths: Vec<&TimedStep> =
+                spec.steps.iter().filter(|t| matches!(t.step, Step::ControllerDeath { .. })).collect();
+            assert_eq!(deaths.len(), 1, "per_mille 1000 always bites");
+            let Step::ControllerDeath { subsystem, .. } = deaths[0].step else { unreachable!() };
+            assert_eq!(subsystem, DeathSubsystem::Onboarding);
+            let restarts: Vec<u64> = spec
+                .steps
+                .iter()
+                .filter(|t| matches!(&t.step, Step::Restart { target } if target == CONTROLLER))
+                .map(|t| t.at_ms)
+                .collect();
+            assert_eq!(restarts.len(), 1);
+            let armed = deaths[0].at_ms;
+            assert!((armed + 1_800_000..=armed + 2_700_000).contains(&restarts[0]), "restarted 30 to 45 min after");
+            assert!(plain.steps.iter().all(|t| !matches!(t.step, Step::ControllerDeath { .. })), "off by default");
+            let others: Vec<&TimedStep> = spec
+                .steps
+                .iter()
+                .filter(|t| !matches!(&t.step, Step::ControllerDeath { .. }))
+                .filter(|t| !matches!(&t.step, Step::Restart { target } if target == CONTROLLER))
+                .collect();
+            assert_eq!(others, plain.steps.iter().collect::<Vec<_>>(), "drawn after every other kind");
+        }
+    }
+
+    #[test]
+    fn an_unknown_fault_kind_names_its_line() {
+        let text = CAMPAIGN.replace("partition = {", "meteor_strike = {");
+        let error = parse_campaign("c.toml", &text).unwrap_err().to_string();
+        assert!(error.starts_with("c.toml:12:1: unknown field `meteor_strike`"), "{error}");
+    }
+}

@@ -1,0 +1,21 @@
+//! The ids the world, the oracles and `drive` share: the workflow ids of a machine's onboarding and decommission.
+
+use engine::matrix::Workflow;
+
+/// The id of `machine`'s onboarding workflow (stable across controller restarts and resumes).
+pub fn onboarding_workflow_id(machine: &str) -> String {
+    format!("onboard-{machine}")
+}
+
+/// The id of `machine`'s decommission workflow.
+pub fn decommission_workflow_id(machine: &str) -> String {
+    format!("decommission-{machine}")
+}
+
+/// The id of `machine`'s `workflow`.
+pub fn workflow_id(workflow: Workflow, machine: &str) -> String {
+    match workflow {
+        Workflow::Onboarding => onboarding_workflow_id(machine),
+        Workflow::Decommission => decommission_workflow_id(machine),
+    }
+}

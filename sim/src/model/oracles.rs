@@ -1,0 +1,149 @@
+//! The oracle catalogue: every oracle's name (what scenario, campaign and gate files use), its property type (always,
+//! eventually, sometimes) and its one-line summary, defined once. `crate::observe::oracles` builds each one by its
+//! [`OracleId`], exhaustively; `docs/oracles.md` documents each one.
+
+use reports::PropertyKind;
+
+/// One entry of the oracle catalogue.
+#[derive(Debug)]
+pub struct OracleInfo {
+    pub id: OracleId,
+    pub name: &'static str,
+    pub property: PropertyKind,
+    pub summary: &'static str,
+}
+
+macro_rules! catalogue {
+    ($($id:ident: $name:literal, $property:ident, $summary:literal;)*) => {
+        /// Every oracle, typed.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+        pub enum OracleId {
+            $($id,)*
+        }
+
+        /// Every oracle, in catalogue order (the order the runner feeds them and reports list them).
+        pub const CATALOG: &[OracleInfo] = &[
+            $(OracleInfo { id: OracleId::$id, name: $name, property: PropertyKind::$property, summary: $summary },)*
+        ];
+    };
+}
+
+catalogue! {
+    SilenceSignalIsJustified: "silence_signal_is_justified", Always,
+        "instance_silent is never raised while the hub is receiving the instance's heartbeats";
+    EpochMemberNeverTombstoned: "epoch_member_never_tombstoned", Always,
+        "no member of an open deployment epoch is tombstoned by the hub's TTL sweeper";
+    SecretsNeverInTrace: "secrets_never_in_trace", Always,
+        "no trace line holds a credential";
+    SilenceDetectedInTime: "silence_detected_in_time", Eventually,
+        "a silent instance is reported within 4 minutes of its last heartbeat, and its recovery within one sensor period of the first heartbeat back, counted from when the controller, the hub and their link were last healthy";
+    AvailabilityFloor: "availability_floor", Always,
+        "healthy, eligible workers (agent service running, no dispatch hold, not tombstoned) never fall below the fleet's availability floor";
+    LaneBound: "lane_bound", Always,
+        "never more workers under a deployment hold at once than the lane size";
+    NoDuplicateMutation: "no_duplicate_mutation", Always,
+        "no worker operation takes effect twice, no hold is released twice, no journal transition is recorded twice, and no machine is commissioned, deployed or released twice (accepted by MAAS) in one stage attempt of a MAAS workflow, counting the attempt a dead controller was in and its restarted controller's rerun of that stage as one";
+    NoFetchAfterQuiescence: "no_fetch_after_quiescence", Always,
+        "no capsule is fetched onto a worker between its quiescence and its restart";
+    NoIncoherentNodeMutated: "no_incoherent_node_mutated", Always,
+        "a node the preflight quarantined for its identity never sees a rollout mutation, before or after its quarantine";
+    NoDispatchToHeldWorker: "no_dispatch_to_held_worker", Always,
+        "no task is dispatched to a worker under a dispatch hold, nor to one a rollout quiesced";
+    EveryLaneConverged: "every_lane_converged", Eventually,
+        "a started rollout reaches a terminal state with every lane successor or prior";
+    HoldsAccounted: "holds_accounted", Eventually,
+        "when the run ends, every deployment hold still placed is on a node of a lane the journal committed as stuck";
+    InstanceSilentRaised: "instance_silent_raised", Sometimes,
+        "the engine raised instance_silent";
+    InstanceRecoveredRaised: "instance_recovered_raised", Sometimes,
+        "the engine raised instance_recovered";
+    AgentTombstoned: "agent_tombstoned", Sometimes,
+        "the hub's TTL sweeper tombstoned an agent";
+    AgentOfflined: "agent_offlined", Sometimes,
+        "the hub's TTL sweeper marked a durable agent offline";
+    HostRestarted: "host_restarted", Sometimes,
+        "a host crashed and booted again";
+    DispatchRefusedByHold: "dispatch_refused_by_hold", Sometimes,
+        "the hub refused to dispatch a task to a held worker";
+    NodeQuarantined: "node_quarantined", Sometimes,
+        "the rollout preflight quarantined a node";
+    ControllerAdoptedJournal: "controller_adopted_journal", Sometimes,
+        "a restarted controller adopted a dead controller's rollout journal";
+    RolloutReachedSuccessor: "rollout_reached_successor", Sometimes,
+        "a rollout finished with every lane on the successor revision";
+    RolloutStoppedOnRouteChange: "rollout_stopped_on_route_change", Sometimes,
+        "a rollout saw the hub publish another route bundle and took no further lane down";
+    RetryRecovered: "retry_recovered", Sometimes,
+        "a rollout step failed transiently, was retried, and completed";
+    OnlyIntendedHoldsReleased: "only_intended_holds_released", Always,
+        "no hold is released but a rollout's own deployment hold: quarantine, successor and operator holds stay";
+    ReceiptsNameFrozenRoute: "receipts_name_frozen_route", Always,
+        "every journal receipt of a rollout and every installer run names the route digest its plan froze";
+    RolloutTimeBounded: "rollout_time_bounded", Eventually,
+        "a rollout's active time (controller downtime, lock and credential waits excluded) stays within its plan's lanes x lane bound";
+    CredentialRenewedMidRollout: "credential_renewed_mid_rollout", Sometimes,
+        "the hub refused the controller's credential and the controller went on with the renewed one";
+    StaleLockWaitedOut: "stale_lock_waited_out", Sometimes,
+        "a controller found the deployment lock held by another and waited for its lease to end";
+    LockSupersededOnAdoption: "lock_superseded_on_adoption", Sometimes,
+        "a controller adopting a journal took over the dead controller's lock fence";
+    OperatorHoldRespected: "operator_hold_respected", Sometimes,
+        "a rollout left a node alone because someone else held it";
+    MaasTransitionsLegal: "maas_transitions_legal", Always,
+        "every status write of a MAAS machine is a transition real MAAS allows (NODE_TRANSITIONS), and a created row starts in an initial status";
+    NoDestructiveCallWithoutFreshRead: "no_destructive_call_without_fresh_read", Always,
+        "every commission, deploy, release, abort, mark_fixed, power_off or delete an onboarding or decommission workflow sends is preceded, in the same stage attempt, by an answered read of that machine (or of the machine list, or, for a power-off, of its power)";
+    NoDoubleCommissionOrDeploy: "no_double_commission_or_deploy", Always,
+        "no machine is commissioned, nor deployed, twice (accepted by MAAS) within one attempt of one stage of a workflow";
+    OnboardingFollowsTheMatrix: "onboarding_follows_the_matrix", Always,
+        "after every classified stage failure the workflow does what the stage's matrix row allows: retries only a class the row retries, adopts an observed state, or stops in a workflow and node state the row lists; an unreadable classify_deploy_failure falls back to the generic deploy failure";
+    DecommissionFollowsTheMatrix: "decommission_follows_the_matrix", Always,
+        "after every classified stage failure of a decommission the workflow does what the stage's matrix row allows (section 5): retries only a class the row retries under the site's policy, adopts an observed state, completes with a follow-up record where the row retains the MAAS record, or stops in a workflow and node state the row lists";
+    DecommissionCompleted: "decommission_completed", Sometimes,
+        "a decommission workflow completed: the node is deleted from the inventory, its MAAS machine released (and deleted, or retained with a follow-up)";
+    EveryDecommissionRests: "every_decommission_rests", Eventually,
+        "when the run ends, every decommission a step asked for ended completed (with or without a follow-up record) or stopped with a failure class in a state its row lists; none is still running";
+    EveryNodeOnboardedOrDiagnosed: "every_node_onboarded_or_diagnosed", Eventually,
+        "when the run ends, every onboarding workflow ended completed, or failed_manual_intervention with a failure class; none is still running or failed_retryable";
+    StallDetected: "stall_detected", Sometimes,
+        "an onboarding workflow classified a silent wait as a stall";
+    OnboardingCompleted: "onboarding_completed", Sometimes,
+        "an onboarding workflow completed";
+    MacDriftClassified: "mac_drift_classified", Sometimes,
+        "an onboarding workflow stopped with state_ambiguity on the evidence of an unknown machine enlisted on its node's BMC";
+    EpochMemberSurvivedTtl: "epoch_member_survived_ttl", Sometimes,
+        "a member of an open epoch stayed silent past the agent TTL and a sweep, and was not tombstoned";
+    AuditRecordsComplete: "audit_records_complete", Always,
+        "every operator recovery action has an audit record with every field of seed 000 section 8 (actor id and role, workflow and run id, prior state and stage, action, reason, expected next state, correlation id), and none carries a credential";
+    NoAutomationOnFrozenWorkflow: "no_automation_on_frozen_workflow", Always,
+        "after an accepted mark_manual_intervention_required and until an accepted action lifts the freeze, the workflow sends no MAAS mutation and starts no stage";
+    ActionReachesExpectedState: "action_reaches_expected_state", Eventually,
+        "every accepted operator action is settled, by the end of the run, in the state its audit record expected";
+}
+
+/// The oracle named `name`, if there is one.
+pub fn info(name: &str) -> Option<&'static OracleInfo> {
+    CATALOG.iter().find(|info| info.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_snake_case_and_every_id_is_in_the_catalogue_once() {
+        let mut names: Vec<&str> = CATALOG.iter().map(|info| info.name).collect();
+        assert!(
+            names.iter().all(|name| name.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()))
+        );
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), CATALOG.len(), "oracle names are unique");
+        let mut ids: Vec<OracleId> = CATALOG.iter().map(|info| info.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), CATALOG.len());
+        assert_eq!(info("availability_floor").map(|info| info.property), Some(PropertyKind::Always));
+        assert!(info("no_such_oracle").is_none());
+    }
+}

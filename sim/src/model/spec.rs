@@ -1,0 +1,1116 @@
+//! Scenario and campaign files: their TOML schema (documented in `docs/formats.md`), strict parsing with errors that
+//! name the file, line, column and key, and the resolved [`RunSpec`] a run executes.
+//!
+//! Both formats are versioned (`schema_version`), reject unknown keys, and tag steps with `kind`.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+
+use fakes::hub::{DEFAULT_AGENT_TTL_MS, DEFAULT_SWEEP_INTERVAL_MS, ExpiryPolicy};
+use reports::PropertyKind;
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::model::faults::{StageStep, Step, TimedStep};
+use crate::model::link::LinkConfig;
+use crate::model::oracles;
+
+pub const SCHEMA_VERSION: u32 = 1;
+/// The most nodes a file may ask for.
+pub const NODES_MAX: u32 = 10_000;
+/// The default time the run keeps going after the last fault healed, for eventually-properties to be judged.
+pub const DEFAULT_LIVENESS_BUDGET_MS: u64 = 600_000;
+/// The engine's default call timeout (the incident's 10 s SSH connect timeout).
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 10_000;
+
+/// A bad input file: what, where, and the key at fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    pub path: String,
+    /// 1-based line and column, when known.
+    pub position: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.position {
+            Some((line, column)) => write!(f, "{}:{line}:{column}: {}", self.path, self.message),
+            None => write!(f, "{}: {}", self.path, self.message),
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// The fleet of a run: `node-01` … `node-NN`, plus the `controller` and `hub` hosts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetSpec {
+    pub nodes: u32,
+    /// Nodes whose agents are durable (long-lived worker identities); the others are fungible.
+    pub durable: BTreeSet<String>,
+    /// The most nodes a rollout takes down at once.
+    pub lane_size: u32,
+    /// Healthy, eligible nodes that must remain at every checkpoint of a rollout (0: no floor).
+    pub availability_floor: u32,
+}
+
+impl FleetSpec {
+    pub fn node_name(&self, index: u32) -> String {
+        node_name(self.nodes, index)
+    }
+
+    pub fn node_names(&self) -> Vec<String> {
+        (1..=self.nodes).map(|i| self.node_name(i)).collect()
+    }
+
+    pub fn host_exists(&self, name: &str) -> bool {
+        name == CONTROLLER || name == HUB || self.node_index(name).is_some()
+    }
+
+    /// The 1-based index of a node name, if it names one of this fleet's nodes.
+    pub fn node_index(&self, name: &str) -> Option<u32> {
+        let digits = name.strip_prefix("node-")?;
+        let index: u32 = digits.parse().ok()?;
+        (index >= 1 && index <= self.nodes && self.node_name(index) == name).then_some(index)
+    }
+}
+
+pub const CONTROLLER: &str = "controller";
+pub const HUB: &str = "hub";
+
+/// `node-01` … `node-50`; zero-padded to at least two digits and to the width of the fleet size.
+pub fn node_name(nodes: u32, index: u32) -> String {
+    let width = nodes.to_string().len().max(2);
+    format!("node-{index:0width$}")
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineSpec {
+    pub hub_expiry: ExpiryPolicy,
+    pub call_timeout_ms: u64,
+    pub rollout_policy: engine::rollout::driver::RolloutPolicy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HubSpec {
+    pub agent_ttl_ms: u64,
+    pub sweep_interval_ms: u64,
+}
+
+/// Defaults of the `[onboarding]` table.
+pub const DEFAULT_ONBOARDING_STALL_WINDOW_MS: u64 = 300_000;
+pub const DEFAULT_ONBOARDING_POLL_MS: u64 = 15_000;
+pub const DEFAULT_ONBOARDING_CONCURRENCY: u32 = 8;
+/// The most machines one run may onboard.
+pub const ONBOARDING_NODES_MAX: u32 = 1_000;
+/// The host that runs the MAAS region, its rack and the site's secrets store (only in runs with `[onboarding]`).
+pub const MAAS: &str = "maas";
+
+/// The onboarding of new machines through the MAAS site: the `[onboarding]` table, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OnboardingSpec {
+    /// The site's machines, named after the fleet's nodes (`node-(N+1)` …), one workflow each.
+    pub machines: Vec<String>,
+    pub policy: engine::onboarding::driver::OnboardingPolicy,
+    /// When the controller starts the workflows, in virtual ms.
+    pub start_at_ms: u64,
+    pub stall_window_ms: u64,
+    pub poll_ms: u64,
+    /// The most workflows in flight at once.
+    pub concurrency: u32,
+    /// `release_maas_node`: the no-erase fallback is allowed (absent from the configuration when false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_erase_release_allowed: bool,
+    /// `remove_maas_record`: the site requires the MAAS record deleted (else it is retained, with a follow-up).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub maas_delete_required: bool,
+}
+
+impl OnboardingSpec {
+    /// The site's policies for both workflows.
+    pub fn site_policy(&self) -> engine::workflow::SitePolicy {
+        engine::workflow::SitePolicy {
+            roce_mandatory: false,
+            no_erase_release_allowed: self.no_erase_release_allowed,
+            maas_delete_required: self.maas_delete_required,
+        }
+    }
+
+    pub fn has_machine(&self, name: &str) -> bool {
+        self.machines.iter().any(|machine| machine == name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expectations {
+    pub must_hold: Vec<String>,
+    pub must_fire: Vec<String>,
+    /// Recovery-matrix pairs (`stage/failure_class`) the run must exercise: a conformance case names the pair it
+    /// scripts. Absent from the configuration when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matrix_pairs: Vec<String>,
+}
+
+/// Everything one run executes, resolved: defaults filled in, steps materialised and ordered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSpec {
+    /// Where it came from (not part of the configuration hash).
+    #[serde(default)]
+    pub source: String,
+    #[serde(default)]
+    pub description: String,
+    pub duration_ms: u64,
+    pub liveness_budget_ms: u64,
+    pub fleet: FleetSpec,
+    pub engine: EngineSpec,
+    pub hub: HubSpec,
+    pub network: LinkConfig,
+    pub steps: Vec<TimedStep>,
+    /// Steps fired by onboarding stages (`on_stage`); absent from the configuration when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stage_steps: Vec<StageStep>,
+    pub expect: Expectations,
+    /// Absent from the configuration (and so from its hash) when the file has no `[onboarding]` table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onboarding: Option<OnboardingSpec>,
+}
+
+impl RunSpec {
+    /// The resolved configuration as the record carries it: without `source` and `description`, which change no
+    /// behaviour.
+    pub fn config_value(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).expect("run specs serialise");
+        if let Some(map) = value.as_object_mut() {
+            map.remove("source");
+            map.remove("description");
+        }
+        value
+    }
+
+    /// SHA-256 of [`RunSpec::config_value`].
+    pub fn config_hash(&self) -> String {
+        crate::model::digest::sha256_hex(self.config_value().to_string().as_bytes())
+    }
+
+    /// The largest one-way latency any link can have during the run.
+    pub fn latency_max_ms(&self) -> u64 {
+        self.steps
+            .iter()
+            .filter_map(|timed| match &timed.step {
+                Step::LinkLatency { max_ms, .. } => Some(*max_ms),
+                _ => None,
+            })
+            .fold(self.network.latency_max_ms, u64::max)
+    }
+}
+
+/// A scenario file, resolved.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub seed: u64,
+    pub run: RunSpec,
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// File shapes
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    schema_version: Spanned<u32>,
+    description: String,
+    #[serde(deserialize_with = "seed_value")]
+    seed: u64,
+    duration_ms_max: Spanned<u64>,
+    liveness_budget_ms: Option<u64>,
+    fleet: FleetFile,
+    #[serde(default)]
+    engine: EngineFile,
+    #[serde(default)]
+    hub: HubFile,
+    #[serde(default)]
+    network: NetworkFile,
+    #[serde(default)]
+    step: Vec<Spanned<toml::Table>>,
+    #[serde(default)]
+    expect: ExpectFile,
+    onboarding: Option<Spanned<OnboardingFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OnboardingFile {
+    nodes: Spanned<u32>,
+    policy: Option<engine::onboarding::driver::OnboardingPolicy>,
+    start_at_ms: Option<u64>,
+    stall_window_ms: Option<Spanned<u64>>,
+    poll_ms: Option<Spanned<u64>>,
+    concurrency: Option<Spanned<u32>>,
+    no_erase_release_allowed: Option<bool>,
+    maas_delete_required: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FleetFile {
+    nodes: Spanned<u32>,
+    #[serde(default)]
+    durable: Vec<Spanned<String>>,
+    lane_size: Option<Spanned<u32>>,
+    availability_floor: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EngineFile {
+    hub_expiry: Option<ExpiryPolicy>,
+    call_timeout_ms: Option<Spanned<u64>>,
+    rollout_policy: Option<engine::rollout::driver::RolloutPolicy>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HubFile {
+    agent_ttl_ms: Option<Spanned<u64>>,
+    sweep_interval_ms: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RangeMs {
+    pub min: u64,
+    pub max: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NetworkFile {
+    latency_ms: Option<Spanned<RangeMs>>,
+    request_loss_per_mille: Option<Spanned<u32>>,
+    response_loss_per_mille: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExpectFile {
+    #[serde(default)]
+    must_hold: Vec<Spanned<String>>,
+    #[serde(default)]
+    must_fire: Vec<Spanned<String>>,
+    #[serde(default)]
+    matrix_pairs: Vec<Spanned<String>>,
+}
+
+/// A scenario's `seed`: an integer, or a string of decimal digits for a seed above TOML's largest integer
+/// (`i64::MAX`), which half of a campaign's derived run seeds are (`fleetsim shrink` writes those so).
+fn seed_value<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    struct SeedVisitor;
+    impl serde::de::Visitor<'_> for SeedVisitor {
+        type Value = u64;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a seed: an integer from 0, or a string of decimal digits")
+        }
+        fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<u64, E> {
+            Ok(value)
+        }
+        fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<u64, E> {
+            u64::try_from(value).map_err(|_| E::custom(format!("seed: must be 0 or more, not {value}")))
+        }
+        fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<u64, E> {
+            value
+                .parse()
+                .map_err(|_| E::custom(format!("seed: \"{value}\" is not a whole number from 0 to {}", u64::MAX)))
+        }
+    }
+    deserializer.deserialize_any(SeedVisitor)
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Parsing
+
+/// Reads and parses a scenario file.
+pub fn load_scenario(path: &Path) -> Result<Scenario, SpecError> {
+    let text = read(path)?;
+    parse_scenario(&path.display().to_string(), &text)
+}
+
+pub(crate) fn read(path: &Path) -> Result<String, SpecError> {
+    std::fs::read_to_string(path).map_err(|error| SpecError {
+        path: path.display().to_string(),
+        position: None,
+        message: match error.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_owned(),
+            std::io::ErrorKind::InvalidData => "not UTF-8 text".to_owned(),
+            _ => format!("cannot read: {error}"),
+        },
+    })
+}
+
+/// Turns byte offsets into 1-based line and column, and builds errors.
+pub(crate) struct Source<'a> {
+    pub path: &'a str,
+    pub text: &'a str,
+}
+
+impl Source<'_> {
+    pub fn error_at(&self, span: Option<Range<usize>>, message: impl Into<String>) -> SpecError {
+        let position = span.map(|span| {
+            let offset = span.start.min(self.text.len());
+            let before = &self.text[..offset];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
+            (line, column)
+        });
+        SpecError { path: self.path.to_owned(), position, message: message.into() }
+    }
+
+    pub fn toml_error(&self, error: toml::de::Error) -> SpecError {
+        self.error_at(error.span(), error.message().trim_end().replace('\n', "; "))
+    }
+
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, SpecError> {
+        toml::from_str(self.text).map_err(|error| self.toml_error(error))
+    }
+}
+
+pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
+    let source = Source { path, text };
+    let file: ScenarioFile = source.parse()?;
+    check_schema_version(&source, &file.schema_version)?;
+    let fleet = resolve_fleet(&source, &file.fleet)?;
+    let engine = resolve_engine(&source, &file.engine)?;
+    let hub = resolve_hub(&source, &file.hub)?;
+    let network = resolve_network(&source, &file.network)?;
+    let duration_ms = *file.duration_ms_max.get_ref();
+    if duration_ms == 0 {
+        return Err(source.error_at(Some(file.duration_ms_max.span()), "duration_ms_max: must be more than 0"));
+    }
+    let liveness_budget_ms = file.liveness_budget_ms.unwrap_or(DEFAULT_LIVENESS_BUDGET_MS);
+    let onboarding = resolve_onboarding(&source, file.onboarding.as_ref(), &fleet, duration_ms)?;
+
+    let mut steps = Vec::with_capacity(file.step.len());
+    let mut stage_steps = Vec::new();
+    for (index, table) in file.step.iter().enumerate() {
+        match parse_step(&source, index, table, &fleet, onboarding.as_ref(), duration_ms)? {
+            Triggered::At(timed) => steps.push(timed),
+            Triggered::OnStage(staged) => stage_steps.push(staged),
+        }
+    }
+    steps.sort_by_key(|timed| timed.at_ms);
+    check_liveness_room(&source, &file.step, &steps, duration_ms, liveness_budget_ms)?;
+
+    let expect = resolve_expect(&source, &file.expect)?;
+    Ok(Scenario {
+        seed: file.seed,
+        run: RunSpec {
+            source: path.to_owned(),
+            description: file.description,
+            duration_ms,
+            liveness_budget_ms,
+            fleet,
+            engine,
+            hub,
+            network,
+            steps,
+            stage_steps,
+            expect,
+            onboarding,
+        },
+    })
+}
+
+/// The `[onboarding]` table: its machines are named after the fleet's nodes, so no name means two things.
+pub(crate) fn resolve_onboarding(
+    source: &Source,
+    file: Option<&Spanned<OnboardingFile>>,
+    fleet: &FleetSpec,
+    duration_ms: u64,
+) -> Result<Option<OnboardingSpec>, SpecError> {
+    let Some(file) = file else { return Ok(None) };
+    let table = file.get_ref();
+    let nodes = *table.nodes.get_ref();
+    if nodes == 0 || nodes > ONBOARDING_NODES_MAX {
+        return Err(source.error_at(
+            Some(table.nodes.span()),
+            format!("onboarding.nodes: must be 1 to {ONBOARDING_NODES_MAX}, not {nodes}"),
+        ));
+    }
+    let start_at_ms = table.start_at_ms.unwrap_or(0);
+    if start_at_ms >= duration_ms {
+        return Err(source.error_at(
+            Some(file.span()),
+            format!("onboarding.start_at_ms: {start_at_ms} is not before the end of the run ({duration_ms})"),
+        ));
+    }
+    let concurrency = match &table.concurrency {
+        None => DEFAULT_ONBOARDING_CONCURRENCY,
+        Some(value) if *value.get_ref() == 0 => {
+            return Err(source.error_at(Some(value.span()), "onboarding.concurrency: must be at least 1"));
+        }
+        Some(value) => *value.get_ref(),
+    };
+    let total = fleet.nodes + nodes;
+    Ok(Some(OnboardingSpec {
+        machines: (fleet.nodes + 1..=total).map(|index| node_name(total, index)).collect(),
+        policy: table.policy.unwrap_or(engine::onboarding::driver::OnboardingPolicy::Current),
+        start_at_ms,
+        stall_window_ms: positive(
+            source,
+            "onboarding.stall_window_ms",
+            table.stall_window_ms.as_ref(),
+            DEFAULT_ONBOARDING_STALL_WINDOW_MS,
+        )?,
+        poll_ms: positive(source, "onboarding.poll_ms", table.poll_ms.as_ref(), DEFAULT_ONBOARDING_POLL_MS)?,
+        concurrency,
+        no_erase_release_allowed: table.no_erase_release_allowed.unwrap_or(false),
+        maas_delete_required: table.maas_delete_required.unwrap_or(false),
+    }))
+}
+
+pub(crate) fn check_schema_version(source: &Source, version: &Spanned<u32>) -> Result<(), SpecError> {
+    if *version.get_ref() != SCHEMA_VERSION {
+        return Err(source.error_at(
+            Some(version.span()),
+            format!("schema_version: this fleetsim reads version {SCHEMA_VERSION}, the file has {}", version.get_ref()),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn resolve_fleet(source: &Source, file: &FleetFile) -> Result<FleetSpec, SpecError> {
+    let nodes = *file.nodes.get_ref();
+    if nodes == 0 || nodes > NODES_MAX {
+        return Err(
+            source.error_at(Some(file.nodes.span()), format!("fleet.nodes: must be 1 to {NODES_MAX}, not {nodes}"))
+        );
+    }
+    let lane_size = file.lane_size.as_ref().map_or(8, |v| *v.get_ref());
+    if let Some(size) = &file.lane_size {
+        if *size.get_ref() == 0 || *size.get_ref() > nodes {
+            return Err(
+                source.error_at(Some(size.span()), format!("fleet.lane_size: must be 1 to the fleet size ({nodes})"))
+            );
+        }
+    }
+    let availability_floor = file.availability_floor.as_ref().map_or(0, |v| *v.get_ref());
+    if let Some(floor) = &file.availability_floor {
+        if *floor.get_ref() >= nodes {
+            return Err(source.error_at(
+                Some(floor.span()),
+                format!("fleet.availability_floor: must be less than the fleet size ({nodes})"),
+            ));
+        }
+    }
+    let mut fleet = FleetSpec { nodes, durable: BTreeSet::new(), lane_size, availability_floor };
+    for name in &file.durable {
+        if fleet.node_index(name.get_ref()).is_none() {
+            return Err(unknown_host(source, name.span(), "fleet.durable", name.get_ref(), &fleet));
+        }
+        fleet.durable.insert(name.get_ref().clone());
+    }
+    Ok(fleet)
+}
+
+pub(crate) fn resolve_engine(source: &Source, file: &EngineFile) -> Result<EngineSpec, SpecError> {
+    let call_timeout_ms =
+        positive(source, "engine.call_timeout_ms", file.call_timeout_ms.as_ref(), DEFAULT_CALL_TIMEOUT_MS)?;
+    Ok(EngineSpec {
+        hub_expiry: file.hub_expiry.unwrap_or(ExpiryPolicy::EpochAware),
+        call_timeout_ms,
+        rollout_policy: file.rollout_policy.unwrap_or(engine::rollout::driver::RolloutPolicy::Lanes),
+    })
+}
+
+pub(crate) fn resolve_hub(source: &Source, file: &HubFile) -> Result<HubSpec, SpecError> {
+    Ok(HubSpec {
+        agent_ttl_ms: positive(source, "hub.agent_ttl_ms", file.agent_ttl_ms.as_ref(), DEFAULT_AGENT_TTL_MS)?,
+        sweep_interval_ms: positive(
+            source,
+            "hub.sweep_interval_ms",
+            file.sweep_interval_ms.as_ref(),
+            DEFAULT_SWEEP_INTERVAL_MS,
+        )?,
+    })
+}
+
+pub(crate) fn positive(
+    source: &Source,
+    key: &str,
+    value: Option<&Spanned<u64>>,
+    default: u64,
+) -> Result<u64, SpecError> {
+    match value {
+        None => Ok(default),
+        Some(value) if *value.get_ref() == 0 => {
+            Err(source.error_at(Some(value.span()), format!("{key}: must be more than 0")))
+        }
+        Some(value) => Ok(*value.get_ref()),
+    }
+}
+
+pub(crate) fn per_mille(source: &Source, key: &str, value: Option<&Spanned<u32>>) -> Result<u32, SpecError> {
+    match value {
+        None => Ok(0),
+        Some(value) if *value.get_ref() > 1000 => Err(source
+            .error_at(Some(value.span()), format!("{key}: a per-mille rate is 0 to 1000, not {}", value.get_ref()))),
+        Some(value) => Ok(*value.get_ref()),
+    }
+}
+
+pub(crate) fn resolve_network(source: &Source, file: &NetworkFile) -> Result<LinkConfig, SpecError> {
+    let mut link = LinkConfig::default();
+    if let Some(latency) = &file.latency_ms {
+        let range = latency.get_ref();
+        if range.min > range.max {
+            return Err(source.error_at(Some(latency.span()), "network.latency_ms: min is more than max"));
+        }
+        link.latency_min_ms = range.min;
+        link.latency_max_ms = range.max;
+    }
+    link.request_loss_per_mille =
+        per_mille(source, "network.request_loss_per_mille", file.request_loss_per_mille.as_ref())?;
+    link.response_loss_per_mille =
+        per_mille(source, "network.response_loss_per_mille", file.response_loss_per_mille.as_ref())?;
+    Ok(link)
+}
+
+fn unknown_host(source: &Source, span: Range<usize>, key: &str, name: &str, fleet: &FleetSpec) -> SpecError {
+    source.error_at(
+        Some(span),
+        format!(
+            "{key}: unknown host \"{name}\" (this fleet has {CONTROLLER}, {HUB}, {}..{})",
+            fleet.node_name(1),
+            fleet.node_name(fleet.nodes)
+        ),
+    )
+}
+
+/// What fires a step: the clock, or an onboarding stage.
+enum Triggered {
+    At(TimedStep),
+    OnStage(StageStep),
+}
+
+fn parse_step(
+    source: &Source,
+    index: usize,
+    table: &Spanned<toml::Table>,
+    fleet: &FleetSpec,
+    onboarding: Option<&OnboardingSpec>,
+    duration_ms: u64,
+) -> Result<Triggered, SpecError> {
+    let span = table.span();
+    let key = format!("step[{index}]");
+    let mut fields = table.get_ref().clone();
+    let at_ms = fields.remove("at_ms");
+    let on_stage = fields.remove("on_stage");
+    // An `operator` step's `workflow` names the workflow it acts on, not a stage trigger's machine.
+    let operator = fields.get("kind").and_then(toml::Value::as_str) == Some("operator");
+    let workflow = if operator { None } else { fields.remove("workflow") };
+    let occurrence = fields.remove("occurrence");
+    let trigger = match (at_ms, on_stage) {
+        (Some(_), Some(_)) => {
+            return Err(source.error_at(Some(span), format!("{key}: give at_ms or on_stage, not both")));
+        }
+        (None, None) => return Err(source.error_at(Some(span), format!("{key}: missing at_ms (or on_stage)"))),
+        (Some(toml::Value::Integer(at)), None) if at >= 0 => {
+            let at_ms = at as u64;
+            if at_ms > duration_ms {
+                return Err(source.error_at(
+                    Some(span),
+                    format!("{key}.at_ms: {at_ms} is after the end of the run ({duration_ms})"),
+                ));
+            }
+            if workflow.is_some() || occurrence.is_some() {
+                return Err(
+                    source.error_at(Some(span), format!("{key}: workflow and occurrence go with on_stage, not at_ms"))
+                );
+            }
+            None
+        }
+        (Some(_), None) => {
+            return Err(source.error_at(Some(span), format!("{key}.at_ms: must be a whole number of ms, 0 or more")));
+        }
+        (None, Some(stage)) => {
+            Some(parse_stage_trigger(source, &key, span.clone(), stage, workflow, occurrence, onboarding)?)
+        }
+    };
+    let step = Step::deserialize(toml::Value::Table(fields)).map_err(|error| {
+        let message = error.message().trim_end().replace('\n', "; ");
+        source.error_at(Some(span.clone()), format!("{key}: {message}"))
+    })?;
+    validate_step(source, &key, span.clone(), &step, fleet, onboarding)?;
+    match trigger {
+        None => {
+            let at_ms = table.get_ref().get("at_ms").and_then(toml::Value::as_integer).unwrap_or(0) as u64;
+            Ok(Triggered::At(TimedStep { at_ms, step }))
+        }
+        Some((workflow, stage, occurrence)) => {
+            if is_driver_action(&step) {
+                return Err(source.error_at(
+                    Some(span),
+                    format!("{key}: a {} step is a driver action; give it an at_ms", step.kind()),
+                ));
+            }
+            Ok(Triggered::OnStage(StageStep { workflow, stage, occurrence, step }))
+        }
+    }
+}
+
+/// `on_stage = "<stage>"`, `workflow = "<machine>"`, `occurrence = N` (default 1) of a stage-triggered step. A
+/// decommission stage is written `decommission:<stage>` (or bare, when no onboarding stage has its name).
+fn parse_stage_trigger(
+    source: &Source,
+    key: &str,
+    span: Range<usize>,
+    stage: toml::Value,
+    workflow: Option<toml::Value>,
+    occurrence: Option<toml::Value>,
+    onboarding: Option<&OnboardingSpec>,
+) -> Result<(String, engine::matrix::Stage, u64), SpecError> {
+    let Some(onboarding) = onboarding else {
+        return Err(source.error_at(Some(span), format!("{key}.on_stage: needs an [onboarding] table")));
+    };
+    let stage = stage.as_str().and_then(parse_stage).ok_or_else(|| {
+        let names: Vec<String> = engine::matrix::Stage::all().map(stage_name).collect();
+        source.error_at(
+            Some(span.clone()),
+            format!("{key}.on_stage: {stage} is not a stage of the recovery matrix (one of {})", names.join(", ")),
+        )
+    })?;
+    let workflow = match workflow {
+        Some(toml::Value::String(machine)) if onboarding.has_machine(&machine) => machine,
+        Some(other) => {
+            return Err(source.error_at(
+                Some(span),
+                format!(
+                    "{key}.workflow: {other} is not a machine of the MAAS site ({})",
+                    onboarding.machines.join(", ")
+                ),
+            ));
+        }
+        None => return Err(source.error_at(Some(span), format!("{key}: on_stage needs workflow = \"<machine>\""))),
+    };
+    let occurrence = match occurrence {
+        None => 1,
+        Some(toml::Value::Integer(occurrence)) if occurrence >= 1 => occurrence as u64,
+        Some(other) => {
+            return Err(source.error_at(Some(span), format!("{key}.occurrence: must be 1 or more, not {other}")));
+        }
+    };
+    Ok((workflow, stage, occurrence))
+}
+
+pub(crate) fn validate_step(
+    source: &Source,
+    key: &str,
+    span: Range<usize>,
+    step: &Step,
+    fleet: &FleetSpec,
+    onboarding: Option<&OnboardingSpec>,
+) -> Result<(), SpecError> {
+    if step.is_site_step() {
+        let Some(onboarding) = onboarding else {
+            return Err(source.error_at(
+                Some(span),
+                format!("{key}: a {} step acts on the MAAS site, which needs an [onboarding] table", step.kind()),
+            ));
+        };
+        if let Some(machine) = step.site_machine() {
+            if !onboarding.has_machine(machine) {
+                let first = onboarding.machines.first().map_or("", String::as_str);
+                let last = onboarding.machines.last().map_or("", String::as_str);
+                return Err(source.error_at(
+                    Some(span),
+                    format!("{key}.target: \"{machine}\" is not a machine of the MAAS site ({first}..{last})"),
+                ));
+            }
+        }
+    } else {
+        for (field, host) in step.hosts() {
+            let maas = host == MAAS && onboarding.is_some();
+            if !fleet.host_exists(host) && !maas {
+                return Err(unknown_host(source, span, &format!("{key}.{field}"), host, fleet));
+            }
+        }
+    }
+    let problem = match step {
+        Step::Partition { a, b } | Step::Repair { a, b } | Step::Hold { a, b } | Step::Release { a, b } if a == b => {
+            Some(format!("{key}: a and b are both \"{a}\""))
+        }
+        Step::LinkLoss { a, b, .. } | Step::LinkLatency { a, b, .. } if a == b => {
+            Some(format!("{key}: a and b are both \"{a}\""))
+        }
+        Step::PartitionOneway { from, to } | Step::RepairOneway { from, to } if from == to => {
+            Some(format!("{key}: from and to are both \"{from}\""))
+        }
+        Step::LinkLoss { request_per_mille, response_per_mille, .. }
+            if *request_per_mille > 1000 || *response_per_mille > 1000 =>
+        {
+            Some(format!("{key}: a per-mille rate is 0 to 1000"))
+        }
+        Step::LinkLatency { min_ms, max_ms, .. } if min_ms > max_ms => {
+            Some(format!("{key}: min_ms is more than max_ms"))
+        }
+        Step::AgentStop { target } | Step::AgentStart { target } | Step::TaskLease { target, .. }
+            if fleet.node_index(target).is_none() =>
+        {
+            Some(format!("{key}.target: \"{target}\" runs no agent (only nodes do)"))
+        }
+        Step::OpenEpoch { members } if members.is_empty() => {
+            Some(format!("{key}.members: an epoch needs at least one member"))
+        }
+        Step::OpenEpoch { members } => members
+            .iter()
+            .find(|member| fleet.node_index(member).is_none())
+            .map(|member| format!("{key}.members: \"{member}\" runs no agent (only nodes do)")),
+        Step::CloseEpoch { epoch: 0 } => Some(format!("{key}.epoch: epochs are numbered from 1")),
+        Step::MarkerDrift { target, .. }
+        | Step::EndpointIdentityChange { target }
+        | Step::StorageFault { target, .. }
+            if fleet.node_index(target).is_none() =>
+        {
+            Some(format!("{key}.target: \"{target}\" is not a worker node"))
+        }
+        Step::SshTimeout { target, .. } if target == CONTROLLER => {
+            Some(format!("{key}.target: the controller runs no SSH endpoint"))
+        }
+        Step::SshTimeout { count: 0, .. } => Some(format!("{key}.count: must be at least 1")),
+        Step::StartRollout { revision } if revision.is_empty() || revision == PRIOR_REVISION => {
+            Some(format!("{key}.revision: must name a new revision (the fleet runs {PRIOR_REVISION})"))
+        }
+        Step::MaasUnavailable { count: 0, .. } | Step::VaultUnavailable { count: 0 } => {
+            Some(format!("{key}.count: must be at least 1"))
+        }
+        Step::ResolverServfail { zones: Some(zones) } if zones.is_empty() => {
+            Some(format!("{key}.zones: name at least one zone, or leave zones out for every query"))
+        }
+        Step::Operator { reason, .. } if reason.trim().is_empty() => {
+            Some(format!("{key}.reason: an operator action needs a reason for its audit record (seed 000, section 8)"))
+        }
+        Step::Operator { actor, .. } if actor.trim().is_empty() => {
+            Some(format!("{key}.actor: an operator action needs an actor id for its audit record"))
+        }
+        Step::Operator { reason, actor, .. }
+            if reason.contains(engine::secret::SECRET_MARKER) || actor.contains(engine::secret::SECRET_MARKER) =>
+        {
+            Some(format!("{key}.reason: the audit record is journaled and traced, so it must not carry a credential"))
+        }
+        Step::ClockSkew { target, .. } if target == MAAS => {
+            Some(format!("{key}.target: the maas host runs on the site's clock, which cannot be skewed"))
+        }
+        _ => None,
+    };
+    match problem {
+        Some(message) => Err(source.error_at(Some(span), message)),
+        None => Ok(()),
+    }
+}
+
+/// Eventually-properties are judged after the faults heal: the last step that touches the network or a host must
+/// leave the liveness budget before the end of the run.
+fn check_liveness_room(
+    source: &Source,
+    tables: &[Spanned<toml::Table>],
+    steps: &[TimedStep],
+    duration_ms: u64,
+    liveness_budget_ms: u64,
+) -> Result<(), SpecError> {
+    let last = steps.iter().filter(|timed| !is_driver_action(&timed.step)).map(|timed| timed.at_ms).max();
+    if let Some(last) = last {
+        if last + liveness_budget_ms > duration_ms {
+            // Point at the late step itself.
+            let span = tables
+                .iter()
+                .find(|table| table.get_ref().get("at_ms").and_then(toml::Value::as_integer) == Some(last as i64))
+                .or(tables.first())
+                .map(Spanned::span);
+            return Err(source.error_at(
+                span,
+                format!(
+                    "duration_ms_max: the last fault step is at {last} ms; eventually-properties need {liveness_budget_ms} ms after it (liveness_budget_ms), so the run must last at least {} ms",
+                    last + liveness_budget_ms
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn is_driver_action(step: &Step) -> bool {
+    matches!(
+        step,
+        Step::OpenEpoch { .. }
+            | Step::CloseEpoch { .. }
+            | Step::TaskLease { .. }
+            | Step::StartRollout { .. }
+            | Step::RegisterMacs { .. }
+            | Step::ResumeOnboarding { .. }
+            | Step::Operator { .. }
+            | Step::Decommission { .. }
+    )
+}
+
+/// A stage as `on_stage` names it: an onboarding stage bare, a decommission stage with the `decommission:` prefix.
+pub fn stage_name(stage: engine::matrix::Stage) -> String {
+    match stage {
+        engine::matrix::Stage::Onboarding(stage) => stage.as_str().to_owned(),
+        engine::matrix::Stage::Decommission(stage) => {
+            format!("{}{}", crate::model::pairs::DECOMMISSION_PAIR_PREFIX, stage.as_str())
+        }
+    }
+}
+
+/// The stage `on_stage` names: `decommission:<stage>`, or a bare name (onboarding's first: `load_site_config` is
+/// in both workflows).
+fn parse_stage(name: &str) -> Option<engine::matrix::Stage> {
+    use engine::matrix::{DecommissionStage, OnboardingStage, Stage};
+    if let Some(name) = name.strip_prefix(crate::model::pairs::DECOMMISSION_PAIR_PREFIX) {
+        return DecommissionStage::ALL.into_iter().find(|stage| stage.as_str() == name).map(Stage::Decommission);
+    }
+    OnboardingStage::ALL
+        .into_iter()
+        .find(|stage| stage.as_str() == name)
+        .map(Stage::Onboarding)
+        .or_else(|| DecommissionStage::ALL.into_iter().find(|stage| stage.as_str() == name).map(Stage::Decommission))
+}
+
+/// The revision and generation every worker runs when a run starts (the RCCA's source before the incident rollout).
+pub const PRIOR_REVISION: &str = "7f3bbd12";
+pub const PRIOR_GENERATION: u64 = 4;
+
+fn resolve_expect(source: &Source, file: &ExpectFile) -> Result<Expectations, SpecError> {
+    let mut must_hold = Vec::new();
+    for name in &file.must_hold {
+        let info = known_oracle(source, "expect.must_hold", name)?;
+        if info.property == PropertyKind::Sometimes {
+            return Err(source.error_at(
+                Some(name.span()),
+                format!("expect.must_hold: \"{}\" is a sometimes-property; list it under must_fire", info.name),
+            ));
+        }
+        must_hold.push(info.name.to_owned());
+    }
+    let mut must_fire = Vec::new();
+    for name in &file.must_fire {
+        let info = known_oracle(source, "expect.must_fire", name)?;
+        if must_hold.iter().any(|held| held == info.name) {
+            return Err(
+                source.error_at(Some(name.span()), format!("expect.must_fire: \"{}\" is also in must_hold", info.name))
+            );
+        }
+        must_fire.push(info.name.to_owned());
+    }
+    let mut matrix_pairs = Vec::new();
+    for pair in &file.matrix_pairs {
+        if crate::model::pairs::listed_pair_workflow(pair.get_ref()).is_none() {
+            return Err(source.error_at(
+                Some(pair.span()),
+                format!(
+                    "expect.matrix_pairs: \"{}\" is not a pair the recovery matrix lists (stage/failure_class, decommission:stage/failure_class; see docs/recovery-matrix.md)",
+                    pair.get_ref()
+                ),
+            ));
+        }
+        matrix_pairs.push(pair.get_ref().clone());
+    }
+    Ok(Expectations { must_hold, must_fire, matrix_pairs })
+}
+
+pub(crate) fn known_oracle(
+    source: &Source,
+    key: &str,
+    name: &Spanned<String>,
+) -> Result<&'static oracles::OracleInfo, SpecError> {
+    oracles::info(name.get_ref()).ok_or_else(|| {
+        let known: Vec<&str> = oracles::CATALOG.iter().map(|info| info.name).collect();
+        source.error_at(
+            Some(name.span()),
+            format!("{key}: unknown oracle \"{}\" (known: {})", name.get_ref(), known.join(", ")),
+        )
+    })
+}
+
+pub mod write;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+schema_version = 1
+description = "two nodes"
+seed = 3
+duration_ms_max = 1_000_000
+
+[fleet]
+nodes = 2
+"#;
+
+    fn err(text: &str) -> String {
+        parse_scenario("s.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_minimal_scenario_gets_the_documented_defaults() {
+        let scenario = parse_scenario("s.toml", MINIMAL).unwrap();
+        assert_eq!(scenario.seed, 3);
+        assert_eq!(scenario.run.engine.hub_expiry, ExpiryPolicy::EpochAware);
+        assert_eq!(scenario.run.hub.agent_ttl_ms, 3_600_000);
+        assert_eq!(scenario.run.fleet.node_names(), ["node-01", "node-02"]);
+        assert_eq!(scenario.run.liveness_budget_ms, DEFAULT_LIVENESS_BUDGET_MS);
+    }
+
+    #[test]
+    fn an_operator_step_names_its_workflow_and_needs_a_reason() {
+        let site = format!("{MINIMAL}\n[onboarding]\nnodes = 1\n");
+        let step = |fields: &str| {
+            format!("{site}\n[[step]]\nat_ms = 1000\nkind = \"operator\"\ntarget = \"node-03\"\n{fields}\n")
+        };
+        let scenario =
+            parse_scenario("s.toml", &step("workflow = \"decommission\"\naction = \"cancel\"\nreason = \"r\""))
+                .unwrap();
+        assert_eq!(
+            scenario.run.steps[0].step,
+            Step::Operator {
+                target: "node-03".into(),
+                workflow: engine::matrix::Workflow::Decommission,
+                action: engine::matrix::RecoveryAction::Cancel,
+                actor: crate::model::faults::DEFAULT_OPERATOR_ACTOR.into(),
+                role: engine::recovery::ActorRole::Operator,
+                reason: "r".into(),
+                resolves_freeze: false,
+            }
+        );
+        let blank = err(&step("workflow = \"onboarding\"\naction = \"resume\"\nreason = \" \""));
+        assert!(
+            blank.contains("s.toml:") && blank.contains("step[0].reason: an operator action needs a reason"),
+            "{blank}"
+        );
+        let missing = err(&step("workflow = \"onboarding\"\naction = \"resume\""));
+        assert!(missing.contains("step[0]: missing field `reason`"), "{missing}");
+        let action = err(&step("workflow = \"onboarding\"\naction = \"reboot\"\nreason = \"r\""));
+        assert!(action.contains("step[0]: unknown variant `reboot`"), "{action}");
+        let secret = err(&step("workflow = \"onboarding\"\naction = \"resume\"\nreason = \"fleetsim-secret-x\""));
+        assert!(secret.contains("step[0].reason: the audit record"), "{secret}");
+    }
+
+    #[test]
+    fn node_names_pad_to_the_fleet_width() {
+        assert_eq!(node_name(9, 3), "node-03");
+        assert_eq!(node_name(1000, 7), "node-0007");
+        let fleet = FleetSpec { nodes: 50, durable: BTreeSet::new(), lane_size: 8, availability_floor: 0 };
+        assert_eq!(fleet.node_index("node-50"), Some(50));
+        assert_eq!(fleet.node_index("node-5"), None);
+        assert_eq!(fleet.node_index("node-51"), None);
+    }
+
+    #[test]
+    fn stage_triggered_steps_and_matrix_pairs_are_validated_with_their_position() {
+        let site = format!("{MINIMAL}\n[onboarding]\nnodes = 1\n");
+        let step = |body: &str| err(&format!("{site}\n[[step]]\n{body}\nkind = \"site_disabled\"\n"));
+        let both = step("at_ms = 5\non_stage = \"commission_node\"\nworkflow = \"node-03\"");
+        assert!(both.starts_with("s.toml:13:1: step[0]: give at_ms or on_stage, not both"), "{both}");
+        let stage = step("on_stage = \"polish_node\"\nworkflow = \"node-03\"");
+        assert!(stage.contains("step[0].on_stage: \"polish_node\" is not a stage of the recovery matrix"), "{stage}");
+        assert!(stage.contains("decommission:load_site_config"), "the decommission stages are named: {stage}");
+        let machine = step("on_stage = \"commission_node\"\nworkflow = \"node-09\"");
+        assert!(
+            machine.contains("step[0].workflow: \"node-09\" is not a machine of the MAAS site (node-03)"),
+            "{machine}"
+        );
+        let missing = step("on_stage = \"commission_node\"");
+        assert!(missing.contains("step[0]: on_stage needs workflow = \"<machine>\""), "{missing}");
+        let zero = step("on_stage = \"commission_node\"\nworkflow = \"node-03\"\noccurrence = 0");
+        assert!(zero.contains("step[0].occurrence: must be 1 or more, not 0"), "{zero}");
+        let stray = step("at_ms = 5\nworkflow = \"node-03\"");
+        assert!(stray.contains("workflow and occurrence go with on_stage"), "{stray}");
+        let no_site = err(&format!(
+            "{MINIMAL}\n[[step]]\non_stage = \"commission_node\"\nworkflow = \"node-03\"\nkind = \"crash\"\ntarget = \"hub\"\n"
+        ));
+        assert!(no_site.contains("step[0].on_stage: needs an [onboarding] table"), "{no_site}");
+        let pair = err(&format!("{site}\n[expect]\nmatrix_pairs = [\"commission_node/hardware_mismatch\"]\n"));
+        assert!(pair.starts_with("s.toml:14:"), "{pair}");
+        assert!(
+            pair.contains("\"commission_node/hardware_mismatch\" is not a pair the recovery matrix lists"),
+            "{pair}"
+        );
+        let ok = parse_scenario(
+            "s.toml",
+            &format!("{site}\n[[step]]\non_stage = \"commission_node\"\nworkflow = \"node-03\"\noccurrence = 2\nkind = \"site_disabled\"\n[expect]\nmatrix_pairs = [\"commission_node/state_ambiguity\"]\n"),
+        )
+        .unwrap();
+        assert_eq!(ok.run.stage_steps.len(), 1);
+        assert_eq!((ok.run.stage_steps[0].occurrence, ok.run.steps.len()), (2, 0));
+        assert_eq!(ok.run.expect.matrix_pairs, vec!["commission_node/state_ambiguity".to_owned()]);
+    }
+
+    #[test]
+    fn errors_name_file_line_column_and_key() {
+        let unknown_key = err(&format!("{MINIMAL}colour = 1\n"));
+        assert!(
+            unknown_key.starts_with("s.toml:9:1: unknown field `colour`, expected one of `nodes`, `durable`"),
+            "{unknown_key}"
+        );
+        let syntax = err("schema_version = = 1");
+        assert!(syntax.starts_with("s.toml:1:"), "{syntax}");
+        let step = format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"partition\"\na = \"node-01\"\nb = \"node-99\"\n");
+        let unknown_host = err(&step);
+        assert!(unknown_host.starts_with("s.toml:10:1: step[0].b: unknown host \"node-99\""), "{unknown_host}");
+        let bad_kind = err(&format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"meteor\"\n"));
+        assert!(bad_kind.contains("step[0]: unknown variant `meteor`"), "{bad_kind}");
+        let bad_oracle = err(&format!("{MINIMAL}\n[expect]\nmust_hold = [\"nothing_bad\"]\n"));
+        assert!(
+            bad_oracle.starts_with("s.toml:11:14: expect.must_hold: unknown oracle \"nothing_bad\""),
+            "{bad_oracle}"
+        );
+        let version = err(&MINIMAL.replace("schema_version = 1", "schema_version = 2"));
+        assert!(version.starts_with("s.toml:2:18: schema_version: this fleetsim reads version 1"), "{version}");
+    }
+
+    #[test]
+    fn a_fault_too_late_for_the_liveness_budget_is_refused() {
+        let late = format!("{MINIMAL}\n[[step]]\nat_ms = 900_000\nkind = \"crash\"\ntarget = \"hub\"\n");
+        assert!(err(&late).contains("must last at least 1500000 ms"), "{}", err(&late));
+    }
+
+    #[test]
+    fn rollout_steps_are_validated() {
+        let step = |body: &str| err(&format!("{MINIMAL}\n[[step]]\nat_ms = 5\n{body}\n"));
+        assert!(
+            step("kind = \"marker_drift\"\ntarget = \"hub\"\nshape = \"env_absent\"")
+                .contains("step[0].target: \"hub\" is not a worker node")
+        );
+        assert!(
+            step("kind = \"storage_fault\"\ntarget = \"controller\"\nstorage = \"full\"")
+                .contains("is not a worker node")
+        );
+        assert!(
+            step("kind = \"ssh_timeout\"\ntarget = \"node-01\"\ncount = 0")
+                .contains("step[0].count: must be at least 1")
+        );
+        assert!(step("kind = \"ssh_timeout\"\ntarget = \"controller\"\ncount = 1").contains("runs no SSH endpoint"));
+        assert!(step("kind = \"start_rollout\"\nrevision = \"7f3bbd12\"").contains("must name a new revision"));
+        assert!(
+            step("kind = \"marker_drift\"\ntarget = \"node-01\"\nshape = \"melted\"")
+                .contains("unknown variant `melted`")
+        );
+    }
+
+    #[test]
+    fn a_seed_above_the_largest_toml_integer_is_a_string_of_digits() {
+        let big = MINIMAL.replace("seed = 3", "seed = \"18446744073709551615\"");
+        assert_eq!(parse_scenario("s.toml", &big).unwrap().seed, u64::MAX);
+        assert!(err(&MINIMAL.replace("seed = 3", "seed = \"x1\"")).contains("seed: \"x1\" is not a whole number"));
+        assert!(err(&MINIMAL.replace("seed = 3", "seed = -1")).contains("seed: must be 0 or more"));
+    }
+
+    #[test]
+    fn a_sometimes_property_cannot_be_required_to_hold() {
+        let text = format!("{MINIMAL}\n[expect]\nmust_hold = [\"agent_tombstoned\"]\n");
+        assert!(err(&text).contains("is a sometimes-property"));
+    }
+}

@@ -1,0 +1,200 @@
+//! The collectors: the per-run series the report's plots and tables draw (`reports::RunRecord`'s `availability`,
+//! `lanes`, `workflows`, `fault_phases` and `matrix_pairs`), gathered from the trace's events as a [`Sink`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::model::faults::Step;
+use crate::observe::trace::{Body, Event, OnboardingBody, RolloutBody, Sink};
+
+/// The per-run series the report's plots draw (`reports::RunRecord`'s `availability`, `lanes`, `workflows` and
+/// `fault_phases`), gathered from the events as they are recorded. Collectors only read events: they add none, so
+/// the trace and its digest are the same with them as without.
+#[derive(Debug, Default)]
+pub struct Collectors {
+    /// Recovery-matrix pairs the workflows hit: `stage/failure_class` (decommission pairs prefixed) → stage failures
+    /// classified so.
+    pub matrix_pairs: BTreeMap<String, u64>,
+    /// What `availability_floor` counts (set up at `run.start`).
+    counted: crate::observe::oracles::rollout::Availability,
+    pub availability: Vec<reports::AvailabilityPoint>,
+    pub availability_cut_ms: Option<u64>,
+    pub lanes: Vec<reports::LaneSpan>,
+    /// `(rollout, lane)` → its index in `lanes`, and the nodes seen starting steps in it.
+    lane_index: BTreeMap<(String, u64), (usize, BTreeSet<String>)>,
+    pub workflows: Vec<reports::WorkflowSpan>,
+    workflow_index: BTreeMap<String, usize>,
+    /// Rollouts started and not yet terminal (or refused).
+    rollouts_active: u64,
+    /// Onboarding workflows started and not yet completed or stopped.
+    workflows_in_flight: BTreeSet<String>,
+    /// Every step applied, with the lifecycle phase it was applied in (one of `reports::PHASES`); the runner keeps
+    /// the faults among them.
+    pub step_phases: Vec<(Step, &'static str)>,
+}
+
+impl Sink for Collectors {
+    fn on_event(&mut self, event: &Event, _line: &str) {
+        match &event.body {
+            Body::Onboarding { event: OnboardingBody::StageFailed { stage, class, .. }, .. } => {
+                *self.matrix_pairs.entry(format!("{stage}/{class}")).or_default() += 1;
+            }
+            Body::Decommission { event: OnboardingBody::StageFailed { stage, class, .. }, .. } => {
+                let prefix = crate::model::pairs::DECOMMISSION_PAIR_PREFIX;
+                *self.matrix_pairs.entry(format!("{prefix}{stage}/{class}")).or_default() += 1;
+            }
+            _ => {}
+        }
+        self.on_series_event(event);
+    }
+}
+
+impl Collectors {
+    fn on_series_event(&mut self, event: &Event) {
+        let t_ms = event.t_ms;
+        match &event.body {
+            Body::RunStart { nodes, .. } => {
+                self.counted = crate::observe::oracles::rollout::Availability::new(*nodes as usize);
+                self.availability.clear();
+                self.availability.push(reports::AvailabilityPoint { t_ms, available: *nodes });
+                return;
+            }
+            Body::Step { step } => {
+                let phase = match (self.rollouts_active > 0, !self.workflows_in_flight.is_empty()) {
+                    (true, false) => reports::PHASES[0],
+                    (false, true) => reports::PHASES[1],
+                    (true, true) => reports::PHASES[2],
+                    (false, false) => reports::PHASES[3],
+                };
+                self.step_phases.push((step.clone(), phase));
+                if matches!(step, Step::StartRollout { .. }) {
+                    self.rollouts_active += 1;
+                }
+                return;
+            }
+            Body::Rollout { rollout, event } => {
+                self.on_rollout(t_ms, rollout, event);
+                return;
+            }
+            Body::Onboarding { workflow, event } => {
+                self.on_onboarding(t_ms, workflow, event);
+                return;
+            }
+            _ if self.counted.observe(event) => {}
+            _ => return,
+        }
+        let available = self.counted.healthy() as u64;
+        if self.availability.last().is_some_and(|point| point.available == available)
+            || self.availability_cut_ms.is_some()
+        {
+            return;
+        }
+        if self.availability.len() >= reports::AVAILABILITY_POINTS_MAX {
+            self.availability_cut_ms = Some(t_ms);
+        } else {
+            self.availability.push(reports::AvailabilityPoint { t_ms, available });
+        }
+    }
+
+    fn on_rollout(&mut self, t_ms: u64, rollout: &str, event: &RolloutBody) {
+        match event {
+            RolloutBody::StepStarted { node, lane, .. } | RolloutBody::StepDone { node, lane, .. } => {
+                let started = matches!(event, RolloutBody::StepStarted { .. });
+                if let Some((index, nodes)) = self.lane(t_ms, rollout, *lane) {
+                    if started {
+                        nodes.insert(node.clone());
+                    }
+                    let count = nodes.len() as u64;
+                    let span = &mut self.lanes[index];
+                    span.end_ms = t_ms;
+                    if span.verdict.is_none() {
+                        span.nodes = count;
+                    }
+                }
+            }
+            RolloutBody::LaneCommitted { lane, verdict, nodes } => {
+                if let Some((index, _)) = self.lane(t_ms, rollout, *lane) {
+                    let span = &mut self.lanes[index];
+                    span.end_ms = t_ms;
+                    span.verdict = Some(verdict.clone());
+                    span.nodes = nodes.len() as u64;
+                }
+            }
+            RolloutBody::Terminal { .. } | RolloutBody::PlanRefused { .. } => {
+                self.rollouts_active = self.rollouts_active.saturating_sub(1);
+            }
+            RolloutBody::PlanFrozen { .. }
+            | RolloutBody::Quarantined { .. }
+            | RolloutBody::Repaired { .. }
+            | RolloutBody::Adopted { .. }
+            | RolloutBody::Retrying { .. }
+            | RolloutBody::NodeFailed { .. }
+            | RolloutBody::RouteChanged { .. }
+            | RolloutBody::LockWaiting { .. }
+            | RolloutBody::LockTaken { .. }
+            | RolloutBody::Reauthenticated { .. }
+            | RolloutBody::SkippedHeld { .. } => {}
+        }
+    }
+
+    /// The lane's index in `lanes` and its nodes, created at `t_ms` when new; `None` once [`reports::SPANS_MAX`]
+    /// lanes are kept.
+    fn lane(&mut self, t_ms: u64, rollout: &str, lane: u64) -> Option<(usize, &mut BTreeSet<String>)> {
+        let key = (rollout.to_owned(), lane);
+        if !self.lane_index.contains_key(&key) {
+            if self.lanes.len() >= reports::SPANS_MAX {
+                return None;
+            }
+            self.lanes.push(reports::LaneSpan {
+                rollout: rollout.to_owned(),
+                lane,
+                nodes: 0,
+                start_ms: t_ms,
+                end_ms: t_ms,
+                verdict: None,
+            });
+            self.lane_index.insert(key.clone(), (self.lanes.len() - 1, BTreeSet::new()));
+        }
+        self.lane_index.get_mut(&key).map(|(index, nodes)| (*index, nodes))
+    }
+
+    fn on_onboarding(&mut self, t_ms: u64, workflow: &str, event: &OnboardingBody) {
+        let ended = match event {
+            OnboardingBody::StageStarted { .. } => {
+                self.workflows_in_flight.insert(workflow.to_owned());
+                match self.workflow_index.get(workflow) {
+                    Some(index) => {
+                        let span = &mut self.workflows[*index];
+                        if span.end_ms.is_some() {
+                            span.end_ms = None;
+                            span.outcome = "in flight".to_owned();
+                        }
+                    }
+                    None if self.workflows.len() < reports::SPANS_MAX => {
+                        self.workflow_index.insert(workflow.to_owned(), self.workflows.len());
+                        self.workflows.push(reports::WorkflowSpan {
+                            workflow: workflow.to_owned(),
+                            start_ms: t_ms,
+                            end_ms: None,
+                            outcome: "in flight".to_owned(),
+                        });
+                    }
+                    None => {}
+                }
+                return;
+            }
+            OnboardingBody::Completed { .. } => "completed".to_owned(),
+            OnboardingBody::Stopped { class, .. } => format!("stopped: {class}"),
+            OnboardingBody::StageDone { .. }
+            | OnboardingBody::Observed { .. }
+            | OnboardingBody::Stalled { .. }
+            | OnboardingBody::StageFailed { .. }
+            | OnboardingBody::Retrying { .. } => return,
+        };
+        self.workflows_in_flight.remove(workflow);
+        if let Some(index) = self.workflow_index.get(workflow) {
+            let span = &mut self.workflows[*index];
+            span.end_ms = Some(t_ms);
+            span.outcome = ended;
+        }
+    }
+}

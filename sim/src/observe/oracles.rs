@@ -1,0 +1,226 @@
+//! Oracles: properties checked from trace events only, separate from the engine and the fakes they judge.
+//!
+//! Typed as in stateright: an **always** property is a safety invariant (any counterexample fails the run), an
+//! **eventually** property is a liveness deadline measured from when the faults that could excuse it healed, and a
+//! **sometimes** property records that the run reached an interesting state (so a run, or a campaign, that never got
+//! there cannot pass vacuously). `docs/oracles.md` documents each one.
+
+use engine::secret::SECRET_MARKER;
+use reports::PropertyKind;
+
+use crate::model::oracles::{CATALOG, OracleId, OracleInfo};
+use crate::observe::trace::{Body, Event, OnboardingBody, RolloutBody};
+
+pub mod heartbeat;
+mod operator;
+pub(crate) mod rollout;
+mod site;
+#[cfg(test)]
+mod tests;
+
+/// The most violations kept per oracle and run (the count is not capped, the evidence is).
+const EVIDENCE_KEPT_PER_ORACLE: usize = 10;
+
+/// What the oracles need to know about the run's configuration.
+#[derive(Debug, Clone)]
+pub struct OracleContext {
+    pub controller: String,
+    pub hub: String,
+    pub agent_ttl_ms: u64,
+    pub sweep_interval_ms: u64,
+    /// The engine's call timeout: an answer older than this is never acted on.
+    pub call_timeout_ms: u64,
+    /// The largest one-way link latency the run can have.
+    pub latency_max_ms: u64,
+    /// Worker nodes in the fleet.
+    pub nodes: u32,
+    /// The most nodes a rollout may hold at once.
+    pub lane_size: u32,
+    /// Healthy, eligible nodes a rollout must keep (0: no floor).
+    pub availability_floor: u32,
+    /// The onboarding workflows the run starts (empty without `[onboarding]`).
+    pub workflows: Vec<String>,
+    /// The decommission workflows the run's `decommission` steps ask for.
+    pub decommissions: Vec<String>,
+    /// The site's policies the matrix's words defer to.
+    pub site_policy: engine::workflow::SitePolicy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub t_ms: u64,
+    pub evidence: String,
+}
+
+pub trait Oracle {
+    fn on_event(&mut self, event: &Event, line: &str, out: &mut Vec<Finding>);
+    /// Called once when the run ends at `end_ms`: eventually-properties judge what is due by then.
+    fn on_finish(&mut self, _end_ms: u64, _out: &mut Vec<Finding>) {}
+}
+
+/// The oracle of `id`, for this run's configuration. Exhaustive: an oracle added to the catalogue
+/// ([`crate::model::oracles`]) does not compile until it is built here.
+fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
+    match id {
+        OracleId::SilenceSignalIsJustified => Box::new(heartbeat::SilenceJustified::new(ctx)),
+        OracleId::EpochMemberNeverTombstoned => Box::new(heartbeat::EpochMemberNeverTombstoned::default()),
+        OracleId::SecretsNeverInTrace => Box::new(SecretsNeverInTrace),
+        OracleId::SilenceDetectedInTime => Box::new(heartbeat::SilenceDetectedInTime::new(ctx)),
+        OracleId::AvailabilityFloor => Box::new(rollout::AvailabilityFloor::new(ctx)),
+        OracleId::LaneBound => Box::new(rollout::LaneBound::new(ctx.lane_size as usize)),
+        OracleId::NoDuplicateMutation => Box::new(rollout::NoDuplicateMutation::default()),
+        OracleId::NoFetchAfterQuiescence => Box::new(rollout::NoFetchAfterQuiescence::default()),
+        OracleId::NoIncoherentNodeMutated => Box::new(rollout::NoIncoherentNodeMutated::default()),
+        OracleId::NoDispatchToHeldWorker => Box::new(rollout::NoDispatchToHeld::default()),
+        OracleId::EveryLaneConverged => Box::new(rollout::EveryLaneConverged::default()),
+        OracleId::HoldsAccounted => Box::new(rollout::HoldsAccounted::default()),
+        OracleId::InstanceSilentRaised => Box::new(Reached(|body| matches!(body, Body::InstanceSilent { .. }))),
+        OracleId::InstanceRecoveredRaised => Box::new(Reached(|body| matches!(body, Body::InstanceRecovered { .. }))),
+        OracleId::AgentTombstoned => Box::new(Reached(|body| matches!(body, Body::HubTombstoned { .. }))),
+        OracleId::AgentOfflined => Box::new(Reached(|body| matches!(body, Body::HubOffline { .. }))),
+        OracleId::HostRestarted => Box::new(Reached(|body| matches!(body, Body::HostBoot { boot } if *boot > 1))),
+        OracleId::DispatchRefusedByHold => Box::new(Reached(|body| matches!(body, Body::HubDispatchRefused { .. }))),
+        OracleId::NodeQuarantined => {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::Quarantined { .. }, .. })))
+        }
+        OracleId::ControllerAdoptedJournal => {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::Adopted { .. }, .. })))
+        }
+        OracleId::RolloutReachedSuccessor => Box::new(Reached(
+            |body| matches!(body, Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } if outcome == "successor"),
+        )),
+        OracleId::RolloutStoppedOnRouteChange => {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::RouteChanged { .. }, .. })))
+        }
+        OracleId::RetryRecovered => Box::new(rollout::RetryRecovered::default()),
+        OracleId::OnlyIntendedHoldsReleased => Box::new(rollout::OnlyIntendedHoldsReleased),
+        OracleId::ReceiptsNameFrozenRoute => Box::new(rollout::ReceiptsNameFrozenRoute::default()),
+        OracleId::RolloutTimeBounded => Box::new(rollout::RolloutTimeBounded::default()),
+        OracleId::CredentialRenewedMidRollout => {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::Reauthenticated { .. }, .. })))
+        }
+        OracleId::StaleLockWaitedOut => {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::LockWaiting { .. }, .. })))
+        }
+        OracleId::LockSupersededOnAdoption => Box::new(Reached(|body| {
+            matches!(body, Body::Rollout { event: RolloutBody::LockTaken { superseded: true, .. }, .. })
+        })),
+        OracleId::OperatorHoldRespected => {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::SkippedHeld { .. }, .. })))
+        }
+        OracleId::MaasTransitionsLegal => Box::new(site::MaasTransitionsLegal),
+        OracleId::NoDestructiveCallWithoutFreshRead => Box::new(site::NoDestructiveCallWithoutFreshRead::default()),
+        OracleId::NoDoubleCommissionOrDeploy => Box::new(site::NoDoubleCommissionOrDeploy::default()),
+        OracleId::OnboardingFollowsTheMatrix => {
+            Box::new(site::FollowsTheMatrix::new(engine::matrix::Workflow::Onboarding, ctx))
+        }
+        OracleId::DecommissionFollowsTheMatrix => {
+            Box::new(site::FollowsTheMatrix::new(engine::matrix::Workflow::Decommission, ctx))
+        }
+        OracleId::DecommissionCompleted => {
+            Box::new(Reached(|body| matches!(body, Body::Decommission { event: OnboardingBody::Completed { .. }, .. })))
+        }
+        OracleId::EveryDecommissionRests => Box::new(site::EveryDecommissionRests::new(ctx)),
+        OracleId::EveryNodeOnboardedOrDiagnosed => Box::new(site::EveryNodeOnboardedOrDiagnosed::new(ctx)),
+        OracleId::StallDetected => {
+            Box::new(Reached(|body| matches!(body, Body::Onboarding { event: OnboardingBody::Stalled { .. }, .. })))
+        }
+        OracleId::OnboardingCompleted => {
+            Box::new(Reached(|body| matches!(body, Body::Onboarding { event: OnboardingBody::Completed { .. }, .. })))
+        }
+        OracleId::MacDriftClassified => Box::new(Reached(|body| {
+            matches!(body, Body::Onboarding { event: OnboardingBody::Stopped { class, evidence, .. }, .. }
+                    if class == "state_ambiguity" && evidence.iter().any(|e| e.to_ascii_lowercase().contains("unknown machine")))
+        })),
+        OracleId::EpochMemberSurvivedTtl => Box::new(heartbeat::EpochMemberSurvivedTtl::new(ctx)),
+        OracleId::AuditRecordsComplete => Box::new(operator::AuditRecordsComplete::default()),
+        OracleId::NoAutomationOnFrozenWorkflow => Box::new(operator::NoAutomationOnFrozenWorkflow::default()),
+        OracleId::ActionReachesExpectedState => Box::new(operator::ActionReachesExpectedState::default()),
+    }
+}
+
+/// The oracles of one run and what they found.
+pub struct OracleSet {
+    oracles: Vec<(&'static OracleInfo, Box<dyn Oracle>)>,
+    /// Per oracle: findings kept (violations capped, sometimes-properties only the first) and the total count.
+    findings: Vec<(Vec<Finding>, u64)>,
+    scratch: Vec<Finding>,
+}
+
+impl OracleSet {
+    /// Every oracle of the catalogue: all safety and liveness properties are checked in every run.
+    pub fn all(ctx: &OracleContext) -> OracleSet {
+        let oracles: Vec<_> = CATALOG.iter().map(|info| (info, build(info.id, ctx))).collect();
+        let findings = oracles.iter().map(|_| (Vec::new(), 0)).collect();
+        OracleSet { oracles, findings, scratch: Vec::new() }
+    }
+
+    pub fn on_event(&mut self, event: &Event, line: &str) {
+        for index in 0..self.oracles.len() {
+            self.oracles[index].1.on_event(event, line, &mut self.scratch);
+            self.take_scratch(index);
+        }
+    }
+
+    pub fn finish(&mut self, end_ms: u64) {
+        for index in 0..self.oracles.len() {
+            self.oracles[index].1.on_finish(end_ms, &mut self.scratch);
+            self.take_scratch(index);
+        }
+    }
+
+    fn take_scratch(&mut self, index: usize) {
+        if self.scratch.is_empty() {
+            return;
+        }
+        let property = self.oracles[index].0.property;
+        let (kept, count) = &mut self.findings[index];
+        for finding in self.scratch.drain(..) {
+            *count += 1;
+            let cap = if property == PropertyKind::Sometimes { 1 } else { EVIDENCE_KEPT_PER_ORACLE };
+            if kept.len() < cap {
+                kept.push(finding);
+            }
+        }
+    }
+
+    /// `(oracle, findings kept, total count)` for every oracle that fired, in catalogue order.
+    pub fn fired(&self) -> impl Iterator<Item = (&'static OracleInfo, &[Finding], u64)> {
+        self.oracles
+            .iter()
+            .zip(&self.findings)
+            .filter(|(_, (_, count))| *count > 0)
+            .map(|((info, _), (kept, count))| (*info, kept.as_slice(), *count))
+    }
+}
+
+/// A sometimes-property reached by one kind of event.
+struct Reached(fn(&Body) -> bool);
+
+impl Oracle for Reached {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if (self.0)(&event.body) {
+            out.push(Finding { t_ms: event.t_ms, evidence: format!("{} on {}", kind_of(&event.body), event.host) });
+        }
+    }
+}
+
+fn kind_of(body: &Body) -> String {
+    serde_json::to_value(body)
+        .ok()
+        .and_then(|value| value.get("kind").and_then(|kind| kind.as_str().map(str::to_owned)))
+        .unwrap_or_default()
+}
+
+struct SecretsNeverInTrace;
+
+impl Oracle for SecretsNeverInTrace {
+    fn on_event(&mut self, event: &Event, line: &str, out: &mut Vec<Finding>) {
+        if line.contains(SECRET_MARKER) {
+            out.push(Finding {
+                t_ms: event.t_ms,
+                evidence: format!("a {} event on {} carries a credential", kind_of(&event.body), event.host),
+            });
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! The oracles of the hub and its agents (seed 001's heartbeats and TTL, seed 004's silence signal): silence
+//! justified and detected in time, epoch members never tombstoned, the observer's health.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use engine::sensor::{SENSOR_PERIOD_MS, SILENT_THRESHOLD_MS};
+
+use crate::model::faults::Step;
+use crate::observe::oracles::{Finding, Oracle, OracleContext};
+use crate::observe::trace::{Body, Event};
+
+/// The deadline the runbook sets for silence detection: within 4 minutes of the last heartbeat.
+pub const SILENCE_DETECTION_DEADLINE_MS: u64 = 240_000;
+
+/// `silence_signal_is_justified`: when `instance_silent` is raised at `t`, the hub received no heartbeat from that
+/// instance in `[t - 3 min, t - call timeout]`. The last call-timeout of the window is excused: a heartbeat that landed
+/// after the sensor's read cannot be in the snapshot it acted on, and the engine drops answers older than its timeout.
+pub(super) struct SilenceJustified {
+    window_end_slack_ms: u64,
+    heartbeats: BTreeMap<String, VecDeque<u64>>,
+}
+
+impl SilenceJustified {
+    pub(super) fn new(ctx: &OracleContext) -> SilenceJustified {
+        SilenceJustified { window_end_slack_ms: ctx.call_timeout_ms, heartbeats: BTreeMap::new() }
+    }
+}
+
+impl Oracle for SilenceJustified {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubHeartbeat { agent } => {
+                let seen = self.heartbeats.entry(agent.clone()).or_default();
+                seen.push_back(event.t_ms);
+                while seen.front().is_some_and(|t| *t + SILENT_THRESHOLD_MS < event.t_ms) {
+                    seen.pop_front();
+                }
+            }
+            Body::InstanceSilent { instance, silent_for_ms } => {
+                let from = event.t_ms.saturating_sub(SILENT_THRESHOLD_MS);
+                let to = event.t_ms.saturating_sub(self.window_end_slack_ms);
+                let fresh = self
+                    .heartbeats
+                    .get(instance)
+                    .and_then(|seen| seen.iter().rev().find(|t| **t >= from && **t <= to).copied());
+                if let Some(heartbeat_ms) = fresh {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{instance} reported silent for {silent_for_ms} ms, but the hub received its heartbeat at t={heartbeat_ms} ms, {} ms earlier",
+                            event.t_ms - heartbeat_ms
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct EpochMemberNeverTombstoned {
+    open: BTreeMap<u64, BTreeSet<String>>,
+}
+
+impl Oracle for EpochMemberNeverTombstoned {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubEpochOpened { epoch, members } => {
+                self.open.insert(*epoch, members.iter().cloned().collect());
+            }
+            Body::HubEpochClosed { epoch } => {
+                self.open.remove(epoch);
+            }
+            Body::HubTombstoned { agent, silent_ms } => {
+                if let Some((epoch, _)) = self.open.iter().find(|(_, members)| members.contains(agent)) {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{agent}, a member of open epoch {epoch}, was tombstoned after {silent_ms} ms of silence"
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Tracks whether the observer — the controller, the hub and the link between them — is healthy, from the trace's
+/// host and step events. Detection deadlines run only while it is, and restart when it heals.
+pub(super) struct ObserverHealth {
+    controller: String,
+    hub: String,
+    down_hosts: BTreeSet<String>,
+    /// Faults on the controller–hub link, by kind and direction.
+    link_faults: BTreeSet<(&'static str, bool)>,
+    healthy_since_ms: Option<u64>,
+}
+
+impl ObserverHealth {
+    pub(super) fn new(ctx: &OracleContext) -> ObserverHealth {
+        ObserverHealth {
+            controller: ctx.controller.clone(),
+            hub: ctx.hub.clone(),
+            down_hosts: BTreeSet::new(),
+            link_faults: BTreeSet::new(),
+            healthy_since_ms: Some(0),
+        }
+    }
+
+    /// Direction of `a → b` on the observer link: `Some(true)` controller→hub, `Some(false)` hub→controller.
+    pub(super) fn direction(&self, a: &str, b: &str) -> Option<bool> {
+        if a == self.controller && b == self.hub {
+            Some(true)
+        } else if a == self.hub && b == self.controller {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// Updates from one event; returns true when health changed.
+    pub(super) fn observe(&mut self, event: &Event) -> bool {
+        let was_healthy = self.healthy_since_ms.is_some();
+        let host = &*event.host;
+        match &event.body {
+            Body::HostCrash { .. } if host == self.controller || host == self.hub => {
+                self.down_hosts.insert(host.to_owned());
+            }
+            Body::HostBoot { .. } => {
+                self.down_hosts.remove(host);
+            }
+            Body::Step { step } => self.observe_step(step),
+            _ => return false,
+        }
+        let healthy = self.down_hosts.is_empty() && self.link_faults.is_empty();
+        match (was_healthy, healthy) {
+            (false, true) => self.healthy_since_ms = Some(event.t_ms),
+            (true, false) => self.healthy_since_ms = None,
+            _ => return false,
+        }
+        true
+    }
+
+    pub(super) fn observe_step(&mut self, step: &Step) {
+        let mut set = |kind: &'static str, a: &str, b: &str, on: bool, both: bool| {
+            for (x, y) in if both { vec![(a, b), (b, a)] } else { vec![(a, b)] } {
+                if let Some(direction) = self.direction(x, y) {
+                    if on {
+                        self.link_faults.insert((kind, direction));
+                    } else {
+                        self.link_faults.remove(&(kind, direction));
+                    }
+                }
+            }
+        };
+        match step {
+            Step::Partition { a, b } => set("partition", a, b, true, true),
+            Step::Repair { a, b } => set("partition", a, b, false, true),
+            Step::PartitionOneway { from, to } => set("partition", from, to, true, false),
+            Step::RepairOneway { from, to } => set("partition", from, to, false, false),
+            Step::Hold { a, b } => set("hold", a, b, true, true),
+            Step::Release { a, b } => set("hold", a, b, false, true),
+            Step::LinkLoss { a, b, request_per_mille, response_per_mille } => {
+                set("loss", a, b, request_per_mille + response_per_mille > 0, true)
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `silence_detected_in_time`: every silence is reported by `max(last heartbeat, observer healthy since) + 4 min +
+/// slack`, and every recovery by `max(first heartbeat back, observer healthy since) + 1 sensor period + slack`, where
+/// slack covers one read round trip at the run's worst link latency.
+pub(super) struct SilenceDetectedInTime {
+    health: ObserverHealth,
+    slack_ms: u64,
+    agents: BTreeMap<String, AgentWatch>,
+    /// `(deadline, agent, what)` ordered by deadline.
+    due: BTreeSet<(u64, String, Due)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Due {
+    Silence,
+    Recovery,
+}
+
+#[derive(Default)]
+pub(super) struct AgentWatch {
+    last_heartbeat_ms: u64,
+    /// The engine reported the instance silent and has not reported it recovered.
+    reported_silent: bool,
+    /// The current silence (since the last heartbeat) has been reported.
+    silence_reported: bool,
+    heard_back_ms: Option<u64>,
+    deadlines: Vec<(u64, Due)>,
+}
+
+impl SilenceDetectedInTime {
+    pub(super) fn new(ctx: &OracleContext) -> SilenceDetectedInTime {
+        SilenceDetectedInTime {
+            health: ObserverHealth::new(ctx),
+            slack_ms: 2 * ctx.latency_max_ms + 1,
+            agents: BTreeMap::new(),
+            due: BTreeSet::new(),
+        }
+    }
+
+    pub(super) fn reschedule(&mut self, agent: &str) {
+        let Some(watch) = self.agents.get_mut(agent) else { return };
+        for (deadline, due) in watch.deadlines.drain(..) {
+            self.due.remove(&(deadline, agent.to_owned(), due));
+        }
+        let Some(healthy_since) = self.health.healthy_since_ms else { return };
+        if !watch.silence_reported {
+            let deadline = watch.last_heartbeat_ms.max(healthy_since) + SILENCE_DETECTION_DEADLINE_MS + self.slack_ms;
+            watch.deadlines.push((deadline, Due::Silence));
+        }
+        if let (true, Some(back)) = (watch.reported_silent, watch.heard_back_ms) {
+            let deadline = back.max(healthy_since) + SENSOR_PERIOD_MS + self.slack_ms;
+            watch.deadlines.push((deadline, Due::Recovery));
+        }
+        for (deadline, due) in &watch.deadlines {
+            self.due.insert((*deadline, agent.to_owned(), *due));
+        }
+    }
+
+    pub(super) fn judge_until(&mut self, now_ms: u64, out: &mut Vec<Finding>) {
+        while let Some(first) = self.due.first().cloned() {
+            if first.0 >= now_ms {
+                break;
+            }
+            self.due.remove(&first);
+            let (deadline, agent, due) = first;
+            let Some(watch) = self.agents.get_mut(&agent) else { continue };
+            watch.deadlines.retain(|entry| *entry != (deadline, due));
+            let evidence = match due {
+                Due::Silence => {
+                    watch.silence_reported = true; // judged once per silence
+                    format!(
+                        "{agent}: last heartbeat at t={} ms, no instance_silent by the deadline t={deadline} ms",
+                        watch.last_heartbeat_ms
+                    )
+                }
+                Due::Recovery => {
+                    let back = watch.heard_back_ms.take().unwrap_or_default();
+                    format!(
+                        "{agent}: heartbeats back at t={back} ms, no instance_recovered by the deadline t={deadline} ms"
+                    )
+                }
+            };
+            out.push(Finding { t_ms: deadline, evidence });
+        }
+    }
+}
+
+impl Oracle for SilenceDetectedInTime {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        self.judge_until(event.t_ms, out);
+        if self.health.observe(event) {
+            let agents: Vec<String> = self.agents.keys().cloned().collect();
+            for agent in agents {
+                self.reschedule(&agent);
+            }
+            return;
+        }
+        let agent = match &event.body {
+            Body::HubRegistered { agent, .. } => {
+                self.agents
+                    .insert(agent.clone(), AgentWatch { last_heartbeat_ms: event.t_ms, ..AgentWatch::default() });
+                agent
+            }
+            Body::HubHeartbeat { agent } => {
+                let watch = self.agents.entry(agent.clone()).or_default();
+                watch.last_heartbeat_ms = event.t_ms;
+                watch.silence_reported = false;
+                if watch.reported_silent && watch.heard_back_ms.is_none() {
+                    watch.heard_back_ms = Some(event.t_ms);
+                }
+                agent
+            }
+            Body::InstanceSilent { instance, .. } => {
+                let watch = self.agents.entry(instance.clone()).or_default();
+                watch.reported_silent = true;
+                watch.silence_reported = true;
+                watch.heard_back_ms = None;
+                instance
+            }
+            Body::InstanceRecovered { instance, .. } => {
+                let watch = self.agents.entry(instance.clone()).or_default();
+                watch.reported_silent = false;
+                watch.heard_back_ms = None;
+                instance
+            }
+            _ => return,
+        };
+        let agent = agent.clone();
+        self.reschedule(&agent);
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        self.judge_until(end_ms, out);
+    }
+}
+
+/// `epoch_member_survived_ttl`: the RCCA's exit criterion, reached when an open-epoch member has been silent longer
+/// than the TTL plus one sweep and is still not tombstoned.
+pub(super) struct EpochMemberSurvivedTtl {
+    ttl_ms: u64,
+    sweep_interval_ms: u64,
+    open: BTreeMap<u64, BTreeSet<String>>,
+    last_heartbeat_ms: BTreeMap<String, u64>,
+    tombstoned: BTreeSet<String>,
+    reached: bool,
+    checked_minute: u64,
+}
+
+impl EpochMemberSurvivedTtl {
+    pub(super) fn new(ctx: &OracleContext) -> EpochMemberSurvivedTtl {
+        EpochMemberSurvivedTtl {
+            ttl_ms: ctx.agent_ttl_ms,
+            sweep_interval_ms: ctx.sweep_interval_ms,
+            open: BTreeMap::new(),
+            last_heartbeat_ms: BTreeMap::new(),
+            tombstoned: BTreeSet::new(),
+            reached: false,
+            checked_minute: 0,
+        }
+    }
+}
+
+impl Oracle for EpochMemberSurvivedTtl {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubRegistered { agent, .. } | Body::HubHeartbeat { agent } => {
+                self.last_heartbeat_ms.insert(agent.clone(), event.t_ms);
+            }
+            Body::HubTombstoned { agent, .. } => {
+                self.tombstoned.insert(agent.clone());
+            }
+            Body::HubEpochOpened { epoch, members } => {
+                self.open.insert(*epoch, members.iter().cloned().collect());
+            }
+            Body::HubEpochClosed { epoch } => {
+                self.open.remove(epoch);
+            }
+            _ => {}
+        }
+        let minute = event.t_ms / 60_000;
+        if self.reached || minute == self.checked_minute || self.open.is_empty() {
+            return;
+        }
+        self.checked_minute = minute;
+        for (epoch, members) in &self.open {
+            for member in members {
+                let last = self.last_heartbeat_ms.get(member).copied().unwrap_or(0);
+                let silent_ms = event.t_ms.saturating_sub(last);
+                if silent_ms > self.ttl_ms + self.sweep_interval_ms && !self.tombstoned.contains(member) {
+                    self.reached = true;
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{member}, a member of open epoch {epoch}, silent for {silent_ms} ms and still registered"
+                        ),
+                    });
+                    return;
+                }
+            }
+        }
+    }
+}

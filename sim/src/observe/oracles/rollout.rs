@@ -1,0 +1,585 @@
+//! The oracles of the rolling deployment (the 2026-09-21 RCCA): the availability floor, lane bounds, no duplicate
+//! or incoherent mutation, no fetch after quiescence, holds accounted for, lanes converged, receipts and time bounds.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::model::faults::Step;
+use crate::observe::oracles::{Finding, Oracle, OracleContext};
+use crate::observe::trace::{Body, Event, OnboardingBody, RolloutBody};
+
+/// The owner prefix of the holds a rollout places on the nodes of its lanes.
+pub(super) const DEPLOY_HOLD_PREFIX: &str = "deploy:";
+
+/// The dispatch holds the hub placed, by agent and owner, as its events report them.
+#[derive(Debug, Default)]
+pub(super) struct HoldBook {
+    holds: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl HoldBook {
+    /// Follows a hold event; returns false for any other event.
+    pub(super) fn observe(&mut self, body: &Body) -> bool {
+        match body {
+            Body::HubHoldPlaced { agent, owner } => {
+                self.holds.entry(agent.clone()).or_default().insert(owner.clone());
+            }
+            Body::HubHoldReleased { agent, owner } => {
+                if let Some(owners) = self.holds.get_mut(agent) {
+                    owners.remove(owner);
+                    if owners.is_empty() {
+                        self.holds.remove(agent);
+                    }
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    pub(super) fn held(&self) -> impl Iterator<Item = &String> {
+        self.holds.keys()
+    }
+
+    pub(super) fn owners(&self, agent: &str) -> Option<&BTreeSet<String>> {
+        self.holds.get(agent)
+    }
+}
+
+/// Healthy, eligible workers from the controller's point of view — agent service running, no dispatch hold of any
+/// owner, not tombstoned — followed event by event. Crashes and partitions are not counted: the floor bounds what the
+/// controller takes down, not what faults do. `availability_floor` judges it; the trace's collectors record it.
+#[derive(Debug, Default)]
+pub(crate) struct Availability {
+    nodes: usize,
+    stopped: BTreeSet<String>,
+    holds: HoldBook,
+    tombstoned: BTreeSet<String>,
+}
+
+impl Availability {
+    pub(crate) fn new(nodes: usize) -> Availability {
+        Availability { nodes, ..Availability::default() }
+    }
+
+    /// Follows one event; returns whether it can have changed the count.
+    pub(crate) fn observe(&mut self, event: &Event) -> bool {
+        match &event.body {
+            body if self.holds.observe(body) => {}
+            Body::WorkerService { running: false } => {
+                self.stopped.insert(event.host.to_string());
+            }
+            Body::WorkerService { running: true } => {
+                self.stopped.remove(&*event.host);
+            }
+            Body::HubTombstoned { agent, .. } => {
+                self.tombstoned.insert(agent.clone());
+            }
+            Body::HubRegistered { agent, .. } => {
+                self.tombstoned.remove(agent);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    pub(crate) fn healthy(&self) -> usize {
+        let unhealthy: BTreeSet<&String> =
+            self.stopped.iter().chain(self.holds.held()).chain(self.tombstoned.iter()).collect();
+        self.nodes.saturating_sub(unhealthy.len())
+    }
+}
+
+/// `availability_floor`: reports each dip of [`Availability`] below the floor.
+pub(super) struct AvailabilityFloor {
+    floor: usize,
+    availability: Availability,
+    below: bool,
+}
+
+impl AvailabilityFloor {
+    pub(super) fn new(ctx: &OracleContext) -> AvailabilityFloor {
+        AvailabilityFloor {
+            floor: ctx.availability_floor as usize,
+            availability: Availability::new(ctx.nodes as usize),
+            below: false,
+        }
+    }
+}
+
+impl Oracle for AvailabilityFloor {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if self.floor == 0 || !self.availability.observe(event) {
+            return;
+        }
+        let healthy = self.availability.healthy();
+        if healthy < self.floor && !self.below {
+            self.below = true;
+            out.push(Finding {
+                t_ms: event.t_ms,
+                evidence: format!("healthy eligible workers fell to {healthy}, below the floor of {}", self.floor),
+            });
+        } else if healthy >= self.floor {
+            self.below = false;
+        }
+    }
+}
+
+/// `lane_bound`: at most `lane_size` workers under a deployment-owned hold at once.
+pub(super) struct LaneBound {
+    lane_size: usize,
+    held: BTreeSet<String>,
+    over: bool,
+}
+
+impl LaneBound {
+    pub(super) fn new(lane_size: usize) -> LaneBound {
+        LaneBound { lane_size, held: BTreeSet::new(), over: false }
+    }
+}
+
+impl Oracle for LaneBound {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubHoldPlaced { agent, owner } if owner.starts_with(DEPLOY_HOLD_PREFIX) => {
+                self.held.insert(agent.clone());
+            }
+            Body::HubHoldReleased { agent, owner } if owner.starts_with(DEPLOY_HOLD_PREFIX) => {
+                self.held.remove(agent);
+            }
+            _ => return,
+        }
+        if self.held.len() > self.lane_size && !self.over {
+            self.over = true;
+            out.push(Finding {
+                t_ms: event.t_ms,
+                evidence: format!(
+                    "{} workers under deployment holds, more than the lane size of {}",
+                    self.held.len(),
+                    self.lane_size
+                ),
+            });
+        } else if self.held.len() <= self.lane_size {
+            self.over = false;
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct NoDuplicateMutation {
+    applied: BTreeSet<(String, String)>,
+    completed: BTreeSet<String>,
+    holds: BTreeSet<(String, String)>,
+    site: SiteMutations,
+}
+
+/// The MAAS workflows' side of `no_duplicate_mutation`: the commissions, deploys and releases MAAS accepted in each
+/// workflow's current stage attempt. When the controller dies, each workflow's attempt is carried over to the first
+/// attempt of the same stage its restarted controller starts (the rerun of that stage is the same attempt, resumed).
+#[derive(Default)]
+pub(super) struct SiteMutations {
+    /// workflow → (current stage, (op, machine) accepted in its current attempt)
+    current: BTreeMap<String, (String, BTreeSet<(String, String)>)>,
+    /// workflow → (stage, mutations) of the attempt a dead controller was in
+    carried: BTreeMap<String, (String, BTreeSet<(String, String)>)>,
+}
+
+/// The MAAS calls `no_duplicate_mutation` counts.
+pub(super) const COUNTED_SITE_MUTATIONS: [&str; 3] = ["commission", "deploy", "release"];
+
+impl SiteMutations {
+    pub(super) fn observe(&mut self, event: &Event) -> Option<String> {
+        match &event.body {
+            Body::Onboarding { workflow, event: OnboardingBody::StageStarted { stage, .. } }
+            | Body::Decommission { workflow, event: OnboardingBody::StageStarted { stage, .. } } => {
+                let accepted = match self.carried.remove(workflow) {
+                    Some((carried_stage, accepted)) if carried_stage == *stage => accepted,
+                    Some(other) => {
+                        // Not yet the stage the dead controller was in: keep waiting for it.
+                        self.carried.insert(workflow.clone(), other);
+                        BTreeSet::new()
+                    }
+                    None => BTreeSet::new(),
+                };
+                self.current.insert(workflow.clone(), (stage.clone(), accepted));
+                None
+            }
+            Body::Onboarding { workflow, event: OnboardingBody::Stopped { .. } | OnboardingBody::Completed { .. } }
+            | Body::Decommission {
+                workflow,
+                event: OnboardingBody::Stopped { .. } | OnboardingBody::Completed { .. },
+            } => {
+                self.carried.remove(workflow);
+                self.current.remove(workflow);
+                None
+            }
+            Body::HostCrash { .. } if &*event.host == "controller" => {
+                for (workflow, attempt) in std::mem::take(&mut self.current) {
+                    if !attempt.1.is_empty() {
+                        self.carried.insert(workflow, attempt);
+                    }
+                }
+                None
+            }
+            Body::SiteRequest { workflow, op, system_id: Some(system_id), status: Some(status) }
+                if COUNTED_SITE_MUTATIONS.contains(&op.as_str()) && (200..300).contains(status) =>
+            {
+                let (stage, accepted) = self.current.entry(workflow.clone()).or_default();
+                (!accepted.insert((op.clone(), system_id.clone())))
+                    .then(|| format!("{workflow}: {system_id} accepted a second {op} in one attempt of stage {stage}"))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Oracle for NoDuplicateMutation {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if let Some(evidence) = self.site.observe(event) {
+            out.push(Finding { t_ms: event.t_ms, evidence });
+            return;
+        }
+        let duplicate = match &event.body {
+            Body::WorkerMutated { op, operation_id, .. } => {
+                (!self.applied.insert((event.host.to_string(), operation_id.clone())))
+                    .then(|| format!("{} ran {op} {operation_id} a second time", event.host))
+            }
+            Body::JournalAppended { record, operation_id: Some(operation_id), .. } if record == "completed" => {
+                (!self.completed.insert(operation_id.clone()))
+                    .then(|| format!("the journal recorded {operation_id} completed twice"))
+            }
+            Body::HubHoldPlaced { agent, owner } => {
+                self.holds.insert((agent.clone(), owner.clone()));
+                None
+            }
+            Body::HubHoldReleased { agent, owner } => (!self.holds.remove(&(agent.clone(), owner.clone())))
+                .then(|| format!("{owner}'s hold on {agent} was released twice")),
+            _ => None,
+        };
+        if let Some(evidence) = duplicate {
+            out.push(Finding { t_ms: event.t_ms, evidence });
+        }
+    }
+}
+
+/// `no_fetch_after_quiescence`: the RCCA's "after the barrier, outbound downloads are protocol violations".
+#[derive(Default)]
+pub(super) struct NoFetchAfterQuiescence {
+    quiesced: BTreeSet<String>,
+}
+
+impl Oracle for NoFetchAfterQuiescence {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::WorkerMutated { op, .. } if op == "stop_service" => {
+                self.quiesced.insert(event.host.to_string());
+            }
+            Body::WorkerMutated { op, .. } if op == "start_service" => {
+                self.quiesced.remove(&*event.host);
+            }
+            Body::WorkerMutated { op, target, .. }
+                if op == "stage_artifact" && self.quiesced.contains(&*event.host) =>
+            {
+                out.push(Finding {
+                    t_ms: event.t_ms,
+                    evidence: format!("{} fetched {target} while quiesced", event.host),
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `no_incoherent_node_mutated`: the RCCA's "no incoherent node mutated before quarantine", judged over the whole run.
+/// A node is incoherent when the preflight quarantined it for its identity (not for a failed staging or repair, which
+/// come after the node was found coherent); every rollout mutation on it, at any time, is a violation.
+#[derive(Default)]
+pub(super) struct NoIncoherentNodeMutated {
+    mutations: BTreeMap<String, Vec<(u64, String)>>,
+    incoherent: BTreeSet<String>,
+}
+
+impl Oracle for NoIncoherentNodeMutated {
+    fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::WorkerMutated { op, operation_id, .. } if operation_id.starts_with("rollout-") => {
+                self.mutations
+                    .entry(event.host.to_string())
+                    .or_default()
+                    .push((event.t_ms, format!("{op} {operation_id}")));
+            }
+            Body::Rollout { event: RolloutBody::Quarantined { node, surfaces }, .. } => {
+                let after_preflight = ["staging failed", "repair", "could not fence", "no room"];
+                if !surfaces.iter().any(|surface| after_preflight.iter().any(|prefix| surface.starts_with(prefix))) {
+                    self.incoherent.insert(node.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_finish(&mut self, _end_ms: u64, out: &mut Vec<Finding>) {
+        for node in &self.incoherent {
+            for (t_ms, what) in self.mutations.get(node).into_iter().flatten() {
+                out.push(Finding {
+                    t_ms: *t_ms,
+                    evidence: format!("{node}, quarantined as incoherent, was mutated: {what}"),
+                });
+            }
+        }
+    }
+}
+
+/// `no_dispatch_to_held_worker`: from the hub's dispatch events against the holds it placed and the services the
+/// rollout stopped. The rollout must hold a worker before it quiesces it, so no task can land on a stopped worker.
+#[derive(Default)]
+pub(super) struct NoDispatchToHeld {
+    holds: HoldBook,
+    quiesced: BTreeSet<String>,
+}
+
+impl Oracle for NoDispatchToHeld {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            body if self.holds.observe(body) => {}
+            Body::WorkerMutated { op, .. } if op == "stop_service" => {
+                self.quiesced.insert(event.host.to_string());
+            }
+            Body::WorkerMutated { op, .. } if op == "start_service" => {
+                self.quiesced.remove(&*event.host);
+            }
+            Body::HubDispatched { agent, task } => {
+                if let Some(owners) = self.holds.owners(agent) {
+                    let owners: Vec<&str> = owners.iter().map(String::as_str).collect();
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!("{task} dispatched to {agent}, held by {}", owners.join(", ")),
+                    });
+                } else if self.quiesced.contains(agent) {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!("{task} dispatched to {agent}, whose service the rollout stopped"),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct EveryLaneConverged {
+    started_ms: Option<u64>,
+    terminal: Option<String>,
+    stuck: Vec<(u64, u64)>,
+}
+
+impl Oracle for EveryLaneConverged {
+    fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::Step { step: Step::StartRollout { .. } } => self.started_ms = Some(event.t_ms),
+            Body::Rollout { event: RolloutBody::LaneCommitted { lane, verdict, .. }, .. } if verdict == "stuck" => {
+                self.stuck.push((*lane, event.t_ms));
+            }
+            Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } => self.terminal = Some(outcome.clone()),
+            Body::Rollout { event: RolloutBody::PlanRefused { .. }, .. } => {
+                self.terminal = Some("refused (every lane prior)".into())
+            }
+            _ => {}
+        }
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        let Some(started_ms) = self.started_ms else { return };
+        for (lane, t_ms) in &self.stuck {
+            out.push(Finding { t_ms: *t_ms, evidence: format!("lane {lane} is stuck: neither successor nor prior") });
+        }
+        match &self.terminal {
+            None => out.push(Finding {
+                t_ms: end_ms,
+                evidence: format!("the rollout started at t={started_ms} ms never reached a terminal state"),
+            }),
+            Some(outcome) if outcome.starts_with("failed") => {
+                out.push(Finding { t_ms: end_ms, evidence: format!("the rollout ended {outcome}") });
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct HoldsAccounted {
+    holds: BTreeMap<String, String>,
+    stuck_nodes: BTreeSet<String>,
+}
+
+impl Oracle for HoldsAccounted {
+    fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubHoldPlaced { agent, owner } if owner.starts_with(DEPLOY_HOLD_PREFIX) => {
+                self.holds.insert(agent.clone(), owner.clone());
+            }
+            Body::HubHoldReleased { agent, owner } if owner.starts_with(DEPLOY_HOLD_PREFIX) => {
+                self.holds.remove(agent);
+            }
+            Body::Rollout { event: RolloutBody::LaneCommitted { verdict, nodes, .. }, .. } if verdict == "stuck" => {
+                self.stuck_nodes.extend(nodes.iter().cloned());
+            }
+            _ => {}
+        }
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        let leaked: Vec<&String> = self.holds.keys().filter(|node| !self.stuck_nodes.contains(*node)).collect();
+        if !leaked.is_empty() {
+            let names: Vec<&str> = leaked.iter().map(|n| n.as_str()).collect();
+            out.push(Finding {
+                t_ms: end_ms,
+                evidence: format!(
+                    "deployment holds still on {} with no stuck lane to account for them",
+                    names.join(", ")
+                ),
+            });
+        }
+    }
+}
+
+/// `only_intended_holds_released`: a deployment releases only its own `deploy:` holds. Quarantine holds keep an
+/// incoherent node out of dispatch, successor holds keep an untouched participant out after its principal went,
+/// and an operator's hold is the operator's (RCCA: "Only the intended holds are released").
+pub(super) struct OnlyIntendedHoldsReleased;
+
+impl Oracle for OnlyIntendedHoldsReleased {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if let Body::HubHoldReleased { agent, owner } = &event.body {
+            if !owner.starts_with(DEPLOY_HOLD_PREFIX) {
+                out.push(Finding { t_ms: event.t_ms, evidence: format!("hold {owner} on {agent} was released") });
+            }
+        }
+    }
+}
+
+/// `receipts_name_frozen_route`: RCCA P1 "Freeze one signed, hashed route bundle ... and require every subprocess and
+/// receipt in the epoch to name its digest". The digest a rollout's `plan_frozen` record names is the only one its
+/// later journal receipts and the installer's generated runtime configuration may name.
+#[derive(Default)]
+pub(super) struct ReceiptsNameFrozenRoute {
+    frozen: Option<String>,
+}
+
+impl Oracle for ReceiptsNameFrozenRoute {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::JournalAppended { record, route_digest, .. } if record == "plan_frozen" => {
+                self.frozen.clone_from(route_digest);
+            }
+            Body::JournalAppended { record, route_digest, operation_id }
+                if ["intent", "intents", "completed", "lane_committed"].contains(&record.as_str())
+                    && (route_digest.is_none() || *route_digest != self.frozen) =>
+            {
+                out.push(Finding {
+                    t_ms: event.t_ms,
+                    evidence: format!(
+                        "{record} {} names route {route_digest:?}, the plan froze {:?}",
+                        operation_id.as_deref().unwrap_or("-"),
+                        self.frozen
+                    ),
+                });
+            }
+            Body::WorkerMutated { op, target, operation_id } if op == "run_installer" => {
+                let named = target.split_once(" routes ").map(|(_, digest)| digest.to_owned());
+                if self.frozen.is_some() && named != self.frozen {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{} installer {operation_id} generated routes {named:?}, the plan froze {:?}",
+                            event.host, self.frozen
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `rollout_time_bounded`: RCCA "Quiescence and recovery wall time are bounded by batch phase limits rather than
+/// worker_count x per-node timeout". From the plan's freeze to the rollout's terminal event, the time the controller
+/// was up and not waiting on something outside its control (a held lock, a credential outage) must stay within the
+/// plan's own bound, lanes x lane bound. Judged at the terminal event; a rollout still running at the end of the run
+/// is judged by `every_lane_converged` instead.
+#[derive(Default)]
+pub(super) struct RolloutTimeBounded {
+    /// `(frozen at, bound)` of the rollout in progress.
+    plan: Option<(u64, u64)>,
+    excluded_ms: u64,
+    controller_down_since: Option<u64>,
+    credential_out_since: Option<u64>,
+}
+
+impl Oracle for RolloutTimeBounded {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let Some((frozen_at_ms, bound_ms)) = self.plan else {
+            if let Body::Rollout { event: RolloutBody::PlanFrozen { rollout_bound_ms, .. }, .. } = &event.body {
+                self.plan = Some((event.t_ms, *rollout_bound_ms));
+                self.excluded_ms = 0;
+            }
+            return;
+        };
+        match &event.body {
+            Body::HostCrash { .. } if &*event.host == "controller" => self.controller_down_since = Some(event.t_ms),
+            Body::HostBoot { .. } if &*event.host == "controller" => {
+                if let Some(since) = self.controller_down_since.take() {
+                    self.excluded_ms += event.t_ms - since;
+                }
+            }
+            Body::HubCredentialRejected { .. } if self.credential_out_since.is_none() => {
+                self.credential_out_since = Some(event.t_ms);
+            }
+            Body::Rollout { event: RolloutBody::Reauthenticated { .. }, .. } => {
+                if let Some(since) = self.credential_out_since.take() {
+                    self.excluded_ms += event.t_ms - since;
+                }
+            }
+            Body::Rollout { event: RolloutBody::LockWaiting { remaining_ms, .. }, .. } => {
+                self.excluded_ms += remaining_ms + 1_000;
+            }
+            Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } => {
+                let active_ms = (event.t_ms - frozen_at_ms).saturating_sub(self.excluded_ms);
+                if active_ms > bound_ms {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "rollout ended {outcome} after {active_ms} ms of active time, over its plan's bound of \
+                             {bound_ms} ms"
+                        ),
+                    });
+                }
+                self.plan = None;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct RetryRecovered {
+    retried: BTreeSet<(String, String)>,
+    reached: bool,
+}
+
+impl Oracle for RetryRecovered {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::Rollout { event: RolloutBody::Retrying { node, step, .. }, .. } => {
+                self.retried.insert((node.clone(), step.clone()));
+            }
+            Body::Rollout { event: RolloutBody::StepDone { node, step, .. }, .. }
+                if !self.reached && self.retried.contains(&(node.clone(), step.clone())) =>
+            {
+                self.reached = true;
+                out.push(Finding { t_ms: event.t_ms, evidence: format!("{node} {step} completed after a retry") });
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! The oracles of the MAAS site and its workflows (seed 000's recovery matrix): legal MAAS transitions, no
+//! destructive call without a fresh read, no double commission or deploy, every decision one the matrix allows,
+//! every workflow at rest or diagnosed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::observe::oracles::{Finding, Oracle, OracleContext};
+use crate::observe::trace::{Body, Event, OnboardingBody};
+
+/// Every `site.status` write is allowed by `fakes::maas::status`'s transition table.
+pub(super) struct MaasTransitionsLegal;
+
+impl Oracle for MaasTransitionsLegal {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let Body::SiteStatus { system_id, from, to } = &event.body else { return };
+        let legal = match from {
+            None => fakes::maas::status::INITIAL.contains(to),
+            Some(from) => from.can_transition_to(*to),
+        };
+        if !legal {
+            let from = from.map_or_else(|| "(created)".to_owned(), |from| from.label().to_owned());
+            out.push(Finding {
+                t_ms: event.t_ms,
+                evidence: format!("machine {system_id}: {from} -> {} is not a MAAS transition", to.label()),
+            });
+        }
+    }
+}
+
+/// A workflow's current stage attempt, from its `StageStarted` events.
+#[derive(Debug, Default)]
+pub(super) struct StageBook {
+    /// workflow → (stage, attempt)
+    current: BTreeMap<String, (String, u64)>,
+}
+
+impl StageBook {
+    /// True when the event started a new stage attempt of a workflow.
+    pub(super) fn observe(&mut self, body: &Body) -> bool {
+        match body {
+            Body::Onboarding { workflow, event: OnboardingBody::StageStarted { stage, attempt } }
+            | Body::Decommission { workflow, event: OnboardingBody::StageStarted { stage, attempt } } => {
+                self.current.insert(workflow.clone(), (stage.clone(), *attempt));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The calls that change a machine irreversibly or take it from under a workload (section 7: "refresh observed MAAS
+/// state before destructive or irreversible steps").
+pub(super) const DESTRUCTIVE_OPS: [&str; 7] =
+    ["commission", "deploy", "release", "abort", "mark_fixed", "power_off", "delete"];
+
+/// Destructive MAAS calls follow an answered read of the machine within the same stage attempt.
+#[derive(Default)]
+pub(super) struct NoDestructiveCallWithoutFreshRead {
+    stages: StageBook,
+    /// workflow → machines read (`None`: the whole list) since its current stage attempt began.
+    read: BTreeMap<String, BTreeSet<Option<String>>>,
+}
+
+impl Oracle for NoDestructiveCallWithoutFreshRead {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if self.stages.observe(&event.body) {
+            if let Body::Onboarding { workflow, .. } | Body::Decommission { workflow, .. } = &event.body {
+                self.read.remove(workflow);
+            }
+            return;
+        }
+        let Body::SiteRequest { workflow, op, system_id, status } = &event.body else { return };
+        let answered = status.is_some_and(|status| (200..300).contains(&status));
+        match op.as_str() {
+            // A power query reads the machine's power, which is what a power-off must not act on blind.
+            "read" | "list" | "query_power_state" if answered => {
+                let key = if op == "list" { None } else { system_id.clone() };
+                self.read.entry(workflow.clone()).or_default().insert(key);
+            }
+            op if DESTRUCTIVE_OPS.contains(&op) => {
+                let reads = self.read.get(workflow);
+                let fresh = reads.is_some_and(|reads| reads.contains(&None) || reads.contains(system_id));
+                if !fresh {
+                    let (stage, attempt) = self.stages.current.get(workflow).cloned().unwrap_or_default();
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{workflow}: {op} of {} in stage {stage} attempt {attempt} without a read of it first",
+                            system_id.as_deref().unwrap_or("?")
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// No machine is commissioned or deployed twice within one stage attempt.
+#[derive(Default)]
+pub(super) struct NoDoubleCommissionOrDeploy {
+    stages: StageBook,
+    /// (workflow, op, machine) accepted in the workflow's current stage attempt.
+    accepted: BTreeSet<(String, String, String)>,
+}
+
+impl Oracle for NoDoubleCommissionOrDeploy {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if self.stages.observe(&event.body) {
+            if let Body::Onboarding { workflow, .. } = &event.body {
+                self.accepted.retain(|(w, _, _)| w != workflow);
+            }
+            return;
+        }
+        let Body::SiteRequest { workflow, op, system_id: Some(system_id), status: Some(status) } = &event.body else {
+            return;
+        };
+        if (op == "commission" || op == "deploy") && (200..300).contains(status) {
+            let key = (workflow.clone(), op.clone(), system_id.clone());
+            if !self.accepted.insert(key) {
+                let (stage, attempt) = self.stages.current.get(workflow).cloned().unwrap_or_default();
+                out.push(Finding {
+                    t_ms: event.t_ms,
+                    evidence: format!(
+                        "{workflow}: {system_id} accepted a second {op} in stage {stage} attempt {attempt}"
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// At the end of the run every onboarding workflow rests: completed, or diagnosed for a person.
+/// Judges the decision that follows each `stage_failed` of a workflow against the stage's matrix row, from the
+/// workflow's next event. The row's own words are the reference (`engine::workflow::retries`, the resulting states),
+/// so a driver that ignored a decision — retried a stop, stopped somewhere the row does not list — is caught.
+pub(super) struct FollowsTheMatrix {
+    workflow: engine::matrix::Workflow,
+    policy: engine::workflow::SitePolicy,
+    /// workflow → the failure awaiting its decision: `(stage, class)`.
+    pending: BTreeMap<String, (String, String)>,
+    /// workflow → the node's state as its completed stages left it (decommission: active, then quarantined, ...).
+    node_state: BTreeMap<String, engine::matrix::NodeState>,
+}
+
+impl FollowsTheMatrix {
+    pub(super) fn new(workflow: engine::matrix::Workflow, ctx: &OracleContext) -> FollowsTheMatrix {
+        FollowsTheMatrix { workflow, policy: ctx.site_policy, pending: BTreeMap::new(), node_state: BTreeMap::new() }
+    }
+
+    /// The node state a decommission's completed stage leaves behind.
+    pub(super) fn after_stage(stage: &str) -> Option<engine::matrix::NodeState> {
+        use engine::matrix::NodeState;
+        match stage {
+            "disable_node" => Some(NodeState::Quarantined),
+            "retire_gpuaas_node" => Some(NodeState::Retired),
+            "remove_gpuaas_node_record" => Some(NodeState::Deleted),
+            _ => None,
+        }
+    }
+
+    pub(super) fn judge(
+        &self,
+        stage: &str,
+        class: &str,
+        prior: engine::matrix::NodeState,
+        next: &OnboardingBody,
+    ) -> Result<(), String> {
+        use engine::matrix::{FailureClass, NodeState, OnboardingStage, Stage, WorkflowState};
+        let Some(row_stage) = Stage::all().find(|s| s.workflow() == self.workflow && s.as_str() == stage) else {
+            return Err(format!("stage {stage} is not a stage of the {:?} workflow", self.workflow));
+        };
+        let Some(failure) = FailureClass::ALL.into_iter().find(|c| c.as_str() == class) else {
+            return Err(format!("{class} is not a failure class"));
+        };
+        let row = row_stage.row();
+        if row_stage == Stage::Onboarding(OnboardingStage::ClassifyDeployFailure) {
+            // Best effort: the deploy failure it was classifying goes on, unclassified.
+            return match next {
+                OnboardingBody::StageFailed { stage, class, .. }
+                    if stage == "wait_for_deployed" && class == "deploy_cloud_init_failure" =>
+                {
+                    Ok(())
+                }
+                other => {
+                    Err(format!("classify_deploy_failure failed, then {other:?} instead of the generic deploy failure"))
+                }
+            };
+        }
+        match next {
+            OnboardingBody::Retrying { stage: retried, .. } => {
+                let policy = self.policy;
+                // An ambiguity a fresh read resolved is retried as the transient it turned out to be.
+                let retried_class = match failure {
+                    FailureClass::StateAmbiguity => FailureClass::UpstreamTransient,
+                    other => other,
+                };
+                if retried != stage {
+                    Err(format!("{stage} failed ({class}) but {retried} was retried"))
+                } else if !engine::workflow::retries(row, retried_class, &policy) {
+                    Err(format!("{stage} retried {class}, which its row ({}) does not retry", row.retryability_text))
+                } else {
+                    Ok(())
+                }
+            }
+            OnboardingBody::StageDone { adopted: true, .. } => Ok(()),
+            // "Resume or skip if policy allows": only a non-fatal stage may be skipped.
+            OnboardingBody::StageDone { adopted: false, .. } => {
+                if row.retryability == engine::matrix::Retryability::NonFatal {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{stage} failed ({class}) and was skipped; its row ({}) is not non-fatal",
+                        row.retryability_text
+                    ))
+                }
+            }
+            OnboardingBody::Stopped { stage: stopped, workflow_state, node_state, .. } => {
+                let workflow_state = WorkflowState::ALL.into_iter().find(|w| w.as_str() == workflow_state);
+                let node_state = NodeState::ALL.into_iter().find(|n| n.as_str() == node_state);
+                match (workflow_state, node_state) {
+                    _ if stopped != stage => {
+                        Err(format!("{stage} failed ({class}) but the workflow stopped at {stopped}"))
+                    }
+                    (Some(w), Some(n)) if row.admits_workflow_state(w) && row.node_states.admits(prior, n) => Ok(()),
+                    (w, n) => Err(format!(
+                        "{stage} stopped on {class} as {w:?} / {n:?}; its row lists {} and {}",
+                        row.workflow_states_text(),
+                        row.node_states.table_text()
+                    )),
+                }
+            }
+            // `remove_maas_record`: "retain MAAS record by policy or if delete unsafe" completes the workflow with a
+            // follow-up record.
+            OnboardingBody::Completed { .. }
+                if row.admits_workflow_state(WorkflowState::CompletedWithFollowUpRecord) =>
+            {
+                Ok(())
+            }
+            OnboardingBody::Observed { what, .. }
+                if what == "follow_up" && row.admits_workflow_state(WorkflowState::CompletedWithFollowUpRecord) =>
+            {
+                Ok(())
+            }
+            other => Err(format!("{stage} failed ({class}), then {other:?}: no decision of the matrix")),
+        }
+    }
+}
+
+impl Oracle for FollowsTheMatrix {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let (workflow, body) = match (&event.body, self.workflow) {
+            (Body::Onboarding { workflow, event }, engine::matrix::Workflow::Onboarding)
+            | (Body::Decommission { workflow, event }, engine::matrix::Workflow::Decommission) => (workflow, event),
+            _ => return,
+        };
+        let initial = match self.workflow {
+            engine::matrix::Workflow::Onboarding => engine::matrix::NodeState::Enrolling,
+            engine::matrix::Workflow::Decommission => engine::matrix::NodeState::Active,
+        };
+        let prior = self.node_state.get(workflow).copied().unwrap_or(initial);
+        if let Some((stage, class)) = self.pending.remove(workflow) {
+            if let Err(evidence) = self.judge(&stage, &class, prior, body) {
+                out.push(Finding { t_ms: event.t_ms, evidence: format!("{workflow}: {evidence}") });
+            }
+        }
+        match body {
+            OnboardingBody::StageFailed { stage, class, .. } => {
+                self.pending.insert(workflow.clone(), (stage.clone(), class.clone()));
+            }
+            OnboardingBody::StageDone { stage, .. } if self.workflow == engine::matrix::Workflow::Decommission => {
+                if let Some(state) = Self::after_stage(stage) {
+                    self.node_state.insert(workflow.clone(), state);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        for (workflow, (stage, class)) in std::mem::take(&mut self.pending) {
+            out.push(Finding {
+                t_ms: end_ms,
+                evidence: format!("{workflow}: {stage} failed ({class}) and no decision followed before the run ended"),
+            });
+        }
+    }
+}
+
+/// At the end of the run every requested decommission rests: completed, or stopped with a class.
+pub(super) struct EveryDecommissionRests {
+    /// workflow → its last resting state (`None`: not resting — never started, or running).
+    last: BTreeMap<String, Option<String>>,
+}
+
+impl EveryDecommissionRests {
+    pub(super) fn new(ctx: &OracleContext) -> EveryDecommissionRests {
+        EveryDecommissionRests { last: ctx.decommissions.iter().map(|w| (w.clone(), None)).collect() }
+    }
+}
+
+impl Oracle for EveryDecommissionRests {
+    fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        let Body::Decommission { workflow, event } = &event.body else { return };
+        let state = match event {
+            OnboardingBody::Completed { .. } => Some("completed".to_owned()),
+            OnboardingBody::Stopped { class, workflow_state, .. } if !class.is_empty() => Some(workflow_state.clone()),
+            OnboardingBody::Stopped { .. } => Some("stopped without a class".to_owned()),
+            OnboardingBody::StageStarted { .. } => None,
+            _ => return,
+        };
+        self.last.insert(workflow.clone(), state);
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        for (workflow, state) in &self.last {
+            match state.as_deref() {
+                Some("stopped without a class") => {
+                    out.push(Finding { t_ms: end_ms, evidence: format!("{workflow} stopped without a failure class") })
+                }
+                Some(_) => {}
+                None => out.push(Finding {
+                    t_ms: end_ms,
+                    evidence: format!("{workflow} is still running (or never started) when the run ends"),
+                }),
+            }
+        }
+    }
+}
+
+pub(super) struct EveryNodeOnboardedOrDiagnosed {
+    /// workflow → its last state (`None`: never started).
+    last: BTreeMap<String, Option<String>>,
+}
+
+impl EveryNodeOnboardedOrDiagnosed {
+    pub(super) fn new(ctx: &OracleContext) -> EveryNodeOnboardedOrDiagnosed {
+        EveryNodeOnboardedOrDiagnosed { last: ctx.workflows.iter().map(|w| (w.clone(), None)).collect() }
+    }
+}
+
+impl Oracle for EveryNodeOnboardedOrDiagnosed {
+    fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        let Body::Onboarding { workflow, event } = &event.body else { return };
+        let state = match event {
+            OnboardingBody::Completed { .. } => "completed".to_owned(),
+            OnboardingBody::Stopped { class, workflow_state, .. } => {
+                if workflow_state == "failed_manual_intervention" && class.is_empty() {
+                    "failed_manual_intervention without a class".to_owned()
+                } else {
+                    workflow_state.clone()
+                }
+            }
+            _ => "running".to_owned(),
+        };
+        self.last.insert(workflow.clone(), Some(state));
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        for (workflow, state) in &self.last {
+            let resting = matches!(
+                state.as_deref(),
+                Some("completed" | "completed_with_follow_up_record" | "failed_manual_intervention")
+            );
+            if !resting {
+                out.push(Finding {
+                    t_ms: end_ms,
+                    evidence: format!(
+                        "{workflow} is {} at the end of the run",
+                        state.as_deref().unwrap_or("not started")
+                    ),
+                });
+            }
+        }
+    }
+}

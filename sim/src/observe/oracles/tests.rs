@@ -1,0 +1,395 @@
+//! The oracles' unit tests: each oracle fed the events of a story, and what it finds.
+
+use std::rc::Rc;
+
+use super::heartbeat::*;
+use super::rollout::*;
+use super::site::*;
+use super::*;
+
+fn ctx() -> OracleContext {
+    OracleContext {
+        controller: "controller".into(),
+        hub: "hub".into(),
+        agent_ttl_ms: 3_600_000,
+        sweep_interval_ms: 60_000,
+        call_timeout_ms: 10_000,
+        latency_max_ms: 20,
+        nodes: 4,
+        lane_size: 2,
+        availability_floor: 2,
+        workflows: Vec::new(),
+        decommissions: Vec::new(),
+        site_policy: engine::workflow::SitePolicy::default(),
+    }
+}
+
+fn ev(t_ms: u64, host: &str, body: Body) -> Event {
+    Event { t_ms, host: Rc::from(host), body }
+}
+
+fn stage(workflow: &str, stage: &str, attempt: u64) -> Body {
+    Body::Onboarding { workflow: workflow.into(), event: OnboardingBody::StageStarted { stage: stage.into(), attempt } }
+}
+
+fn request(op: &str, system_id: Option<&str>, status: Option<u16>) -> Body {
+    Body::SiteRequest {
+        workflow: "onboard-node-02".into(),
+        op: op.into(),
+        system_id: system_id.map(str::to_owned),
+        status,
+    }
+}
+
+#[test]
+fn onboarding_decisions_are_judged_against_the_stage_row() {
+    let w = "onboard-node-02";
+    let on = |event: OnboardingBody| Body::Onboarding { workflow: w.into(), event };
+    let failed = |stage: &str, class: &str| {
+        on(OnboardingBody::StageFailed { stage: stage.into(), class: class.into(), error: "e".into() })
+    };
+    let retrying = |stage: &str| on(OnboardingBody::Retrying { stage: stage.into(), attempt: 2, delay_ms: 1 });
+    let stopped = |stage: &str, class: &str, workflow_state: &str| {
+        on(OnboardingBody::Stopped {
+            stage: stage.into(),
+            class: class.into(),
+            workflow_state: workflow_state.into(),
+            node_state: "enrolling".into(),
+            evidence: vec![],
+        })
+    };
+    let events = [
+        // Legal: a transient retried; configure_storage's hardware mismatch stopped for a person.
+        ev(1, "controller", failed("commission_node", "upstream_transient")),
+        ev(2, "controller", retrying("commission_node")),
+        ev(3, "controller", failed("configure_storage", "hardware_mismatch")),
+        ev(4, "controller", stopped("configure_storage", "hardware_mismatch", "failed_manual_intervention")),
+        // Illegal: a hardware mismatch retried where only the PXE-interface stage may.
+        ev(5, "controller", failed("configure_storage", "hardware_mismatch")),
+        ev(6, "controller", retrying("configure_storage")),
+        // Illegal: load_site_config's row does not list `completed` as a failure's state.
+        ev(7, "controller", failed("load_site_config", "input_config_error")),
+        ev(8, "controller", stopped("load_site_config", "input_config_error", "completed")),
+        // Legal fallback, then an illegal one (classify's failure must fall back to the deploy failure).
+        ev(9, "controller", failed("classify_deploy_failure", "upstream_transient")),
+        ev(10, "controller", failed("wait_for_deployed", "deploy_cloud_init_failure")),
+        ev(11, "controller", retrying("wait_for_deployed")),
+        ev(12, "controller", failed("classify_deploy_failure", "upstream_transient")),
+        ev(13, "controller", retrying("wait_for_deployed")),
+        // Still pending when the run ends.
+        ev(14, "controller", failed("wait_for_ready", "upstream_transient")),
+    ];
+    let findings = run(&mut FollowsTheMatrix::new(engine::matrix::Workflow::Onboarding, &ctx()), &events, 20);
+    assert_eq!(findings.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [6, 8, 13, 20], "{findings:#?}");
+    assert!(findings[0].evidence.contains("does not retry"), "{}", findings[0].evidence);
+}
+
+#[test]
+fn a_decommission_s_destructive_call_needs_a_read_in_its_own_stage_attempt() {
+    let w = "decommission-node-02";
+    let started = |t_ms, stage: &str| {
+        let event = OnboardingBody::StageStarted { stage: stage.into(), attempt: 1 };
+        ev(t_ms, "controller", Body::Decommission { workflow: w.into(), event })
+    };
+    let request = |t_ms, op: &str| {
+        let body =
+            Body::SiteRequest { workflow: w.into(), op: op.into(), system_id: Some("abc".into()), status: Some(200) };
+        ev(t_ms, "controller", body)
+    };
+    let events = [
+        started(1, "load_site_config"),
+        request(2, "read"),
+        // A read of an earlier stage does not cover the release.
+        started(3, "release_maas_node"),
+        request(4, "release"),
+        started(5, "power_off_maas_node"),
+        request(6, "query_power_state"),
+        request(7, "power_off"),
+        started(8, "remove_maas_record"),
+        request(9, "delete"),
+    ];
+    let unread = run(&mut NoDestructiveCallWithoutFreshRead::default(), &events, 10);
+    assert_eq!(unread.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [4, 9], "{unread:#?}");
+    assert!(unread[0].evidence.contains("release_maas_node"), "{}", unread[0].evidence);
+}
+
+#[test]
+fn site_oracles_judge_reads_doubles_transitions_and_resting_states() {
+    use fakes::maas::NodeStatus;
+    let w = "onboard-node-02";
+    let events = [
+        ev(1, "controller", stage(w, "commission_node", 1)),
+        ev(2, "controller", request("commission", Some("abc"), Some(200))),
+        ev(3, "controller", stage(w, "commission_node", 2)),
+        ev(4, "controller", request("read", Some("abc"), Some(200))),
+        ev(5, "controller", request("commission", Some("abc"), Some(200))),
+        ev(6, "controller", request("commission", Some("abc"), Some(200))),
+    ];
+    let unread = run(&mut NoDestructiveCallWithoutFreshRead::default(), &events, 10);
+    assert_eq!(unread.len(), 1, "{unread:?}");
+    assert_eq!(unread[0].t_ms, 2);
+    let doubles = run(&mut NoDoubleCommissionOrDeploy::default(), &events, 10);
+    assert_eq!(doubles.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [6]);
+    let status = |from: Option<NodeStatus>, to| Body::SiteStatus { system_id: "abc".into(), from, to };
+    let writes = [
+        ev(1, "maas", status(None, NodeStatus::New)),
+        ev(2, "maas", status(Some(NodeStatus::New), NodeStatus::Commissioning)),
+        ev(3, "maas", status(Some(NodeStatus::New), NodeStatus::Deployed)),
+    ];
+    let illegal = run(&mut MaasTransitionsLegal, &writes, 10);
+    assert_eq!(illegal.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [3]);
+    let ctx = OracleContext { workflows: vec![w.into(), "onboard-node-03".into()], ..ctx() };
+    let stopped = Body::Onboarding {
+        workflow: w.into(),
+        event: OnboardingBody::Stopped {
+            stage: "wait_for_ready".into(),
+            class: "state_ambiguity".into(),
+            workflow_state: "failed_manual_intervention".into(),
+            node_state: "enrolling".into(),
+            evidence: vec!["unknown machine x enlisted".into()],
+        },
+    };
+    let rests = run(&mut EveryNodeOnboardedOrDiagnosed::new(&ctx), &[ev(1, "controller", stopped)], 10);
+    assert_eq!(rests.len(), 1, "the workflow that never started: {rests:?}");
+    assert!(rests[0].evidence.contains("onboard-node-03 is not started"));
+}
+
+#[test]
+fn a_mutation_resent_after_a_controller_death_in_the_same_stage_attempt_is_a_duplicate() {
+    let deploy = || request("deploy", Some("m-1"), Some(200));
+    let died = |t| ev(t, "controller", Body::HostCrash { lost_unsynced_writes: 0 });
+    // The dead controller's deploy, then its restarted controller's rerun that deploys again in the same stage.
+    let resent = [
+        ev(1, "sim", stage("onboard-node-02", "deploy_via_maas", 1)),
+        ev(2, "controller", deploy()),
+        died(3),
+        ev(4, "sim", stage("onboard-node-02", "commission_node", 1)),
+        ev(5, "sim", stage("onboard-node-02", "deploy_via_maas", 1)),
+        ev(6, "controller", deploy()),
+    ];
+    let findings = run(&mut NoDuplicateMutation::default(), &resent, 10);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert!(findings[0].evidence.contains("second deploy in one attempt of stage deploy_via_maas"));
+    // Twice in one attempt without a death is a duplicate too.
+    let twice =
+        [ev(1, "sim", stage("onboard-node-02", "deploy_via_maas", 1)), ev(2, "c", deploy()), ev(3, "c", deploy())];
+    assert_eq!(run(&mut NoDuplicateMutation::default(), &twice, 10).len(), 1);
+    // A retry is a new attempt; a refused deploy is no mutation; a death before the mutation carries nothing.
+    let fine = [
+        ev(1, "sim", stage("onboard-node-02", "deploy_via_maas", 1)),
+        ev(2, "controller", request("deploy", Some("m-1"), Some(409))),
+        ev(3, "controller", deploy()),
+        ev(4, "sim", stage("onboard-node-02", "deploy_via_maas", 2)),
+        ev(5, "controller", deploy()),
+        ev(6, "sim", stage("onboard-node-02", "wait_for_deployed", 1)),
+        died(7),
+        ev(8, "sim", stage("onboard-node-02", "deploy_via_maas", 1)),
+        ev(9, "controller", deploy()),
+    ];
+    assert!(run(&mut NoDuplicateMutation::default(), &fine, 10).is_empty());
+}
+
+fn run(oracle: &mut dyn Oracle, events: &[Event], end_ms: u64) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for event in events {
+        oracle.on_event(event, &serde_json::to_string(event).unwrap(), &mut out);
+    }
+    oracle.on_finish(end_ms, &mut out);
+    out
+}
+
+fn rollout(t: u64, event: RolloutBody) -> Event {
+    ev(t, "controller", Body::Rollout { rollout: "r".into(), event })
+}
+
+fn journal(t: u64, record: &str, route: Option<&str>) -> Event {
+    let body =
+        Body::JournalAppended { record: record.into(), operation_id: None, route_digest: route.map(str::to_owned) };
+    ev(t, "controller", body)
+}
+
+#[test]
+fn only_a_deployment_hold_may_be_released() {
+    let released = |owner: &str| ev(5, "hub", Body::HubHoldReleased { agent: "n1".into(), owner: owner.into() });
+    assert!(run(&mut OnlyIntendedHoldsReleased, &[released("deploy:r")], 10).is_empty());
+    for owner in ["operator:maintenance", "quarantine:r", "successor:r"] {
+        assert_eq!(run(&mut OnlyIntendedHoldsReleased, &[released(owner)], 10).len(), 1, "{owner}");
+    }
+}
+
+#[test]
+fn a_receipt_or_installer_naming_another_route_is_caught() {
+    let installer = |target: &str| {
+        let body = Body::WorkerMutated {
+            op: "run_installer".into(),
+            operation_id: "r/n1/install".into(),
+            target: target.into(),
+        };
+        ev(3, "node-01", body)
+    };
+    let good = [
+        journal(1, "plan_frozen", Some("sha256:routes-1")),
+        journal(2, "intents", Some("sha256:routes-1")),
+        installer("2944aebb@5 routes sha256:routes-1"),
+    ];
+    assert!(run(&mut ReceiptsNameFrozenRoute::default(), &good, 10).is_empty());
+    let swapped =
+        [journal(1, "plan_frozen", Some("sha256:routes-1")), journal(2, "completed", Some("sha256:routes-2"))];
+    assert_eq!(run(&mut ReceiptsNameFrozenRoute::default(), &swapped, 10).len(), 1);
+    let unnamed = [journal(1, "plan_frozen", Some("sha256:routes-1")), journal(2, "lane_committed", None)];
+    assert_eq!(run(&mut ReceiptsNameFrozenRoute::default(), &unnamed, 10).len(), 1);
+    let installer_off = [journal(1, "plan_frozen", Some("sha256:routes-1")), installer("2944aebb@5")];
+    assert_eq!(run(&mut ReceiptsNameFrozenRoute::default(), &installer_off, 10).len(), 1);
+}
+
+#[test]
+fn rollout_time_is_judged_against_the_plan_minus_downtime_and_waits() {
+    let frozen = |t| {
+        rollout(t, RolloutBody::PlanFrozen { revision: "x".into(), lanes: 2, lane_size: 8, rollout_bound_ms: 1_000 })
+    };
+    let terminal = |t| rollout(t, RolloutBody::Terminal { outcome: "successor".into() });
+    assert!(run(&mut RolloutTimeBounded::default(), &[frozen(0), terminal(1_000)], 2_000).is_empty());
+    assert_eq!(run(&mut RolloutTimeBounded::default(), &[frozen(0), terminal(1_001)], 2_000).len(), 1);
+    // Ten seconds of controller downtime and a credential outage do not count against the plan.
+    let excused = [
+        frozen(0),
+        ev(100, "controller", Body::HostCrash { lost_unsynced_writes: 0 }),
+        ev(10_100, "controller", Body::HostBoot { boot: 2 }),
+        ev(10_200, "hub", Body::HubCredentialRejected { principal: "controller".into(), expired: true }),
+        rollout(15_200, RolloutBody::Reauthenticated { expires_at_ms: 0 }),
+        terminal(15_900),
+    ];
+    assert!(run(&mut RolloutTimeBounded::default(), &excused, 20_000).is_empty());
+}
+
+fn hb(t: u64) -> Event {
+    ev(t, "hub", Body::HubHeartbeat { agent: "n1".into() })
+}
+
+fn silent(t: u64) -> Event {
+    ev(t, "controller", Body::InstanceSilent { instance: "n1".into(), silent_for_ms: 0 })
+}
+
+#[test]
+fn a_silence_raised_over_a_fresh_heartbeat_is_unjustified() {
+    let mut oracle = SilenceJustified::new(&ctx());
+    assert!(run(&mut oracle, &[hb(0), silent(200_000)], 0).is_empty(), "silent for 200 s: justified");
+    let mut oracle = SilenceJustified::new(&ctx());
+    let found = run(&mut oracle, &[hb(0), hb(100_000), silent(200_000)], 0);
+    assert_eq!(found.len(), 1);
+    assert!(found[0].evidence.contains("t=100000"), "{found:?}");
+    let mut oracle = SilenceJustified::new(&ctx());
+    assert!(run(&mut oracle, &[hb(0), hb(195_000), silent(200_000)], 0).is_empty(), "landed after the read");
+}
+
+#[test]
+fn silence_must_be_detected_within_four_minutes_while_the_observer_is_healthy() {
+    let registered = ev(0, "hub", Body::HubRegistered { agent: "n1".into(), durable: false });
+    let mut oracle = SilenceDetectedInTime::new(&ctx());
+    assert!(run(&mut oracle, &[registered.clone(), hb(10_000), silent(249_000)], 600_000).is_empty());
+    let mut oracle = SilenceDetectedInTime::new(&ctx());
+    let late = run(&mut oracle, &[registered.clone(), hb(10_000), silent(251_000)], 600_000);
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert_eq!(late[0].t_ms, 10_000 + 240_000 + 41);
+    // While the hub is down the clock does not run; it restarts when the hub boots.
+    let mut oracle = SilenceDetectedInTime::new(&ctx());
+    let events = [
+        registered,
+        hb(10_000),
+        ev(20_000, "hub", Body::HostCrash { lost_unsynced_writes: 0 }),
+        ev(400_000, "hub", Body::HostBoot { boot: 2 }),
+        silent(600_000),
+    ];
+    assert!(run(&mut oracle, &events, 700_000).is_empty());
+}
+
+#[test]
+fn a_recovery_must_follow_heartbeats_within_a_sensor_period() {
+    let registered = ev(0, "hub", Body::HubRegistered { agent: "n1".into(), durable: false });
+    let recovered = |t| ev(t, "controller", Body::InstanceRecovered { instance: "n1".into(), silent_for_ms: 0 });
+    let mut oracle = SilenceDetectedInTime::new(&ctx());
+    let events = [registered.clone(), silent(200_000), hb(300_000), recovered(350_000)];
+    assert!(run(&mut oracle, &events, 1_000_000).iter().all(|f| !f.evidence.contains("instance_recovered")));
+    let mut oracle = SilenceDetectedInTime::new(&ctx());
+    let events = [registered, silent(200_000), hb(300_000), hb(330_000), hb(360_000), hb(390_000)];
+    let found = run(&mut oracle, &events, 400_000);
+    assert!(found.iter().any(|f| f.evidence.contains("no instance_recovered")), "{found:?}");
+}
+
+#[test]
+fn tombstoning_an_open_epoch_member_is_a_violation_but_not_after_the_epoch_closes() {
+    let opened = ev(0, "hub", Body::HubEpochOpened { epoch: 1, members: vec!["n1".into()] });
+    let tomb = |t| ev(t, "hub", Body::HubTombstoned { agent: "n1".into(), silent_ms: 1 });
+    let mut oracle = EpochMemberNeverTombstoned::default();
+    assert_eq!(run(&mut oracle, &[opened.clone(), tomb(5)], 0).len(), 1);
+    let mut oracle = EpochMemberNeverTombstoned::default();
+    let closed = ev(3, "hub", Body::HubEpochClosed { epoch: 1 });
+    assert!(run(&mut oracle, &[opened, closed, tomb(5)], 0).is_empty());
+}
+
+#[test]
+fn a_dispatch_to_a_held_or_quiesced_worker_is_a_violation() {
+    let held = ev(1, "hub", Body::HubHoldPlaced { agent: "n1".into(), owner: "deploy:r".into() });
+    let dispatched = |t| ev(t, "hub", Body::HubDispatched { agent: "n1".into(), task: "canary-1".into() });
+    let released = ev(3, "hub", Body::HubHoldReleased { agent: "n1".into(), owner: "deploy:r".into() });
+    assert_eq!(run(&mut NoDispatchToHeld::default(), &[held.clone(), dispatched(2)], 0).len(), 1);
+    assert!(run(&mut NoDispatchToHeld::default(), &[held, released, dispatched(4)], 0).is_empty());
+    let stopped = ev(
+        5,
+        "n1",
+        Body::WorkerMutated {
+            op: "stop_service".into(),
+            operation_id: "r/n1/quiesce".into(),
+            target: "ovswarm-agent".into(),
+        },
+    );
+    let found = run(&mut NoDispatchToHeld::default(), &[stopped, dispatched(6)], 0);
+    assert!(found[0].evidence.contains("whose service the rollout stopped"), "{found:?}");
+}
+
+#[test]
+fn an_incoherent_node_is_never_mutated_but_a_staging_failure_may_have_been() {
+    let quarantined = |node: &str, surface: &str| {
+        ev(
+            9,
+            "controller",
+            Body::Rollout {
+                rollout: "r".into(),
+                event: RolloutBody::Quarantined { node: node.into(), surfaces: vec![surface.into()] },
+            },
+        )
+    };
+    let mutated = |node: &str| {
+        ev(
+            5,
+            node,
+            Body::WorkerMutated {
+                op: "stage_artifact".into(),
+                operation_id: format!("rollout-x/{node}/stage"),
+                target: "d".into(),
+            },
+        )
+    };
+    let events = [mutated("n1"), quarantined("n1", "~/.mac/mac.env is unsafe: mode 644, not 600")];
+    let found = run(&mut NoIncoherentNodeMutated::default(), &events, 10);
+    assert_eq!(found.len(), 1, "mutated before its quarantine: {found:?}");
+    let events = [mutated("n2"), quarantined("n2", "staging failed: ssh: timed out")];
+    assert!(run(&mut NoIncoherentNodeMutated::default(), &events, 10).is_empty());
+}
+
+#[test]
+fn availability_floor_and_lane_bound_count_holds() {
+    let hold = |t, agent: &str| ev(t, "hub", Body::HubHoldPlaced { agent: agent.into(), owner: "deploy:r".into() });
+    let events = [hold(1, "a"), hold(2, "b"), hold(3, "c")];
+    let floor = run(&mut AvailabilityFloor::new(&ctx()), &events, 0);
+    assert_eq!(floor.len(), 1, "4 nodes, floor 2: the third hold leaves 1");
+    assert_eq!(floor[0].t_ms, 3);
+    let mut bound = LaneBound::new(2);
+    assert_eq!(run(&mut bound, &events, 0).len(), 1);
+}
+
+#[test]
+fn a_credential_in_any_trace_line_is_caught() {
+    let leak = ev(1, "node-01", Body::AgentHeartbeatFailed { error: format!("bad token {SECRET_MARKER}x") });
+    assert_eq!(run(&mut SecretsNeverInTrace, &[hb(0), leak], 0).len(), 1);
+}

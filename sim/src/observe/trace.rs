@@ -1,0 +1,307 @@
+//! The run's trace: structured events (virtual ms, host, kind, fields in a fixed order), the SHA-256 digest over their
+//! JSON lines, and the fan-out of every event to the run's [`Sink`] (the runner's oracles and collectors, see
+//! [`crate::observe::observers`]). The world only emits; what is made of the events is the runner's.
+//!
+//! The trace is part of the determinism contract: an event's JSON never holds a wall-clock value, a hash-ordered
+//! collection or a secret. It is separate from the `tracing` logs, which are for people and are not digested.
+
+use std::rc::Rc;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use fakes::maas::{BootTarget, DnsAnswer, NodeStatus, PowerState, Stall};
+
+use crate::model::faults::Step;
+
+/// One trace event. Serialised as `{"t_ms":..,"host":..,"kind":..,<fields>}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    pub t_ms: u64,
+    pub host: Rc<str>,
+    #[serde(flatten)]
+    pub body: Body,
+}
+
+/// What happened. Host-level and network events come from the simulator, `hub.*` from the fake hub, `agent.*` from
+/// node agents, `engine.*` from the engine's signal port.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind")]
+pub enum Body {
+    #[serde(rename = "run.start")]
+    RunStart { seed: u64, nodes: u64, config_hash: String },
+    /// A step of the fault plan was applied.
+    #[serde(rename = "step")]
+    Step { step: Step },
+    #[serde(rename = "host.crash")]
+    HostCrash { lost_unsynced_writes: u64 },
+    #[serde(rename = "host.boot")]
+    HostBoot { boot: u64 },
+    #[serde(rename = "hub.registered")]
+    HubRegistered { agent: String, durable: bool },
+    #[serde(rename = "hub.heartbeat")]
+    HubHeartbeat { agent: String },
+    #[serde(rename = "hub.heartbeat_refused")]
+    HubHeartbeatRefused { agent: String },
+    #[serde(rename = "hub.back_online")]
+    HubBackOnline { agent: String },
+    #[serde(rename = "hub.offline")]
+    HubOffline { agent: String, silent_ms: u64 },
+    #[serde(rename = "hub.tombstoned")]
+    HubTombstoned { agent: String, silent_ms: u64 },
+    #[serde(rename = "hub.epoch_opened")]
+    HubEpochOpened { epoch: u64, members: Vec<String> },
+    #[serde(rename = "hub.epoch_closed")]
+    HubEpochClosed { epoch: u64 },
+    #[serde(rename = "hub.hold_placed")]
+    HubHoldPlaced { agent: String, owner: String },
+    #[serde(rename = "hub.hold_released")]
+    HubHoldReleased { agent: String, owner: String },
+    #[serde(rename = "hub.dispatched")]
+    HubDispatched { agent: String, task: String },
+    #[serde(rename = "hub.dispatch_refused")]
+    HubDispatchRefused { agent: String, task: String },
+    #[serde(rename = "agent.heartbeat_failed")]
+    AgentHeartbeatFailed { error: String },
+    #[serde(rename = "engine.instance_silent")]
+    InstanceSilent { instance: String, silent_for_ms: u64 },
+    #[serde(rename = "engine.instance_recovered")]
+    InstanceRecovered { instance: String, silent_for_ms: u64 },
+    #[serde(rename = "engine.hub_read_failed")]
+    HubReadFailed { error: String },
+    #[serde(rename = "engine.rollout")]
+    Rollout { rollout: String, event: RolloutBody },
+    #[serde(rename = "engine.onboarding")]
+    Onboarding { workflow: String, event: OnboardingBody },
+    #[serde(rename = "engine.decommission")]
+    Decommission { workflow: String, event: OnboardingBody },
+    /// An operator recovery action's audit record (seed 000, section 8), as the controller journaled it: once when
+    /// requested (`actual_next_state` null), once settled. Its texts are free text, never a secret.
+    #[serde(rename = "engine.audit")]
+    Audit { record: engine::recovery::AuditRecord },
+    /// A worker's agent service started or stopped (by the rollout, a fault or an operator).
+    #[serde(rename = "worker.service")]
+    WorkerService { running: bool },
+    #[serde(rename = "worker.mutated")]
+    WorkerMutated { op: String, operation_id: String, target: String },
+    #[serde(rename = "worker.refused")]
+    WorkerRefused { op: String, operation_id: Option<String>, error: String },
+    /// An operation met non-returning storage: no effect, no answer.
+    #[serde(rename = "worker.hung")]
+    WorkerHung { op: String, operation_id: String },
+    /// A rollout record reached the controller's journal (its kind, operation id and route digest, never its content).
+    #[serde(rename = "controller.journal")]
+    JournalAppended { record: String, operation_id: Option<String>, route_digest: Option<String> },
+    #[serde(rename = "hub.credential_rejected")]
+    HubCredentialRejected { principal: String, expired: bool },
+    #[serde(rename = "hub.lock_acquired")]
+    HubLockAcquired { holder: String, fence: u64, superseded: Option<String> },
+    #[serde(rename = "hub.lock_released")]
+    HubLockReleased { holder: String, fence: u64 },
+    /// A mutation without the deployment lock's current fence was refused.
+    #[serde(rename = "hub.mutation_fenced")]
+    HubMutationFenced { holder: String, presented: Option<u64>, current: u64 },
+    #[serde(rename = "hub.principal_revoked")]
+    HubPrincipalRevoked { agent: String },
+    /// An event MAAS logged for a machine.
+    #[serde(rename = "site.maas_event")]
+    SiteMaasEvent { id: u64, system_id: String, level: String, event_type: String, description: String },
+    /// A machine row was written: created (`from` null) or changed status.
+    #[serde(rename = "site.status")]
+    SiteStatus { system_id: String, from: Option<NodeStatus>, to: NodeStatus },
+    /// MAAS enlisted a machine that booted with MACs it did not know.
+    #[serde(rename = "site.enlisted")]
+    SiteEnlisted { machine: String, system_id: String },
+    #[serde(rename = "site.power")]
+    SitePower { machine: String, state: PowerState, boot: Option<BootTarget> },
+    /// A pending MAC drift applied at power-on: `[old, new]` per NIC.
+    #[serde(rename = "site.macs_drifted")]
+    SiteMacsDrifted { machine: String, macs: Vec<(String, String)> },
+    #[serde(rename = "site.dhcp")]
+    SiteDhcp { machine: String, mac: String, ip: Option<String>, mtu_option: Option<u16> },
+    #[serde(rename = "site.pxe")]
+    SitePxe { machine: String, mac: String, system_id: Option<String> },
+    /// A query the rack resolver did not answer with an address (SERVFAIL or NXDOMAIN); answered ones are not traced.
+    #[serde(rename = "site.dns_query")]
+    SiteDnsQuery { client: String, name: String, answer: DnsAnswer },
+    /// A powered-on machine stopped making progress.
+    #[serde(rename = "site.stalled")]
+    SiteStalled { machine: String, stall: Stall },
+    /// A deployed machine's node agent enrolled at the hub (its bootstrap token redeemed; never the token).
+    #[serde(rename = "site.agent_enrol")]
+    SiteAgentEnrol { machine: String, system_id: String },
+    /// A node agent's enrolment was refused (bad, spent or expired bootstrap token, or a token of another node).
+    #[serde(rename = "site.agent_enrol_refused")]
+    SiteAgentEnrolRefused { machine: String, error: String },
+    #[serde(rename = "site.hardware_sync")]
+    SiteHardwareSync { machine: String, system_id: String },
+    /// One MAAS API request of an onboarding workflow, when its answer (or its failure) reached the controller.
+    /// `status` is the HTTP status, null when no answer came.
+    #[serde(rename = "site.request")]
+    SiteRequest { workflow: String, op: String, system_id: Option<String>, status: Option<u16> },
+    /// An SSH command of the controller on a site machine (the hardware-sync seed), when its outcome is known.
+    #[serde(rename = "site.ssh")]
+    SiteSsh { machine: String, op: String, error: Option<String> },
+    /// A request of the controller to the GPUaaS inventory, when its outcome is known (`error` when it failed).
+    #[serde(rename = "inventory.request")]
+    InventoryRequest { node: String, op: String, error: Option<String> },
+    /// A node task dispatched (whether or not the agent took it).
+    #[serde(rename = "inventory.task")]
+    NodeTask { node: String, task: String, operation_id: String },
+}
+
+/// A rollout signal of the engine, as the trace records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RolloutBody {
+    PlanFrozen { revision: String, lanes: u64, lane_size: u64, rollout_bound_ms: u64 },
+    PlanRefused { reason: String },
+    Quarantined { node: String, surfaces: Vec<String> },
+    Repaired { node: String, repair: String },
+    Adopted { revision: String, in_doubt: u64 },
+    StepStarted { node: String, step: String, lane: u64 },
+    StepDone { node: String, step: String, lane: u64 },
+    Retrying { node: String, step: String, attempt: u64, delay_ms: u64, error: String },
+    NodeFailed { node: String, step: String, error: String, endpoint: String, replay: String },
+    LaneCommitted { lane: u64, verdict: String, nodes: Vec<String> },
+    RouteChanged { frozen: String, published: String },
+    LockWaiting { holder: String, remaining_ms: u64 },
+    LockTaken { fence: u64, superseded: bool },
+    Reauthenticated { expires_at_ms: u64 },
+    SkippedHeld { node: String, owners: Vec<String> },
+    Terminal { outcome: String },
+}
+
+impl From<engine::ports::RolloutEvent> for RolloutBody {
+    fn from(event: engine::ports::RolloutEvent) -> Self {
+        use engine::ports::RolloutEvent as E;
+        match event {
+            E::PlanFrozen { revision, lanes, lane_size, rollout_bound_ms } => {
+                RolloutBody::PlanFrozen { revision, lanes, lane_size, rollout_bound_ms }
+            }
+            E::PlanRefused { reason } => RolloutBody::PlanRefused { reason },
+            E::Quarantined { node, surfaces } => RolloutBody::Quarantined { node, surfaces },
+            E::Repaired { node, repair } => RolloutBody::Repaired { node, repair },
+            E::Adopted { revision, in_doubt } => RolloutBody::Adopted { revision, in_doubt },
+            E::StepStarted { node, step, lane } => RolloutBody::StepStarted { node, step, lane },
+            E::StepDone { node, step, lane } => RolloutBody::StepDone { node, step, lane },
+            E::Retrying { node, step, attempt, delay_ms, error } => {
+                RolloutBody::Retrying { node, step, attempt, delay_ms, error }
+            }
+            E::NodeFailed { node, step, error, endpoint, replay } => {
+                RolloutBody::NodeFailed { node, step, error, endpoint, replay }
+            }
+            E::LaneCommitted { lane, verdict, nodes } => RolloutBody::LaneCommitted { lane, verdict, nodes },
+            E::RouteChanged { frozen, published } => RolloutBody::RouteChanged { frozen, published },
+            E::LockWaiting { holder, remaining_ms } => RolloutBody::LockWaiting { holder, remaining_ms },
+            E::LockTaken { fence, superseded } => RolloutBody::LockTaken { fence, superseded },
+            E::Reauthenticated { expires_at_ms } => RolloutBody::Reauthenticated { expires_at_ms },
+            E::SkippedHeld { node, owners } => RolloutBody::SkippedHeld { node, owners },
+            E::Terminal { outcome } => RolloutBody::Terminal { outcome },
+        }
+    }
+}
+
+/// An onboarding or decommission signal of the engine, as the trace records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum OnboardingBody {
+    StageStarted { stage: String, attempt: u64 },
+    StageDone { stage: String, adopted: bool },
+    Observed { what: String, value: String },
+    Stalled { stage: String, class: String, evidence: Vec<String> },
+    StageFailed { stage: String, class: String, error: String },
+    Retrying { stage: String, attempt: u64, delay_ms: u64 },
+    Stopped { stage: String, class: String, workflow_state: String, node_state: String, evidence: Vec<String> },
+    Completed { system_id: String },
+}
+
+impl From<engine::ports::WorkflowEvent> for OnboardingBody {
+    fn from(event: engine::ports::WorkflowEvent) -> Self {
+        use engine::ports::WorkflowEvent as E;
+        match event {
+            E::StageStarted { stage, attempt } => OnboardingBody::StageStarted { stage, attempt },
+            E::StageDone { stage, adopted } => OnboardingBody::StageDone { stage, adopted },
+            E::Observed { what, value } => OnboardingBody::Observed { what, value },
+            E::Stalled { stage, class, evidence } => OnboardingBody::Stalled { stage, class, evidence },
+            E::StageFailed { stage, class, error } => OnboardingBody::StageFailed { stage, class, error },
+            E::Retrying { stage, attempt, delay_ms } => OnboardingBody::Retrying { stage, attempt, delay_ms },
+            E::Stopped { stage, class, workflow_state, node_state, evidence } => {
+                OnboardingBody::Stopped { stage, class, workflow_state, node_state, evidence }
+            }
+            E::Completed { system_id } => OnboardingBody::Completed { system_id },
+        }
+    }
+}
+
+/// What the trace's events are fanned out to. Sinks only read: they add no event, so the trace and its digest are
+/// the same whatever sinks a run has.
+pub trait Sink {
+    /// One event, with its JSON line as digested.
+    fn on_event(&mut self, event: &Event, line: &str);
+}
+
+/// A sink the runner keeps a handle on, to read what it gathered when the run ends.
+impl<S: Sink + ?Sized> Sink for Rc<std::cell::RefCell<S>> {
+    fn on_event(&mut self, event: &Event, line: &str) {
+        self.borrow_mut().on_event(event, line);
+    }
+}
+
+/// Records events, digests them, fans them out to the run's sink, and keeps the JSON lines when asked to.
+pub struct Trace {
+    hasher: Sha256,
+    events: u64,
+    lines: Option<Vec<String>>,
+    sink: Box<dyn Sink>,
+}
+
+impl Trace {
+    pub fn new(sink: Box<dyn Sink>, keep_lines: bool) -> Trace {
+        Trace { hasher: Sha256::new(), events: 0, lines: keep_lines.then(Vec::new), sink }
+    }
+
+    pub fn record(&mut self, event: Event) {
+        let line = serde_json::to_string(&event).expect("trace events serialise");
+        self.hasher.update(line.as_bytes());
+        self.hasher.update(b"\n");
+        self.events += 1;
+        self.sink.on_event(&event, &line);
+        if let Some(lines) = &mut self.lines {
+            lines.push(line);
+        }
+    }
+
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// The digest so far, as lowercase hex.
+    pub fn digest(&self) -> String {
+        crate::model::digest::hex(&self.hasher.clone().finalize())
+    }
+
+    pub fn take_lines(&mut self) -> Vec<String> {
+        self.lines.take().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialise_with_time_host_and_kind_first() {
+        let event = Event { t_ms: 5, host: Rc::from("hub"), body: Body::HubHeartbeat { agent: "node-01".into() } };
+        assert_eq!(
+            serde_json::to_string(&event).unwrap(),
+            r#"{"t_ms":5,"host":"hub","kind":"hub.heartbeat","agent":"node-01"}"#
+        );
+        let step =
+            Event { t_ms: 0, host: Rc::from("sim"), body: Body::Step { step: Step::Crash { target: "hub".into() } } };
+        assert_eq!(
+            serde_json::to_string(&step).unwrap(),
+            r#"{"t_ms":0,"host":"sim","kind":"step","step":{"kind":"crash","target":"hub"}}"#
+        );
+    }
+}

@@ -1,0 +1,805 @@
+//! The release gate: a policy file (`campaigns/release-gate.toml`, documented in `docs/formats.md`) and the pure
+//! decision [`decide`] over a campaign report, that policy and the evidence the command line gathered (the campaign
+//! file's configuration hash, a determinism re-check of sampled runs, the checked-out commit). `fleetsim gate` does
+//! the I/O; everything judged here is a plain function, so each threshold has a unit test.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use reports::CampaignReport;
+use reports::render::{LANE_ORACLE, Rollouts};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::model::spec::{self, Source, SpecError};
+
+/// The most items (runs, pairs) one unmet line names before `and N more`.
+const LISTED: usize = 10;
+
+/// A resolved gate policy. Every threshold is optional: one the file does not set is not checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Policy {
+    pub source: String,
+    pub description: String,
+    /// `[runs] min`: the report holds at least this many runs.
+    pub runs_min: Option<u64>,
+    /// `[runs] pass_per_mille_min`: passed runs × 1000 ≥ this × runs.
+    pub pass_per_mille_min: Option<u32>,
+    /// `[runs] sometimes_all_reached`: every sometimes-property the campaign names was reached by some run.
+    pub sometimes_all_reached: bool,
+    /// `[lanes] converged_per_mille_min`: of the runs that started a rollout, the share without an
+    /// `every_lane_converged` violation.
+    pub lanes_converged_per_mille_min: Option<u32>,
+    /// `[violations] max`: the most violations, over all runs, of each named oracle.
+    pub violations_max: BTreeMap<String, u64>,
+    /// `[violations] others_max`: the most violations of any oracle `max` does not name.
+    pub violations_others_max: Option<u64>,
+    /// `[faults] min`: each step kind injected at least this many times over all runs.
+    pub faults_min: BTreeMap<String, u64>,
+    /// `[matrix] required`: recovery-matrix pairs (`stage/failure_class`) each hit at least once.
+    pub matrix_required: Vec<String>,
+    /// `[matrix] listed`: pairs of which at least `listed_per_mille_min` per mille must be hit.
+    pub matrix_listed: Vec<String>,
+    pub matrix_listed_per_mille_min: Option<u32>,
+    /// `[determinism] recheck_runs`: how many runs to replay and compare digests (0: none).
+    pub recheck_runs: u64,
+    /// `[commit] matches_head`: the report was written by the checked-out commit.
+    pub commit_matches_head: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    schema_version: Spanned<u32>,
+    kind: Spanned<String>,
+    description: String,
+    #[serde(default)]
+    runs: RunsFile,
+    lanes: Option<LanesFile>,
+    #[serde(default)]
+    violations: ViolationsFile,
+    #[serde(default)]
+    faults: FaultsFile,
+    #[serde(default)]
+    matrix: MatrixFile,
+    determinism: Option<DeterminismFile>,
+    commit: Option<CommitFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunsFile {
+    min: Option<Spanned<u64>>,
+    pass_per_mille_min: Option<Spanned<u32>>,
+    #[serde(default)]
+    sometimes_all_reached: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LanesFile {
+    converged_per_mille_min: Spanned<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViolationsFile {
+    max: Option<Spanned<BTreeMap<String, u64>>>,
+    others_max: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultsFile {
+    min: Option<Spanned<BTreeMap<String, u64>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MatrixFile {
+    #[serde(default)]
+    required: Vec<Spanned<String>>,
+    #[serde(default)]
+    listed: Vec<Spanned<String>>,
+    listed_per_mille_min: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeterminismFile {
+    recheck_runs: Spanned<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommitFile {
+    matches_head: bool,
+}
+
+/// The `kind` of a gate policy file, which tells it from scenarios and campaigns.
+pub const POLICY_KIND: &str = "gate_policy";
+
+/// The most runs a policy may ask to re-check (each is a full run).
+pub const RECHECK_RUNS_MAX: u64 = 1_000;
+
+pub fn load_policy(path: &Path) -> Result<Policy, SpecError> {
+    let text = spec::read(path)?;
+    parse_policy(&path.display().to_string(), &text)
+}
+
+/// Parses and validates a gate policy; errors name the file, line, column and key like the other parsers.
+pub fn parse_policy(path: &str, text: &str) -> Result<Policy, SpecError> {
+    let source = Source { path, text };
+    let file: PolicyFile = source.parse()?;
+    spec::check_schema_version(&source, &file.schema_version)?;
+    if file.kind.get_ref() != POLICY_KIND {
+        return Err(source.error_at(
+            Some(file.kind.span()),
+            format!("kind: a gate policy has kind = \"{POLICY_KIND}\", not \"{}\"", file.kind.get_ref()),
+        ));
+    }
+    let per_mille = |key: &str, value: &Option<Spanned<u32>>| -> Result<Option<u32>, SpecError> {
+        match value {
+            Some(value) if *value.get_ref() > 1000 => Err(source.error_at(
+                Some(value.span()),
+                format!("{key}: a per-mille share is 0 to 1000, not {}", value.get_ref()),
+            )),
+            Some(value) => Ok(Some(*value.get_ref())),
+            None => Ok(None),
+        }
+    };
+    let mut policy = Policy {
+        source: path.to_owned(),
+        description: file.description,
+        runs_min: file.runs.min.as_ref().map(|min| *min.get_ref()),
+        pass_per_mille_min: per_mille("runs.pass_per_mille_min", &file.runs.pass_per_mille_min)?,
+        sometimes_all_reached: file.runs.sometimes_all_reached,
+        lanes_converged_per_mille_min: per_mille(
+            "lanes.converged_per_mille_min",
+            &file.lanes.map(|lanes| lanes.converged_per_mille_min),
+        )?,
+        violations_others_max: file.violations.others_max,
+        commit_matches_head: file.commit.is_some_and(|commit| commit.matches_head),
+        ..Policy::default()
+    };
+    if let Some(max) = &file.violations.max {
+        for (name, count) in max.get_ref() {
+            match crate::model::oracles::info(name) {
+                None => {
+                    let known: Vec<&str> = crate::model::oracles::CATALOG
+                        .iter()
+                        .filter(|info| info.property != reports::PropertyKind::Sometimes)
+                        .map(|info| info.name)
+                        .collect();
+                    return Err(source.error_at(
+                        Some(max.span()),
+                        format!("violations.max.{name}: unknown oracle (known: {})", known.join(", ")),
+                    ));
+                }
+                Some(info) if info.property == reports::PropertyKind::Sometimes => {
+                    return Err(source.error_at(
+                        Some(max.span()),
+                        format!(
+                            "violations.max.{name}: a sometimes-property has no violations; require it with [runs] sometimes_all_reached"
+                        ),
+                    ));
+                }
+                Some(_) => {
+                    policy.violations_max.insert(name.clone(), *count);
+                }
+            }
+        }
+    }
+    if let Some(min) = &file.faults.min {
+        for (kind, count) in min.get_ref() {
+            if !crate::model::faults::Step::KINDS.contains(&kind.as_str()) {
+                return Err(source.error_at(
+                    Some(min.span()),
+                    format!(
+                        "faults.min.{kind}: unknown step kind (known: {})",
+                        crate::model::faults::Step::KINDS.join(", ")
+                    ),
+                ));
+            }
+            policy.faults_min.insert(kind.clone(), *count);
+        }
+    }
+    for (key, pairs, out) in [
+        ("matrix.required", &file.matrix.required, &mut policy.matrix_required),
+        ("matrix.listed", &file.matrix.listed, &mut policy.matrix_listed),
+    ] {
+        for pair in pairs {
+            check_matrix_pair(pair.get_ref()).map_err(|reason| {
+                source.error_at(Some(pair.span()), format!("{key}: \"{}\" {reason}", pair.get_ref()))
+            })?;
+            out.push(pair.get_ref().clone());
+        }
+    }
+    policy.matrix_listed_per_mille_min = per_mille("matrix.listed_per_mille_min", &file.matrix.listed_per_mille_min)?;
+    match (&file.matrix.listed_per_mille_min, policy.matrix_listed.is_empty()) {
+        (Some(min), true) => {
+            return Err(
+                source.error_at(Some(min.span()), "matrix.listed_per_mille_min: needs a non-empty matrix.listed")
+            );
+        }
+        (None, false) => {
+            let span = file.matrix.listed.first().map(Spanned::span);
+            return Err(source.error_at(span, "matrix.listed: needs matrix.listed_per_mille_min, the share to hit"));
+        }
+        _ => {}
+    }
+    if let Some(determinism) = &file.determinism {
+        let runs = *determinism.recheck_runs.get_ref();
+        if runs > RECHECK_RUNS_MAX {
+            return Err(source.error_at(
+                Some(determinism.recheck_runs.span()),
+                format!("determinism.recheck_runs: at most {RECHECK_RUNS_MAX}, not {runs}"),
+            ));
+        }
+        policy.recheck_runs = runs;
+    }
+    Ok(policy)
+}
+
+/// A recovery-matrix pair is `stage/failure_class`, both names of `engine::matrix`.
+fn check_matrix_pair(pair: &str) -> Result<(), String> {
+    use engine::matrix::{DecommissionStage, FailureClass, OnboardingStage};
+    let Some((stage, class)) = pair.split_once('/') else {
+        return Err("is not a `stage/failure_class` pair".to_owned());
+    };
+    // Reports name a decommission pair `decommission:stage/class` (the workflows share `load_site_config`).
+    match stage.strip_prefix(crate::model::pairs::DECOMMISSION_PAIR_PREFIX) {
+        Some(stage) if !DecommissionStage::ALL.iter().any(|known| known.as_str() == stage) => {
+            return Err(format!("names no decommission stage of the recovery matrix: `{stage}`"));
+        }
+        Some(_) => {}
+        None if OnboardingStage::ALL.iter().any(|known| known.as_str() == stage) => {}
+        None if DecommissionStage::ALL.iter().any(|known| known.as_str() == stage) => {
+            return Err(format!(
+                "names the decommission stage `{stage}` without its prefix: write `decommission:{stage}/{class}`"
+            ));
+        }
+        None => return Err(format!("names no stage of the recovery matrix: `{stage}`")),
+    }
+    let classes: Vec<&str> = FailureClass::ALL.iter().map(|class| class.as_str()).collect();
+    if !classes.contains(&class) {
+        return Err(format!("names no failure class: `{class}` (known: {})", classes.join(", ")));
+    }
+    Ok(())
+}
+
+/// One sampled run replayed for the determinism re-check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recheck {
+    pub run_index: u64,
+    pub seed: u64,
+    /// The digest in the report.
+    pub reported: String,
+    /// The digest of the replay.
+    pub replayed: String,
+}
+
+/// What the command line found out that the report cannot say about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Evidence {
+    /// The configuration hash of the report's campaign file, resolved with the report's seed and runs.
+    pub campaign_config_hash: String,
+    /// Runs whose seed or configuration differ from what the campaign file gives for their index, one line each.
+    pub run_mismatches: Vec<String>,
+    /// The sampled runs replayed (empty when none were, e.g. because the configuration does not match).
+    pub rechecks: Vec<Recheck>,
+    /// `git rev-parse HEAD`, or why it could not be read; `None` when the policy does not ask.
+    pub head: Option<Result<String, String>>,
+}
+
+/// A threshold the report does not meet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unmet {
+    /// The policy key or the check, e.g. `runs.min`, `faults.min.controller_death`, `config_hash`.
+    pub threshold: String,
+    pub reason: String,
+}
+
+/// The gate's verdict: how many checks ran, and every one that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Decision {
+    pub checks: usize,
+    pub unmet: Vec<Unmet>,
+}
+
+impl Decision {
+    pub fn passed(&self) -> bool {
+        self.unmet.is_empty()
+    }
+
+    fn check(&mut self, threshold: impl Into<String>, met: bool, reason: impl FnOnce() -> String) {
+        self.checks += 1;
+        if !met {
+            self.unmet.push(Unmet { threshold: threshold.into(), reason: reason() });
+        }
+    }
+}
+
+fn listed<T: std::fmt::Display>(items: &[T]) -> String {
+    let mut text: Vec<String> = items.iter().take(LISTED).map(ToString::to_string).collect();
+    if items.len() > LISTED {
+        text.push(format!("and {} more", items.len() - LISTED));
+    }
+    text.join(", ")
+}
+
+/// The runs of `report` that are not what `campaign` (resolved with the report's seed and runs) gives: a run without
+/// an index, past the campaign's runs or held twice, a seed or configuration other than the campaign's plan for that
+/// index, and (for a whole report) indices no run holds. One line each; empty when every run is the campaign's.
+pub fn run_mismatches(report: &CampaignReport, campaign: &crate::model::campaign::Campaign) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for run in &report.runs {
+        let Some(index) = run.run_index else {
+            problems.push(format!("a run without run_index (seed {})", run.seed));
+            continue;
+        };
+        if index >= campaign.runs {
+            problems.push(format!("run {index} is past the campaign's {} runs", campaign.runs));
+            continue;
+        }
+        if !seen.insert(index) {
+            problems.push(format!("run {index} appears twice"));
+        }
+        let seed = campaign.run_seed(index);
+        if run.seed != seed {
+            problems.push(format!("run {index} has seed {}, the campaign gives it {seed}", run.seed));
+        } else if run.config_hash != campaign.run_spec(index).config_hash() {
+            problems.push(format!("run {index}'s configuration is not the campaign's plan for it"));
+        }
+    }
+    if report.shard.is_none() {
+        let missing: Vec<u64> = (0..campaign.runs).filter(|index| !seen.contains(index)).collect();
+        if !missing.is_empty() {
+            problems.push(format!("runs missing: {}", listed(&missing)));
+        }
+    }
+    problems
+}
+
+/// Which runs the determinism re-check replays: `k` run indices spread evenly over the report's runs (the first is
+/// always run 0's position), so the sample is a function of the report alone.
+pub fn recheck_sample(report: &CampaignReport, k: u64) -> Vec<u64> {
+    let held = report.runs.len() as u64;
+    let k = k.min(held);
+    let mut indices: Vec<u64> =
+        (0..k).filter_map(|j| report.runs[(j * held / k) as usize].run_index).collect::<Vec<_>>();
+    indices.dedup();
+    indices
+}
+
+/// Judges `report` against `policy` with the gathered `evidence`. Every check runs; every unmet one is listed.
+pub fn decide(report: &CampaignReport, policy: &Policy, evidence: &Evidence) -> Decision {
+    let mut decision = Decision::default();
+    let summary = &report.summary;
+    decision.check("report", report.shard.is_none(), || {
+        let shard = report.shard.expect("checked");
+        format!(
+            "the report holds shard {shard} of its campaign ({} of {} runs); merge the shards with `fleetsim report merge` and gate the merged report",
+            report.runs.len(),
+            shard.runs_total
+        )
+    });
+    let config_matches = report.config_hash == evidence.campaign_config_hash;
+    decision.check("config_hash", config_matches, || {
+        format!(
+            "the report's config hash {} is not that of {} with seed {} and {} runs ({}): the campaign file changed since the report was written",
+            report.config_hash, report.campaign, report.seed, summary.runs, evidence.campaign_config_hash
+        )
+    });
+    decision.check("runs", evidence.run_mismatches.is_empty(), || {
+        format!("runs that are not the campaign's: {}", listed(&evidence.run_mismatches))
+    });
+    if let Some(min) = policy.runs_min {
+        decision.check("runs.min", summary.runs >= min, || {
+            format!("the report has {} runs, the policy needs at least {min}", summary.runs)
+        });
+    }
+    if let Some(min) = policy.pass_per_mille_min {
+        let met = summary.runs > 0 && summary.passed * 1000 >= u64::from(min) * summary.runs;
+        decision.check("runs.pass_per_mille_min", met, || {
+            let failing: Vec<String> = report
+                .runs
+                .iter()
+                .filter(|run| !run.verdict.passed())
+                .map(|run| format!("run {} ({})", run.run_index.unwrap_or(0), run.verdict.label()))
+                .collect();
+            format!(
+                "{} of {} runs passed ({} per mille), the policy needs {min} per mille; failing: {}",
+                summary.passed,
+                summary.runs,
+                (summary.passed * 1000).checked_div(summary.runs).unwrap_or(0),
+                if failing.is_empty() { "none".to_owned() } else { listed(&failing) }
+            )
+        });
+    }
+    if policy.sometimes_all_reached {
+        decision.check("runs.sometimes_all_reached", summary.sometimes_never_reached.is_empty(), || {
+            format!("never reached: {}", listed(&summary.sometimes_never_reached))
+        });
+    }
+    if let Some(min) = policy.lanes_converged_per_mille_min {
+        let rollouts = Rollouts::of(report);
+        let converged = rollouts.runs_with_rollout.saturating_sub(rollouts.runs_lanes_not_converged);
+        let met = rollouts.runs_with_rollout > 0 && converged * 1000 >= u64::from(min) * rollouts.runs_with_rollout;
+        decision.check("lanes.converged_per_mille_min", met, || {
+            if rollouts.runs_with_rollout == 0 {
+                "no run started a rollout, so no lane was judged".to_owned()
+            } else {
+                format!(
+                    "{LANE_ORACLE} held in {converged} of the {} runs that started a rollout, the policy needs {min} per mille",
+                    rollouts.runs_with_rollout
+                )
+            }
+        });
+    }
+    for (oracle, max) in &policy.violations_max {
+        let found = summary.violations_by_oracle.get(oracle).copied().unwrap_or(0);
+        decision.check(format!("violations.max.{oracle}"), found <= *max, || {
+            format!("{found} violations over all runs, the policy allows {max}")
+        });
+    }
+    if let Some(max) = policy.violations_others_max {
+        let over: Vec<String> = summary
+            .violations_by_oracle
+            .iter()
+            .filter(|(oracle, count)| !policy.violations_max.contains_key(*oracle) && **count > max)
+            .map(|(oracle, count)| format!("{oracle} {count}"))
+            .collect();
+        decision.check("violations.others_max", over.is_empty(), || {
+            format!("violations over the {max} allowed: {}", listed(&over))
+        });
+    }
+    for (kind, min) in &policy.faults_min {
+        let fired = summary.faults.get(kind).copied().unwrap_or(0);
+        decision.check(format!("faults.min.{kind}"), fired >= *min, || {
+            format!("injected {fired} times over all runs, the policy needs at least {min}")
+        });
+    }
+    let hit = |pair: &String| summary.matrix_pairs.get(pair).is_some_and(|count| *count > 0);
+    for pair in &policy.matrix_required {
+        decision.check(format!("matrix.required.{pair}"), hit(pair), || "no run hit this pair".to_owned());
+    }
+    if let Some(min) = policy.matrix_listed_per_mille_min {
+        let missed: Vec<&String> = policy.matrix_listed.iter().filter(|pair| !hit(pair)).collect();
+        let listed_count = policy.matrix_listed.len() as u64;
+        let covered = listed_count - missed.len() as u64;
+        decision.check("matrix.listed_per_mille_min", covered * 1000 >= u64::from(min) * listed_count, || {
+            format!(
+                "{covered} of {listed_count} listed pairs hit, the policy needs {min} per mille; not hit: {}",
+                listed(&missed)
+            )
+        });
+    }
+    if policy.recheck_runs > 0 {
+        let wanted = policy.recheck_runs.min(report.runs.len() as u64) as usize;
+        let done = evidence.rechecks.len();
+        decision.check("determinism.recheck_runs", done >= wanted && wanted > 0, || {
+            if wanted == 0 {
+                "the report holds no run to re-check".to_owned()
+            } else if !config_matches {
+                format!(
+                    "{wanted} runs not re-checked: the campaign file does not resolve to the report's configuration"
+                )
+            } else {
+                format!("{done} of {wanted} runs re-checked")
+            }
+        });
+        for recheck in &evidence.rechecks {
+            decision.check(
+                format!("determinism.run.{}", recheck.run_index),
+                recheck.reported == recheck.replayed,
+                || {
+                    format!(
+                        "run {} (seed {}) replayed to trace digest {}, the report has {}",
+                        recheck.run_index, recheck.seed, recheck.replayed, recheck.reported
+                    )
+                },
+            );
+        }
+    }
+    if policy.commit_matches_head {
+        let (met, reason) = match &evidence.head {
+            Some(Ok(head)) if *head == report.commit => (true, String::new()),
+            Some(Ok(head)) => {
+                (false, format!("the report was written at commit {}, the checkout is at {head}", report.commit))
+            }
+            Some(Err(error)) => (false, format!("cannot read the checked-out commit: {error}")),
+            None => (false, "the checked-out commit was not read".to_owned()),
+        };
+        decision.check("commit.matches_head", met, || reason);
+    }
+    decision
+}
+
+/// The gate's output: one line on a pass; on a failure a line, then every unmet threshold on its own line.
+pub fn render(
+    decision: &Decision,
+    report_name: &str,
+    report: &CampaignReport,
+    policy: &Policy,
+    rechecked: usize,
+) -> String {
+    if decision.passed() {
+        format!(
+            "gate PASS: {report_name} meets {}: {} runs, {} passed, {} checks met, {rechecked} runs re-checked\n",
+            policy.source, report.summary.runs, report.summary.passed, decision.checks
+        )
+    } else {
+        let mut text = format!(
+            "gate FAIL: {report_name} against {}: {} of {} checks unmet\n",
+            policy.source,
+            decision.unmet.len(),
+            decision.checks
+        );
+        for unmet in &decision.unmet {
+            text.push_str(&format!("  {}: {}\n", unmet.threshold, unmet.reason));
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reports::{FailureKind, RunRecord, Shard, Verdict};
+
+    const POLICY: &str = r#"schema_version = 1
+kind = "gate_policy"
+description = "test gate"
+
+[runs]
+min = 4
+pass_per_mille_min = 750
+sometimes_all_reached = true
+
+[lanes]
+converged_per_mille_min = 1000
+
+[violations]
+max = { every_lane_converged = 0 }
+others_max = 0
+
+[faults]
+min = { ssh_timeout = 2, controller_death = 1 }
+
+[matrix]
+required = ["wait_for_ready/pxe_discovery_failure"]
+listed = ["wait_for_ready/pxe_discovery_failure", "commission_node/bmc_power_failure"]
+listed_per_mille_min = 500
+
+[determinism]
+recheck_runs = 2
+
+[commit]
+matches_head = true
+"#;
+
+    fn policy() -> Policy {
+        parse_policy("gate.toml", POLICY).unwrap()
+    }
+
+    fn record(index: u64) -> RunRecord {
+        RunRecord {
+            schema_version: 1,
+            tool_version: "0.1.0".into(),
+            commit: "c0ffee".into(),
+            config_hash: "h".into(),
+            config: serde_json::json!({"steps": [{"at_ms": 0, "step": {"kind": "start_rollout", "revision": "r"}}]}),
+            source: "c.toml".into(),
+            run_index: Some(index),
+            seed: index,
+            verdict: Verdict::PASS,
+            trace_digest: format!("d{index}"),
+            trace_events: 1,
+            virtual_duration_ms: 1,
+            faults: BTreeMap::from([("ssh_timeout".to_owned(), 1), ("controller_death".to_owned(), 1)]),
+            matrix_pairs: BTreeMap::from([("wait_for_ready/pxe_discovery_failure".to_owned(), 1)]),
+            fault_phases: Default::default(),
+            availability: vec![],
+            availability_cut_ms: None,
+            lanes: vec![],
+            workflows: vec![],
+            violations: vec![],
+            violation_counts: BTreeMap::new(),
+            reached: vec![reports::Firing {
+                oracle: "node_quarantined".into(),
+                property: reports::PropertyKind::Sometimes,
+                t_ms: 1,
+                evidence: String::new(),
+                expected: false,
+            }],
+            unmet: vec![],
+            panic: None,
+            repro: String::new(),
+        }
+    }
+
+    fn report(runs: Vec<RunRecord>) -> CampaignReport {
+        let summary = reports::summarize(&runs, &["node_quarantined".into()], |_| "digest".into());
+        CampaignReport {
+            schema_version: 1,
+            tool_version: "0.1.0".into(),
+            commit: "c0ffee".into(),
+            config_hash: "campaign-hash".into(),
+            campaign: "c.toml".into(),
+            description: "d".into(),
+            seed: 1,
+            shard: None,
+            summary,
+            runs,
+        }
+    }
+
+    fn good() -> (CampaignReport, Evidence) {
+        let report = report((0..4).map(record).collect());
+        let rechecks = recheck_sample(&report, 2)
+            .into_iter()
+            .map(|i| Recheck { run_index: i, seed: i, reported: format!("d{i}"), replayed: format!("d{i}") })
+            .collect();
+        let evidence = Evidence {
+            campaign_config_hash: "campaign-hash".into(),
+            run_mismatches: vec![],
+            rechecks,
+            head: Some(Ok("c0ffee".into())),
+        };
+        (report, evidence)
+    }
+
+    fn unmet(report: &CampaignReport, evidence: &Evidence) -> Vec<String> {
+        decide(report, &policy(), evidence)
+            .unmet
+            .into_iter()
+            .map(|u| format!("{}: {}", u.threshold, u.reason))
+            .collect()
+    }
+
+    #[test]
+    fn a_report_that_meets_every_threshold_passes_in_one_line() {
+        let (report, evidence) = good();
+        let decision = decide(&report, &policy(), &evidence);
+        assert!(decision.passed(), "{:?}", decision.unmet);
+        // report, config_hash, runs, runs.min, pass rate, sometimes, lanes, 1 oracle, others, 2 faults, 1 required
+        // pair, listed share, determinism count, 2 re-checked runs, commit.
+        assert_eq!(decision.checks, 17);
+        let text = render(&decision, "r.json", &report, &policy(), 2);
+        assert_eq!(text, "gate PASS: r.json meets gate.toml: 4 runs, 4 passed, 17 checks met, 2 runs re-checked\n");
+    }
+
+    #[test]
+    fn every_unmet_threshold_is_listed() {
+        let (mut report, mut evidence) = good();
+        report.runs[1].verdict = Verdict::fail(FailureKind::LivenessFailure);
+        report.runs[1].violation_counts = BTreeMap::from([("every_lane_converged".to_owned(), 2)]);
+        report.runs[2].violation_counts = BTreeMap::from([("lane_bound".to_owned(), 1)]);
+        for run in &mut report.runs {
+            run.faults.remove("controller_death");
+            run.matrix_pairs.clear();
+            run.reached.clear();
+        }
+        report.summary = reports::summarize(&report.runs, &["node_quarantined".into()], |_| "digest".into());
+        evidence.rechecks[1].replayed = "other".into();
+        evidence.head = Some(Err("git is not available (not found)".into()));
+        let lines = unmet(&report, &evidence);
+        assert_eq!(
+            lines,
+            vec![
+                "runs.sometimes_all_reached: never reached: node_quarantined".to_owned(),
+                "lanes.converged_per_mille_min: every_lane_converged held in 3 of the 4 runs that started a rollout, the policy needs 1000 per mille".to_owned(),
+                "violations.max.every_lane_converged: 2 violations over all runs, the policy allows 0".to_owned(),
+                "violations.others_max: violations over the 0 allowed: lane_bound 1".to_owned(),
+                "faults.min.controller_death: injected 0 times over all runs, the policy needs at least 1".to_owned(),
+                "matrix.required.wait_for_ready/pxe_discovery_failure: no run hit this pair".to_owned(),
+                "matrix.listed_per_mille_min: 0 of 2 listed pairs hit, the policy needs 500 per mille; not hit: wait_for_ready/pxe_discovery_failure, commission_node/bmc_power_failure".to_owned(),
+                "determinism.run.2: run 2 (seed 2) replayed to trace digest other, the report has d2".to_owned(),
+                "commit.matches_head: cannot read the checked-out commit: git is not available (not found)".to_owned(),
+            ],
+            "3 of 4 passing meets 750 per mille exactly, so the pass rate is not listed"
+        );
+    }
+
+    #[test]
+    fn too_few_runs_a_low_pass_rate_and_another_commit_fail() {
+        let (mut report, mut evidence) = good();
+        report.runs.truncate(2);
+        report.runs[0].verdict = Verdict::fail(FailureKind::Panic);
+        report.summary = reports::summarize(&report.runs, &["node_quarantined".into()], |_| "digest".into());
+        evidence.head = Some(Ok("beef".into()));
+        let lines = unmet(&report, &evidence);
+        assert!(
+            lines.contains(&"runs.min: the report has 2 runs, the policy needs at least 4".to_owned()),
+            "{lines:?}"
+        );
+        assert!(lines.iter().any(|l| l.starts_with("runs.pass_per_mille_min: 1 of 2 runs passed (500 per mille)")));
+        assert!(lines.contains(
+            &"commit.matches_head: the report was written at commit c0ffee, the checkout is at beef".to_owned()
+        ));
+    }
+
+    #[test]
+    fn a_shard_a_changed_campaign_and_foreign_runs_fail_closed() {
+        let (mut report, mut evidence) = good();
+        report.shard = Some(Shard { index: 1, count: 2, runs_total: 8 });
+        evidence.campaign_config_hash = "edited".into();
+        evidence.run_mismatches = vec!["run 3 has seed 9, the campaign gives it 3".into()];
+        evidence.rechecks.clear();
+        let lines = unmet(&report, &evidence);
+        assert!(lines[0].starts_with("report: the report holds shard 1/2 of its campaign (4 of 8 runs)"), "{lines:?}");
+        assert!(
+            lines[1].starts_with("config_hash: the report's config hash campaign-hash is not that of c.toml"),
+            "{lines:?}"
+        );
+        assert_eq!(lines[2], "runs: runs that are not the campaign's: run 3 has seed 9, the campaign gives it 3");
+        assert!(lines.contains(&"determinism.recheck_runs: 2 runs not re-checked: the campaign file does not resolve to the report's configuration".to_owned()), "{lines:?}");
+    }
+
+    #[test]
+    fn the_recheck_sample_spreads_over_the_runs_and_is_a_function_of_the_report() {
+        let report = report((0..10).map(record).collect());
+        assert_eq!(recheck_sample(&report, 3), vec![0, 3, 6]);
+        assert_eq!(recheck_sample(&report, 1), vec![0]);
+        assert_eq!(recheck_sample(&report, 50).len(), 10, "never more than the report holds");
+        assert_eq!(recheck_sample(&report, 0), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_malformed_policy_names_file_line_and_field() {
+        let error =
+            |from: &str, to: &str| parse_policy("gate.toml", &POLICY.replace(from, to)).unwrap_err().to_string();
+        assert_eq!(
+            error("pass_per_mille_min = 750", "pass_per_mille_min = 1750"),
+            "gate.toml:7:22: runs.pass_per_mille_min: a per-mille share is 0 to 1000, not 1750"
+        );
+        assert!(
+            error("min = 4", "min = 4\nmni = 3").starts_with("gate.toml:7:1: unknown field `mni`"),
+            "{}",
+            error("min = 4", "min = 4\nmni = 3")
+        );
+        assert!(
+            error("every_lane_converged = 0 }", "every_lane_convergd = 0 }")
+                .starts_with("gate.toml:14:7: violations.max.every_lane_convergd: unknown oracle (known: ")
+        );
+        assert!(
+            error("every_lane_converged = 0 }", "node_quarantined = 0 }")
+                .starts_with("gate.toml:14:7: violations.max.node_quarantined: a sometimes-property has no violations")
+        );
+        assert!(
+            error("ssh_timeout = 2", "ssh_timeot = 2")
+                .starts_with("gate.toml:18:7: faults.min.ssh_timeot: unknown step kind (known: partition")
+        );
+        assert!(
+            error("required = [\"wait_for_ready/pxe_discovery_failure\"]", "required = [\"wait_for_ready\"]")
+                .starts_with(
+                    "gate.toml:21:13: matrix.required: \"wait_for_ready\" is not a `stage/failure_class` pair"
+                )
+        );
+        assert!(
+            error("\"commission_node/bmc_power_failure\"", "\"commission_node/meteor\"")
+                .starts_with("gate.toml:22:51: matrix.listed: \"commission_node/meteor\" names no failure class")
+        );
+        assert!(
+            error("\"commission_node/bmc_power_failure\"", "\"drain_node/agent_enrollment_failure\"")
+                .contains("write `decommission:drain_node/agent_enrollment_failure`"),
+            "a bare decommission stage never matches a report's keys"
+        );
+        assert!(
+            error("\"commission_node/bmc_power_failure\"", "\"decommission:polish_node/upstream_transient\"")
+                .contains("names no decommission stage of the recovery matrix: `polish_node`")
+        );
+        assert!(check_matrix_pair("decommission:drain_node/agent_enrollment_failure").is_ok());
+        assert!(check_matrix_pair("decommission:load_site_config/site_capability_missing").is_ok());
+        assert_eq!(
+            error("schema_version = 1", "schema_version = 2"),
+            "gate.toml:1:18: schema_version: this fleetsim reads version 1, the file has 2"
+        );
+        assert_eq!(
+            error("recheck_runs = 2", "recheck_runs = 5000"),
+            "gate.toml:26:16: determinism.recheck_runs: at most 1000, not 5000"
+        );
+    }
+}

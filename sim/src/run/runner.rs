@@ -1,0 +1,344 @@
+//! Runs one resolved [`RunSpec`] with one seed on the chosen transport and turns what its observers saw into a
+//! [`RunRecord`]. The runner owns observation: it builds the oracles and collectors ([`Observers`]), hands the world
+//! its trace's sink, and judges when the world has ended. A panic anywhere inside the run becomes a failing record
+//! with its seed.
+
+use std::cell::RefCell;
+use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
+
+use reports::{FailureKind, Firing, PropertyKind, RunRecord, Verdict};
+use tokio::sync::Notify;
+
+use crate::model::spec::RunSpec;
+use crate::observe::collect::Collectors;
+use crate::observe::observers::Observers;
+use crate::world::run::Ended;
+use crate::world::{World, panic_text};
+
+/// How a run is identified in its record and reproduced.
+#[derive(Debug, Clone)]
+pub struct RunIdentity {
+    /// `scenarios/x.toml`, or `campaigns/y.toml` for a campaign run.
+    pub source: String,
+    pub run_index: Option<u64>,
+    /// The command line that replays this run.
+    pub repro: String,
+}
+
+/// A finished run: its record and, when asked for, its trace as JSON lines.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    pub record: RunRecord,
+    pub trace: Vec<String>,
+}
+
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The commit the binary was built from (`FLEETSIM_COMMIT` at build time), or `unknown`.
+pub fn commit() -> &'static str {
+    env!("FLEETSIM_COMMIT")
+}
+
+/// Runs `spec` with `seed`. Never panics: a panic inside the run is the verdict `panic`.
+pub fn run(spec: &RunSpec, seed: u64, identity: &RunIdentity, keep_trace: bool) -> RunOutput {
+    run_with(spec, seed, identity, keep_trace, Transport::Fast, |_| {})
+}
+
+/// [`run`] over the chosen transport.
+pub fn run_on(spec: &RunSpec, seed: u64, identity: &RunIdentity, keep_trace: bool, transport: Transport) -> RunOutput {
+    run_with(spec, seed, identity, keep_trace, transport, |_| {})
+}
+
+/// [`run`], with `setup` called on the booted world before time starts (tests use it to add host tasks).
+pub(crate) fn run_with(
+    spec: &RunSpec,
+    seed: u64,
+    identity: &RunIdentity,
+    keep_trace: bool,
+    transport: Transport,
+    setup: impl FnOnce(&Rc<World>) + 'static,
+) -> RunOutput {
+    let notify = Rc::new(Notify::new());
+    crate::world::run::arm(notify.clone());
+    let spec = Rc::new(spec.clone());
+    let observers = Rc::new(RefCell::new(Observers::for_run(&spec)));
+    let sink = Box::new(observers.clone());
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| match transport {
+        Transport::Fast => crate::world::run::simulate(spec.clone(), seed, keep_trace, sink, notify, setup),
+        Transport::Wire => crate::wire::world::simulate(spec.clone(), seed, keep_trace, sink, notify, setup),
+    }));
+    let captured = crate::world::run::disarm();
+    crate::observe::logging::RUN_START.with(|cell| *cell.borrow_mut() = None);
+    let outcome = match result {
+        Ok(mut ended) => {
+            if ended.panic.is_none() {
+                ended.panic = captured;
+            }
+            Outcome::observed(ended, &mut observers.borrow_mut())
+        }
+        Err(payload) => {
+            let message = captured.unwrap_or_else(|| panic_text(payload.as_ref()));
+            Outcome::unobserved(Ended::panicked(message))
+        }
+    };
+    finish_record(&spec, seed, identity, outcome)
+}
+
+/// What a run showed: how its world ended, and what its observers made of the events.
+struct Outcome {
+    ended: Ended,
+    collectors: Collectors,
+    /// `(oracle, property, findings kept, total count)`
+    fired: Vec<(&'static str, PropertyKind, Vec<crate::observe::oracles::Finding>, u64)>,
+}
+
+impl Outcome {
+    /// The world's end, judged: the oracles' eventually-properties see the end of the run, then every oracle's
+    /// findings and the collectors' series are taken.
+    fn observed(ended: Ended, observers: &mut Observers) -> Outcome {
+        if ended.aborted {
+            return Outcome::unobserved(ended);
+        }
+        observers.oracles.finish(ended.virtual_duration_ms);
+        let fired = observers
+            .oracles
+            .fired()
+            .map(|(info, findings, count)| (info.name, info.property, findings.to_vec(), count))
+            .collect();
+        Outcome { ended, collectors: std::mem::take(&mut observers.collectors), fired }
+    }
+
+    /// A run that ended before its world could say anything: nothing observed.
+    fn unobserved(ended: Ended) -> Outcome {
+        Outcome { ended, collectors: Collectors::default(), fired: Vec::new() }
+    }
+}
+
+/// Which network the run's services talk over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Transport {
+    /// The simulator's message model: the engine's ports are in-process adapters (the default, and the fastest).
+    #[default]
+    Fast,
+    /// turmoil's simulated TCP and UDP: the MAAS site's services behind their HTTP and DNS front ends, reached by
+    /// the engine's real adapters (see docs/wire-transport.md).
+    Wire,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Fast => "fast",
+            Transport::Wire => "wire",
+        }
+    }
+}
+
+fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Outcome) -> RunOutput {
+    let expected = |name: &str| spec.expect.must_fire.iter().any(|fire| fire == name);
+    let mut violations = Vec::new();
+    let mut reached = Vec::new();
+    let mut violation_counts = std::collections::BTreeMap::new();
+    for (oracle, property, findings, count) in &outcome.fired {
+        if *property != PropertyKind::Sometimes {
+            violation_counts.insert((*oracle).to_owned(), *count);
+        }
+        for finding in findings {
+            let firing = Firing {
+                oracle: (*oracle).to_owned(),
+                property: *property,
+                t_ms: finding.t_ms,
+                evidence: finding.evidence.clone(),
+                expected: expected(oracle),
+            };
+            match property {
+                PropertyKind::Sometimes => reached.push(firing),
+                PropertyKind::Always | PropertyKind::Eventually => violations.push(firing),
+            }
+        }
+    }
+    violations.sort_by(|a, b| (a.t_ms, &a.oracle).cmp(&(b.t_ms, &b.oracle)));
+    reached.sort_by(|a, b| (a.t_ms, &a.oracle).cmp(&(b.t_ms, &b.oracle)));
+    let fired_names: Vec<&str> = outcome.fired.iter().map(|(name, ..)| *name).collect();
+    let mut unmet: Vec<String> =
+        spec.expect.must_fire.iter().filter(|name| !fired_names.contains(&name.as_str())).cloned().collect();
+    unmet.extend(
+        spec.expect
+            .matrix_pairs
+            .iter()
+            .filter(|pair| !outcome.collectors.matrix_pairs.contains_key(*pair))
+            .map(|pair| format!("matrix pair {pair}")),
+    );
+
+    let verdict = if outcome.ended.panic.is_some() {
+        Verdict::fail(FailureKind::Panic)
+    } else if violations.iter().any(|v| !v.expected && v.property == PropertyKind::Always) {
+        Verdict::fail(FailureKind::SafetyViolation)
+    } else if violations.iter().any(|v| !v.expected && v.property == PropertyKind::Eventually) {
+        Verdict::fail(FailureKind::LivenessFailure)
+    } else if !unmet.is_empty() {
+        Verdict::fail(FailureKind::ExpectationUnmet)
+    } else {
+        Verdict::PASS
+    };
+    let collectors = outcome.collectors;
+    let ended = outcome.ended;
+    let mut fault_phases = std::collections::BTreeMap::new();
+    for (step, phase) in &collectors.step_phases {
+        if step.is_fault(&spec.network) {
+            *fault_phases.entry(format!("{}/{phase}", step.kind())).or_insert(0) += 1;
+        }
+    }
+    // A series that never changed says nothing a plot could show.
+    let availability = if collectors.availability.len() > 1 { collectors.availability } else { Vec::new() };
+    RunOutput {
+        record: RunRecord {
+            schema_version: reports::SCHEMA_VERSION,
+            tool_version: TOOL_VERSION.to_owned(),
+            commit: commit().to_owned(),
+            config_hash: spec.config_hash(),
+            config: spec.config_value(),
+            source: identity.source.clone(),
+            run_index: identity.run_index,
+            seed,
+            verdict,
+            trace_digest: ended.trace_digest,
+            trace_events: ended.trace_events,
+            virtual_duration_ms: ended.virtual_duration_ms,
+            faults: ended.faults,
+            matrix_pairs: collectors.matrix_pairs,
+            fault_phases,
+            availability,
+            availability_cut_ms: collectors.availability_cut_ms,
+            lanes: collectors.lanes,
+            workflows: collectors.workflows,
+            violations,
+            violation_counts,
+            reached,
+            unmet,
+            panic: ended.panic,
+            repro: identity.repro.clone(),
+        },
+        trace: ended.trace,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> RunSpec {
+        let text =
+            "schema_version = 1\ndescription = \"d\"\nseed = 4\nduration_ms_max = 3_600_000\n[fleet]\nnodes = 3\n";
+        crate::model::spec::parse_scenario("p.toml", text).unwrap().run
+    }
+
+    fn identity() -> RunIdentity {
+        RunIdentity { source: "p.toml".into(), run_index: None, repro: "fleetsim run p.toml --seed 4".into() }
+    }
+
+    #[test]
+    fn a_panic_in_a_host_task_fails_the_run_with_its_message_and_stops_it_at_once() {
+        let output = run_with(&spec(), 4, &identity(), false, Transport::Fast, |world| {
+            let host = world.host_id("node-02");
+            world.spawn_on(host, async {
+                tokio::time::sleep(std::time::Duration::from_millis(90_000)).await;
+                panic!("agent invariant broken");
+            });
+        });
+        assert_eq!(output.record.verdict, Verdict::fail(FailureKind::Panic));
+        let message = output.record.panic.as_deref().unwrap();
+        assert!(message.starts_with("agent invariant broken at "), "{message}");
+        assert_eq!(output.record.virtual_duration_ms, 90_000, "the run ends when the panic happens");
+        assert_eq!(output.record.seed, 4);
+        assert_eq!(output.record.repro, "fleetsim run p.toml --seed 4");
+        // The thread is fine afterwards: the next run on it passes.
+        assert!(run(&spec(), 4, &identity(), false).record.verdict.passed());
+    }
+
+    #[test]
+    fn a_rollout_records_its_availability_its_lanes_and_the_phase_of_each_fault() {
+        let text = r#"
+schema_version = 1
+description = "lanes of two, a floor of three, a partition before the rollout and an ssh timeout during it"
+seed = 9
+duration_ms_max = 1_800_000
+[fleet]
+nodes = 6
+lane_size = 2
+availability_floor = 3
+[[step]]
+at_ms = 10_000
+kind = "partition"
+a = "node-06"
+b = "hub"
+[[step]]
+at_ms = 20_000
+kind = "repair"
+a = "node-06"
+b = "hub"
+[[step]]
+at_ms = 60_000
+kind = "start_rollout"
+revision = "2944aebb"
+[[step]]
+at_ms = 60_001
+kind = "ssh_timeout"
+target = "node-05"
+count = 1
+"#;
+        let spec = crate::model::spec::parse_scenario("r.toml", text).unwrap().run;
+        let record = run(&spec, 9, &identity(), false).record;
+        assert!(record.verdict.passed(), "{record:#?}");
+        let availability: Vec<(u64, u64)> = record.availability.iter().map(|p| (p.t_ms, p.available)).collect();
+        assert_eq!(availability.first(), Some(&(0, 6)), "{availability:?}");
+        let lowest = availability.iter().map(|(_, available)| *available).min().unwrap();
+        assert!((3..6).contains(&lowest), "the rollout took nodes down, never below the floor: {availability:?}");
+        assert!(availability.windows(2).all(|pair| pair[0].0 <= pair[1].0 && pair[0].1 != pair[1].1));
+        assert_eq!(availability.last().map(|(_, available)| *available), Some(6), "all back at the end");
+        assert_eq!(record.availability_cut_ms, None);
+
+        assert!(!record.lanes.is_empty());
+        assert_eq!(record.lanes.iter().map(|lane| lane.nodes).sum::<u64>(), 6, "{:?}", record.lanes);
+        for (index, lane) in (0u64..).zip(&record.lanes) {
+            assert_eq!((lane.rollout.as_str(), lane.lane), ("rollout-2944aebb", index));
+            assert_eq!(lane.verdict.as_deref(), Some("successor"));
+            assert!(60_000 <= lane.start_ms && lane.start_ms < lane.end_ms, "{lane:?}");
+            assert!(lane.nodes <= 2, "lanes of at most two: {lane:?}");
+        }
+        assert_eq!(
+            record.fault_phases,
+            std::collections::BTreeMap::from([
+                ("partition/steady".to_owned(), 1),
+                ("ssh_timeout/rollout".to_owned(), 1)
+            ]),
+            "repairs and the rollout itself are not faults"
+        );
+        assert!(record.workflows.is_empty());
+    }
+
+    #[test]
+    fn an_onboarding_run_records_its_workflows() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../scenarios/onboarding-two-machines-deploy-and-enrol-their-agents.toml");
+        let scenario = crate::model::spec::load_scenario(&path).unwrap();
+        let record = run(&scenario.run, scenario.seed, &identity(), false).record;
+        assert!(record.verdict.passed(), "{record:#?}");
+        assert_eq!(record.workflows.len(), 2, "{:?}", record.workflows);
+        for workflow in &record.workflows {
+            assert_eq!(workflow.outcome, "completed");
+            assert!(workflow.end_ms.is_some_and(|end| end > workflow.start_ms), "{workflow:?}");
+        }
+        assert!(record.lanes.is_empty() && record.fault_phases.is_empty());
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_digest_and_another_seed_another() {
+        let a = run(&spec(), 4, &identity(), false).record;
+        let b = run(&spec(), 4, &identity(), false).record;
+        let c = run(&spec(), 5, &identity(), false).record;
+        assert_eq!(a.trace_digest, b.trace_digest);
+        assert_ne!(a.trace_digest, c.trace_digest);
+    }
+}

@@ -1,0 +1,280 @@
+//! Decommission in the simulated world: the GPUaaS inventory and allocation service (`fakes::inventory`, served from
+//! the `hub` host), the node tasks its agents run, the engine's `Fleet` port over the simulated network, and the
+//! controller's decommission workflows, started by a `decommission` step (an operator's request) and run again by a
+//! restarted controller whose journal shows one unfinished.
+//!
+//! A node task is two calls, as a task API is: the dispatch (the hub asks the node's agent, which must be running on
+//! a powered, enrolled machine) and, the task's duration later, the read of its result. An agent that does not
+//! answer makes the hub wait its dispatch timeout and answer that the agent is unreachable.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+use engine::decommission::driver::{DecommissionPorts, DecommissionRequest};
+use engine::decommission::record::DecommissionHistory;
+use engine::matrix::NodeState;
+use engine::ports::Journal;
+use engine::ports::fleet::{Fleet, FleetError, FleetRecord, NodeTask, TaskOutcome};
+use engine::workflow::RetryPolicy;
+use fakes::inventory::{InventoryError, InventoryRequest, InventoryResponse, RecordState, TaskResult};
+
+use crate::model::faults::{DeathPoint, DeathSubsystem};
+use crate::observe::trace::Body;
+use crate::world::net::HostId;
+use crate::world::{CONTROLLER_ID, HUB_ID, SimClock, SimJournal, SimSignals, World};
+
+/// How long the hub waits for a node agent to take a task before it answers that the agent is unreachable.
+pub const TASK_DISPATCH_TIMEOUT_MS: u64 = 60_000;
+/// Allocations each node carries when its agent enrols (workloads a decommission must detach).
+pub const ALLOCATIONS_PER_NODE: u32 = 2;
+/// How often a decommission request waits for the machine's onboarding to finish before it starts.
+const ONBOARDING_BUSY_POLL_MS: u64 = 30_000;
+
+fn record_state(state: NodeState) -> Option<RecordState> {
+    match state {
+        NodeState::Enrolling => Some(RecordState::Enrolling),
+        NodeState::Active => Some(RecordState::Active),
+        NodeState::Quarantined => Some(RecordState::Quarantined),
+        NodeState::Retired => Some(RecordState::Retired),
+        NodeState::Deleted => None,
+    }
+}
+
+fn node_state(state: RecordState) -> NodeState {
+    match state {
+        RecordState::Enrolling => NodeState::Enrolling,
+        RecordState::Active => NodeState::Active,
+        RecordState::Quarantined => NodeState::Quarantined,
+        RecordState::Retired => NodeState::Retired,
+    }
+}
+
+fn fake_task(task: NodeTask) -> fakes::inventory::NodeTask {
+    match task {
+        NodeTask::Drain => fakes::inventory::NodeTask::Drain,
+        NodeTask::CleanupStorage => fakes::inventory::NodeTask::CleanupStorage,
+        NodeTask::ScrubGpu => fakes::inventory::NodeTask::ScrubGpu,
+        NodeTask::ValidateClean => fakes::inventory::NodeTask::ValidateClean,
+        NodeTask::Uninstall => fakes::inventory::NodeTask::Uninstall,
+    }
+}
+
+/// An inventory error in the engine's terms.
+fn fleet_error(error: InventoryError) -> FleetError {
+    match error {
+        InventoryError::Unavailable { retry_after_s } => FleetError::Unavailable { retry_after_s },
+        InventoryError::NotFound { .. } => FleetError::NotFound(error.to_string()),
+        InventoryError::Conflict { .. } | InventoryError::NotRemovable { .. } | InventoryError::Refused { .. } => {
+            FleetError::Conflict(error.to_string())
+        }
+    }
+}
+
+/// The engine's `Fleet` port: requests over the network to the `hub` host.
+pub(crate) struct SimFleet {
+    pub world: Rc<World>,
+    pub from: HostId,
+}
+
+impl SimFleet {
+    async fn ask(&self, request: InventoryRequest) -> Result<InventoryResponse, FleetError> {
+        let world = &self.world;
+        let op = inventory_op(&request);
+        let node = inventory_node(&request).to_owned();
+        let answer = world
+            .call(self.from, HUB_ID, world.spec.engine.call_timeout_ms, move |world| {
+                world.site().state.borrow_mut().inventory.handle(request)
+            })
+            .await;
+        let error = match &answer {
+            Ok(Ok(_)) => None,
+            Ok(Err(error)) => Some(error.to_string()),
+            Err(error) => Some(error.to_string()),
+        };
+        world.record(self.from, Body::InventoryRequest { node, op: op.to_owned(), error });
+        // A decommission death armed after a remote mutation: the inventory changed and said so.
+        if matches!(answer, Ok(Ok(_)))
+            && matches!(op, "transition" | "release_allocations" | "remove")
+            && world.take_death(DeathSubsystem::Decommission, DeathPoint::AfterRemoteMutation)
+        {
+            world.die_here(self.from).await;
+        }
+        answer.map_err(FleetError::Transport)?.map_err(fleet_error)
+    }
+}
+
+fn inventory_op(request: &InventoryRequest) -> &'static str {
+    match request {
+        InventoryRequest::Read { .. } => "read",
+        InventoryRequest::Transition { .. } => "transition",
+        InventoryRequest::ReleaseAllocations { .. } => "release_allocations",
+        InventoryRequest::CompleteTask { .. } => "task_result",
+        InventoryRequest::Remove { .. } => "remove",
+    }
+}
+
+fn inventory_node(request: &InventoryRequest) -> &str {
+    match request {
+        InventoryRequest::Read { node }
+        | InventoryRequest::Transition { node, .. }
+        | InventoryRequest::ReleaseAllocations { node, .. }
+        | InventoryRequest::CompleteTask { node, .. }
+        | InventoryRequest::Remove { node } => node,
+    }
+}
+
+fn unexpected(what: &str) -> FleetError {
+    FleetError::Conflict(format!("the inventory answered something else to a {what} request"))
+}
+
+impl Fleet for SimFleet {
+    async fn record(&self, node: &str) -> Result<Option<FleetRecord>, FleetError> {
+        match self.ask(InventoryRequest::Read { node: node.to_owned() }).await? {
+            InventoryResponse::Record(record) => Ok(record.map(|record| FleetRecord {
+                state: node_state(record.state),
+                allocations: record.allocations.into_iter().collect(),
+                agent_installed: record.agent_installed,
+            })),
+            _ => Err(unexpected("read")),
+        }
+    }
+
+    async fn transition(&self, node: &str, from: NodeState, to: NodeState) -> Result<(), FleetError> {
+        let (Some(from), Some(to)) = (record_state(from), record_state(to)) else {
+            return Err(FleetError::Conflict(format!("{node}: deleted is not a record state; remove the record")));
+        };
+        self.ask(InventoryRequest::Transition { node: node.to_owned(), from, to }).await.map(|_| ())
+    }
+
+    async fn release_allocations(&self, node: &str, force: bool) -> Result<Vec<String>, FleetError> {
+        match self.ask(InventoryRequest::ReleaseAllocations { node: node.to_owned(), force }).await? {
+            InventoryResponse::Remaining(remaining) => Ok(remaining),
+            _ => Err(unexpected("release")),
+        }
+    }
+
+    async fn run_task(&self, node: &str, task: NodeTask, operation_id: &str) -> Result<TaskOutcome, FleetError> {
+        let world = &self.world;
+        let fake = fake_task(task);
+        let machine = node.to_owned();
+        // The dispatch: the hub asks the node's agent (for an agent task) and answers at once whether it took it.
+        let taken = world
+            .call(self.from, HUB_ID, world.spec.engine.call_timeout_ms, move |world| {
+                !fake.needs_agent() || world.agent_answers(&machine)
+            })
+            .await
+            .map_err(FleetError::Transport)?;
+        world.record(
+            self.from,
+            Body::NodeTask { node: node.to_owned(), task: task.as_str().to_owned(), operation_id: operation_id.into() },
+        );
+        if !taken {
+            tokio::time::sleep(std::time::Duration::from_millis(TASK_DISPATCH_TIMEOUT_MS)).await;
+            return Err(FleetError::AgentUnreachable(format!("{node}'s agent did not take the task")));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(fake.duration_ms())).await;
+        let answer = self.ask(InventoryRequest::CompleteTask { node: node.to_owned(), task: fake }).await?;
+        if matches!(answer, InventoryResponse::Task(TaskResult::Done)) && task == NodeTask::Uninstall {
+            self.world.uninstall_agent(node);
+        }
+        match answer {
+            InventoryResponse::Task(TaskResult::Done) => Ok(TaskOutcome::Done),
+            InventoryResponse::Task(TaskResult::Residue { what }) => Ok(TaskOutcome::Residue(what)),
+            InventoryResponse::Task(TaskResult::Failed { error }) => Ok(TaskOutcome::Failed(error)),
+            _ => Err(unexpected("task")),
+        }
+    }
+
+    async fn remove_record(&self, node: &str) -> Result<(), FleetError> {
+        self.ask(InventoryRequest::Remove { node: node.to_owned() }).await.map(|_| ())
+    }
+}
+
+impl World {
+    /// Whether `machine`'s agent would take a task now: its machine runs its deployed OS with the agent enrolled,
+    /// and no fault silences it.
+    pub(crate) fn agent_answers(&self, machine: &str) -> bool {
+        !self.site().state.borrow().agents_unreachable.contains(machine)
+            && self.site().lock().site.machine(machine).is_some_and(|m| m.agent_enrolled() && m.is_powered())
+            && self.is_up(self.site().host)
+    }
+
+    /// An uninstalled agent: its principal is revoked at the hub and it heartbeats no more.
+    fn uninstall_agent(self: &Rc<Self>, machine: &str) {
+        self.site().state.borrow_mut().enrolled.remove(machine);
+        let mut events = Vec::new();
+        self.hub.borrow_mut().revoke_principal(machine, &mut events);
+        self.record_hub_events(events);
+    }
+
+    /// The decommission workflows the journal shows started and not finished (a dead controller's).
+    pub(crate) fn unfinished_decommissions(&self, lines: &[String]) -> Vec<String> {
+        let Some(onboarding) = &self.spec.onboarding else { return Vec::new() };
+        onboarding
+            .machines
+            .iter()
+            .filter(|machine| {
+                let history = DecommissionHistory::of(
+                    &crate::model::ids::decommission_workflow_id(machine),
+                    lines.iter().map(String::as_str),
+                );
+                history.is_ok_and(|history| history.unfinished)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Runs `machine`'s decommission workflow once its onboarding is no longer in flight.
+    pub(crate) fn start_decommission(
+        self: &Rc<Self>,
+        machine: &str,
+        onboarding_running: &Rc<RefCell<BTreeSet<String>>>,
+        decommissions_running: &Rc<RefCell<BTreeSet<String>>>,
+    ) {
+        if !decommissions_running.borrow_mut().insert(machine.to_owned()) {
+            return;
+        }
+        let (world, onboarding_running, running, machine) =
+            (self.clone(), onboarding_running.clone(), decommissions_running.clone(), machine.to_owned());
+        self.spawn_on(CONTROLLER_ID, async move {
+            while onboarding_running.borrow().contains(&machine) {
+                tokio::time::sleep(std::time::Duration::from_millis(ONBOARDING_BUSY_POLL_MS)).await;
+            }
+            world.run_decommission_workflow(&machine, None).await;
+            running.borrow_mut().remove(&machine);
+        });
+    }
+
+    /// Runs `machine`'s decommission workflow on the controller once (from `start_at`, for an operator's resume).
+    pub(crate) async fn run_decommission_workflow(
+        self: &Rc<Self>,
+        machine: &str,
+        start_at: Option<engine::matrix::DecommissionStage>,
+    ) -> engine::decommission::driver::DecommissionOutcome {
+        let world = self.clone();
+        let onboarding = world.spec.onboarding.clone().expect("a site run");
+        let request = DecommissionRequest {
+            workflow: crate::model::ids::decommission_workflow_id(machine),
+            node: machine.to_owned(),
+            hostname: machine.to_owned(),
+            poll_ms: onboarding.poll_ms,
+            retry: RetryPolicy::default(),
+            site_policy: onboarding.site_policy(),
+        };
+        let ports = DecommissionPorts {
+            clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
+            maas: &world.site_maas(CONTROLLER_ID, &request.workflow),
+            secrets: &world.site_secrets(CONTROLLER_ID),
+            fleet: &SimFleet { world: world.clone(), from: CONTROLLER_ID },
+            journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
+            signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
+        };
+        ports.run_decommission_from(&request, start_at).await
+    }
+
+    /// Reads the journal for the controller's restart.
+    pub(crate) async fn controller_journal(self: &Rc<Self>) -> Vec<String> {
+        SimJournal { world: self.clone(), host: CONTROLLER_ID }.replay().await.unwrap_or_default()
+    }
+}

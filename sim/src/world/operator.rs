@@ -1,0 +1,165 @@
+//! Operator recovery actions in the simulated world: the controller takes an `operator` step (a person, or
+//! automation, asking for one of seed 000's recovery actions), performs it through
+//! [`engine::operator::apply_operator_action`] (authorized, audited in the journal before anything is done),
+//! traces the audit record (`engine.audit`), runs the workflow again when the action says so, and traces the settled
+//! record once the workflow's state after the action is known.
+//!
+//! Every restarting action on an onboarding workflow is a rerun from the top with status-aware adoption (see
+//! `engine::operator`); a decommission's `resume` and `retry_stage` enter the run at the authorized stage
+//! (`run_decommission_from`), its other restarting actions rerun from the top. A run waits for a run of the same workflow already in flight on this controller to end first, as
+//! `resume_onboarding` does.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+use engine::matrix::{RecoveryAction, Workflow};
+use engine::onboarding::driver::OnboardPorts;
+use engine::operator::{
+    Applied, NextStep, apply_operator_action, observe_onboarding_checkpoint, settle_after_run, workflow_status,
+};
+use engine::ports::Journal;
+use engine::recovery::{AuditRecord, OperatorRequest};
+
+use crate::model::faults::Step;
+use crate::observe::trace::Body;
+use crate::world::site::SimSiteSsh;
+use crate::world::{CONTROLLER_ID, SimClock, SimHub, SimJournal, SimSignals, World};
+
+/// How often a restarting action waits for a run of its workflow already in flight to end.
+const IN_FLIGHT_POLL_MS: u64 = 30_000;
+
+impl World {
+    /// Performs an `operator` step on the controller (a task of its own, so a long run does not hold the others).
+    pub(crate) fn start_operator_action(
+        self: &Rc<Self>,
+        step: Step,
+        permits: &Rc<tokio::sync::Semaphore>,
+        onboarding_running: &Rc<RefCell<BTreeSet<String>>>,
+        decommissions_running: &Rc<RefCell<BTreeSet<String>>>,
+    ) {
+        let Step::Operator { target, workflow, action, actor, role, reason, resolves_freeze } = step else {
+            unreachable!("{} is not an operator step", step.kind())
+        };
+        let (world, permits, onboarding_running, decommissions_running) =
+            (self.clone(), permits.clone(), onboarding_running.clone(), decommissions_running.clone());
+        self.spawn_on(CONTROLLER_ID, async move {
+            let workflow_id = crate::model::ids::workflow_id(workflow, &target);
+            let correlation_id = format!("{workflow_id}/{}/{}", action.as_str(), world.host_now_ms(CONTROLLER_ID));
+            let request =
+                OperatorRequest { actor_id: actor, actor_role: role, action, reason, correlation_id, resolves_freeze };
+            let journal = SimJournal { world: world.clone(), host: CONTROLLER_ID };
+            let signals = SimSignals { world: world.clone(), host: CONTROLLER_ID };
+            let observed = world.observe_checkpoint(workflow, &workflow_id, &target, action).await;
+            let applied =
+                match apply_operator_action(&journal, &signals, workflow, &workflow_id, &request, observed).await {
+                    Ok(applied) => applied,
+                    Err(error) => {
+                        tracing::warn!(%workflow_id, %error, "operator action not performed");
+                        return;
+                    }
+                };
+            world.record(CONTROLLER_ID, Body::Audit { record: applied.record.clone() });
+            let Applied { record, settled, next, authorized } = applied;
+            if let Some(settled) = settled {
+                world.record(CONTROLLER_ID, Body::Audit { record: settled });
+            }
+            if next == NextStep::Nothing {
+                return;
+            }
+            match workflow {
+                Workflow::Onboarding => {
+                    world.run_onboarding_for_operator(&target, &permits, &onboarding_running).await;
+                }
+                Workflow::Decommission => {
+                    // A decommission is entered at the authorized stage for `resume` and `retry_stage`: its rerun
+                    // from the top redoes the node tasks, which a powered-off node cannot take.
+                    let start_at = authorized
+                        .filter(|authorized| {
+                            matches!(authorized.action, RecoveryAction::Resume | RecoveryAction::RetryStage)
+                        })
+                        .and_then(|authorized| match authorized.restart_at {
+                            Some(engine::matrix::Stage::Decommission(stage)) => Some(stage),
+                            _ => None,
+                        });
+                    world
+                        .run_decommission_for_operator(&target, start_at, &onboarding_running, &decommissions_running)
+                        .await;
+                }
+            }
+            world.settle(workflow, &record).await;
+        });
+    }
+
+    /// The fresh observation `adopt_observed_state` needs (section 7); no other action reads it. A decommission's
+    /// checkpoints are not observed here: its adoption is refused unless its own rerun adopts.
+    async fn observe_checkpoint(
+        self: &Rc<Self>,
+        workflow: Workflow,
+        workflow_id: &str,
+        machine: &str,
+        action: RecoveryAction,
+    ) -> bool {
+        if action != RecoveryAction::AdoptObservedState || workflow != Workflow::Onboarding {
+            return false;
+        }
+        let lines = SimJournal { world: self.clone(), host: CONTROLLER_ID }.replay().await.unwrap_or_default();
+        let Ok(status) = workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), false) else {
+            return false;
+        };
+        let request = self.onboard_request(machine);
+        let maas = self.site_maas(CONTROLLER_ID, workflow_id);
+        let hub = SimHub::new(self.clone(), CONTROLLER_ID);
+        observe_onboarding_checkpoint(&maas, &hub, machine, &request.node.pxe_mac, status.stage).await
+    }
+
+    async fn settle(self: &Rc<Self>, workflow: Workflow, record: &AuditRecord) {
+        let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
+        match settle_after_run(&journal, workflow, record).await {
+            Ok(settled) => self.record(CONTROLLER_ID, Body::Audit { record: settled }),
+            Err(error) => tracing::warn!(workflow = %record.workflow_id, %error, "operator action not settled"),
+        }
+    }
+
+    async fn run_onboarding_for_operator(
+        self: &Rc<Self>,
+        machine: &str,
+        permits: &Rc<tokio::sync::Semaphore>,
+        running: &Rc<RefCell<BTreeSet<String>>>,
+    ) {
+        while !running.borrow_mut().insert(machine.to_owned()) {
+            tokio::time::sleep(std::time::Duration::from_millis(IN_FLIGHT_POLL_MS)).await;
+        }
+        {
+            let _permit = permits.acquire().await.expect("the semaphore is never closed");
+            let world = self.clone();
+            let request = world.onboard_request(machine);
+            let ports = OnboardPorts {
+                clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
+                maas: &world.site_maas(CONTROLLER_ID, &request.workflow),
+                resolver: &world.site_resolver(CONTROLLER_ID),
+                secrets: &world.site_secrets(CONTROLLER_ID),
+                hub: &SimHub::new(world.clone(), CONTROLLER_ID),
+                ssh: &SimSiteSsh { world: world.clone(), from: CONTROLLER_ID },
+                journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
+                signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
+            };
+            ports.run_onboarding(&request).await;
+        }
+        running.borrow_mut().remove(machine);
+    }
+
+    async fn run_decommission_for_operator(
+        self: &Rc<Self>,
+        machine: &str,
+        start_at: Option<engine::matrix::DecommissionStage>,
+        onboarding_running: &Rc<RefCell<BTreeSet<String>>>,
+        running: &Rc<RefCell<BTreeSet<String>>>,
+    ) {
+        while onboarding_running.borrow().contains(machine) || !running.borrow_mut().insert(machine.to_owned()) {
+            tokio::time::sleep(std::time::Duration::from_millis(IN_FLIGHT_POLL_MS)).await;
+        }
+        self.run_decommission_workflow(machine, start_at).await;
+        running.borrow_mut().remove(machine);
+    }
+}
