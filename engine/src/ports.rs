@@ -162,10 +162,47 @@ pub enum SshRequest {
     },
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Regular,
+    Symlink,
+    Directory,
+}
+
+/// What a read-only `stat` + read of one file shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileFacts {
+    pub kind: FileKind,
+    pub mode: u32,
+    pub owner: String,
+    pub nlink: u32,
+    pub content: String,
+}
+
+/// Everything the preflight reads from one node, without changing anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeObservation {
+    pub node: String,
+    pub env: Option<FileFacts>,
+    pub marker: Option<FileFacts>,
+    pub manifest: Option<FileFacts>,
+    /// Installed source and venv: `(revision, generation)`.
+    pub installed: Option<(String, u64)>,
+    pub barrier_generation: u64,
+}
+
+impl NodeObservation {
+    /// The value of `key` in the node's environment file, if it has one.
+    pub fn env_value(&self, key: &str) -> Option<&str> {
+        let content = &self.env.as_ref()?.content;
+        content.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
+    }
+}
+
 /// What an observation of a node shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeReport {
-    pub identity: crate::rollout::preflight::NodeObservation,
+    pub identity: NodeObservation,
     pub service_running: bool,
     pub staged: Vec<String>,
 }

@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::ports::{FileFacts, FileKind, NodeObservation};
+
 /// Where the identity lives on a worker.
 pub const MAC_ENV: &str = "~/.mac/mac.env";
 pub const MARKER: &str = "~/.mac/deployed-source-revision";
@@ -25,43 +27,6 @@ pub const INSTALLED_KEYS: [&str; 6] = [
     "MAC_DEPLOYED_REVISION",
     "MAC_GENERATION",
 ];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
-    Regular,
-    Symlink,
-    Directory,
-}
-
-/// What a read-only `stat` + read of one file shows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileFacts {
-    pub kind: FileKind,
-    pub mode: u32,
-    pub owner: String,
-    pub nlink: u32,
-    pub content: String,
-}
-
-/// Everything the preflight reads from one node, without changing anything.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeObservation {
-    pub node: String,
-    pub env: Option<FileFacts>,
-    pub marker: Option<FileFacts>,
-    pub manifest: Option<FileFacts>,
-    /// Installed source and venv: `(revision, generation)`.
-    pub installed: Option<(String, u64)>,
-    pub barrier_generation: u64,
-}
-
-impl NodeObservation {
-    /// The value of `key` in the node's environment file, if it has one.
-    pub fn env_value(&self, key: &str) -> Option<&str> {
-        let content = &self.env.as_ref()?.content;
-        content.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
-    }
-}
 
 /// A deployment manifest: a signed statement of the revision and generation a node runs.
 #[derive(Debug, Clone, PartialEq, Eq)]

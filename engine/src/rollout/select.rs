@@ -148,7 +148,8 @@ impl Selection {
 mod tests {
     use super::*;
     use crate::ports::TransportError;
-    use crate::rollout::preflight::{FileFacts, FileKind, Manifest, NodeObservation};
+    use crate::ports::{FileFacts, FileKind, NodeObservation};
+    use crate::rollout::preflight::Manifest;
 
     /// The test trust root: a signature is valid when it is `sig-<revision>-<generation>`.
     struct TestVerifier;

@@ -1421,9 +1421,9 @@ impl ports::Ssh for SimSsh {
     }
 }
 
-fn file_facts(stat: fakes::worker::FileStat) -> engine::rollout::preflight::FileFacts {
-    use engine::rollout::preflight::FileKind as Kind;
-    engine::rollout::preflight::FileFacts {
+fn file_facts(stat: fakes::worker::FileStat) -> engine::ports::FileFacts {
+    use engine::ports::FileKind as Kind;
+    engine::ports::FileFacts {
         kind: match stat.kind {
             fakes::worker::FileKind::Regular => Kind::Regular,
             fakes::worker::FileKind::Symlink { .. } => Kind::Symlink,
@@ -1439,7 +1439,7 @@ fn file_facts(stat: fakes::worker::FileStat) -> engine::rollout::preflight::File
 /// The fake's observation in the engine's words (the engine never sees the fake's types).
 fn node_report(observation: fakes::worker::Observation) -> ports::NodeReport {
     ports::NodeReport {
-        identity: engine::rollout::preflight::NodeObservation {
+        identity: engine::ports::NodeObservation {
             node: observation.worker_id,
             env: observation.mac_env.map(file_facts),
             marker: observation.marker.map(file_facts),
