@@ -9,6 +9,16 @@ use std::path::{Path, PathBuf};
 /// The floors of `sim`, bottom first: a module may name its own floor and the floors before it, never one after.
 const SIM_FLOORS: &[&[&str]] = &[&["model"], &["observe"], &["world"], &["wire"], &["run"], &["live"], &["cli"]];
 
+/// The floors of `engine`, bottom first.
+const ENGINE_FLOORS: &[&[&str]] = &[
+    &["secret"],
+    &["matrix", "ports"],
+    &["recovery", "sensor", "workflow"],
+    &["decommission", "onboarding", "rollout"],
+    &["operator"],
+    &["adapters"],
+];
+
 /// A source file: its module path (`["world", "site"]` for `world/site.rs` or `world/site/mod.rs`) and text.
 struct Source {
     module: Vec<String>,
@@ -339,7 +349,15 @@ fn the_simulator_s_folders_are_floors_with_no_edge_running_up_and_no_circle_acro
     let sources = sources(&root().join("sim/src"));
     assert!(sources.len() > 20, "found only {} files", sources.len());
     let problems = violations(&sources, SIM_FLOORS);
-    assert!(problems.is_empty(), "sim/src (docs/ARCHITECTURE.md, \"Floors\"):\n{}", problems.join("\n"));
+    assert!(problems.is_empty(), "sim/src (docs/ARCHITECTURE.md, \"The layers\"):\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_engine_s_folders_are_floors_with_no_edge_running_up_and_no_circle_across_folders() {
+    let sources = sources(&root().join("engine/src"));
+    assert!(sources.len() > 20, "found only {} files", sources.len());
+    let problems = violations(&sources, ENGINE_FLOORS);
+    assert!(problems.is_empty(), "engine/src (docs/ARCHITECTURE.md, \"The layers\"):\n{}", problems.join("\n"));
 }
 
 /// The checker can fail: an edge up a floor, a module on no floor and a circle across folders are each found, and
