@@ -730,7 +730,7 @@ pub(crate) fn validate_step(
             }
         }
     } else {
-        for (field, host) in step.hosts() {
+        for (field, host) in step.names() {
             let maas = host == MAAS && onboarding.is_some();
             if !fleet.host_exists(host) && !maas {
                 return Err(unknown_host(source, span, &format!("{key}.{field}"), host, fleet));
