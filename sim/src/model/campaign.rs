@@ -1214,7 +1214,7 @@ sometimes = ["instance_silent_raised"]
             let site_steps: Vec<&Step> = spec.steps.iter().map(|t| &t.step).filter(|s| s.is_site_step()).collect();
             assert!(site_steps.iter().any(|s| matches!(s, Step::MacDrift { .. })));
             assert!(site_steps.iter().any(|s| matches!(s, Step::MaasUnavailable { .. })));
-            assert!(site_steps.iter().filter_map(|s| s.site_machine()).all(|m| machines.iter().any(|n| n == m)));
+            assert!(site_steps.iter().flat_map(|s| s.names()).all(|(_, m)| machines.iter().any(|n| n == m)));
             let others: Vec<&TimedStep> = spec.steps.iter().filter(|t| !t.step.is_site_step()).collect();
             let plain_spec = plain.run_spec(index);
             let before: Vec<&TimedStep> = plain_spec.steps.iter().collect();

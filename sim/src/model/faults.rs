@@ -638,11 +638,6 @@ impl Step {
     pub fn is_site_step(&self) -> bool {
         self.step_kind().domain().is_site()
     }
-
-    /// The site machine a step of the site's domains names (its `target` is a machine, not a host).
-    pub fn site_machine(&self) -> Option<&str> {
-        if self.step_kind().domain().is_site() { self.names().first().map(|(_, machine)| *machine) } else { None }
-    }
 }
 
 /// The actor an `operator` step names when it names none.
@@ -719,9 +714,8 @@ mod tests {
         assert!(latency(link.latency_max_ms + 1).is_fault(&link, |_| true));
         let drift = Step::MacDrift { target: "node-04".into() };
         assert!(drift.is_site_step());
-        assert_eq!(drift.site_machine(), Some("node-04"));
+        assert_eq!(drift.names(), [("target", "node-04")], "a machine, in the site's domains");
         assert_eq!(Step::RouteSwap.names(), []);
-        assert_eq!(Step::RouteSwap.site_machine(), None);
     }
 
     #[test]
