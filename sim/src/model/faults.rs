@@ -2,6 +2,10 @@
 //! driver actions (deployment epochs, task leases) that scenarios script around them. Knobs are integers
 //! (per-mille probabilities, `_ms` durations). `docs/faults.md` documents each step: what it does, the seed document
 //! it comes from, and whether it is recoverable.
+//!
+//! Each kind is defined once, as a row of the catalogue ([`StepKind`]): its name, domain, whether it counts as a
+//! fault, the fields that name hosts, and the campaign knobs that draw it. Everything that lists the kinds is
+//! generated from the rows, and the tests below hold `docs/faults.md` and the campaign's knobs to them.
 
 use fakes::artifacts::ArtifactKind;
 use fakes::ssh::Storage;
@@ -725,6 +729,69 @@ mod tests {
             for knob in kind.knobs() {
                 assert_eq!(knobs.insert(*knob, kind), None, "{knob} is listed by two kinds");
             }
+        }
+    }
+
+    /// `docs/faults.md`, the catalogue's prose.
+    const FAULTS_MD: &str = include_str!("../../../docs/faults.md");
+
+    /// The text of the document's `## ` section titled `title`, up to the next `## ` heading.
+    fn section(title: &str) -> &'static str {
+        let start = FAULTS_MD.find(&format!("\n## {title}\n")).unwrap_or_else(|| panic!("no section {title}"));
+        let body = &FAULTS_MD[start + title.len() + 5..];
+        &body[..body.find("\n## ").unwrap_or(body.len())]
+    }
+
+    /// The section of `docs/faults.md` a domain's steps are described in, and whether each has a `### ` heading there
+    /// (the site's and decommission's steps are a list).
+    fn described_in(domain: Domain) -> (&'static str, bool) {
+        match domain {
+            Domain::Network | Domain::Host | Domain::Fleet => ("Steps", true),
+            Domain::Rollout => ("Rollout steps", true),
+            Domain::Site => ("The MAAS site's steps", false),
+            Domain::Decommission => ("Decommission's steps", false),
+        }
+    }
+
+    #[test]
+    fn the_fault_docs_list_every_kind_once_as_the_catalogue_says() {
+        // The table of "## Steps": `| kind | fields (units) | counts as a fault | healed by |`, one row per kind.
+        let rows: Vec<Vec<&str>> = section("Steps")
+            .lines()
+            .take_while(|line| !line.starts_with("### "))
+            .filter(|line| line.starts_with("| `"))
+            .map(|line| line.trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        let documented: Vec<&str> = rows.iter().map(|row| row[0].trim_matches('`')).collect();
+        let listed: Vec<&str> = StepKind::ALL.iter().map(|kind| kind.name()).collect();
+        let missing: Vec<&&str> = listed.iter().filter(|name| !documented.contains(name)).collect();
+        let unknown: Vec<&&str> = documented.iter().filter(|name| !listed.contains(name)).collect();
+        assert!(missing.is_empty() && unknown.is_empty(), "`## Steps` misses {missing:?}, and lists {unknown:?} too");
+        assert_eq!(documented.len(), listed.len(), "`## Steps` lists a kind twice");
+        for row in &rows {
+            let kind = *StepKind::ALL.iter().find(|kind| kind.name() == row[0].trim_matches('`')).unwrap();
+            let cell = row[2];
+            let documented = if cell.contains("driver action") {
+                Counted::DriverAction
+            } else if cell == "never" {
+                Counted::Never
+            } else if cell == "always" {
+                Counted::Always
+            } else {
+                Counted::When
+            };
+            assert_eq!(documented, kind.counted(), "{}: the docs say it counts as a fault \"{cell}\"", kind.name());
+        }
+        for &kind in StepKind::ALL {
+            let (title, headed) = described_in(kind.domain());
+            let named = format!("`{}`", kind.name());
+            let text = section(title);
+            let described = if headed {
+                text.lines().any(|line| line.starts_with("### ") && line.contains(&named))
+            } else {
+                text.contains(&named)
+            };
+            assert!(described, "{} ({:?}) is not described under \"## {title}\"", kind.name(), kind.domain());
         }
     }
 }
