@@ -1299,7 +1299,10 @@ sometimes = ["instance_silent_raised"]
     fn the_fault_mix_has_the_catalogues_knobs_and_no_other() {
         let catalogue: BTreeSet<String> =
             StepKind::ALL.iter().flat_map(|kind| kind.knobs()).map(|knob| (*knob).to_owned()).collect();
-        assert_eq!(fault_mix_fields(), catalogue);
+        let fields = fault_mix_fields();
+        let (unlisted, unknown): (Vec<_>, Vec<_>) =
+            (fields.difference(&catalogue).collect(), catalogue.difference(&fields).collect());
+        assert!(unlisted.is_empty() && unknown.is_empty(), "no row lists knobs {unlisted:?}; no field is {unknown:?}");
         let site = FaultMix::default().site_kinds().map(|(knob, _)| knob.name().to_owned());
         let decommission = FaultMix::default().decommission_kinds().map(|(knob, _)| knob.name().to_owned());
         for name in site.iter().chain(&decommission) {

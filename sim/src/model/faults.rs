@@ -685,7 +685,8 @@ mod tests {
             assert!(names.insert(kind.name()), "{} is named twice", kind.name());
             // `StepKind` and `Step` derive their names with the same rule from the same variant names, so a name
             // that reads back as its kind is the `kind` tag of its step.
-            let read: StepKind = serde_json::from_value(serde_json::json!(kind.name())).unwrap();
+            let read: StepKind = serde_json::from_value(serde_json::json!(kind.name()))
+                .unwrap_or_else(|error| panic!("{kind:?} is named {}: {error}", kind.name()));
             assert_eq!(read, kind, "{} is not the name serde gives {kind:?}", kind.name());
             let tagged = serde_json::from_value::<Step>(serde_json::json!({ "kind": kind.name() }));
             assert!(tagged.err().is_none_or(|error| !error.to_string().contains("unknown variant")), "{kind:?}");
