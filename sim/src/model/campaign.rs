@@ -261,88 +261,112 @@ pub struct FaultMix {
 }
 
 impl FaultMix {
-    /// The kinds, in the fixed order plans are drawn in.
-    pub const KINDS: &'static [&'static str] = &[
-        "partition",
-        "partition_oneway",
-        "hold",
-        "link_loss",
-        "latency",
-        "node_crash",
-        "hub_crash",
-        "controller_crash",
-        "observer_partition",
-        "agent_stop",
-        "ttl_expiry",
-        "clock_skew",
-        "marker_drift",
-        "ssh_timeout",
-        "controller_death",
-        "storage_fault",
-        "artifact_missing",
-        "route_swap",
-        "credential_expiry",
-        "stale_lock",
-        "operator_hold",
-        "mac_drift",
-        "resolver_servfail",
-        "script_hang",
-        "datasource_failure",
-        "hardware_missing",
-        "agent_enrol_delay",
-        "hw_sync_failure",
-        "maas_unavailable",
-        "bmc_fault",
-        "machine_deleted",
-        "hw_sync_stops",
-        "ssh_unreachable",
-        "preseed_failure",
-        "interface_disconnected",
-        "allocation_stuck",
-        "cleanup_residue",
-        "uninstall_failure",
-        "agent_unreachable",
-        "inventory_unavailable",
-        "erase_failure",
-        "decommission_controller_death",
-        "operator_action",
-        "onboarding_controller_death",
-    ];
-
     /// Decommission's kinds, with whether each is configured.
-    fn decommission_kinds(&self) -> [(&'static str, Option<Rate>); 8] {
+    fn decommission_kinds(&self) -> [(DecommissionKnob, Option<Rate>); 8] {
         [
-            ("allocation_stuck", self.allocation_stuck),
-            ("cleanup_residue", self.cleanup_residue),
-            ("uninstall_failure", self.uninstall_failure),
-            ("agent_unreachable", self.agent_unreachable),
-            ("inventory_unavailable", self.inventory_unavailable),
-            ("erase_failure", self.erase_failure),
-            ("decommission_controller_death", self.decommission_controller_death),
-            ("operator_action", self.operator_action),
+            (DecommissionKnob::AllocationStuck, self.allocation_stuck),
+            (DecommissionKnob::CleanupResidue, self.cleanup_residue),
+            (DecommissionKnob::UninstallFailure, self.uninstall_failure),
+            (DecommissionKnob::AgentUnreachable, self.agent_unreachable),
+            (DecommissionKnob::InventoryUnavailable, self.inventory_unavailable),
+            (DecommissionKnob::EraseFailure, self.erase_failure),
+            (DecommissionKnob::DecommissionControllerDeath, self.decommission_controller_death),
+            (DecommissionKnob::OperatorAction, self.operator_action),
         ]
     }
 
     /// The site's kinds, with whether each is configured.
-    fn site_kinds(&self) -> [(&'static str, Option<Rate>); 15] {
+    fn site_kinds(&self) -> [(SiteKnob, Option<Rate>); 15] {
         [
-            ("mac_drift", self.mac_drift),
-            ("resolver_servfail", self.resolver_servfail),
-            ("script_hang", self.script_hang),
-            ("datasource_failure", self.datasource_failure),
-            ("hardware_missing", self.hardware_missing),
-            ("agent_enrol_delay", self.agent_enrol_delay),
-            ("hw_sync_failure", self.hw_sync_failure),
-            ("maas_unavailable", self.maas_unavailable),
-            ("bmc_fault", self.bmc_fault),
-            ("machine_deleted", self.machine_deleted),
-            ("hw_sync_stops", self.hw_sync_stops),
-            ("ssh_unreachable", self.ssh_unreachable),
-            ("preseed_failure", self.preseed_failure),
-            ("interface_disconnected", self.interface_disconnected),
+            (SiteKnob::MacDrift, self.mac_drift),
+            (SiteKnob::ResolverServfail, self.resolver_servfail),
+            (SiteKnob::ScriptHang, self.script_hang),
+            (SiteKnob::DatasourceFailure, self.datasource_failure),
+            (SiteKnob::HardwareMissing, self.hardware_missing),
+            (SiteKnob::AgentEnrolDelay, self.agent_enrol_delay),
+            (SiteKnob::HwSyncFailure, self.hw_sync_failure),
+            (SiteKnob::MaasUnavailable, self.maas_unavailable),
+            (SiteKnob::BmcFault, self.bmc_fault),
+            (SiteKnob::MachineDeleted, self.machine_deleted),
+            (SiteKnob::HwSyncStops, self.hw_sync_stops),
+            (SiteKnob::SshUnreachable, self.ssh_unreachable),
+            (SiteKnob::PreseedFailure, self.preseed_failure),
+            (SiteKnob::InterfaceDisconnected, self.interface_disconnected),
             // Last: drawn after every older kind, so adding it changed no older plan.
-            ("onboarding_controller_death", self.onboarding_controller_death),
+            (SiteKnob::OnboardingControllerDeath, self.onboarding_controller_death),
         ]
+    }
+}
+
+/// The MAAS site's knobs of the fault mix (campaigns with `[onboarding]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SiteKnob {
+    MacDrift,
+    ResolverServfail,
+    ScriptHang,
+    DatasourceFailure,
+    HardwareMissing,
+    AgentEnrolDelay,
+    HwSyncFailure,
+    MaasUnavailable,
+    BmcFault,
+    MachineDeleted,
+    HwSyncStops,
+    SshUnreachable,
+    PreseedFailure,
+    InterfaceDisconnected,
+    OnboardingControllerDeath,
+}
+
+impl SiteKnob {
+    /// The knob's `[faults]` key (a field of [`FaultMix`]).
+    fn name(self) -> &'static str {
+        match self {
+            SiteKnob::MacDrift => "mac_drift",
+            SiteKnob::ResolverServfail => "resolver_servfail",
+            SiteKnob::ScriptHang => "script_hang",
+            SiteKnob::DatasourceFailure => "datasource_failure",
+            SiteKnob::HardwareMissing => "hardware_missing",
+            SiteKnob::AgentEnrolDelay => "agent_enrol_delay",
+            SiteKnob::HwSyncFailure => "hw_sync_failure",
+            SiteKnob::MaasUnavailable => "maas_unavailable",
+            SiteKnob::BmcFault => "bmc_fault",
+            SiteKnob::MachineDeleted => "machine_deleted",
+            SiteKnob::HwSyncStops => "hw_sync_stops",
+            SiteKnob::SshUnreachable => "ssh_unreachable",
+            SiteKnob::PreseedFailure => "preseed_failure",
+            SiteKnob::InterfaceDisconnected => "interface_disconnected",
+            SiteKnob::OnboardingControllerDeath => "onboarding_controller_death",
+        }
+    }
+}
+
+/// Decommission's knobs of the fault mix (campaigns with `[decommission]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DecommissionKnob {
+    AllocationStuck,
+    CleanupResidue,
+    UninstallFailure,
+    AgentUnreachable,
+    InventoryUnavailable,
+    EraseFailure,
+    DecommissionControllerDeath,
+    OperatorAction,
+}
+
+impl DecommissionKnob {
+    /// The knob's `[faults]` key (a field of [`FaultMix`]).
+    fn name(self) -> &'static str {
+        match self {
+            DecommissionKnob::AllocationStuck => "allocation_stuck",
+            DecommissionKnob::CleanupResidue => "cleanup_residue",
+            DecommissionKnob::UninstallFailure => "uninstall_failure",
+            DecommissionKnob::AgentUnreachable => "agent_unreachable",
+            DecommissionKnob::InventoryUnavailable => "inventory_unavailable",
+            DecommissionKnob::EraseFailure => "erase_failure",
+            DecommissionKnob::DecommissionControllerDeath => "decommission_controller_death",
+            DecommissionKnob::OperatorAction => "operator_action",
+        }
     }
 }
 
@@ -495,7 +519,8 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
             Some(value)
         }
     };
-    for (kind, rate) in faults.decommission_kinds() {
+    for (knob, rate) in faults.decommission_kinds() {
+        let kind = knob.name();
         if rate.is_some() && decommission.is_none() {
             return Err(source.error_at(
                 Some(faults_span.clone()),
@@ -594,7 +619,8 @@ fn validate_mix(
             }
         }
     }
-    for (kind, rate) in mix.site_kinds() {
+    for (knob, rate) in mix.site_kinds() {
+        let kind = knob.name();
         let Some(rate) = rate else { continue };
         if base.onboarding.is_none() {
             return error(format!("faults.{kind}: acts on the MAAS site, which needs an [onboarding] table"));
@@ -867,7 +893,7 @@ impl Campaign {
         let Some(onboarding) = &self.base.onboarding else { return };
         let window_end = planner.window_end_ms();
         let machine = |rng: &mut ChaCha8Rng| onboarding.machines.choose(rng).expect("onboarding has machines").clone();
-        for (kind, rate) in self.faults.site_kinds() {
+        for (knob, rate) in self.faults.site_kinds() {
             let Some(rate) = rate else { continue };
             if rng.random_range(0..1000) >= rate.per_mille {
                 continue;
@@ -875,36 +901,36 @@ impl Campaign {
             for _ in 0..rng.random_range(1..=rate.count_max) {
                 let target = machine(rng);
                 let in_window = |rng: &mut ChaCha8Rng| rng.random_range(self.window_start_ms..window_end);
-                match kind {
-                    "mac_drift" => steps.push(TimedStep { at_ms: 0, step: Step::MacDrift { target } }),
-                    "script_hang" => steps.push(TimedStep { at_ms: 0, step: Step::ScriptHang { target } }),
-                    "datasource_failure" => {
+                match knob {
+                    SiteKnob::MacDrift => steps.push(TimedStep { at_ms: 0, step: Step::MacDrift { target } }),
+                    SiteKnob::ScriptHang => steps.push(TimedStep { at_ms: 0, step: Step::ScriptHang { target } }),
+                    SiteKnob::DatasourceFailure => {
                         steps.push(TimedStep { at_ms: 0, step: Step::DatasourceFailure { target } })
                     }
-                    "hw_sync_failure" => steps.push(TimedStep { at_ms: 0, step: Step::HwSyncFailure { target } }),
-                    "hardware_missing" => {
+                    SiteKnob::HwSyncFailure => steps.push(TimedStep { at_ms: 0, step: Step::HwSyncFailure { target } }),
+                    SiteKnob::HardwareMissing => {
                         let part = if rng.random_bool(0.5) { HardwarePart::Boss } else { HardwarePart::Roce };
                         steps.push(TimedStep { at_ms: 0, step: Step::HardwareMissing { target, part } });
                     }
-                    "agent_enrol_delay" => {
+                    SiteKnob::AgentEnrolDelay => {
                         let delay = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 1_200_000 });
                         let delay_ms = rng.random_range(delay.min..=delay.max);
                         steps.push(TimedStep { at_ms: 0, step: Step::AgentEnrolDelay { target, delay_ms } });
                     }
-                    "resolver_servfail" => {
+                    SiteKnob::ResolverServfail => {
                         let duration = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 600_000 });
                         let start = in_window(rng);
                         let heal = (start + rng.random_range(duration.min..=duration.max)).min(window_end);
                         steps.push(TimedStep { at_ms: start, step: Step::ResolverServfail { zones: None } });
                         steps.push(TimedStep { at_ms: heal, step: Step::ResolverRepair });
                     }
-                    "maas_unavailable" => {
+                    SiteKnob::MaasUnavailable => {
                         let at_ms = in_window(rng);
                         let count = rng.random_range(1..=5);
                         let retry_after_s = rng.random_range(1..=30);
                         steps.push(TimedStep { at_ms, step: Step::MaasUnavailable { count, retry_after_s } });
                     }
-                    "bmc_fault" => {
+                    SiteKnob::BmcFault => {
                         let duration = rate.duration_ms.unwrap_or(RangeMs { min: 30_000, max: 600_000 });
                         let fault =
                             *[BmcFaultKind::Unreachable, BmcFaultKind::IgnoreCommands, BmcFaultKind::WrongCredentials]
@@ -918,28 +944,28 @@ impl Campaign {
                             step: Step::BmcFault { target, fault: BmcFaultKind::Healthy },
                         });
                     }
-                    "machine_deleted" => {
+                    SiteKnob::MachineDeleted => {
                         let at_ms = in_window(rng);
                         steps.push(TimedStep { at_ms, step: Step::MachineDeleted { target } });
                     }
-                    "hw_sync_stops" => {
+                    SiteKnob::HwSyncStops => {
                         let after_syncs = rng.random_range(0..=2);
                         steps.push(TimedStep { at_ms: 0, step: Step::HwSyncStops { target, after_syncs } });
                     }
-                    "ssh_unreachable" => {
+                    SiteKnob::SshUnreachable => {
                         let count = rng.random_range(1..=3);
                         steps.push(TimedStep { at_ms: 0, step: Step::SshUnreachable { target, count } });
                     }
-                    "preseed_failure" => {
+                    SiteKnob::PreseedFailure => {
                         let at_ms = in_window(rng);
                         let count = rng.random_range(1..=2);
                         steps.push(TimedStep { at_ms, step: Step::PreseedFailure { count } });
                     }
-                    "interface_disconnected" => {
+                    SiteKnob::InterfaceDisconnected => {
                         let at_ms = in_window(rng);
                         steps.push(TimedStep { at_ms, step: Step::InterfaceDisconnected { target } });
                     }
-                    "onboarding_controller_death" => {
+                    SiteKnob::OnboardingControllerDeath => {
                         let point =
                             *[DeathPoint::AfterIntent, DeathPoint::AfterRemoteMutation, DeathPoint::BeforeCompletion]
                                 .choose(rng)
@@ -957,7 +983,6 @@ impl Campaign {
                         steps.push(TimedStep { at_ms: armed, step });
                         steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
                     }
-                    other => unreachable!("site fault kind {other} has no planner"),
                 }
             }
         }
@@ -978,27 +1003,27 @@ impl Campaign {
         if requested.is_empty() {
             return;
         }
-        for (kind, rate) in self.faults.decommission_kinds() {
+        for (knob, rate) in self.faults.decommission_kinds() {
             let Some(rate) = rate else { continue };
             if rng.random_range(0..1000) >= rate.per_mille {
                 continue;
             }
             for _ in 0..rng.random_range(1..=rate.count_max) {
                 let (target, requested_at) = requested.choose(rng).expect("some machine is decommissioned").clone();
-                match kind {
-                    "allocation_stuck" => {
+                match knob {
+                    DecommissionKnob::AllocationStuck => {
                         let count = rng.random_range(1..=3);
                         steps.push(TimedStep { at_ms: 0, step: Step::AllocationStuck { target, count } });
                     }
-                    "cleanup_residue" => {
+                    DecommissionKnob::CleanupResidue => {
                         let count = rng.random_range(1..=2);
                         steps.push(TimedStep { at_ms: 0, step: Step::CleanupResidue { target, count } });
                     }
-                    "uninstall_failure" => {
+                    DecommissionKnob::UninstallFailure => {
                         let count = rng.random_range(1..=2);
                         steps.push(TimedStep { at_ms: 0, step: Step::UninstallFailure { target, count } });
                     }
-                    "agent_unreachable" => {
+                    DecommissionKnob::AgentUnreachable => {
                         let duration = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 1_200_000 });
                         let heal_ms =
                             (requested_at + rng.random_range(duration.min..=duration.max)).min(self.base.duration_ms);
@@ -1008,15 +1033,15 @@ impl Campaign {
                         });
                         steps.push(TimedStep { at_ms: heal_ms, step: Step::AgentUnreachable { target, down: false } });
                     }
-                    "inventory_unavailable" => {
+                    DecommissionKnob::InventoryUnavailable => {
                         let count = rng.random_range(1..=5);
                         steps.push(TimedStep { at_ms: requested_at, step: Step::InventoryUnavailable { count } });
                     }
-                    "erase_failure" => {
+                    DecommissionKnob::EraseFailure => {
                         let count = rng.random_range(1..=2);
                         steps.push(TimedStep { at_ms: 0, step: Step::EraseFailure { count } });
                     }
-                    "decommission_controller_death" => {
+                    DecommissionKnob::DecommissionControllerDeath => {
                         let point =
                             *[DeathPoint::AfterIntent, DeathPoint::AfterRemoteMutation, DeathPoint::BeforeCompletion]
                                 .choose(rng)
@@ -1027,7 +1052,7 @@ impl Campaign {
                         let step = Step::ControllerDeath { point, subsystem, restart_after_ms };
                         steps.push(TimedStep { at_ms: requested_at, step });
                     }
-                    "operator_action" => {
+                    DecommissionKnob::OperatorAction => {
                         use engine::matrix::{RecoveryAction, Workflow};
                         let action = *[
                             RecoveryAction::Resume,
@@ -1058,7 +1083,6 @@ impl Campaign {
                             },
                         });
                     }
-                    other => unreachable!("decommission fault kind {other} has no planner"),
                 }
             }
         }
@@ -1129,6 +1153,7 @@ impl Planner<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::faults::{Counted, StepKind};
 
     const CAMPAIGN: &str = r#"
 schema_version = 1
@@ -1214,7 +1239,7 @@ sometimes = ["instance_silent_raised"]
             let site_steps: Vec<&Step> = spec.steps.iter().map(|t| &t.step).filter(|s| s.is_site_step()).collect();
             assert!(site_steps.iter().any(|s| matches!(s, Step::MacDrift { .. })));
             assert!(site_steps.iter().any(|s| matches!(s, Step::MaasUnavailable { .. })));
-            assert!(site_steps.iter().filter_map(|s| s.site_machine()).all(|m| machines.iter().any(|n| n == m)));
+            assert!(site_steps.iter().flat_map(|s| s.names()).all(|(_, m)| machines.iter().any(|n| n == m)));
             let others: Vec<&TimedStep> = spec.steps.iter().filter(|t| !t.step.is_site_step()).collect();
             let plain_spec = plain.run_spec(index);
             let before: Vec<&TimedStep> = plain_spec.steps.iter().collect();
@@ -1261,5 +1286,85 @@ sometimes = ["instance_silent_raised"]
         let text = CAMPAIGN.replace("partition = {", "meteor_strike = {");
         let error = parse_campaign("c.toml", &text).unwrap_err().to_string();
         assert!(error.starts_with("c.toml:12:1: unknown field `meteor_strike`"), "{error}");
+    }
+
+    /// The `[faults]` keys serde knows: the fields of `FaultMix`, read from the error for an unknown one.
+    fn fault_mix_fields() -> BTreeSet<String> {
+        let error = toml::from_str::<FaultMix>("not_a_knob = 1").unwrap_err().to_string();
+        let expected = error.split("expected one of").nth(1).expect("serde lists the fields");
+        expected.split(',').map(|field| field.trim().trim_matches('`').to_owned()).collect()
+    }
+
+    #[test]
+    fn the_fault_mix_has_the_catalogues_knobs_and_no_other() {
+        let catalogue: BTreeSet<String> =
+            StepKind::ALL.iter().flat_map(|kind| kind.knobs()).map(|knob| (*knob).to_owned()).collect();
+        let fields = fault_mix_fields();
+        let (unlisted, unknown): (Vec<_>, Vec<_>) =
+            (fields.difference(&catalogue).collect(), catalogue.difference(&fields).collect());
+        assert!(unlisted.is_empty() && unknown.is_empty(), "no row lists knobs {unlisted:?}; no field is {unknown:?}");
+        let site = FaultMix::default().site_kinds().map(|(knob, _)| knob.name().to_owned());
+        let decommission = FaultMix::default().decommission_kinds().map(|(knob, _)| knob.name().to_owned());
+        for name in site.iter().chain(&decommission) {
+            assert!(catalogue.contains(name), "{name} is no knob of the catalogue");
+        }
+    }
+
+    /// Each knob of the catalogue, alone in a campaign at `per_mille = 1000`, draws steps of its kind, and every fault
+    /// step it draws is of a kind that lists it.
+    #[test]
+    fn each_knob_draws_the_kind_the_catalogue_names() {
+        for &kind in StepKind::ALL {
+            for knob in kind.knobs() {
+                let extra = match *knob {
+                    "link_loss" => ", loss_per_mille_max = 500",
+                    "latency" => ", latency_ms_max = 1_000",
+                    "clock_skew" => ", skew_ms_max = 60_000",
+                    "ttl_expiry" => ", members_max = 1",
+                    "ssh_timeout" => ", timeouts_max = 2",
+                    _ => "",
+                };
+                let text = format!(
+                    r#"
+schema_version = 1
+description = "one knob"
+seed = 5
+runs = 3
+duration_ms = 21_600_000
+rollout = {{ at_ms = 3_600_000, revision = "c0ffee1" }}
+
+[fleet]
+nodes = 4
+
+[onboarding]
+nodes = 2
+
+[decommission]
+per_mille = 1000
+at_ms = {{ min = 9_000_000, max = 10_000_000 }}
+
+[faults]
+{knob} = {{ per_mille = 1000{extra} }}
+
+[oracles]
+"#
+                );
+                let campaign = parse_campaign("c.toml", &text).unwrap_or_else(|error| panic!("{knob}: {error}"));
+                for index in 0..campaign.runs {
+                    let spec = campaign.run_spec(index);
+                    let kinds: Vec<StepKind> = spec.steps.iter().map(|timed| timed.step.step_kind()).collect();
+                    assert!(kinds.contains(&kind), "{knob} drew no {} in run {index}: {kinds:?}", kind.name());
+                    for drawn in kinds {
+                        if matches!(drawn.counted(), Counted::Always | Counted::When) {
+                            assert!(
+                                drawn.knobs().contains(knob),
+                                "{knob} drew {}, which does not list it",
+                                drawn.name()
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -2,6 +2,10 @@
 //! driver actions (deployment epochs, task leases) that scenarios script around them. Knobs are integers
 //! (per-mille probabilities, `_ms` durations). `docs/faults.md` documents each step: what it does, the seed document
 //! it comes from, and whether it is recoverable.
+//!
+//! Each kind is defined once, as a row of the catalogue ([`StepKind`]): its name, domain, whether it counts as a
+//! fault, the fields that name hosts, and the campaign knobs that draw it. Everything that lists the kinds is
+//! generated from the rows, and the tests below hold `docs/faults.md` and the campaign's knobs to them.
 
 use fakes::artifacts::ArtifactKind;
 use fakes::ssh::Storage;
@@ -379,348 +383,265 @@ pub enum Step {
     },
 }
 
+/// What a step acts on: the part of the world that applies it, and the part of `docs/faults.md` that describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Domain {
+    /// The links between hosts.
+    Network,
+    /// A host as a whole: its life and its clock.
+    Host,
+    /// The fleet's agents and the hub's deployment epochs and leases.
+    Fleet,
+    /// The rolling deployment: its workers, its artifacts, the controller and its authority at the hub.
+    Rollout,
+    /// The MAAS site and the onboarding workflow (runs with `[onboarding]`; a `target` is a site machine).
+    Site,
+    /// The decommission workflow (runs with `[onboarding]`; a `target` is a site machine).
+    Decommission,
+}
+
+impl Domain {
+    /// Whether the domain's steps act on the MAAS site (and so need an `[onboarding]` section, and name machines).
+    pub fn is_site(self) -> bool {
+        match self {
+            Domain::Site | Domain::Decommission => true,
+            Domain::Network | Domain::Host | Domain::Fleet | Domain::Rollout => false,
+        }
+    }
+}
+
+/// Whether a step counts in the run record's `faults`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// It injects a fault, always.
+    Always,
+    /// It injects a fault when its fields (or the state it finds) say so, and heals or changes nothing otherwise.
+    When,
+    /// It heals a fault.
+    Never,
+    /// A driver action: what an operator or the deployment does, never a fault; it may come after the last fault
+    /// (the liveness rule does not count it) and is never fired by a stage.
+    DriverAction,
+}
+
+/// Names a step's host or machine field: one name, or a list (`open_epoch`'s `members`).
+trait Named {
+    fn each(&self) -> impl Iterator<Item = &str>;
+}
+
+impl Named for String {
+    fn each(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.as_str())
+    }
+}
+
+impl Named for Vec<String> {
+    fn each(&self) -> impl Iterator<Item = &str> {
+        self.iter().map(String::as_str)
+    }
+}
+
+/// Builds the catalogue from its rows: [`StepKind`] and its tables, [`Step::step_kind`], [`Step::is_fault`],
+/// [`Step::names`], and one pattern macro per domain (`network_step!()` …) that matches every step of the domain, so
+/// a match that handles one domain can name the others without a catch-all.
+macro_rules! catalogue {
+    (
+        fn is_fault($default_link:ident, $is_up:ident);
+        $(
+            $domain:ident $pattern:ident {
+                $(
+                    $variant:ident $name:literal [$($named:ident),*] [$($knob:literal),*]
+                        $counted:ident $({ $($field:ident),* } $condition:expr)?;
+                )*
+            }
+        )*
+    ) => {
+        /// A step's kind: [`Step`] without its fields, one per variant, in catalogue order.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum StepKind {
+            $($($variant,)*)*
+        }
+
+        impl StepKind {
+            /// Every kind, in catalogue order (the order error messages list them in).
+            pub const ALL: &'static [StepKind] = &[$($(StepKind::$variant,)*)*];
+
+            /// The kind's name: the `kind` of a step in files, traces and run records.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($(StepKind::$variant => $name,)*)*
+                }
+            }
+
+            /// What the kind's steps act on.
+            pub fn domain(self) -> Domain {
+                match self {
+                    $($(StepKind::$variant => Domain::$domain,)*)*
+                }
+            }
+
+            /// Whether the kind's steps count as faults.
+            pub fn counted(self) -> Counted {
+                match self {
+                    $($(StepKind::$variant => Counted::$counted,)*)*
+                }
+            }
+
+            /// The campaign `[faults]` knobs (`FaultMix` fields) whose draws inject steps of this kind.
+            pub fn knobs(self) -> &'static [&'static str] {
+                match self {
+                    $($(StepKind::$variant => &[$($knob),*],)*)*
+                }
+            }
+        }
+
+        impl Step {
+            /// The step's kind.
+            pub fn step_kind(&self) -> StepKind {
+                match self {
+                    $($(Step::$variant { .. } => StepKind::$variant,)*)*
+                }
+            }
+
+            /// Whether the step injects a fault (counted in `faults` of the run record), as opposed to healing one,
+            /// being a driver action, or changing nothing (`is_up` says whether a host is up when the step applies).
+            pub fn is_fault(
+                &self,
+                $default_link: &crate::model::link::LinkConfig,
+                $is_up: impl Fn(&str) -> bool,
+            ) -> bool {
+                match self {
+                    $($(Step::$variant { $($($field,)*)? .. } => catalogue!(@fault $counted $($condition)?),)*)*
+                }
+            }
+
+            /// Every host the step names (a site machine, for a step of the site's domains), with the key it is
+            /// under (for validation errors).
+            pub fn names(&self) -> Vec<(&'static str, &str)> {
+                match self {
+                    $($(
+                        Step::$variant { $($named,)* .. } => std::iter::empty()
+                            $(.chain($named.each().map(|name| (stringify!($named), name))))*
+                            .collect(),
+                    )*)*
+                }
+            }
+        }
+
+        $(
+            /// Matches every step of one domain (a pattern, generated from the catalogue).
+            macro_rules! $pattern {
+                () => { $($crate::model::faults::Step::$variant { .. })|* };
+            }
+            pub(crate) use $pattern;
+        )*
+    };
+    (@fault Always) => { true };
+    (@fault When $condition:expr) => { $condition };
+    (@fault Never) => { false };
+    (@fault DriverAction) => { false };
+}
+
+// The catalogue: one row per step kind, grouped by domain. A row is the variant, its kind name, the fields that name
+// hosts (machines, in the site's domains), the campaign knobs that draw it, and whether it counts as a fault (`When`
+// with the fields and the condition). `docs/faults.md` describes each kind; a test holds the two together.
+catalogue! {
+    fn is_fault(default_link, is_up);
+    Network network_step {
+        Partition "partition" [a, b] ["partition", "observer_partition"] Always;
+        PartitionOneway "partition_oneway" [from, to] ["partition_oneway"] Always;
+        Repair "repair" [a, b] [] Never;
+        RepairOneway "repair_oneway" [from, to] [] Never;
+        Hold "hold" [a, b] ["hold"] Always;
+        Release "release" [a, b] [] Never;
+        LinkLoss "link_loss" [a, b] ["link_loss"]
+            When { request_per_mille, response_per_mille } *request_per_mille + *response_per_mille > 0;
+        LinkLatency "link_latency" [a, b] ["latency"]
+            When { min_ms, max_ms } (*min_ms, *max_ms) != (default_link.latency_min_ms, default_link.latency_max_ms);
+    }
+    Host host_step {
+        // A crash of a host that is already down changes nothing and is not counted.
+        Crash "crash" [target] ["node_crash", "hub_crash", "controller_crash"] When { target } is_up(target);
+        Restart "restart" [target] [] Never;
+        ClockSkew "clock_skew" [target] ["clock_skew"] When { skew_ms } *skew_ms != 0;
+    }
+    Fleet fleet_step {
+        AgentStop "agent_stop" [target] ["agent_stop", "ttl_expiry"] Always;
+        AgentStart "agent_start" [target] [] Never;
+        OpenEpoch "open_epoch" [members] [] DriverAction;
+        CloseEpoch "close_epoch" [] [] DriverAction;
+        TaskLease "task_lease" [target] [] DriverAction;
+    }
+    Rollout rollout_step {
+        StartRollout "start_rollout" [] [] DriverAction;
+        MarkerDrift "marker_drift" [target] ["marker_drift"] Always;
+        SshTimeout "ssh_timeout" [target] ["ssh_timeout"] Always;
+        EndpointIdentityChange "endpoint_identity_change" [target] [] Always;
+        StorageFault "storage_fault" [target] ["storage_fault"] When { storage } *storage != Storage::Healthy;
+        ArtifactMissing "artifact_missing" [] ["artifact_missing"] When { restored } !restored;
+        ControllerDeath "controller_death" []
+            ["controller_death", "decommission_controller_death", "onboarding_controller_death"] Always;
+        RouteSwap "route_swap" [] ["route_swap"] Always;
+        CredentialExpiry "credential_expiry" [] ["credential_expiry"] Always;
+        HubTimeout "hub_timeout" [] [] Always;
+        StaleLock "stale_lock" [] ["stale_lock"] Always;
+        OperatorHold "operator_hold" [target] ["operator_hold"] Always;
+        PrincipalRevoked "principal_revoked" [target] [] Always;
+    }
+    Site site_step {
+        MacDrift "mac_drift" [target] ["mac_drift"] Always;
+        ResolverServfail "resolver_servfail" [] ["resolver_servfail"] Always;
+        ResolverRepair "resolver_repair" [] [] Never;
+        ScriptHang "script_hang" [target] ["script_hang"] Always;
+        ScriptFailure "script_failure" [target] [] Always;
+        DatasourceFailure "datasource_failure" [target] ["datasource_failure"] Always;
+        HardwareMissing "hardware_missing" [target] ["hardware_missing"] Always;
+        AgentEnrolDelay "agent_enrol_delay" [target] ["agent_enrol_delay"] Always;
+        HwSyncFailure "hw_sync_failure" [target] ["hw_sync_failure"] Always;
+        HwSyncStops "hw_sync_stops" [target] ["hw_sync_stops"] Always;
+        SshUnreachable "ssh_unreachable" [target] ["ssh_unreachable"] Always;
+        MaasUnavailable "maas_unavailable" [] ["maas_unavailable"] Always;
+        PreseedFailure "preseed_failure" [] ["preseed_failure"] Always;
+        TokenPolicyMissing "token_policy_missing" [] [] Always;
+        MaasUnreachable "maas_unreachable" [] [] When { down } *down;
+        VaultUnavailable "vault_unavailable" [] [] Always;
+        PowerCredentialMissing "power_credential_missing" [target] [] Always;
+        BmcFault "bmc_fault" [target] ["bmc_fault"] When { fault } *fault != BmcFaultKind::Healthy;
+        DhcpLeaseLoss "dhcp_lease_loss" [target] [] Always;
+        DhcpRepair "dhcp_repair" [] [] Never;
+        SiteDisabled "site_disabled" [] [] Always;
+        MachineDeleted "machine_deleted" [target] ["machine_deleted"] Always;
+        MachineAdvanced "machine_advanced" [target] [] Always;
+        InterfaceDisconnected "interface_disconnected" [target] ["interface_disconnected"] Always;
+        MachineHidden "machine_hidden" [target] [] When { hidden } *hidden;
+        RegisterMacs "register_macs" [target] [] DriverAction;
+        ResumeOnboarding "resume_onboarding" [target] [] DriverAction;
+        Operator "operator" [target] ["operator_action"] DriverAction;
+    }
+    Decommission decommission_step {
+        Decommission "decommission" [target] [] DriverAction;
+        AllocationStuck "allocation_stuck" [target] ["allocation_stuck"] Always;
+        CleanupResidue "cleanup_residue" [target] ["cleanup_residue"] Always;
+        UninstallFailure "uninstall_failure" [target] ["uninstall_failure"] Always;
+        AgentUnreachable "agent_unreachable" [target] ["agent_unreachable"] When { down } *down;
+        InventoryUnavailable "inventory_unavailable" [] ["inventory_unavailable"] Always;
+        EraseFailure "erase_failure" [] ["erase_failure"] Always;
+        SecretsDeleteDenied "secrets_delete_denied" [] [] Always;
+        NodeReactivated "node_reactivated" [target] [] Always;
+    }
+}
+
 impl Step {
     /// The step's `kind`, as written in files and counted in run records.
     pub fn kind(&self) -> &'static str {
-        match self {
-            Step::Partition { .. } => "partition",
-            Step::PartitionOneway { .. } => "partition_oneway",
-            Step::Repair { .. } => "repair",
-            Step::RepairOneway { .. } => "repair_oneway",
-            Step::Hold { .. } => "hold",
-            Step::Release { .. } => "release",
-            Step::LinkLoss { .. } => "link_loss",
-            Step::LinkLatency { .. } => "link_latency",
-            Step::Crash { .. } => "crash",
-            Step::Restart { .. } => "restart",
-            Step::ClockSkew { .. } => "clock_skew",
-            Step::AgentStop { .. } => "agent_stop",
-            Step::AgentStart { .. } => "agent_start",
-            Step::OpenEpoch { .. } => "open_epoch",
-            Step::CloseEpoch { .. } => "close_epoch",
-            Step::TaskLease { .. } => "task_lease",
-            Step::StartRollout { .. } => "start_rollout",
-            Step::MarkerDrift { .. } => "marker_drift",
-            Step::SshTimeout { .. } => "ssh_timeout",
-            Step::EndpointIdentityChange { .. } => "endpoint_identity_change",
-            Step::StorageFault { .. } => "storage_fault",
-            Step::ArtifactMissing { .. } => "artifact_missing",
-            Step::ControllerDeath { .. } => "controller_death",
-            Step::RouteSwap => "route_swap",
-            Step::CredentialExpiry { .. } => "credential_expiry",
-            Step::HubTimeout { .. } => "hub_timeout",
-            Step::StaleLock { .. } => "stale_lock",
-            Step::OperatorHold { .. } => "operator_hold",
-            Step::PrincipalRevoked { .. } => "principal_revoked",
-            Step::MacDrift { .. } => "mac_drift",
-            Step::ResolverServfail { .. } => "resolver_servfail",
-            Step::ResolverRepair => "resolver_repair",
-            Step::ScriptHang { .. } => "script_hang",
-            Step::ScriptFailure { .. } => "script_failure",
-            Step::DatasourceFailure { .. } => "datasource_failure",
-            Step::HardwareMissing { .. } => "hardware_missing",
-            Step::AgentEnrolDelay { .. } => "agent_enrol_delay",
-            Step::HwSyncFailure { .. } => "hw_sync_failure",
-            Step::HwSyncStops { .. } => "hw_sync_stops",
-            Step::SshUnreachable { .. } => "ssh_unreachable",
-            Step::MaasUnavailable { .. } => "maas_unavailable",
-            Step::PreseedFailure { .. } => "preseed_failure",
-            Step::TokenPolicyMissing => "token_policy_missing",
-            Step::MaasUnreachable { .. } => "maas_unreachable",
-            Step::VaultUnavailable { .. } => "vault_unavailable",
-            Step::PowerCredentialMissing { .. } => "power_credential_missing",
-            Step::BmcFault { .. } => "bmc_fault",
-            Step::DhcpLeaseLoss { .. } => "dhcp_lease_loss",
-            Step::DhcpRepair => "dhcp_repair",
-            Step::SiteDisabled => "site_disabled",
-            Step::MachineDeleted { .. } => "machine_deleted",
-            Step::MachineAdvanced { .. } => "machine_advanced",
-            Step::InterfaceDisconnected { .. } => "interface_disconnected",
-            Step::MachineHidden { .. } => "machine_hidden",
-            Step::RegisterMacs { .. } => "register_macs",
-            Step::ResumeOnboarding { .. } => "resume_onboarding",
-            Step::Operator { .. } => "operator",
-            Step::Decommission { .. } => "decommission",
-            Step::AllocationStuck { .. } => "allocation_stuck",
-            Step::CleanupResidue { .. } => "cleanup_residue",
-            Step::UninstallFailure { .. } => "uninstall_failure",
-            Step::AgentUnreachable { .. } => "agent_unreachable",
-            Step::InventoryUnavailable { .. } => "inventory_unavailable",
-            Step::EraseFailure { .. } => "erase_failure",
-            Step::SecretsDeleteDenied => "secrets_delete_denied",
-            Step::NodeReactivated { .. } => "node_reactivated",
-        }
-    }
-
-    /// Whether the step injects a fault (counted in `faults` of the run record), as opposed to healing one or being a
-    /// driver action. A latency step is a fault unless it sets the run's default range back.
-    pub fn is_fault(&self, default_link: &crate::model::link::LinkConfig) -> bool {
-        match self {
-            Step::Partition { .. }
-            | Step::PartitionOneway { .. }
-            | Step::Hold { .. }
-            | Step::Crash { .. }
-            | Step::AgentStop { .. }
-            | Step::MarkerDrift { .. }
-            | Step::SshTimeout { .. }
-            | Step::EndpointIdentityChange { .. }
-            | Step::ControllerDeath { .. }
-            | Step::RouteSwap
-            | Step::CredentialExpiry { .. }
-            | Step::HubTimeout { .. }
-            | Step::StaleLock { .. }
-            | Step::OperatorHold { .. }
-            | Step::PrincipalRevoked { .. }
-            | Step::MacDrift { .. }
-            | Step::ResolverServfail { .. }
-            | Step::ScriptHang { .. }
-            | Step::ScriptFailure { .. }
-            | Step::DatasourceFailure { .. }
-            | Step::HardwareMissing { .. }
-            | Step::AgentEnrolDelay { .. }
-            | Step::HwSyncFailure { .. }
-            | Step::HwSyncStops { .. }
-            | Step::SshUnreachable { .. }
-            | Step::MaasUnavailable { .. }
-            | Step::PreseedFailure { .. }
-            | Step::TokenPolicyMissing
-            | Step::VaultUnavailable { .. }
-            | Step::PowerCredentialMissing { .. }
-            | Step::DhcpLeaseLoss { .. }
-            | Step::SiteDisabled
-            | Step::MachineDeleted { .. }
-            | Step::MachineAdvanced { .. }
-            | Step::InterfaceDisconnected { .. }
-            | Step::AllocationStuck { .. }
-            | Step::CleanupResidue { .. }
-            | Step::UninstallFailure { .. }
-            | Step::InventoryUnavailable { .. }
-            | Step::EraseFailure { .. }
-            | Step::SecretsDeleteDenied
-            | Step::NodeReactivated { .. } => true,
-            Step::AgentUnreachable { down, .. } => *down,
-            Step::MaasUnreachable { down } => *down,
-            Step::MachineHidden { hidden, .. } => *hidden,
-            Step::BmcFault { fault, .. } => *fault != BmcFaultKind::Healthy,
-            Step::StorageFault { storage, .. } => *storage != Storage::Healthy,
-            Step::ArtifactMissing { restored, .. } => !restored,
-            Step::ClockSkew { skew_ms, .. } => *skew_ms != 0,
-            Step::LinkLoss { request_per_mille, response_per_mille, .. } => {
-                *request_per_mille + *response_per_mille > 0
-            }
-            Step::LinkLatency { min_ms, max_ms, .. } => {
-                (*min_ms, *max_ms) != (default_link.latency_min_ms, default_link.latency_max_ms)
-            }
-            Step::Repair { .. }
-            | Step::RepairOneway { .. }
-            | Step::Release { .. }
-            | Step::Restart { .. }
-            | Step::AgentStart { .. }
-            | Step::OpenEpoch { .. }
-            | Step::CloseEpoch { .. }
-            | Step::TaskLease { .. }
-            | Step::StartRollout { .. }
-            | Step::ResolverRepair
-            | Step::DhcpRepair
-            | Step::RegisterMacs { .. }
-            | Step::ResumeOnboarding { .. }
-            | Step::Operator { .. }
-            | Step::Decommission { .. } => false,
-        }
-    }
-
-    /// Every host name the step refers to, with the key it is under (for validation errors).
-    pub fn hosts(&self) -> Vec<(&'static str, &str)> {
-        match self {
-            Step::Partition { a, b }
-            | Step::Repair { a, b }
-            | Step::Hold { a, b }
-            | Step::Release { a, b }
-            | Step::LinkLoss { a, b, .. }
-            | Step::LinkLatency { a, b, .. } => vec![("a", a), ("b", b)],
-            Step::PartitionOneway { from, to } | Step::RepairOneway { from, to } => vec![("from", from), ("to", to)],
-            Step::Crash { target }
-            | Step::Restart { target }
-            | Step::ClockSkew { target, .. }
-            | Step::AgentStop { target }
-            | Step::AgentStart { target }
-            | Step::TaskLease { target, .. }
-            | Step::MarkerDrift { target, .. }
-            | Step::SshTimeout { target, .. }
-            | Step::EndpointIdentityChange { target }
-            | Step::OperatorHold { target }
-            | Step::PrincipalRevoked { target }
-            | Step::StorageFault { target, .. } => vec![("target", target)],
-            Step::MacDrift { target }
-            | Step::ScriptHang { target }
-            | Step::ScriptFailure { target }
-            | Step::DatasourceFailure { target }
-            | Step::HardwareMissing { target, .. }
-            | Step::AgentEnrolDelay { target, .. }
-            | Step::HwSyncFailure { target }
-            | Step::HwSyncStops { target, .. }
-            | Step::SshUnreachable { target, .. }
-            | Step::PowerCredentialMissing { target }
-            | Step::BmcFault { target, .. }
-            | Step::DhcpLeaseLoss { target }
-            | Step::MachineDeleted { target }
-            | Step::MachineAdvanced { target }
-            | Step::InterfaceDisconnected { target }
-            | Step::MachineHidden { target, .. }
-            | Step::RegisterMacs { target }
-            | Step::ResumeOnboarding { target }
-            | Step::Operator { target, .. }
-            | Step::Decommission { target }
-            | Step::AllocationStuck { target, .. }
-            | Step::CleanupResidue { target, .. }
-            | Step::UninstallFailure { target, .. }
-            | Step::AgentUnreachable { target, .. }
-            | Step::NodeReactivated { target } => vec![("target", target)],
-            Step::OpenEpoch { members } => members.iter().map(|m| ("members", m.as_str())).collect(),
-            Step::CloseEpoch { .. }
-            | Step::StartRollout { .. }
-            | Step::ArtifactMissing { .. }
-            | Step::ControllerDeath { .. }
-            | Step::CredentialExpiry { .. }
-            | Step::HubTimeout { .. }
-            | Step::StaleLock { .. }
-            | Step::RouteSwap
-            | Step::ResolverServfail { .. }
-            | Step::ResolverRepair
-            | Step::MaasUnavailable { .. }
-            | Step::PreseedFailure { .. }
-            | Step::TokenPolicyMissing
-            | Step::MaasUnreachable { .. }
-            | Step::VaultUnavailable { .. }
-            | Step::DhcpRepair
-            | Step::SiteDisabled
-            | Step::InventoryUnavailable { .. }
-            | Step::EraseFailure { .. }
-            | Step::SecretsDeleteDenied => vec![],
-        }
+        self.step_kind().name()
     }
 
     /// Whether the step acts on the MAAS site (and so needs an `[onboarding]` section).
     pub fn is_site_step(&self) -> bool {
-        self.site_machine().is_some()
-            || matches!(
-                self,
-                Step::ResolverServfail { .. }
-                    | Step::ResolverRepair
-                    | Step::MaasUnavailable { .. }
-                    | Step::PreseedFailure { .. }
-                    | Step::TokenPolicyMissing
-                    | Step::MaasUnreachable { .. }
-                    | Step::VaultUnavailable { .. }
-                    | Step::DhcpRepair
-                    | Step::SiteDisabled
-                    | Step::InventoryUnavailable { .. }
-                    | Step::EraseFailure { .. }
-                    | Step::SecretsDeleteDenied
-            )
+        self.step_kind().domain().is_site()
     }
-
-    /// The site machine a machine-targeted step names (its `target` is a machine, not a host).
-    pub fn site_machine(&self) -> Option<&str> {
-        match self {
-            Step::MacDrift { target }
-            | Step::ScriptHang { target }
-            | Step::ScriptFailure { target }
-            | Step::DatasourceFailure { target }
-            | Step::HardwareMissing { target, .. }
-            | Step::AgentEnrolDelay { target, .. }
-            | Step::HwSyncFailure { target }
-            | Step::HwSyncStops { target, .. }
-            | Step::SshUnreachable { target, .. }
-            | Step::PowerCredentialMissing { target }
-            | Step::BmcFault { target, .. }
-            | Step::DhcpLeaseLoss { target }
-            | Step::MachineDeleted { target }
-            | Step::MachineAdvanced { target }
-            | Step::InterfaceDisconnected { target }
-            | Step::MachineHidden { target, .. }
-            | Step::RegisterMacs { target }
-            | Step::ResumeOnboarding { target }
-            | Step::Operator { target, .. }
-            | Step::Decommission { target }
-            | Step::AllocationStuck { target, .. }
-            | Step::CleanupResidue { target, .. }
-            | Step::UninstallFailure { target, .. }
-            | Step::AgentUnreachable { target, .. }
-            | Step::NodeReactivated { target } => Some(target),
-            _ => None,
-        }
-    }
-
-    /// The steps' kinds, for `--help` and error messages.
-    pub const KINDS: &'static [&'static str] = &[
-        "partition",
-        "partition_oneway",
-        "repair",
-        "repair_oneway",
-        "hold",
-        "release",
-        "link_loss",
-        "link_latency",
-        "crash",
-        "restart",
-        "clock_skew",
-        "agent_stop",
-        "agent_start",
-        "open_epoch",
-        "close_epoch",
-        "task_lease",
-        "start_rollout",
-        "marker_drift",
-        "ssh_timeout",
-        "endpoint_identity_change",
-        "storage_fault",
-        "artifact_missing",
-        "controller_death",
-        "route_swap",
-        "credential_expiry",
-        "hub_timeout",
-        "stale_lock",
-        "operator_hold",
-        "principal_revoked",
-        "mac_drift",
-        "resolver_servfail",
-        "resolver_repair",
-        "script_hang",
-        "script_failure",
-        "datasource_failure",
-        "hardware_missing",
-        "agent_enrol_delay",
-        "hw_sync_failure",
-        "hw_sync_stops",
-        "ssh_unreachable",
-        "maas_unavailable",
-        "preseed_failure",
-        "token_policy_missing",
-        "maas_unreachable",
-        "vault_unavailable",
-        "power_credential_missing",
-        "bmc_fault",
-        "dhcp_lease_loss",
-        "dhcp_repair",
-        "site_disabled",
-        "machine_deleted",
-        "machine_advanced",
-        "interface_disconnected",
-        "machine_hidden",
-        "register_macs",
-        "resume_onboarding",
-        "operator",
-        "decommission",
-        "allocation_stuck",
-        "cleanup_residue",
-        "uninstall_failure",
-        "agent_unreachable",
-        "inventory_unavailable",
-        "erase_failure",
-        "secrets_delete_denied",
-        "node_reactivated",
-    ];
 }
 
 /// The actor an `operator` step names when it names none.
@@ -751,4 +672,127 @@ pub struct StageStep {
     pub stage: engine::matrix::Stage,
     pub occurrence: u64,
     pub step: Step,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_named_as_its_step_is_tagged_and_once() {
+        let mut names = std::collections::BTreeSet::new();
+        for &kind in StepKind::ALL {
+            assert!(names.insert(kind.name()), "{} is named twice", kind.name());
+            // `StepKind` and `Step` derive their names with the same rule from the same variant names, so a name
+            // that reads back as its kind is the `kind` tag of its step.
+            let read: StepKind = serde_json::from_value(serde_json::json!(kind.name()))
+                .unwrap_or_else(|error| panic!("{kind:?} is named {}: {error}", kind.name()));
+            assert_eq!(read, kind, "{} is not the name serde gives {kind:?}", kind.name());
+            let tagged = serde_json::from_value::<Step>(serde_json::json!({ "kind": kind.name() }));
+            assert!(tagged.err().is_none_or(|error| !error.to_string().contains("unknown variant")), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_step_tells_its_kind_fault_and_names_from_its_row() {
+        let link = crate::model::link::LinkConfig::default();
+        let crash = Step::Crash { target: "node-01".into() };
+        assert_eq!(crash.kind(), "crash");
+        assert_eq!(crash.step_kind().domain(), Domain::Host);
+        assert!(crash.is_fault(&link, |_| true));
+        assert!(!crash.is_fault(&link, |_| false), "a crash of a host that is down is not counted");
+        assert_eq!(crash.names(), [("target", "node-01")]);
+        let epoch = Step::OpenEpoch { members: vec!["node-01".into(), "node-02".into()] };
+        assert_eq!(epoch.names(), [("members", "node-01"), ("members", "node-02")]);
+        assert!(!epoch.is_fault(&link, |_| true));
+        let loss = |request_per_mille| Step::LinkLoss {
+            a: "hub".into(),
+            b: "node-01".into(),
+            request_per_mille,
+            response_per_mille: 0,
+        };
+        assert!(loss(1).is_fault(&link, |_| true));
+        assert!(!loss(0).is_fault(&link, |_| true), "no loss heals");
+        assert_eq!(loss(0).names(), [("a", "hub"), ("b", "node-01")]);
+        let latency = |max_ms| Step::LinkLatency { a: "hub".into(), b: "node-01".into(), min_ms: 1, max_ms };
+        assert!(!latency(link.latency_max_ms).is_fault(&link, |_| true), "the default range heals");
+        assert!(latency(link.latency_max_ms + 1).is_fault(&link, |_| true));
+        let drift = Step::MacDrift { target: "node-04".into() };
+        assert!(drift.is_site_step());
+        assert_eq!(drift.names(), [("target", "node-04")], "a machine, in the site's domains");
+        assert_eq!(Step::RouteSwap.names(), []);
+    }
+
+    #[test]
+    fn a_campaign_knob_draws_one_kind() {
+        let mut knobs = std::collections::BTreeMap::new();
+        for &kind in StepKind::ALL {
+            for knob in kind.knobs() {
+                assert_eq!(knobs.insert(*knob, kind), None, "{knob} is listed by two kinds");
+            }
+        }
+    }
+
+    /// `docs/faults.md`, the catalogue's prose.
+    const FAULTS_MD: &str = include_str!("../../../docs/faults.md");
+
+    /// The text of the document's `## ` section titled `title`, up to the next `## ` heading.
+    fn section(title: &str) -> &'static str {
+        let start = FAULTS_MD.find(&format!("\n## {title}\n")).unwrap_or_else(|| panic!("no section {title}"));
+        let body = &FAULTS_MD[start + title.len() + 5..];
+        &body[..body.find("\n## ").unwrap_or(body.len())]
+    }
+
+    /// The section of `docs/faults.md` a domain's steps are described in, and whether each has a `### ` heading there
+    /// (the site's and decommission's steps are a list).
+    fn described_in(domain: Domain) -> (&'static str, bool) {
+        match domain {
+            Domain::Network | Domain::Host | Domain::Fleet => ("Steps", true),
+            Domain::Rollout => ("Rollout steps", true),
+            Domain::Site => ("The MAAS site's steps", false),
+            Domain::Decommission => ("Decommission's steps", false),
+        }
+    }
+
+    #[test]
+    fn the_fault_docs_list_every_kind_once_as_the_catalogue_says() {
+        // The table of "## Steps": `| kind | fields (units) | counts as a fault | healed by |`, one row per kind.
+        let rows: Vec<Vec<&str>> = section("Steps")
+            .lines()
+            .take_while(|line| !line.starts_with("### "))
+            .filter(|line| line.starts_with("| `"))
+            .map(|line| line.trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        let documented: Vec<&str> = rows.iter().map(|row| row[0].trim_matches('`')).collect();
+        let listed: Vec<&str> = StepKind::ALL.iter().map(|kind| kind.name()).collect();
+        let missing: Vec<&&str> = listed.iter().filter(|name| !documented.contains(name)).collect();
+        let unknown: Vec<&&str> = documented.iter().filter(|name| !listed.contains(name)).collect();
+        assert!(missing.is_empty() && unknown.is_empty(), "`## Steps` misses {missing:?}, and lists {unknown:?} too");
+        assert_eq!(documented.len(), listed.len(), "`## Steps` lists a kind twice");
+        for row in &rows {
+            let kind = *StepKind::ALL.iter().find(|kind| kind.name() == row[0].trim_matches('`')).unwrap();
+            let cell = row[2];
+            let documented = if cell.contains("driver action") {
+                Counted::DriverAction
+            } else if cell == "never" {
+                Counted::Never
+            } else if cell == "always" {
+                Counted::Always
+            } else {
+                Counted::When
+            };
+            assert_eq!(documented, kind.counted(), "{}: the docs say it counts as a fault \"{cell}\"", kind.name());
+        }
+        for &kind in StepKind::ALL {
+            let (title, headed) = described_in(kind.domain());
+            let named = format!("`{}`", kind.name());
+            let text = section(title);
+            let described = if headed {
+                text.lines().any(|line| line.starts_with("### ") && line.contains(&named))
+            } else {
+                text.contains(&named)
+            };
+            assert!(described, "{} ({:?}) is not described under \"## {title}\"", kind.name(), kind.domain());
+        }
+    }
 }

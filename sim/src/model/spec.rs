@@ -13,7 +13,7 @@ use reports::PropertyKind;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::model::faults::{StageStep, Step, TimedStep};
+use crate::model::faults::{Counted, StageStep, Step, TimedStep};
 use crate::model::link::LinkConfig;
 use crate::model::oracles;
 
@@ -199,10 +199,7 @@ impl RunSpec {
     pub fn latency_max_ms(&self) -> u64 {
         self.steps
             .iter()
-            .filter_map(|timed| match &timed.step {
-                Step::LinkLatency { max_ms, .. } => Some(*max_ms),
-                _ => None,
-            })
+            .filter_map(|timed| if let Step::LinkLatency { max_ms, .. } = &timed.step { Some(*max_ms) } else { None })
             .fold(self.network.latency_max_ms, u64::max)
     }
 }
@@ -719,18 +716,18 @@ pub(crate) fn validate_step(
                 format!("{key}: a {} step acts on the MAAS site, which needs an [onboarding] table", step.kind()),
             ));
         };
-        if let Some(machine) = step.site_machine() {
+        for (field, machine) in step.names() {
             if !onboarding.has_machine(machine) {
                 let first = onboarding.machines.first().map_or("", String::as_str);
                 let last = onboarding.machines.last().map_or("", String::as_str);
                 return Err(source.error_at(
                     Some(span),
-                    format!("{key}.target: \"{machine}\" is not a machine of the MAAS site ({first}..{last})"),
+                    format!("{key}.{field}: \"{machine}\" is not a machine of the MAAS site ({first}..{last})"),
                 ));
             }
         }
     } else {
-        for (field, host) in step.hosts() {
+        for (field, host) in step.names() {
             let maas = host == MAAS && onboarding.is_some();
             if !fleet.host_exists(host) && !maas {
                 return Err(unknown_host(source, span, &format!("{key}.{field}"), host, fleet));
@@ -802,7 +799,72 @@ pub(crate) fn validate_step(
         Step::ClockSkew { target, .. } if target == MAAS => {
             Some(format!("{key}.target: the maas host runs on the site's clock, which cannot be skewed"))
         }
-        _ => None,
+        // No rule on the values of the other kinds (or the values passed the rules above).
+        Step::Partition { .. }
+        | Step::PartitionOneway { .. }
+        | Step::Repair { .. }
+        | Step::RepairOneway { .. }
+        | Step::Hold { .. }
+        | Step::Release { .. }
+        | Step::LinkLoss { .. }
+        | Step::LinkLatency { .. }
+        | Step::Crash { .. }
+        | Step::Restart { .. }
+        | Step::ClockSkew { .. }
+        | Step::AgentStop { .. }
+        | Step::AgentStart { .. }
+        | Step::CloseEpoch { .. }
+        | Step::TaskLease { .. }
+        | Step::StartRollout { .. }
+        | Step::MarkerDrift { .. }
+        | Step::SshTimeout { .. }
+        | Step::EndpointIdentityChange { .. }
+        | Step::StorageFault { .. }
+        | Step::ArtifactMissing { .. }
+        | Step::ControllerDeath { .. }
+        | Step::RouteSwap
+        | Step::CredentialExpiry { .. }
+        | Step::HubTimeout { .. }
+        | Step::StaleLock { .. }
+        | Step::OperatorHold { .. }
+        | Step::PrincipalRevoked { .. }
+        | Step::MacDrift { .. }
+        | Step::ResolverServfail { .. }
+        | Step::ResolverRepair
+        | Step::ScriptHang { .. }
+        | Step::ScriptFailure { .. }
+        | Step::DatasourceFailure { .. }
+        | Step::HardwareMissing { .. }
+        | Step::AgentEnrolDelay { .. }
+        | Step::HwSyncFailure { .. }
+        | Step::HwSyncStops { .. }
+        | Step::SshUnreachable { .. }
+        | Step::MaasUnavailable { .. }
+        | Step::PreseedFailure { .. }
+        | Step::TokenPolicyMissing
+        | Step::MaasUnreachable { .. }
+        | Step::VaultUnavailable { .. }
+        | Step::PowerCredentialMissing { .. }
+        | Step::BmcFault { .. }
+        | Step::DhcpLeaseLoss { .. }
+        | Step::DhcpRepair
+        | Step::SiteDisabled
+        | Step::MachineDeleted { .. }
+        | Step::MachineAdvanced { .. }
+        | Step::InterfaceDisconnected { .. }
+        | Step::MachineHidden { .. }
+        | Step::RegisterMacs { .. }
+        | Step::ResumeOnboarding { .. }
+        | Step::Operator { .. }
+        | Step::Decommission { .. }
+        | Step::AllocationStuck { .. }
+        | Step::CleanupResidue { .. }
+        | Step::UninstallFailure { .. }
+        | Step::AgentUnreachable { .. }
+        | Step::InventoryUnavailable { .. }
+        | Step::EraseFailure { .. }
+        | Step::SecretsDeleteDenied
+        | Step::NodeReactivated { .. } => None,
     };
     match problem {
         Some(message) => Err(source.error_at(Some(span), message)),
@@ -841,17 +903,7 @@ fn check_liveness_room(
 }
 
 pub(crate) fn is_driver_action(step: &Step) -> bool {
-    matches!(
-        step,
-        Step::OpenEpoch { .. }
-            | Step::CloseEpoch { .. }
-            | Step::TaskLease { .. }
-            | Step::StartRollout { .. }
-            | Step::RegisterMacs { .. }
-            | Step::ResumeOnboarding { .. }
-            | Step::Operator { .. }
-            | Step::Decommission { .. }
-    )
+    step.step_kind().counted() == Counted::DriverAction
 }
 
 /// A stage as `on_stage` names it: an onboarding stage bare, a decommission stage with the `decommission:` prefix.

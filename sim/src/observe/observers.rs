@@ -50,9 +50,9 @@ pub fn oracle_context(spec: &RunSpec) -> OracleContext {
         decommissions: spec
             .steps
             .iter()
-            .filter_map(|timed| match &timed.step {
-                Step::Decommission { target } => Some(crate::model::ids::decommission_workflow_id(target)),
-                _ => None,
+            .filter_map(|timed| {
+                let Step::Decommission { target } = &timed.step else { return None };
+                Some(crate::model::ids::decommission_workflow_id(target))
             })
             .collect::<std::collections::BTreeSet<String>>()
             .into_iter()

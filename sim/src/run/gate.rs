@@ -192,13 +192,11 @@ pub fn parse_policy(path: &str, text: &str) -> Result<Policy, SpecError> {
     }
     if let Some(min) = &file.faults.min {
         for (kind, count) in min.get_ref() {
-            if !crate::model::faults::Step::KINDS.contains(&kind.as_str()) {
+            let kinds = crate::model::faults::StepKind::ALL.iter().map(|kind| kind.name());
+            if !kinds.clone().any(|known| known == kind) {
                 return Err(source.error_at(
                     Some(min.span()),
-                    format!(
-                        "faults.min.{kind}: unknown step kind (known: {})",
-                        crate::model::faults::Step::KINDS.join(", ")
-                    ),
+                    format!("faults.min.{kind}: unknown step kind (known: {})", kinds.collect::<Vec<_>>().join(", ")),
                 ));
             }
             policy.faults_min.insert(kind.clone(), *count);

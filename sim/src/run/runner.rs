@@ -186,7 +186,7 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
     let ended = outcome.ended;
     let mut fault_phases = std::collections::BTreeMap::new();
     for (step, phase) in &collectors.step_phases {
-        if step.is_fault(&spec.network) {
+        if step.is_fault(&spec.network, |_| true) {
             *fault_phases.entry(format!("{}/{phase}", step.kind())).or_insert(0) += 1;
         }
     }

@@ -311,7 +311,7 @@ fn shrink_knobs(tester: &mut Tester, mut spec: RunSpec) -> (RunSpec, u64) {
 }
 
 fn fault_count(spec: &RunSpec) -> usize {
-    spec.steps.iter().filter(|timed| timed.step.is_fault(&spec.network)).count()
+    spec.steps.iter().filter(|timed| timed.step.is_fault(&spec.network, |_| true)).count()
 }
 
 /// Shrinks `spec` run with `seed` to a smaller spec that still fails like `target`, in at most `max_runs` runs.

@@ -26,7 +26,7 @@ use engine::adapters::http::secrets::{SecretsClient, SiteConfigDefaults};
 use fakes::http::{Clock, SharedSite};
 use tokio::sync::Notify;
 
-use crate::model::faults::Step;
+use crate::model::faults::{Step, decommission_step, fleet_step, rollout_step, site_step};
 use crate::wire::http::HyperTransport;
 use crate::wire::turmoil::{SimListener, TurmoilConnector, TurmoilDatagram, serve_datagrams};
 use crate::wire::world::CONTROLLER_HOST;
@@ -228,7 +228,18 @@ fn mirror_step(wire: &WireSite, step: &Step) {
         }
         Step::Hold { a, b } if between(a, b) => turmoil::hold(CONTROLLER_HOST, MAAS_HOST),
         Step::Release { a, b } if between(a, b) => turmoil::release(CONTROLLER_HOST, MAAS_HOST),
-        _ => {}
+        // Not between the controller and the `maas` host: the world's own network has it.
+        Step::Partition { .. }
+        | Step::Repair { .. }
+        | Step::Crash { .. }
+        | Step::Restart { .. }
+        | Step::PartitionOneway { .. }
+        | Step::RepairOneway { .. }
+        | Step::Hold { .. }
+        | Step::Release { .. } => {}
+        // Not mirrored (see above), and a clock is no network's.
+        Step::LinkLoss { .. } | Step::LinkLatency { .. } | Step::ClockSkew { .. } => {}
+        fleet_step!() | rollout_step!() | site_step!() | decommission_step!() => {}
     }
     match (before, !reasons.is_empty()) {
         (false, true) => turmoil::partition(CONTROLLER_HOST, MAAS_HOST),

@@ -39,7 +39,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::model::faults::{DeathPoint, DeathSubsystem, Step};
+use crate::model::faults::{DeathPoint, DeathSubsystem, Step, decommission_step, site_step};
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::{CONTROLLER, HUB, PRIOR_GENERATION, PRIOR_REVISION, RunSpec};
 use crate::observe::trace::{Body, Event, Sink, Trace};
@@ -679,9 +679,7 @@ impl World {
         if let Some(plug) = self.site.as_ref().and_then(|site| site.plug()) {
             plug.mirror_step(step);
         }
-        // A crash of a host that is already down changes nothing and is not counted.
-        let no_op = matches!(step, Step::Crash { target } if !self.is_up(self.host_id(target)));
-        if step.is_fault(&self.spec.network) && !no_op {
+        if step.is_fault(&self.spec.network, |host| self.is_up(self.host_id(host))) {
             *self.faults.borrow_mut().entry(step.kind().to_owned()).or_insert(0) += 1;
         }
         let id = |name: &str| self.host_id(name);
@@ -796,43 +794,7 @@ impl World {
                 let until_ms = self.host_now_ms(HUB_ID) + duration_ms;
                 self.driver_hub_request(Request::GrantLease { agent: target.clone(), until_ms });
             }
-            Step::MacDrift { .. }
-            | Step::ResolverServfail { .. }
-            | Step::ResolverRepair
-            | Step::ScriptHang { .. }
-            | Step::ScriptFailure { .. }
-            | Step::DatasourceFailure { .. }
-            | Step::HardwareMissing { .. }
-            | Step::AgentEnrolDelay { .. }
-            | Step::HwSyncFailure { .. }
-            | Step::MaasUnavailable { .. }
-            | Step::PreseedFailure { .. }
-            | Step::TokenPolicyMissing
-            | Step::HwSyncStops { .. }
-            | Step::SshUnreachable { .. }
-            | Step::InterfaceDisconnected { .. }
-            | Step::MaasUnreachable { .. }
-            | Step::VaultUnavailable { .. }
-            | Step::PowerCredentialMissing { .. }
-            | Step::BmcFault { .. }
-            | Step::DhcpLeaseLoss { .. }
-            | Step::DhcpRepair
-            | Step::SiteDisabled
-            | Step::MachineDeleted { .. }
-            | Step::MachineAdvanced { .. }
-            | Step::MachineHidden { .. }
-            | Step::RegisterMacs { .. }
-            | Step::ResumeOnboarding { .. }
-            | Step::Operator { .. }
-            | Step::Decommission { .. }
-            | Step::AllocationStuck { .. }
-            | Step::CleanupResidue { .. }
-            | Step::UninstallFailure { .. }
-            | Step::AgentUnreachable { .. }
-            | Step::InventoryUnavailable { .. }
-            | Step::EraseFailure { .. }
-            | Step::SecretsDeleteDenied
-            | Step::NodeReactivated { .. } => self.apply_site_step(step),
+            site_step!() | decommission_step!() => self.apply_site_step(step),
         }
     }
 

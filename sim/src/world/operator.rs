@@ -21,9 +21,8 @@ use engine::operator::{
 use engine::ports::Journal;
 use engine::recovery::{AuditRecord, OperatorRequest};
 
-use crate::model::faults::Step;
 use crate::observe::trace::Body;
-use crate::world::site::SimSiteSsh;
+use crate::world::site::{OperatorOrder, SimSiteSsh};
 use crate::world::{CONTROLLER_ID, SimClock, SimHub, SimJournal, SimSignals, World};
 
 /// How often a restarting action waits for a run of its workflow already in flight to end.
@@ -33,14 +32,12 @@ impl World {
     /// Performs an `operator` step on the controller (a task of its own, so a long run does not hold the others).
     pub(crate) fn start_operator_action(
         self: &Rc<Self>,
-        step: Step,
+        order: OperatorOrder,
         permits: &Rc<tokio::sync::Semaphore>,
         onboarding_running: &Rc<RefCell<BTreeSet<String>>>,
         decommissions_running: &Rc<RefCell<BTreeSet<String>>>,
     ) {
-        let Step::Operator { target, workflow, action, actor, role, reason, resolves_freeze } = step else {
-            unreachable!("{} is not an operator step", step.kind())
-        };
+        let OperatorOrder { target, workflow, action, actor, role, reason, resolves_freeze } = order;
         let (world, permits, onboarding_running, decommissions_running) =
             (self.clone(), permits.clone(), onboarding_running.clone(), decommissions_running.clone());
         self.spawn_on(CONTROLLER_ID, async move {

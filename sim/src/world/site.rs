@@ -32,7 +32,9 @@ use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::Notify;
 
-use crate::model::faults::{BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Step};
+use crate::model::faults::{
+    BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Step, fleet_step, host_step, network_step, rollout_step,
+};
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::OnboardingSpec;
 use crate::observe::trace::Body;
@@ -94,6 +96,17 @@ pub(crate) struct SiteState {
     pub agents_unreachable: BTreeSet<String>,
 }
 
+/// An `operator` step's fields, queued for the controller.
+pub(crate) struct OperatorOrder {
+    pub target: String,
+    pub workflow: engine::matrix::Workflow,
+    pub action: engine::matrix::RecoveryAction,
+    pub actor: String,
+    pub role: engine::recovery::ActorRole,
+    pub reason: String,
+    pub resolves_freeze: bool,
+}
+
 /// The site's part of the world.
 pub(crate) struct SiteWorld {
     pub host: HostId,
@@ -111,7 +124,7 @@ pub(crate) struct SiteWorld {
     /// `decommission` requests not yet taken by the controller.
     decommissions: RefCell<Vec<String>>,
     /// `operator` steps not yet taken by the controller.
-    operators: RefCell<Vec<Step>>,
+    operators: RefCell<Vec<OperatorOrder>>,
     resume_requested: Notify,
     /// The site task (not a host task: the machines do not stop when a host crashes).
     task: RefCell<Option<tokio::task::JoinHandle<()>>>,
@@ -171,6 +184,16 @@ impl SiteWorld {
     fn sync_reachable(&self, host_up: bool) {
         let reachable = host_up && !self.state.borrow().region_down;
         self.lock().site.region.set_reachable(reachable);
+    }
+
+    /// Sets one of the site's faults on its state and model, and pokes the site task (what it waits for may have
+    /// changed).
+    fn set_fault(&self, set: impl FnOnce(&mut SiteState, &mut Site)) {
+        let mut state = self.state.borrow_mut();
+        let mut front = self.lock();
+        set(&mut state, &mut front.site);
+        drop(front);
+        self.wake.notify_one();
     }
 
     /// The site's front (model, event sink, keys). Never held across an await, nor while locking it again.
@@ -420,8 +443,8 @@ impl World {
                 self.start_decommission(&machine, &running, &decommissioning);
             }
             let operators = std::mem::take(&mut *self.site().operators.borrow_mut());
-            for step in operators {
-                self.start_operator_action(step, &permits, &running, &decommissioning);
+            for order in operators {
+                self.start_operator_action(order, &permits, &running, &decommissioning);
             }
         }
     }
@@ -495,30 +518,33 @@ impl World {
             Step::ResumeOnboarding { target } => {
                 site.resumes.borrow_mut().push(target.clone());
                 site.resume_requested.notify_one();
-                return;
             }
             Step::Decommission { target } => {
                 site.decommissions.borrow_mut().push(target.clone());
                 site.resume_requested.notify_one();
-                return;
             }
-            Step::Operator { .. } => {
-                site.operators.borrow_mut().push(step.clone());
+            Step::Operator { target, workflow, action, actor, role, reason, resolves_freeze } => {
+                site.operators.borrow_mut().push(OperatorOrder {
+                    target: target.clone(),
+                    workflow: *workflow,
+                    action: *action,
+                    actor: actor.clone(),
+                    role: *role,
+                    reason: reason.clone(),
+                    resolves_freeze: *resolves_freeze,
+                });
                 site.resume_requested.notify_one();
-                return;
             }
             Step::MaasUnreachable { down } => {
                 site.state.borrow_mut().region_down = *down;
                 site.sync_reachable(self.is_up(site.host));
                 site.wake.notify_one();
-                return;
             }
             Step::MachineDeleted { target } => {
                 for system_id in self.records_of(target, false) {
                     let request = MaasRequest::DeleteMachine { system_id };
                     self.at_site(|s, now_ms, events| s.handle_maas(now_ms, OPERATOR_MAAS_USER, request, events));
                 }
-                return;
             }
             Step::InterfaceDisconnected { target } => {
                 // The record's interface with the machine's racked PXE MAC, disconnected through the API.
@@ -532,39 +558,37 @@ impl World {
                         self.at_site(|s, now_ms, events| s.handle_maas(now_ms, OPERATOR_MAAS_USER, request, events));
                     }
                 }
-                return;
             }
             Step::MachineAdvanced { target } => {
                 for system_id in self.records_of(target, false) {
                     let request = MaasRequest::Commission { system_id };
                     self.at_site(|s, now_ms, events| s.handle_maas(now_ms, OPERATOR_MAAS_USER, request, events));
                 }
-                return;
             }
             Step::RegisterMacs { target } => {
                 self.register_macs(target);
-                return;
             }
-            _ => {}
-        }
-        let mut state = site.state.borrow_mut();
-        let state = &mut *state;
-        let mut front = site.lock();
-        let model = &mut front.site;
-        match step {
-            Step::MacDrift { target } => {
+            Step::MacDrift { target } => site.set_fault(|state, model| {
                 let seed = state.faults_rng.next_u64();
                 model.drift_macs_at_next_power_cycle(target, seed);
+            }),
+            Step::ResolverServfail { zones: None } => {
+                site.set_fault(|_, model| model.dns.set_fault(DnsFault::ServFailAll))
             }
-            Step::ResolverServfail { zones: None } => model.dns.set_fault(DnsFault::ServFailAll),
-            Step::ResolverServfail { zones: Some(zones) } => {
+            Step::ResolverServfail { zones: Some(zones) } => site.set_fault(|_, model| {
                 model.dns.set_fault(DnsFault::ServFailZones { zones: zones.iter().cloned().collect() })
+            }),
+            Step::ResolverRepair => site.set_fault(|_, model| model.dns.repair()),
+            Step::ScriptHang { target } => {
+                site.set_fault(|_, model| machine(model, target).faults.hang_script = Some(FAULTED_SCRIPT.into()))
             }
-            Step::ResolverRepair => model.dns.repair(),
-            Step::ScriptHang { target } => machine(model, target).faults.hang_script = Some(FAULTED_SCRIPT.into()),
-            Step::ScriptFailure { target } => machine(model, target).faults.fail_script = Some(FAULTED_SCRIPT.into()),
-            Step::DatasourceFailure { target } => machine(model, target).faults.datasource_failure = true,
-            Step::HardwareMissing { target, part } => {
+            Step::ScriptFailure { target } => {
+                site.set_fault(|_, model| machine(model, target).faults.fail_script = Some(FAULTED_SCRIPT.into()))
+            }
+            Step::DatasourceFailure { target } => {
+                site.set_fault(|_, model| machine(model, target).faults.datasource_failure = true)
+            }
+            Step::HardwareMissing { target, part } => site.set_fault(|_, model| {
                 let machine = machine(model, target);
                 let hardware = machine.hardware();
                 let name = match part {
@@ -581,29 +605,31 @@ impl World {
                         HardwarePart::Roce => machine.remove_nic(&name),
                     };
                 }
-            }
+            }),
             Step::AgentEnrolDelay { target, delay_ms } => {
-                machine(model, target).faults.agent_enrol_delay_ms = *delay_ms
+                site.set_fault(|_, model| machine(model, target).faults.agent_enrol_delay_ms = *delay_ms)
             }
-            Step::HwSyncFailure { target } => machine(model, target).faults.hw_sync = HwSyncFault::SeedFails,
-            Step::PreseedFailure { count } => model.region.fail_next_preseeds(*count),
-            Step::SshUnreachable { target, count } => {
+            Step::HwSyncFailure { target } => {
+                site.set_fault(|_, model| machine(model, target).faults.hw_sync = HwSyncFault::SeedFails)
+            }
+            Step::PreseedFailure { count } => site.set_fault(|_, model| model.region.fail_next_preseeds(*count)),
+            Step::SshUnreachable { target, count } => site.set_fault(|state, _| {
                 *state.ssh_unreachable.entry(target.clone()).or_insert(0) += count;
-            }
-            Step::HwSyncStops { target, after_syncs } => {
+            }),
+            Step::HwSyncStops { target, after_syncs } => site.set_fault(|_, model| {
                 machine(model, target).faults.hw_sync = HwSyncFault::StopsAfter { syncs: *after_syncs }
-            }
-            Step::TokenPolicyMissing => model.vault.set_token_policy(false),
-            Step::MaasUnavailable { count, retry_after_s } => {
+            }),
+            Step::TokenPolicyMissing => site.set_fault(|_, model| model.vault.set_token_policy(false)),
+            Step::MaasUnavailable { count, retry_after_s } => site.set_fault(|_, model| {
                 for _ in 0..*count {
                     model.region.fail_next_with_503(*retry_after_s);
                 }
-            }
-            Step::VaultUnavailable { count } => model.vault.fail_next(*count),
-            Step::PowerCredentialMissing { target } => {
+            }),
+            Step::VaultUnavailable { count } => site.set_fault(|_, model| model.vault.fail_next(*count)),
+            Step::PowerCredentialMissing { target } => site.set_fault(|_, model| {
                 model.vault.remove_power_credential(target);
-            }
-            Step::BmcFault { target, fault } => {
+            }),
+            Step::BmcFault { target, fault } => site.set_fault(|state, model| {
                 let bmc = &mut model.bmc;
                 match fault {
                     BmcFaultKind::Unreachable => bmc.set_fault(target, BmcFault::Unreachable),
@@ -618,30 +644,36 @@ impl World {
                         bmc.rotate_credential(target, state.racked[target].credential.clone());
                     }
                 }
-            }
-            Step::DhcpLeaseLoss { target } => {
+            }),
+            Step::DhcpLeaseLoss { target } => site.set_fault(|_, model| {
                 let macs = machine(model, target).hardware().nics.iter().map(|nic| nic.mac.clone()).collect();
                 model.dhcp.set_fault(DhcpFault::LoseMacs { macs });
+            }),
+            Step::DhcpRepair => site.set_fault(|_, model| model.dhcp.repair()),
+            Step::SiteDisabled => site.set_fault(|_, model| model.vault.set_site_value("enabled", "false")),
+            Step::SecretsDeleteDenied => site.set_fault(|_, model| model.vault.set_delete_policy(false)),
+            Step::EraseFailure { count } => site.set_fault(|_, model| model.region.fail_next_erases(*count)),
+            Step::AllocationStuck { target, count } => {
+                site.set_fault(|state, _| state.inventory.stick_allocations(target, *count))
             }
-            Step::DhcpRepair => model.dhcp.repair(),
-            Step::SiteDisabled => model.vault.set_site_value("enabled", "false"),
-            Step::SecretsDeleteDenied => model.vault.set_delete_policy(false),
-            Step::EraseFailure { count } => model.region.fail_next_erases(*count),
-            Step::AllocationStuck { target, count } => state.inventory.stick_allocations(target, *count),
-            Step::CleanupResidue { target, count } => state.inventory.leave_residue(target, *count),
-            Step::UninstallFailure { target, count } => state.inventory.fail_uninstalls(target, *count),
-            Step::InventoryUnavailable { count } => state.inventory.fail_next(*count),
-            Step::NodeReactivated { target } => {
+            Step::CleanupResidue { target, count } => {
+                site.set_fault(|state, _| state.inventory.leave_residue(target, *count))
+            }
+            Step::UninstallFailure { target, count } => {
+                site.set_fault(|state, _| state.inventory.fail_uninstalls(target, *count))
+            }
+            Step::InventoryUnavailable { count } => site.set_fault(|state, _| state.inventory.fail_next(*count)),
+            Step::NodeReactivated { target } => site.set_fault(|state, _| {
                 state.inventory.reactivate(target);
-            }
-            Step::AgentUnreachable { target, down } => {
+            }),
+            Step::AgentUnreachable { target, down } => site.set_fault(|state, _| {
                 if *down {
                     state.agents_unreachable.insert(target.clone());
                 } else {
                     state.agents_unreachable.remove(target);
                 }
-            }
-            Step::MachineHidden { target, hidden } => {
+            }),
+            Step::MachineHidden { target, hidden } => site.set_fault(|_, model| {
                 for system_id in own_records(model, target) {
                     if *hidden {
                         model.region.hide_machine(&system_id);
@@ -649,11 +681,11 @@ impl World {
                         model.region.reveal_machine(&system_id);
                     }
                 }
+            }),
+            network_step!() | host_step!() | fleet_step!() | rollout_step!() => {
+                unreachable!("{} is not a site step", step.kind())
             }
-            other => unreachable!("{} is not a site step", other.kind()),
         }
-        drop(front);
-        site.wake.notify_one();
     }
 
     /// The MAAS records of a machine: the ones named as it (the workflow creates it with the node's hostname), else

@@ -413,7 +413,7 @@ mod tests {
             spec.steps = steps.into_iter().map(|(at_ms, step)| TimedStep { at_ms, step }).collect();
             spec.steps.sort_by_key(|timed| timed.at_ms);
             // Steps the parser refuses (a and b the same host) make the writer refuse too; the others round-trip.
-            let valid = spec.steps.iter().all(|timed| timed.step.hosts().windows(2).all(|pair| pair[0].1 != pair[1].1));
+            let valid = spec.steps.iter().all(|timed| timed.step.names().windows(2).all(|pair| pair[0].1 != pair[1].1));
             match scenario_toml(&spec, seed, &[]) {
                 Ok(text) => {
                     let again = parse_scenario("again.toml", &text).unwrap();

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use engine::sensor::{SENSOR_PERIOD_MS, SILENT_THRESHOLD_MS};
 
-use crate::model::faults::Step;
+use crate::model::faults::{Step, decommission_step, fleet_step, host_step, rollout_step, site_step};
 use crate::observe::oracles::{Finding, Oracle, OracleContext};
 use crate::observe::trace::{Body, Event};
 
@@ -165,7 +165,9 @@ impl ObserverHealth {
             Step::LinkLoss { a, b, request_per_mille, response_per_mille } => {
                 set("loss", a, b, request_per_mille + response_per_mille > 0, true)
             }
-            _ => {}
+            // Latency slows reads down but loses none.
+            Step::LinkLatency { .. } => {}
+            host_step!() | fleet_step!() | rollout_step!() | site_step!() | decommission_step!() => {}
         }
     }
 }
