@@ -20,8 +20,9 @@
 use crate::decommission::record::DecommissionRecord;
 use crate::matrix::{DecommissionStage, NodeState, OnboardingStage, RecoveryAction, Stage, Workflow, WorkflowState};
 use crate::onboarding::record::OnboardRecord;
+use crate::ports::events::WorkflowEvent;
 use crate::ports::site::{MaasApi, MachineStatus};
-use crate::ports::{Hub, Journal, JournalError, Signal, Signals, WorkflowEvent};
+use crate::ports::{Hub, Journal, JournalError, Signal, Signals};
 
 use crate::recovery::{AuditRecord, AuditTrail, Authorized, Lifecycle, OperatorRequest, WorkflowStatus, authorize};
 

@@ -7,6 +7,9 @@
 
 use std::future::Future;
 
+use crate::ports::events::{RolloutEvent, WorkflowEvent};
+
+pub mod events;
 pub mod fleet;
 pub mod site;
 
@@ -282,137 +285,6 @@ pub enum Signal {
     Onboarding { workflow: String, event: WorkflowEvent },
     /// A decommission workflow's progress and verdict.
     Decommission { workflow: String, event: WorkflowEvent },
-}
-
-/// What an onboarding or decommission workflow reports. Stage, class and state names are the recovery matrix's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkflowEvent {
-    StageStarted {
-        stage: String,
-        attempt: u64,
-    },
-    /// `adopted`: the observed state already satisfied the stage's checkpoint (late success, an operator's change).
-    StageDone {
-        stage: String,
-        adopted: bool,
-    },
-    /// A zero-cost read made before any mutation (`load_site_config`), recorded for the diagnosis.
-    Observed {
-        what: String,
-        value: String,
-    },
-    /// A waiting stage went silent for the stall window (or met evidence that waiting cannot help).
-    Stalled {
-        stage: String,
-        class: String,
-        evidence: Vec<String>,
-    },
-    StageFailed {
-        stage: String,
-        class: String,
-        error: String,
-    },
-    Retrying {
-        stage: String,
-        attempt: u64,
-        delay_ms: u64,
-    },
-    /// The workflow rests: `failed_retryable` or `failed_manual_intervention`, with what a person needs to act.
-    Stopped {
-        stage: String,
-        class: String,
-        workflow_state: String,
-        node_state: String,
-        evidence: Vec<String>,
-    },
-    Completed {
-        system_id: String,
-    },
-}
-
-/// What the rollout controller reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RolloutEvent {
-    PlanFrozen {
-        revision: String,
-        lanes: u64,
-        lane_size: u64,
-        rollout_bound_ms: u64,
-    },
-    PlanRefused {
-        reason: String,
-    },
-    Quarantined {
-        node: String,
-        surfaces: Vec<String>,
-    },
-    Repaired {
-        node: String,
-        repair: String,
-    },
-    Adopted {
-        revision: String,
-        in_doubt: u64,
-    },
-    StepStarted {
-        node: String,
-        step: String,
-        lane: u64,
-    },
-    StepDone {
-        node: String,
-        step: String,
-        lane: u64,
-    },
-    Retrying {
-        node: String,
-        step: String,
-        attempt: u64,
-        delay_ms: u64,
-        error: String,
-    },
-    /// Retries exhausted or a hard stop: journal and holds stay; the replay command and failed endpoint are named.
-    NodeFailed {
-        node: String,
-        step: String,
-        error: String,
-        endpoint: String,
-        replay: String,
-    },
-    LaneCommitted {
-        lane: u64,
-        verdict: String,
-        nodes: Vec<String>,
-    },
-    /// The deployment lock is held by another controller: wait for its lease to run out (a live holder renews it).
-    LockWaiting {
-        holder: String,
-        remaining_ms: u64,
-    },
-    /// This controller holds the deployment lock under `fence`; `superseded` when it took over a journal's fence.
-    LockTaken {
-        fence: u64,
-        superseded: bool,
-    },
-    /// The hub refused the credential; the controller read the current one from the secrets store and
-    /// authenticated again (it never mints or rotates one).
-    Reauthenticated {
-        expires_at_ms: u64,
-    },
-    /// A selected node already carries a hold this rollout does not own (an operator's, another rollout's): it is
-    /// left alone, and its hold is never released by this rollout.
-    SkippedHeld {
-        node: String,
-        owners: Vec<String>,
-    },
-    /// The hub's route bundle is no longer the one the plan froze: no further lane goes down.
-    RouteChanged {
-        frozen: String,
-        published: String,
-    },
-    Terminal {
-        outcome: String,
-    },
 }
 
 /// Where signals go: FleetEvents in production, the trace in the simulator.

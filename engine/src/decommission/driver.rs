@@ -8,9 +8,10 @@ use crate::decommission::judge::{self, FallbackCall, MaasRecord, ReleaseStart, T
 use crate::decommission::record::{DecommissionHistory, DecommissionRecord};
 use crate::decommission::stages::{POWER_OFF_CHECKS, RELEASE_WAIT_MS, StageWalk};
 use crate::matrix::{Compensation, DecommissionStage, FailureClass, NodeState, Stage, WorkflowState};
+use crate::ports::events::{Evidence, WorkflowEvent};
 use crate::ports::fleet::{Fleet, NodeTask};
 use crate::ports::site::{MaasApi, MaasError, PowerState, SiteSecrets};
-use crate::ports::{Clock, Journal, Signal, Signals, WorkflowEvent};
+use crate::ports::{Clock, Journal, Signal, Signals};
 use crate::workflow::after_failure::{AfterFailure, Next};
 use crate::workflow::failure::{ReadFailures, StageFailure, known_machine, site_enabled};
 use crate::workflow::{ContinueReason, DecideContext, Observed, RetryPolicy, SitePolicy, decide};
@@ -139,11 +140,14 @@ where
                 *attempts
             };
             self.record(DecommissionRecord::Checkpoint { workflow: workflow.to_owned(), run, stage, attempt }).await;
-            self.emit(workflow, WorkflowEvent::StageStarted { stage: stage.as_str().into(), attempt: attempt.into() });
+            self.emit(
+                workflow,
+                WorkflowEvent::StageStarted { stage: Stage::Decommission(stage), attempt: attempt.into() },
+            );
             let failure = match self.run_stage(request, stage, &mut state).await {
                 Ok(()) => {
                     let adopted = std::mem::take(&mut state.adopted);
-                    self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
+                    self.emit(workflow, WorkflowEvent::StageDone { stage: Stage::Decommission(stage), adopted });
                     walk.handle_done();
                     continue;
                 }
@@ -152,8 +156,8 @@ where
             self.emit(
                 workflow,
                 WorkflowEvent::StageFailed {
-                    stage: stage.as_str().into(),
-                    class: failure.class.as_str().into(),
+                    stage: Stage::Decommission(stage),
+                    class: failure.class,
                     error: failure.error.clone(),
                 },
             );
@@ -163,7 +167,7 @@ where
                         self.compensate(request, &mut state, compensation).await;
                     }
                     let event = WorkflowEvent::Retrying {
-                        stage: stage.as_str().into(),
+                        stage: Stage::Decommission(stage),
                         attempt: attempt_next.into(),
                         delay_ms,
                     };
@@ -172,7 +176,7 @@ where
                 }
                 Next::Continue { reason } => {
                     let adopted = reason == ContinueReason::AdoptObservedState;
-                    self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
+                    self.emit(workflow, WorkflowEvent::StageDone { stage: Stage::Decommission(stage), adopted });
                     walk.handle_done();
                 }
                 Next::Stop(stop) => {
@@ -186,6 +190,7 @@ where
                     }
                     // A decommission's evidence is its error: its stages gather none beyond it.
                     let evidence = vec![failure.error.clone()];
+                    let error = Evidence::Error { error: failure.error.clone() };
                     let record = DecommissionRecord::Stopped {
                         workflow: workflow.to_owned(),
                         run,
@@ -197,11 +202,11 @@ where
                     self.emit(
                         workflow,
                         WorkflowEvent::Stopped {
-                            stage: stage.as_str().into(),
-                            class: failure.class.as_str().into(),
-                            workflow_state: stop.workflow_state.as_str().into(),
-                            node_state: stop.node_state.as_str().into(),
-                            evidence: evidence.clone(),
+                            stage: Stage::Decommission(stage),
+                            class: failure.class,
+                            workflow_state: stop.workflow_state,
+                            node_state: stop.node_state,
+                            evidence: vec![error],
                         },
                     );
                     return DecommissionOutcome {

@@ -26,8 +26,9 @@ use crate::onboarding::stages::{
     AGENT_ENROLLMENT_WAIT_MS, COMMISSION_WAIT_MS, DEPLOY_WAIT_MS, HW_SYNC_HEALTH_WAIT_MS, StageCursor,
 };
 use crate::onboarding::stall::UnknownMachine;
+use crate::ports::events::WorkflowEvent;
 use crate::ports::site::{MaasApi, MaasError, Machine, MachineStatus, NewMachine, Resolver, SiteSecrets};
-use crate::ports::{Clock, Endpoint, Hub, Journal, Signal, Signals, Ssh, SshRequest, WorkflowEvent};
+use crate::ports::{Clock, Endpoint, Hub, Journal, Signal, Signals, Ssh, SshRequest};
 use crate::secret::Secret;
 use crate::workflow::after_failure::{AfterFailure, Next};
 use crate::workflow::failure::{ReadFailures, StageFailure, known_machine, site_enabled};
@@ -189,11 +190,14 @@ where
             let system_id = state.system_id.clone();
             self.record(OnboardRecord::Checkpoint { workflow: workflow.to_owned(), run, stage, attempt, system_id })
                 .await;
-            self.emit(workflow, WorkflowEvent::StageStarted { stage: stage.as_str().into(), attempt: attempt.into() });
+            self.emit(
+                workflow,
+                WorkflowEvent::StageStarted { stage: Stage::Onboarding(stage), attempt: attempt.into() },
+            );
             let failure = match self.run_stage(request, stage, &mut state).await {
                 Ok(()) => {
                     let adopted = std::mem::take(&mut state.adopted);
-                    self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
+                    self.emit(workflow, WorkflowEvent::StageDone { stage: Stage::Onboarding(stage), adopted });
                     cursor.handle_done(stage);
                     continue;
                 }
@@ -216,8 +220,8 @@ where
             self.emit(
                 workflow,
                 WorkflowEvent::StageFailed {
-                    stage: stage.as_str().into(),
-                    class: failure.class.as_str().into(),
+                    stage: Stage::Onboarding(stage),
+                    class: failure.class,
                     error: failure.error.clone(),
                 },
             );
@@ -227,7 +231,7 @@ where
                         self.compensate(&mut state, compensation).await;
                     }
                     let event = WorkflowEvent::Retrying {
-                        stage: stage.as_str().into(),
+                        stage: Stage::Onboarding(stage),
                         attempt: attempt_next.into(),
                         delay_ms,
                     };
@@ -237,7 +241,7 @@ where
                 }
                 Next::Continue { reason } => {
                     let adopted = reason == ContinueReason::AdoptObservedState;
-                    self.emit(workflow, WorkflowEvent::StageDone { stage: stage.as_str().into(), adopted });
+                    self.emit(workflow, WorkflowEvent::StageDone { stage: Stage::Onboarding(stage), adopted });
                     cursor.handle_done(stage);
                 }
                 Next::Stop(stop) => {
@@ -255,10 +259,10 @@ where
                     self.emit(
                         workflow,
                         WorkflowEvent::Stopped {
-                            stage: stage.as_str().into(),
-                            class: failure.class.as_str().into(),
-                            workflow_state: stop.workflow_state.as_str().into(),
-                            node_state: stop.node_state.as_str().into(),
+                            stage: Stage::Onboarding(stage),
+                            class: failure.class,
+                            workflow_state: stop.workflow_state,
+                            node_state: stop.node_state,
                             evidence: failure.evidence.clone(),
                         },
                     );
@@ -267,7 +271,7 @@ where
                         node_state: stop.node_state,
                         stage: Some(stage),
                         class: Some(failure.class),
-                        evidence: failure.evidence,
+                        evidence: failure.evidence.iter().map(ToString::to_string).collect(),
                         system_id: state.system_id,
                     };
                 }
@@ -369,8 +373,8 @@ where
         mut failure: StageFailure,
     ) -> StageFailure {
         let workflow = request.workflow.as_str();
-        self.emit(workflow, WorkflowEvent::StageStarted { stage: "classify_deploy_failure".into(), attempt: 1 });
-        let stage = OnboardingStage::ClassifyDeployFailure.as_str();
+        let stage = Stage::Onboarding(OnboardingStage::ClassifyDeployFailure);
+        self.emit(workflow, WorkflowEvent::StageStarted { stage, attempt: 1 });
         let events = match &state.system_id {
             Some(system_id) => self.maas.events(system_id, None).await,
             None => Ok(Vec::new()),
@@ -378,16 +382,13 @@ where
         match events {
             Ok(events) => {
                 failure.evidence.extend(judge::deploy_failure_evidence(&events));
-                self.emit(workflow, WorkflowEvent::StageDone { stage: stage.into(), adopted: false });
+                self.emit(workflow, WorkflowEvent::StageDone { stage, adopted: false });
             }
             // Best effort (the matrix): the events cannot be read, so the failure stays the generic deploy failure.
             Err(error) => {
                 let class = judge::maas(&error).class;
                 let error = format!("{error}; falling back to the generic deploy failure");
-                self.emit(
-                    workflow,
-                    WorkflowEvent::StageFailed { stage: stage.into(), class: class.as_str().into(), error },
-                );
+                self.emit(workflow, WorkflowEvent::StageFailed { stage, class, error });
             }
         }
         failure
@@ -769,8 +770,8 @@ where
                     self.emit(
                         workflow,
                         WorkflowEvent::Stalled {
-                            stage: stage.as_str().into(),
-                            class: failure.class.as_str().into(),
+                            stage: Stage::Onboarding(stage),
+                            class: failure.class,
                             evidence: failure.evidence.clone(),
                         },
                     );

@@ -6,9 +6,8 @@
 use std::collections::BTreeSet;
 
 use crate::matrix::{Compensation, FailureClass, OnboardingStage};
-use crate::onboarding::stall::{
-    Evidence, ProgressEvidence, ResolverProbe, StallClassifier, StallVerdict, UnknownMachine,
-};
+use crate::onboarding::stall::{self, ProgressEvidence, ResolverProbe, StallClassifier, StallVerdict, UnknownMachine};
+use crate::ports::events::Evidence;
 use crate::ports::site::{
     Disk, DnsAnswer, Interface, MaasError, MaasEvent, Machine, MachineStatus, SiteConfig, Subnet,
 };
@@ -70,7 +69,7 @@ pub fn metadata_resolver(
                 FailureClass::SiteCapabilityMissing,
                 format!("the rack resolver answers {value} for the metadata host {host}"),
             );
-            failure.evidence.push(format!("the rack resolver answers {value} for {host}"));
+            failure.evidence.push(Evidence::ResolverAnswer { host: host.to_owned(), answer: value });
             Err(failure)
         }
         Ok(_) => Ok(()),
@@ -118,7 +117,11 @@ pub fn power_failure(events: &[MaasEvent]) -> Option<StageFailure> {
                 FailureClass::BmcPowerFailure,
                 format!("MAAS could not power the machine: {} {}", event.text, event.description),
             );
-            failure.evidence.push(format!("{}: {} {}", event.level, event.text, event.description));
+            failure.evidence.push(Evidence::MaasEvent {
+                level: event.level.clone(),
+                text: event.text.clone(),
+                description: event.description.clone(),
+            });
             failure
         })
 }
@@ -138,7 +141,7 @@ pub fn discovery_stranger(system_id: &str, stranger: UnknownMachine) -> StageFai
         FailureClass::StateAmbiguity,
         format!("machine {system_id} never PXE-booted; another record claims its BMC"),
     );
-    failure.evidence.push(display_evidence(&Evidence::MacDrift(stranger)));
+    failure.evidence.push(unknown_machine_evidence(stranger));
     failure
 }
 
@@ -151,7 +154,7 @@ pub fn discovery_silent(system_id: &str, waited_ms: u64, stall_window_ms: u64) -
         FailureClass::PxeDiscoveryFailure,
         format!("machine {system_id} powered on but made no PXE request within {waited_ms} ms"),
     );
-    failure.evidence.push(format!("no \"Performing PXE boot\" event for {system_id} in {waited_ms} ms"));
+    failure.evidence.push(Evidence::NoPxeBoot { system_id: system_id.to_owned(), waited_ms });
     Some(failure)
 }
 
@@ -383,18 +386,23 @@ pub fn classifies_deploy_failure(stage: OnboardingStage, class: FailureClass) ->
 }
 
 /// `classify_deploy_failure`: the newest of MAAS's events for the machine, as evidence (lowercase).
-pub fn deploy_failure_evidence(events: &[MaasEvent]) -> Vec<String> {
+pub fn deploy_failure_evidence(events: &[MaasEvent]) -> Vec<Evidence> {
     events
         .iter()
         .take(5)
-        .map(|event| format!("{}: {} {}", event.level, event.text, event.description).to_lowercase())
+        .map(|event| Evidence::DeployEvent {
+            level: event.level.clone(),
+            text: event.text.clone(),
+            description: event.description.clone(),
+        })
         .collect()
 }
 
 /// A deploy failure whose evidence names the datasource gets its own bounded recovery
-/// (`recover_for_datasource_retry`: back to a clean deployable state, then deploy again).
+/// (`recover_for_datasource_retry`: back to a clean deployable state, then deploy again). MAAS says so only in its
+/// events' words ("DataSource not found"), so those are read, as the evidence shows them.
 pub fn is_datasource_failure(failure: &StageFailure) -> bool {
-    failure.evidence.iter().any(|line| line.contains("datasource"))
+    failure.evidence.iter().any(|evidence| evidence.to_string().contains("datasource"))
 }
 
 // ensure_hardware_sync_configured, wait_for_hardware_sync_healthy, wait_for_agent_enrollment
@@ -453,19 +461,22 @@ pub fn agent_not_enrolled(node: &str, bound_ms: u64) -> StageFailure {
     StageFailure::new(FailureClass::AgentEnrollmentFailure, format!("no agent {node} enrolled within {bound_ms} ms"))
 }
 
-/// How the stall classifier's evidence reads for a person.
-pub fn display_evidence(evidence: &Evidence) -> String {
+/// The stall classifier's evidence, as the workflow reports it.
+pub fn reported_evidence(evidence: &stall::Evidence) -> Evidence {
     match evidence {
-        Evidence::Silent { quiet_for_ms, stall_window_ms } => {
-            format!("no event and no status change for {quiet_for_ms} ms (stall window {stall_window_ms} ms)")
+        stall::Evidence::Silent { quiet_for_ms, stall_window_ms } => {
+            Evidence::Silent { quiet_for_ms: *quiet_for_ms, stall_window_ms: *stall_window_ms }
         }
-        Evidence::LastEvent { text } => format!("last event: {text}"),
-        Evidence::MacDrift(machine) => format!(
-            "unknown machine {} enlisted with MAC {} on this node's BMC {}",
-            machine.system_id, machine.mac, machine.bmc_address
-        ),
-        Evidence::ResolverServFail { host } => format!("the rack resolver answers SERVFAIL for {host}"),
+        stall::Evidence::LastEvent { text } => Evidence::LastEvent { text: text.clone() },
+        stall::Evidence::MacDrift(machine) => unknown_machine_evidence(machine.clone()),
+        stall::Evidence::ResolverServFail { host } => {
+            Evidence::ResolverAnswer { host: host.clone(), answer: "SERVFAIL".to_owned() }
+        }
     }
+}
+
+fn unknown_machine_evidence(machine: UnknownMachine) -> Evidence {
+    Evidence::UnknownMachine { system_id: machine.system_id, mac: machine.mac, bmc_address: machine.bmc_address }
 }
 
 /// A wait for a machine status (`wait_for_ready`, `wait_for_deployed`) as a state machine: each poll the driver hands
@@ -555,7 +566,9 @@ impl MachineWait {
                     FailureClass::HardwareMismatch
                 };
                 let mut failure = StageFailure::new(class, format!("commissioning failed: {}", machine.status_message));
-                failure.evidence.extend(self.progress.last_event.iter().map(|text| format!("last event: {text}")));
+                failure
+                    .evidence
+                    .extend(self.progress.last_event.iter().map(|text| Evidence::LastEvent { text: text.clone() }));
                 failure
             }
             MachineStatus::FailedDeployment => {
@@ -603,7 +616,7 @@ impl MachineWait {
             StallVerdict::Stalled { class, evidence } => Some(StageFailure {
                 class,
                 error: format!("{} stalled", self.stage.as_str()),
-                evidence: evidence.iter().map(display_evidence).collect(),
+                evidence: evidence.iter().map(reported_evidence).collect(),
             }),
             StallVerdict::Slow { .. } => None,
         }
@@ -630,6 +643,11 @@ mod tests {
     use FailureClass as F;
     use MachineStatus as M;
     use OnboardingStage as S;
+
+    /// Evidence as a person reads it (and the trace records it).
+    fn sentences(evidence: &[Evidence]) -> Vec<String> {
+        evidence.iter().map(ToString::to_string).collect()
+    }
 
     fn machine(system_id: &str, status: MachineStatus) -> Machine {
         Machine {
@@ -763,7 +781,7 @@ mod tests {
             assert_eq!(class(metadata_resolver("maas-internal", answer, observe_first)), expected, "{answer:?}");
         }
         let failure = metadata_resolver("maas-internal", &servfail, true).unwrap_err();
-        assert_eq!(failure.evidence, ["the rack resolver answers SERVFAIL for maas-internal"]);
+        assert_eq!(sentences(&failure.evidence), ["the rack resolver answers SERVFAIL for maas-internal"]);
         assert_eq!(resolver_answer(&address), "10.0.0.5");
         assert_eq!(resolver_answer(&silence), "no answer (timed out)");
         assert_eq!(resolver_probe("maas-internal", &address), ResolverProbe::Answered);
@@ -783,7 +801,8 @@ mod tests {
         let stranger = UnknownMachine { system_id: "new".into(), mac: "m".into(), bmc_address: "b".into() };
         let failure = discovery_stranger("abc", stranger);
         assert_eq!(failure.class, F::StateAmbiguity);
-        assert_eq!(failure.evidence, ["unknown machine new enlisted with MAC m on this node's BMC b"]);
+        assert!(matches!(&failure.evidence[..], [Evidence::UnknownMachine { system_id, .. }] if system_id == "new"));
+        assert_eq!(sentences(&failure.evidence), ["unknown machine new enlisted with MAC m on this node's BMC b"]);
         assert_eq!(discovery_silent("abc", 299_999, 300_000), None);
         assert_eq!(discovery_silent("abc", 300_000, 300_000).map(|f| f.class), Some(F::PxeDiscoveryFailure));
     }
@@ -880,7 +899,7 @@ mod tests {
             [event(9, "ERROR", "Node installation failure"), event(8, "INFO", "cloud-init: DataSource not found")];
         let evidence = deploy_failure_evidence(&events);
         assert_eq!(
-            evidence,
+            sentences(&evidence),
             ["error: node installation failure detail", "info: cloud-init: datasource not found detail"]
         );
         let mut failure = StageFailure::new(F::DeployCloudInitFailure, "deployment failed");
@@ -958,7 +977,7 @@ mod tests {
         wait.handle_events(0, &[event(4, "INFO", "Loading ephemeral"), event(3, "INFO", "Commissioning")]);
         assert_eq!(wait.events_after(), Some(4));
         let failure = wait.verdict("abc", machine("abc", M::FailedCommissioning)).unwrap().unwrap_err();
-        assert_eq!(failure.evidence, ["last event: Loading ephemeral"]);
+        assert_eq!(sentences(&failure.evidence), ["last event: Loading ephemeral"]);
     }
 
     #[test]
@@ -974,7 +993,7 @@ mod tests {
         let failure = wait.handle_evidence(None, Some(servfail)).expect("a stall");
         assert_eq!((failure.class, failure.error.as_str()), (F::SiteCapabilityMissing, "wait_for_ready stalled"));
         assert_eq!(
-            failure.evidence,
+            sentences(&failure.evidence),
             [
                 "the rack resolver answers SERVFAIL for maas-internal",
                 "no event and no status change for 300001 ms (stall window 300000 ms)",

@@ -14,9 +14,10 @@ use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
 
+use crate::ports::events::{RolloutEnd, RolloutEvent, RolloutFailure, TerminalOutcome};
 use crate::ports::{
-    Artifacts, Clock, Endpoint, Hub, HubError, Jitter, Journal, LockGrant, NodeReport, RolloutEvent, Secrets, Signal,
-    Signals, Ssh, SshError, SshRequest, SshResponse,
+    Artifacts, Clock, Endpoint, Hub, HubError, Jitter, Journal, LockGrant, NodeReport, Secrets, Signal, Signals, Ssh,
+    SshError, SshRequest, SshResponse,
 };
 use crate::rollout::holds::HoldOwner;
 use crate::rollout::journal::{self, Adopted, Record};
@@ -87,9 +88,7 @@ pub struct Ports<'a, C, H, S, J, G, X, K, A> {
 pub struct RolloutOutcome {
     pub lanes: Vec<(Vec<String>, LaneVerdict)>,
     pub quarantined: Vec<String>,
-    /// `successor` (every lane successor), `converged` (every lane successor or prior), `partial` (a lane stuck:
-    /// later lanes not run), `refused` (no plan), or `failed` (legacy stopped, or the epoch could not open).
-    pub outcome: String,
+    pub outcome: RolloutEnd,
 }
 
 /// How often one operation may re-authenticate before the refusal is taken as final.
@@ -158,7 +157,7 @@ where
                         in_doubt: adopted.in_doubt.len() as u64,
                     },
                 );
-                RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: "failed".into() }
+                RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: RolloutEnd::Failed }
             }
             (None, RolloutPolicy::Lanes) => self.run_lanes(request).await,
             (None, RolloutPolicy::Legacy) => self.run_legacy(request).await,
@@ -179,8 +178,8 @@ where
 
     /// How the legacy controller stops: journal non-terminal, holds retained, the whole selection one stuck lane.
     fn legacy_failed(&self, id: &str, all: Vec<String>) -> RolloutOutcome {
-        self.emit(id, RolloutEvent::Terminal { outcome: "failed: journal non-terminal, holds retained".into() });
-        RolloutOutcome { lanes: vec![(all, LaneVerdict::Stuck)], quarantined: Vec::new(), outcome: "failed".into() }
+        self.emit(id, RolloutEvent::Terminal { outcome: TerminalOutcome::Failed(RolloutFailure::LegacyStopped) });
+        RolloutOutcome { lanes: vec![(all, LaneVerdict::Stuck)], quarantined: Vec::new(), outcome: RolloutEnd::Failed }
     }
 
     fn emit(&self, rollout: &str, event: RolloutEvent) {
@@ -257,7 +256,7 @@ where
             Ok(holds) => holds,
             Err(error) => {
                 self.emit(id, RolloutEvent::PlanRefused { reason: format!("holds unreadable: {error}") });
-                return RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: "refused".into() };
+                return RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: RolloutEnd::Refused };
             }
         };
         let mut selection = Selection::of(id, &request.nodes, reports, &holds, self.verifier);
@@ -282,7 +281,11 @@ where
                 Err(error) => format!("artifact store unreachable: {error}"),
             };
             self.emit(id, RolloutEvent::PlanRefused { reason });
-            return RolloutOutcome { lanes: Vec::new(), quarantined: selection.quarantined, outcome: "refused".into() };
+            return RolloutOutcome {
+                lanes: Vec::new(),
+                quarantined: selection.quarantined,
+                outcome: RolloutEnd::Refused,
+            };
         }
 
         // The first mutation (staging) happens under the deployment lock.
@@ -293,7 +296,7 @@ where
                 return RolloutOutcome {
                     lanes: Vec::new(),
                     quarantined: selection.quarantined,
-                    outcome: "refused".into(),
+                    outcome: RolloutEnd::Refused,
                 };
             }
         };
@@ -343,11 +346,11 @@ where
                 let reason =
                     format!("route bundle {published} is published, not the approved {}", request.route_digest);
                 self.emit(id, RolloutEvent::PlanRefused { reason });
-                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
+                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: RolloutEnd::Refused };
             }
             Err(error) => {
                 self.emit(id, RolloutEvent::PlanRefused { reason: format!("route bundle unreadable: {error}") });
-                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
+                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: RolloutEnd::Refused };
             }
         }
 
@@ -368,7 +371,7 @@ where
             Ok(plan) => plan,
             Err(error) => {
                 self.emit(id, RolloutEvent::PlanRefused { reason: error.to_string() });
-                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "refused".into() };
+                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: RolloutEnd::Refused };
             }
         };
         self.record(Record::PlanFrozen {
@@ -400,8 +403,8 @@ where
         // 8. The epoch pins every member against expiry before the first stop.
         let members: Vec<String> = plan.lanes.iter().flatten().cloned().collect();
         let Ok(epoch) = self.hub_retrying(request, || self.hub.open_epoch(&members)).await else {
-            self.emit(id, RolloutEvent::Terminal { outcome: "failed: the hub did not open the epoch".into() });
-            return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: "failed".into() };
+            self.emit(id, RolloutEvent::Terminal { outcome: TerminalOutcome::Failed(RolloutFailure::EpochNotOpened) });
+            return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: RolloutEnd::Failed };
         };
         self.record(Record::EpochOpened { rollout: id.to_owned(), epoch }).await;
 
@@ -580,9 +583,9 @@ where
             Ok(fence) => fence,
             Err(reason) => {
                 // Journal and holds stay as they are: the next controller (or this one, later) adopts them.
-                let outcome = format!("failed: {reason}");
+                let outcome = TerminalOutcome::Failed(RolloutFailure::LockUnavailable { reason });
                 self.emit(&adopted.rollout, RolloutEvent::Terminal { outcome });
-                return RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: "failed".into() };
+                return RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: RolloutEnd::Failed };
             }
         };
         if adopted.fence != Some(fence) {
@@ -639,11 +642,11 @@ where
             }
             // The lock is renewed before each lane, so a lane (which the plan fits in one lease) never outlives it.
             if let Err(error) = self.hub_retrying(request, || self.hub.renew_lock(fence, request.lock_lease_ms)).await {
-                let outcome = format!("failed: lost the deployment lock: {error}");
+                let outcome = TerminalOutcome::Failed(RolloutFailure::LockLost { error: error.to_string() });
                 self.emit(&id, RolloutEvent::Terminal { outcome });
                 let quarantined = adopted.nodes.values().filter(|m| m.state == NodeState::Quarantined);
                 let quarantined = quarantined.map(|m| m.node.clone()).collect();
-                return RolloutOutcome { lanes: outcome_lanes, quarantined, outcome: "failed".into() };
+                return RolloutOutcome { lanes: outcome_lanes, quarantined, outcome: RolloutEnd::Failed };
             }
             let machines: Vec<NodeMachine> = lane.iter().map(|node| adopted.nodes[node].clone()).collect();
             let machines =
@@ -675,24 +678,24 @@ where
             outcome_lanes.push((lane, verdict));
         }
         let all_successor = outcome_lanes.iter().all(|(_, verdict)| *verdict == LaneVerdict::Successor);
-        let outcome = if all_successor {
-            "successor"
+        let (outcome, terminal) = if all_successor {
+            (RolloutEnd::Successor, TerminalOutcome::Successor)
         } else if stopped {
-            "partial"
+            (RolloutEnd::Partial, TerminalOutcome::Partial)
         } else {
-            "converged"
+            (RolloutEnd::Converged, TerminalOutcome::Converged)
         };
         if !stopped {
             if let Some(epoch) = adopted.epoch {
                 self.close_epoch(request, &adopted, epoch).await;
             }
-            self.record(Record::Terminal { rollout: id.clone(), outcome: outcome.into() }).await;
+            self.record(Record::Terminal { rollout: id.clone(), outcome }).await;
             let _ = self.hub_retrying(request, || self.hub.release_lock(fence)).await;
         }
-        self.emit(&id, RolloutEvent::Terminal { outcome: outcome.into() });
+        self.emit(&id, RolloutEvent::Terminal { outcome: terminal });
         let quarantined =
             adopted.nodes.values().filter(|m| m.state == NodeState::Quarantined).map(|m| m.node.clone()).collect();
-        RolloutOutcome { lanes: outcome_lanes, quarantined, outcome: outcome.into() }
+        RolloutOutcome { lanes: outcome_lanes, quarantined, outcome }
     }
 
     /// Makes the epoch terminal. Members whose candidate identity was never written are named untouched; one whose
@@ -1146,12 +1149,12 @@ where
                 return self.legacy_failed(id, all);
             }
         }
-        self.record(Record::Terminal { rollout: id.to_owned(), outcome: "successor".into() }).await;
-        self.emit(id, RolloutEvent::Terminal { outcome: "successor".into() });
+        self.record(Record::Terminal { rollout: id.to_owned(), outcome: RolloutEnd::Successor }).await;
+        self.emit(id, RolloutEvent::Terminal { outcome: TerminalOutcome::Successor });
         RolloutOutcome {
             lanes: vec![(all, LaneVerdict::Successor)],
             quarantined: Vec::new(),
-            outcome: "successor".into(),
+            outcome: RolloutEnd::Successor,
         }
     }
 }

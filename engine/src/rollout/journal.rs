@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ports::JournalError;
+use crate::ports::events::RolloutEnd;
 use crate::rollout::lane::{LaneVerdict, NodeMachine, NodeState, NodeStep};
 
 const PREFIX: &str = "rollout ";
@@ -78,7 +79,7 @@ pub enum Record {
     /// The rollout reached a terminal state; nothing is adopted after this.
     Terminal {
         rollout: String,
-        outcome: String,
+        outcome: RolloutEnd,
     },
 }
 
@@ -289,7 +290,7 @@ mod tests {
 
     #[test]
     fn a_terminal_rollout_is_not_adopted_and_a_later_one_is() {
-        let terminal = Record::Terminal { rollout: "r1".into(), outcome: "successor".into() };
+        let terminal = Record::Terminal { rollout: "r1".into(), outcome: RolloutEnd::Successor };
         let lines = lines(&[plan(), terminal.clone()]);
         assert_eq!(replay(lines.iter().map(String::as_str)).unwrap(), None);
         let lines = lines_with_second_plan(&[plan(), terminal]);

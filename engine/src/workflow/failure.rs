@@ -7,6 +7,7 @@
 
 use crate::matrix::FailureClass;
 use crate::ports::SecretsError;
+use crate::ports::events::Evidence;
 use crate::ports::fleet::FleetError;
 use crate::ports::site::MaasError;
 
@@ -16,7 +17,7 @@ pub struct StageFailure {
     pub class: FailureClass,
     pub error: String,
     /// What a person needs to act, beyond the error: the evidence the classification rests on.
-    pub evidence: Vec<String>,
+    pub evidence: Vec<Evidence>,
 }
 
 impl StageFailure {

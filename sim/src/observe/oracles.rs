@@ -5,6 +5,7 @@
 //! **sometimes** property records that the run reached an interesting state (so a run, or a campaign, that never got
 //! there cannot pass vacuously). `docs/oracles.md` documents each one.
 
+use engine::ports::events::{Evidence, TerminalOutcome};
 use engine::secret::SECRET_MARKER;
 use reports::PropertyKind;
 
@@ -86,9 +87,9 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
         OracleId::ControllerAdoptedJournal => {
             Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::Adopted { .. }, .. })))
         }
-        OracleId::RolloutReachedSuccessor => Box::new(Reached(
-            |body| matches!(body, Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } if outcome == "successor"),
-        )),
+        OracleId::RolloutReachedSuccessor => Box::new(Reached(|body| {
+            matches!(body, Body::Rollout { event: RolloutBody::Terminal { outcome: TerminalOutcome::Successor }, .. })
+        })),
         OracleId::RolloutStoppedOnRouteChange => {
             Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::RouteChanged { .. }, .. })))
         }
@@ -130,7 +131,7 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
         }
         OracleId::MacDriftClassified => Box::new(Reached(|body| {
             matches!(body, Body::Onboarding { event: OnboardingBody::Stopped { class, evidence, .. }, .. }
-                    if class == "state_ambiguity" && evidence.iter().any(|e| e.to_ascii_lowercase().contains("unknown machine")))
+                    if class == "state_ambiguity" && evidence.iter().any(|e| matches!(e, Evidence::UnknownMachine { .. })))
         })),
         OracleId::EpochMemberSurvivedTtl => Box::new(heartbeat::EpochMemberSurvivedTtl::new(ctx)),
         OracleId::AuditRecordsComplete => Box::new(operator::AuditRecordsComplete::default()),

@@ -169,12 +169,12 @@ pub enum RolloutBody {
     LockTaken { fence: u64, superseded: bool },
     Reauthenticated { expires_at_ms: u64 },
     SkippedHeld { node: String, owners: Vec<String> },
-    Terminal { outcome: String },
+    Terminal { outcome: engine::ports::events::TerminalOutcome },
 }
 
-impl From<engine::ports::RolloutEvent> for RolloutBody {
-    fn from(event: engine::ports::RolloutEvent) -> Self {
-        use engine::ports::RolloutEvent as E;
+impl From<engine::ports::events::RolloutEvent> for RolloutBody {
+    fn from(event: engine::ports::events::RolloutEvent) -> Self {
+        use engine::ports::events::RolloutEvent as E;
         match event {
             E::PlanFrozen { revision, lanes, lane_size, rollout_bound_ms } => {
                 RolloutBody::PlanFrozen { revision, lanes, lane_size, rollout_bound_ms }
@@ -206,29 +206,69 @@ impl From<engine::ports::RolloutEvent> for RolloutBody {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum OnboardingBody {
-    StageStarted { stage: String, attempt: u64 },
-    StageDone { stage: String, adopted: bool },
-    Observed { what: String, value: String },
-    Stalled { stage: String, class: String, evidence: Vec<String> },
-    StageFailed { stage: String, class: String, error: String },
-    Retrying { stage: String, attempt: u64, delay_ms: u64 },
-    Stopped { stage: String, class: String, workflow_state: String, node_state: String, evidence: Vec<String> },
-    Completed { system_id: String },
+    StageStarted {
+        stage: String,
+        attempt: u64,
+    },
+    StageDone {
+        stage: String,
+        adopted: bool,
+    },
+    Observed {
+        what: String,
+        value: String,
+    },
+    Stalled {
+        stage: String,
+        class: String,
+        evidence: Vec<engine::ports::events::Evidence>,
+    },
+    StageFailed {
+        stage: String,
+        class: String,
+        error: String,
+    },
+    Retrying {
+        stage: String,
+        attempt: u64,
+        delay_ms: u64,
+    },
+    Stopped {
+        stage: String,
+        class: String,
+        workflow_state: String,
+        node_state: String,
+        evidence: Vec<engine::ports::events::Evidence>,
+    },
+    Completed {
+        system_id: String,
+    },
 }
 
-impl From<engine::ports::WorkflowEvent> for OnboardingBody {
-    fn from(event: engine::ports::WorkflowEvent) -> Self {
-        use engine::ports::WorkflowEvent as E;
+impl From<engine::ports::events::WorkflowEvent> for OnboardingBody {
+    fn from(event: engine::ports::events::WorkflowEvent) -> Self {
+        use engine::ports::events::WorkflowEvent as E;
+        let name = |stage: engine::matrix::Stage| stage.as_str().to_owned();
         match event {
-            E::StageStarted { stage, attempt } => OnboardingBody::StageStarted { stage, attempt },
-            E::StageDone { stage, adopted } => OnboardingBody::StageDone { stage, adopted },
+            E::StageStarted { stage, attempt } => OnboardingBody::StageStarted { stage: name(stage), attempt },
+            E::StageDone { stage, adopted } => OnboardingBody::StageDone { stage: name(stage), adopted },
             E::Observed { what, value } => OnboardingBody::Observed { what, value },
-            E::Stalled { stage, class, evidence } => OnboardingBody::Stalled { stage, class, evidence },
-            E::StageFailed { stage, class, error } => OnboardingBody::StageFailed { stage, class, error },
-            E::Retrying { stage, attempt, delay_ms } => OnboardingBody::Retrying { stage, attempt, delay_ms },
-            E::Stopped { stage, class, workflow_state, node_state, evidence } => {
-                OnboardingBody::Stopped { stage, class, workflow_state, node_state, evidence }
+            E::Stalled { stage, class, evidence } => {
+                OnboardingBody::Stalled { stage: name(stage), class: class.as_str().into(), evidence }
             }
+            E::StageFailed { stage, class, error } => {
+                OnboardingBody::StageFailed { stage: name(stage), class: class.as_str().into(), error }
+            }
+            E::Retrying { stage, attempt, delay_ms } => {
+                OnboardingBody::Retrying { stage: name(stage), attempt, delay_ms }
+            }
+            E::Stopped { stage, class, workflow_state, node_state, evidence } => OnboardingBody::Stopped {
+                stage: name(stage),
+                class: class.as_str().into(),
+                workflow_state: workflow_state.as_str().into(),
+                node_state: node_state.as_str().into(),
+                evidence,
+            },
             E::Completed { system_id } => OnboardingBody::Completed { system_id },
         }
     }

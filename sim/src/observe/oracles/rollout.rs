@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use engine::ports::events::TerminalOutcome;
+
 use crate::model::faults::Step;
 use crate::observe::oracles::{Finding, Oracle, OracleContext};
 use crate::observe::trace::{Body, Event, OnboardingBody, RolloutBody};
@@ -369,7 +371,8 @@ impl Oracle for NoDispatchToHeld {
 #[derive(Default)]
 pub(super) struct EveryLaneConverged {
     started_ms: Option<u64>,
-    terminal: Option<String>,
+    /// How the rollout ended: its terminal event's outcome, or `None` for a refusal (every lane prior).
+    terminal: Option<Option<TerminalOutcome>>,
     stuck: Vec<(u64, u64)>,
 }
 
@@ -380,10 +383,10 @@ impl Oracle for EveryLaneConverged {
             Body::Rollout { event: RolloutBody::LaneCommitted { lane, verdict, .. }, .. } if verdict == "stuck" => {
                 self.stuck.push((*lane, event.t_ms));
             }
-            Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } => self.terminal = Some(outcome.clone()),
-            Body::Rollout { event: RolloutBody::PlanRefused { .. }, .. } => {
-                self.terminal = Some("refused (every lane prior)".into())
+            Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } => {
+                self.terminal = Some(Some(outcome.clone()));
             }
+            Body::Rollout { event: RolloutBody::PlanRefused { .. }, .. } => self.terminal = Some(None),
             _ => {}
         }
     }
@@ -398,7 +401,7 @@ impl Oracle for EveryLaneConverged {
                 t_ms: end_ms,
                 evidence: format!("the rollout started at t={started_ms} ms never reached a terminal state"),
             }),
-            Some(outcome) if outcome.starts_with("failed") => {
+            Some(Some(outcome @ TerminalOutcome::Failed(_))) => {
                 out.push(Finding { t_ms: end_ms, evidence: format!("the rollout ended {outcome}") });
             }
             Some(_) => {}

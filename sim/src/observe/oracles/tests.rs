@@ -146,7 +146,11 @@ fn site_oracles_judge_reads_doubles_transitions_and_resting_states() {
             class: "state_ambiguity".into(),
             workflow_state: "failed_manual_intervention".into(),
             node_state: "enrolling".into(),
-            evidence: vec!["unknown machine x enlisted".into()],
+            evidence: vec![Evidence::UnknownMachine {
+                system_id: "x".into(),
+                mac: "52:54:00:00:00:09".into(),
+                bmc_address: "10.10.1.9".into(),
+            }],
         },
     };
     let rests = run(&mut EveryNodeOnboardedOrDiagnosed::new(&ctx), &[ev(1, "controller", stopped)], 10);
@@ -247,7 +251,7 @@ fn rollout_time_is_judged_against_the_plan_minus_downtime_and_waits() {
     let frozen = |t| {
         rollout(t, RolloutBody::PlanFrozen { revision: "x".into(), lanes: 2, lane_size: 8, rollout_bound_ms: 1_000 })
     };
-    let terminal = |t| rollout(t, RolloutBody::Terminal { outcome: "successor".into() });
+    let terminal = |t| rollout(t, RolloutBody::Terminal { outcome: TerminalOutcome::Successor });
     assert!(run(&mut RolloutTimeBounded::default(), &[frozen(0), terminal(1_000)], 2_000).is_empty());
     assert_eq!(run(&mut RolloutTimeBounded::default(), &[frozen(0), terminal(1_001)], 2_000).len(), 1);
     // Ten seconds of controller downtime and a credential outage do not count against the plan.

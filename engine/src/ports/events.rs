@@ -1,0 +1,365 @@
+//! The events the engine's workflows and rollouts report through the `Signals` port, typed: stages, failure
+//! classes, states, evidence and outcomes are enums, never prose an observer must search. Each serialises as the
+//! words it has always been reported with (a stage's and a class's matrix name, an evidence's sentence, an outcome's
+//! word), so a trace of them reads, and digests, the same.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::matrix::{FailureClass, NodeState, Stage, WorkflowState};
+
+/// What an onboarding or decommission workflow reports. Stage, class and state are the recovery matrix's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkflowEvent {
+    StageStarted {
+        stage: Stage,
+        attempt: u64,
+    },
+    /// `adopted`: the observed state already satisfied the stage's checkpoint (late success, an operator's change).
+    StageDone {
+        stage: Stage,
+        adopted: bool,
+    },
+    /// A zero-cost read made before any mutation (`load_site_config`), recorded for the diagnosis.
+    Observed {
+        what: String,
+        value: String,
+    },
+    /// A waiting stage went silent for the stall window (or met evidence that waiting cannot help).
+    Stalled {
+        stage: Stage,
+        class: FailureClass,
+        evidence: Vec<Evidence>,
+    },
+    StageFailed {
+        stage: Stage,
+        class: FailureClass,
+        error: String,
+    },
+    Retrying {
+        stage: Stage,
+        attempt: u64,
+        delay_ms: u64,
+    },
+    /// The workflow rests: `failed_retryable` or `failed_manual_intervention`, with what a person needs to act.
+    Stopped {
+        stage: Stage,
+        class: FailureClass,
+        workflow_state: WorkflowState,
+        node_state: NodeState,
+        evidence: Vec<Evidence>,
+    },
+    Completed {
+        system_id: String,
+    },
+}
+
+/// What a workflow's classification rests on, for the person who acts on it. Each reads (and serialises) as the
+/// sentence a person is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Evidence {
+    /// Neither an event nor a status change for longer than the stall window.
+    Silent { quiet_for_ms: u64, stall_window_ms: u64 },
+    /// The last thing MAAS said about the machine.
+    LastEvent { text: String },
+    /// A machine MAAS enlisted on this node's BMC that is not the node's own record: the node booted with MACs MAAS
+    /// does not know (seed 001's MAC drift).
+    UnknownMachine { system_id: String, mac: String, bmc_address: String },
+    /// The resolver the nodes are given answers `answer` (`SERVFAIL`, `NXDOMAIN`) for the metadata host.
+    ResolverAnswer { host: String, answer: String },
+    /// A created machine made no PXE request within the stall window.
+    NoPxeBoot { system_id: String, waited_ms: u64 },
+    /// One of MAAS's events for the machine, as MAAS logged it.
+    MaasEvent { level: String, text: String, description: String },
+    /// One of MAAS's newest events for a machine whose deploy failed (`classify_deploy_failure`), lowercase.
+    DeployEvent { level: String, text: String, description: String },
+    /// The stage's error itself (a decommission's stop rests on it alone).
+    Error { error: String },
+}
+
+impl fmt::Display for Evidence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Evidence::Silent { quiet_for_ms, stall_window_ms } => {
+                write!(f, "no event and no status change for {quiet_for_ms} ms (stall window {stall_window_ms} ms)")
+            }
+            Evidence::LastEvent { text } => write!(f, "last event: {text}"),
+            Evidence::UnknownMachine { system_id, mac, bmc_address } => {
+                write!(f, "unknown machine {system_id} enlisted with MAC {mac} on this node's BMC {bmc_address}")
+            }
+            Evidence::ResolverAnswer { host, answer } => write!(f, "the rack resolver answers {answer} for {host}"),
+            Evidence::NoPxeBoot { system_id, waited_ms } => {
+                write!(f, "no \"Performing PXE boot\" event for {system_id} in {waited_ms} ms")
+            }
+            Evidence::MaasEvent { level, text, description } => write!(f, "{level}: {text} {description}"),
+            Evidence::DeployEvent { level, text, description } => {
+                write!(f, "{}", format!("{level}: {text} {description}").to_lowercase())
+            }
+            Evidence::Error { error } => f.write_str(error),
+        }
+    }
+}
+
+/// As the sentence a person is shown.
+impl Serialize for Evidence {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// What the rollout controller reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RolloutEvent {
+    PlanFrozen {
+        revision: String,
+        lanes: u64,
+        lane_size: u64,
+        rollout_bound_ms: u64,
+    },
+    PlanRefused {
+        reason: String,
+    },
+    Quarantined {
+        node: String,
+        surfaces: Vec<String>,
+    },
+    Repaired {
+        node: String,
+        repair: String,
+    },
+    Adopted {
+        revision: String,
+        in_doubt: u64,
+    },
+    StepStarted {
+        node: String,
+        step: String,
+        lane: u64,
+    },
+    StepDone {
+        node: String,
+        step: String,
+        lane: u64,
+    },
+    Retrying {
+        node: String,
+        step: String,
+        attempt: u64,
+        delay_ms: u64,
+        error: String,
+    },
+    /// Retries exhausted or a hard stop: journal and holds stay; the replay command and failed endpoint are named.
+    NodeFailed {
+        node: String,
+        step: String,
+        error: String,
+        endpoint: String,
+        replay: String,
+    },
+    LaneCommitted {
+        lane: u64,
+        verdict: String,
+        nodes: Vec<String>,
+    },
+    /// The deployment lock is held by another controller: wait for its lease to run out (a live holder renews it).
+    LockWaiting {
+        holder: String,
+        remaining_ms: u64,
+    },
+    /// This controller holds the deployment lock under `fence`; `superseded` when it took over a journal's fence.
+    LockTaken {
+        fence: u64,
+        superseded: bool,
+    },
+    /// The hub refused the credential; the controller read the current one from the secrets store and
+    /// authenticated again (it never mints or rotates one).
+    Reauthenticated {
+        expires_at_ms: u64,
+    },
+    /// A selected node already carries a hold this rollout does not own (an operator's, another rollout's): it is
+    /// left alone, and its hold is never released by this rollout.
+    SkippedHeld {
+        node: String,
+        owners: Vec<String>,
+    },
+    /// The hub's route bundle is no longer the one the plan froze: no further lane goes down.
+    RouteChanged {
+        frozen: String,
+        published: String,
+    },
+    Terminal {
+        outcome: TerminalOutcome,
+    },
+}
+
+/// How a rollout ended, as its terminal event says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TerminalOutcome {
+    /// Every lane proved the successor.
+    Successor,
+    /// Every lane successor or prior (a lane the route change held back, say).
+    Converged,
+    /// A lane is stuck: later lanes did not run; journal and holds stay.
+    Partial,
+    /// The rollout stopped before its lanes were through; journal and holds stay for the next controller.
+    Failed(RolloutFailure),
+}
+
+/// Why a rollout failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RolloutFailure {
+    /// The legacy controller stopped on a node's error: journal non-terminal, holds retained.
+    LegacyStopped,
+    /// The hub did not open the epoch.
+    EpochNotOpened,
+    /// The deployment lock could not be taken (`reason` names who holds it, or why it is unreachable).
+    LockUnavailable { reason: String },
+    /// The lock's renewal before a lane failed: this controller lost its authority.
+    LockLost { error: String },
+}
+
+impl fmt::Display for TerminalOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TerminalOutcome::Successor => f.write_str("successor"),
+            TerminalOutcome::Converged => f.write_str("converged"),
+            TerminalOutcome::Partial => f.write_str("partial"),
+            TerminalOutcome::Failed(RolloutFailure::LegacyStopped) => {
+                f.write_str("failed: journal non-terminal, holds retained")
+            }
+            TerminalOutcome::Failed(RolloutFailure::EpochNotOpened) => {
+                f.write_str("failed: the hub did not open the epoch")
+            }
+            TerminalOutcome::Failed(RolloutFailure::LockUnavailable { reason }) => write!(f, "failed: {reason}"),
+            TerminalOutcome::Failed(RolloutFailure::LockLost { error }) => {
+                write!(f, "failed: lost the deployment lock: {error}")
+            }
+        }
+    }
+}
+
+/// As the words the terminal event has always carried (`successor`, `failed: …`).
+impl Serialize for TerminalOutcome {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// How a rollout run ended, as the driver answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutEnd {
+    /// Every lane successor.
+    Successor,
+    /// Every lane successor or prior.
+    Converged,
+    /// A lane stuck: later lanes not run.
+    Partial,
+    /// No plan: the rollout was refused before any mutation.
+    Refused,
+    /// Legacy stopped, the epoch could not open, the lock was lost or unavailable, or a journal could not be adopted.
+    Failed,
+}
+
+impl RolloutEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutEnd::Successor => "successor",
+            RolloutEnd::Converged => "converged",
+            RolloutEnd::Partial => "partial",
+            RolloutEnd::Refused => "refused",
+            RolloutEnd::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for RolloutEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each evidence reads and serialises as the sentence the workflows have always reported.
+    #[test]
+    fn evidence_serialises_as_the_sentence_a_person_reads() {
+        let text = |s: &str| s.to_owned();
+        let cases = [
+            (
+                Evidence::Silent { quiet_for_ms: 300_001, stall_window_ms: 300_000 },
+                "no event and no status change for 300001 ms (stall window 300000 ms)",
+            ),
+            (Evidence::LastEvent { text: text("Loading ephemeral") }, "last event: Loading ephemeral"),
+            (
+                Evidence::UnknownMachine {
+                    system_id: text("new"),
+                    mac: text("52:54:00:aa"),
+                    bmc_address: text("10.0.0.9"),
+                },
+                "unknown machine new enlisted with MAC 52:54:00:aa on this node's BMC 10.0.0.9",
+            ),
+            (
+                Evidence::ResolverAnswer { host: text("maas-internal"), answer: text("NXDOMAIN") },
+                "the rack resolver answers NXDOMAIN for maas-internal",
+            ),
+            (
+                Evidence::NoPxeBoot { system_id: text("abc"), waited_ms: 300_000 },
+                "no \"Performing PXE boot\" event for abc in 300000 ms",
+            ),
+            (
+                Evidence::MaasEvent {
+                    level: text("ERROR"),
+                    text: text("Failed to power on node"),
+                    description: text("x"),
+                },
+                "ERROR: Failed to power on node x",
+            ),
+            (
+                Evidence::DeployEvent {
+                    level: text("ERROR"),
+                    text: text("DataSource not found"),
+                    description: text("X"),
+                },
+                "error: datasource not found x",
+            ),
+            (Evidence::Error { error: text("maas answered 503: busy") }, "maas answered 503: busy"),
+        ];
+        for (evidence, sentence) in cases {
+            assert_eq!(evidence.to_string(), sentence);
+            assert_eq!(serde_json::to_string(&evidence).unwrap(), serde_json::to_string(sentence).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_terminal_outcome_serialises_as_the_words_it_always_carried() {
+        let cases = [
+            (TerminalOutcome::Successor, "successor"),
+            (TerminalOutcome::Converged, "converged"),
+            (TerminalOutcome::Partial, "partial"),
+            (TerminalOutcome::Failed(RolloutFailure::LegacyStopped), "failed: journal non-terminal, holds retained"),
+            (TerminalOutcome::Failed(RolloutFailure::EpochNotOpened), "failed: the hub did not open the epoch"),
+            (
+                TerminalOutcome::Failed(RolloutFailure::LockUnavailable { reason: "held by c2 for 5 ms more".into() }),
+                "failed: held by c2 for 5 ms more",
+            ),
+            (
+                TerminalOutcome::Failed(RolloutFailure::LockLost { error: "hub fenced the request: x".into() }),
+                "failed: lost the deployment lock: hub fenced the request: x",
+            ),
+        ];
+        for (outcome, words) in cases {
+            assert_eq!(outcome.to_string(), words);
+            assert_eq!(serde_json::to_string(&outcome).unwrap(), format!("\"{words}\""));
+        }
+        for end in
+            [RolloutEnd::Successor, RolloutEnd::Converged, RolloutEnd::Partial, RolloutEnd::Refused, RolloutEnd::Failed]
+        {
+            assert_eq!(serde_json::to_string(&end).unwrap(), format!("\"{}\"", end.as_str()));
+            assert_eq!(serde_json::from_str::<RolloutEnd>(&format!("\"{end}\"")).unwrap(), end);
+        }
+    }
+}
