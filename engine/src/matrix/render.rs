@@ -21,7 +21,7 @@ pub fn render_markdown() -> String {
     out.push_str(
         "The stage-by-stage failure and recovery model of MAAS node onboarding and decommission, from \
          `seeds/000_85d03426b210b2a0.txt`. The engine's copy is `engine/src/matrix/`: the seed's words verbatim, and \
-         beside them the typed values the decision code (`engine::onboarding::decide`) reads. \
+         beside them the typed values the decision code (`engine::workflow::decide`) reads. \
          `docs/recovery-matrix/*.tsv` are verbatim copies of the seed's tables, and a test checks every row of the \
          engine's table against them.\n\n",
     );
