@@ -45,10 +45,7 @@ pub(super) fn run_experiment(
     let mut base = campaign::load_campaign(base_path)?;
     let mut variant = campaign::load_campaign(variant_path)?;
     let files = [(base.seed, base.runs), (variant.seed, variant.runs)];
-    let runs = args.runs.unwrap_or(base.runs);
-    if runs == 0 {
-        return Err(SpecError { path: "--runs".into(), position: None, message: "must be at least 1".into() }.into());
-    }
+    let runs = check_runs(args.runs.unwrap_or(base.runs))?;
     let seed = args.seed.unwrap_or(base.seed);
     for arm in [&mut base, &mut variant] {
         arm.runs = runs;
