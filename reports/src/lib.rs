@@ -43,6 +43,7 @@ pub enum FailureKind {
 
 /// The verdict of one run: `{"outcome": "pass"}` or `{"outcome": "fail", "kind": "..."}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Verdict {
     pub outcome: Outcome,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,6 +94,7 @@ pub enum PropertyKind {
 /// One property that fired: a violation of an always/eventually property, or the first time a sometimes-property
 /// was reached.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Firing {
     pub oracle: String,
     pub property: PropertyKind,
@@ -106,6 +108,7 @@ pub struct Firing {
 
 /// The record of one simulated run (`run.json`, and one entry of `report.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunRecord {
     pub schema_version: u32,
     pub tool_version: String,
@@ -167,6 +170,10 @@ pub struct RunRecord {
     pub repro: String,
 }
 
+/// The most runs a campaign may have (`runs` in its file, `--runs`, a shard's `runs_total`, a report read back):
+/// a thousand times the shipped campaigns, and few enough that a campaign's records fit in memory.
+pub const RUNS_MAX: u64 = 100_000;
+
 /// The most change points a record keeps of its availability series.
 pub const AVAILABILITY_POINTS_MAX: usize = 200;
 /// The most lanes, and the most onboarding workflows, a record keeps.
@@ -178,6 +185,7 @@ pub const PHASES: [&str; 4] = ["rollout", "onboarding", "rollout+onboarding", "s
 
 /// One change point of a run's availability: from `t_ms` on, `available` workers were healthy and eligible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AvailabilityPoint {
     pub t_ms: u64,
     pub available: u64,
@@ -185,6 +193,7 @@ pub struct AvailabilityPoint {
 
 /// One lane of a rollout: from its first step to its verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LaneSpan {
     /// The rollout's name (`rollout-<revision>`).
     pub rollout: String,
@@ -203,6 +212,7 @@ pub struct LaneSpan {
 
 /// One onboarding workflow: from its first stage to its last completion or stop.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WorkflowSpan {
     pub workflow: String,
     pub start_ms: u64,
@@ -215,6 +225,7 @@ pub struct WorkflowSpan {
 
 /// Aggregate numbers of a campaign.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Summary {
     pub runs: u64,
     pub passed: u64,
@@ -237,7 +248,8 @@ pub struct Summary {
     pub sometimes_reached: BTreeMap<String, u64>,
     /// Sometimes-properties the campaign names that no run reached: a non-empty list fails the campaign.
     pub sometimes_never_reached: Vec<String>,
-    /// SHA-256 over the ordered per-run digests: one value to compare two executions of a campaign.
+    /// SHA-256 over every run record's canonical bytes ([`record_bytes`]), in run order: one value to compare two
+    /// executions of a campaign, and one an edit of any run record changes.
     pub campaign_digest: String,
     pub virtual_duration_ms_total: u64,
 }
@@ -251,6 +263,7 @@ impl Summary {
 
 /// The report of a campaign (`report.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CampaignReport {
     pub schema_version: u32,
     pub tool_version: String,
@@ -298,40 +311,68 @@ impl std::fmt::Display for Shard {
     }
 }
 
-/// Builds the summary of a set of runs (in run order).
+/// The bytes of a run record the campaign digest covers: its canonical JSON (compact, fields in declaration order,
+/// maps in key order, as `serde_json` writes a [`RunRecord`]), with `commit` and `tool_version` left empty. Every
+/// other field is covered, so an edit of any run changes the digest; the two left out must equal the report's own
+/// (the reader checks it), and leaving them out keeps a campaign's digest a function of what ran, not of the build.
+pub fn record_bytes(run: &RunRecord) -> Vec<u8> {
+    let blanked = RunRecord { commit: String::new(), tool_version: String::new(), ..run.clone() };
+    serde_json::to_vec(&blanked).expect("run records serialise")
+}
+
+/// The verdict a run's findings give, in this order: a panic; an unexpected always-violation (safety); an
+/// unexpected eventually-violation (liveness); an expectation unmet; else a pass. The runner judges a run with it and
+/// the report reader checks every record's verdict against it, so the rule is written once.
+pub fn judge(panicked: bool, violations: &[Firing], unmet: &[String]) -> Verdict {
+    if panicked {
+        Verdict::fail(FailureKind::Panic)
+    } else if violations.iter().any(|v| !v.expected && v.property == PropertyKind::Always) {
+        Verdict::fail(FailureKind::SafetyViolation)
+    } else if violations.iter().any(|v| !v.expected && v.property == PropertyKind::Eventually) {
+        Verdict::fail(FailureKind::LivenessFailure)
+    } else if !unmet.is_empty() {
+        Verdict::fail(FailureKind::ExpectationUnmet)
+    } else {
+        Verdict::PASS
+    }
+}
+
+/// Builds the summary of a set of runs (in run order). The campaign digest is `digest_of` over every run's
+/// [`record_bytes`], each followed by a newline. Sums saturate: a report read back may hold any numbers.
 pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl Fn(&[u8]) -> String) -> Summary {
     let mut failures = BTreeMap::new();
     let mut violations_by_oracle = BTreeMap::new();
     let mut faults = BTreeMap::new();
     let mut matrix_pairs = BTreeMap::new();
     let mut sometimes_reached: BTreeMap<String, u64> = sometimes_named.iter().map(|name| (name.clone(), 0)).collect();
-    let mut passed = 0;
-    let mut digests = String::new();
-    let mut virtual_duration_ms_total = 0;
+    let mut passed: u64 = 0;
+    let mut records = Vec::new();
+    let mut virtual_duration_ms_total: u64 = 0;
+    let add = |total: &mut u64, count: u64| *total = total.saturating_add(count);
     for run in runs {
         if run.verdict.passed() {
             passed += 1;
         }
         if let Some(kind) = run.verdict.kind {
-            *failures.entry(kind.as_str().to_owned()).or_insert(0) += 1;
+            add(failures.entry(kind.as_str().to_owned()).or_insert(0), 1);
         }
         for (oracle, count) in &run.violation_counts {
-            *violations_by_oracle.entry(oracle.clone()).or_insert(0) += count;
+            add(violations_by_oracle.entry(oracle.clone()).or_insert(0), *count);
         }
         for (kind, count) in &run.faults {
-            *faults.entry(kind.clone()).or_insert(0) += count;
+            add(faults.entry(kind.clone()).or_insert(0), *count);
         }
         for (pair, count) in &run.matrix_pairs {
-            *matrix_pairs.entry(pair.clone()).or_insert(0) += count;
+            add(matrix_pairs.entry(pair.clone()).or_insert(0), *count);
         }
         for firing in &run.reached {
             if let Some(count) = sometimes_reached.get_mut(&firing.oracle) {
-                *count += 1;
+                add(count, 1);
             }
         }
-        digests.push_str(&run.trace_digest);
-        digests.push('\n');
-        virtual_duration_ms_total += run.virtual_duration_ms;
+        records.extend(record_bytes(run));
+        records.push(b'\n');
+        add(&mut virtual_duration_ms_total, run.virtual_duration_ms);
     }
     let sometimes_never_reached =
         sometimes_reached.iter().filter(|(_, count)| **count == 0).map(|(name, _)| name.clone()).collect();
@@ -346,7 +387,7 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
         matrix_listed: Vec::new(),
         sometimes_reached,
         sometimes_never_reached,
-        campaign_digest: digest_of(digests.as_bytes()),
+        campaign_digest: digest_of(&records),
         virtual_duration_ms_total,
     }
 }
@@ -640,7 +681,8 @@ mod tests {
         assert_eq!(summary.sometimes_reached["a"], 1);
         assert_eq!(summary.sometimes_never_reached, vec!["b".to_owned()]);
         assert!(!summary.passed());
-        assert_eq!(summary.campaign_digest, "6", "digest input is the ordered per-run digests");
+        let expected: usize = runs.iter().map(|run| record_bytes(run).len() + 1).sum();
+        assert_eq!(summary.campaign_digest, expected.to_string(), "digest input is every record's canonical bytes");
     }
 
     #[test]

@@ -1,10 +1,26 @@
 //! Reading `report.json` back, failing closed: a missing, empty, truncated, corrupt, schema-incompatible or
 //! self-inconsistent file is an error with one clear reason, never a report rendered from half the data.
+//!
+//! A report is checked against itself before anything reads it ([`check_report`]): every run record agrees with
+//! itself ([`check_run`]: its verdict is the one its panic, violations and unmet expectations give), the runs are the
+//! campaign's indices in order, and the summary is the one recomputed from the runs, campaign digest included (it
+//! covers every record's bytes, so an edited run no longer matches it). What the report cannot say about itself (the
+//! seeds the campaign derives, its sometimes-properties) the gate and `repro` check against the campaign file.
 
 use std::fmt;
 use std::path::Path;
 
-use crate::{CampaignReport, SCHEMA_VERSION};
+use sha2::{Digest, Sha256};
+
+use crate::{CampaignReport, FailureKind, Outcome, PropertyKind, RUNS_MAX, RunRecord, SCHEMA_VERSION};
+
+/// The largest report file read back (bytes): far above any report of [`RUNS_MAX`] runs fleetsim writes.
+pub const REPORT_BYTES_MAX: u64 = 4 << 30;
+
+/// SHA-256 of `bytes` as lowercase hex: the campaign digest's function.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|byte| format!("{byte:02x}")).collect()
+}
 
 /// Why a report could not be read. Displays as `<path>: <reason>`, one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,14 +40,22 @@ impl std::error::Error for ReadError {}
 /// Reads and checks a campaign report file.
 pub fn read_report(path: &Path) -> Result<CampaignReport, ReadError> {
     let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|error| ReadError {
+    let io_error = |error: std::io::Error| ReadError {
         path: name.clone(),
         reason: match error.kind() {
             std::io::ErrorKind::NotFound => "no such file".to_owned(),
             std::io::ErrorKind::IsADirectory => "is a directory, not a report.json".to_owned(),
             _ => format!("cannot read: {error}"),
         },
-    })?;
+    };
+    let size = std::fs::metadata(path).map_err(io_error)?.len();
+    if size > REPORT_BYTES_MAX {
+        return Err(ReadError {
+            path: name,
+            reason: format!("{size} bytes, more than the {REPORT_BYTES_MAX} a report may have"),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(io_error)?;
     parse_report(&name, &bytes)
 }
 
@@ -70,34 +94,146 @@ pub fn parse_report(name: &str, bytes: &[u8]) -> Result<CampaignReport, ReadErro
     }
     let report: CampaignReport =
         serde_json::from_value(value).map_err(|error| fail(format!("not a campaign report: {error}")))?;
+    check_report(&report).map_err(|reason| fail(format!("inconsistent: {reason}")))?;
+    Ok(report)
+}
+
+/// Checks a report against itself; the error names the first field that disagrees (`runs[3].verdict`,
+/// `summary.campaign_digest`) and what it should be.
+pub fn check_report(report: &CampaignReport) -> Result<(), String> {
     let held = report.runs.len() as u64;
-    if report.summary.runs != held {
-        return Err(fail(format!(
-            "inconsistent: the summary counts {} runs but the file holds {held}",
-            report.summary.runs
-        )));
-    }
-    let passed = report.runs.iter().filter(|run| run.verdict.passed()).count() as u64;
-    if report.summary.passed != passed || report.summary.failed != held - passed {
-        return Err(fail(format!(
-            "inconsistent: the summary says {} passed and {} failed but the runs say {passed} and {}",
-            report.summary.passed,
-            report.summary.failed,
-            held - passed
-        )));
-    }
     if let Some(shard) = report.shard {
         if shard.count == 0 || shard.index == 0 || shard.index > shard.count {
-            return Err(fail(format!("inconsistent: shard {shard} is not K/N with 1 <= K <= N")));
+            return Err(format!("shard: {shard} is not K/N with 1 <= K <= N"));
         }
-        if let Some(run) = report.runs.iter().find(|run| !run.run_index.is_some_and(|index| shard.holds(index))) {
-            return Err(fail(format!(
-                "inconsistent: run {} is not one of shard {shard}'s",
-                run.run_index.map_or_else(|| "without run_index".to_owned(), |index| index.to_string())
-            )));
+        if shard.runs_total > RUNS_MAX {
+            return Err(format!(
+                "shard.runs_total: {} is more than the {RUNS_MAX} runs a campaign may have",
+                shard.runs_total
+            ));
         }
     }
-    Ok(report)
+    if held > RUNS_MAX {
+        return Err(format!("runs: {held} records, more than the {RUNS_MAX} runs a campaign may have"));
+    }
+    if report.summary.runs != held {
+        return Err(format!("summary.runs: the summary counts {} runs but the file holds {held}", report.summary.runs));
+    }
+    // The runs a whole report holds are 0..N; a shard's are its indices, in order.
+    let expected: Vec<u64> = match report.shard {
+        Some(shard) => shard.indices(),
+        None => (0..held).collect(),
+    };
+    for (position, run) in report.runs.iter().enumerate() {
+        let field = |key: &str| format!("runs[{position}].{key}");
+        match (run.run_index, expected.get(position)) {
+            (Some(index), Some(want)) if index == *want => {}
+            (found, want) => {
+                let found = found.map_or_else(|| "absent".to_owned(), |index| index.to_string());
+                let want = want.map_or_else(|| "no run here".to_owned(), ToString::to_string);
+                let whose =
+                    report.shard.map_or_else(|| "the runs 0..N".to_owned(), |shard| format!("shard {shard}'s runs"));
+                return Err(format!("{}: {found}, but {whose} in order put {want} here", field("run_index")));
+            }
+        }
+        for (key, found, want) in [
+            ("commit", &run.commit, &report.commit),
+            ("tool_version", &run.tool_version, &report.tool_version),
+            ("source", &run.source, &report.campaign),
+        ] {
+            if found != want {
+                return Err(format!("{}: {found}, but the report's is {want}", field(key)));
+            }
+        }
+        check_run(run).map_err(|(key, reason)| format!("{}: {reason}", field(&key)))?;
+    }
+    if let Some(shard) = report.shard {
+        if held != expected.len() as u64 {
+            return Err(format!("runs: shard {shard} has {} runs, the file holds {held}", expected.len()));
+        }
+    }
+    let sometimes: Vec<String> = report.summary.sometimes_reached.keys().cloned().collect();
+    let recomputed = crate::Summary {
+        matrix_listed: report.summary.matrix_listed.clone(),
+        ..crate::summarize(&report.runs, &sometimes, sha256_hex)
+    };
+    let (file, runs) = (&report.summary, &recomputed);
+    let disagree = |key: &str, file: String, runs: String| {
+        Err(format!("summary.{key}: the file has {file}, its runs give {runs}"))
+    };
+    macro_rules! compare {
+        ($($key:ident),*) => {$(
+            if file.$key != runs.$key {
+                return disagree(stringify!($key), format!("{:?}", file.$key), format!("{:?}", runs.$key));
+            }
+        )*};
+    }
+    compare!(
+        passed,
+        failed,
+        failures,
+        violations_by_oracle,
+        faults,
+        matrix_pairs,
+        sometimes_reached,
+        sometimes_never_reached,
+        virtual_duration_ms_total,
+        campaign_digest
+    );
+    Ok(())
+}
+
+/// Checks one run record against itself: its verdict is the one [`crate::judge`] gives its panic, violations and
+/// unmet expectations, its violations are always/eventually properties counted in `violation_counts`, what it reached
+/// are sometimes-properties. The error is the first key that disagrees and why.
+pub fn check_run(run: &RunRecord) -> Result<(), (String, String)> {
+    let fail = |key: &str, reason: String| Err((key.to_owned(), reason));
+    match (run.verdict.outcome, run.verdict.kind) {
+        (Outcome::Pass, Some(kind)) => return fail("verdict.kind", format!("{} on a pass", kind.as_str())),
+        (Outcome::Fail, None) => return fail("verdict.kind", "absent on a failure".to_owned()),
+        _ => {}
+    }
+    if run.panic.is_some() != (run.verdict.kind == Some(FailureKind::Panic)) {
+        return fail(
+            "panic",
+            format!(
+                "{} with the verdict {}",
+                if run.panic.is_some() { "a message" } else { "absent" },
+                run.verdict.label()
+            ),
+        );
+    }
+    for (position, violation) in run.violations.iter().enumerate() {
+        if violation.property == PropertyKind::Sometimes {
+            return fail(
+                &format!("violations[{position}].property"),
+                "a sometimes-property is reached, not violated".to_owned(),
+            );
+        }
+        let kept = run.violations.iter().filter(|other| other.oracle == violation.oracle).count() as u64;
+        let counted = run.violation_counts.get(&violation.oracle).copied().unwrap_or(0);
+        if counted < kept {
+            return fail(
+                &format!("violation_counts.{}", violation.oracle),
+                format!("{counted}, but the record keeps {kept} violations of it"),
+            );
+        }
+    }
+    if let Some(position) = run.reached.iter().position(|firing| firing.property != PropertyKind::Sometimes) {
+        return fail(&format!("reached[{position}].property"), "only a sometimes-property is reached".to_owned());
+    }
+    let judged = crate::judge(run.panic.is_some(), &run.violations, &run.unmet);
+    if judged != run.verdict {
+        return fail(
+            "verdict",
+            format!(
+                "{}, but its panic, violations and unmet expectations give {}",
+                run.verdict.label(),
+                judged.label()
+            ),
+        );
+    }
+    Ok(())
 }
 
 fn check_version(value: Option<&serde_json::Value>, key: &str) -> Result<(), String> {
@@ -117,8 +253,9 @@ fn check_version(value: Option<&serde_json::Value>, key: &str) -> Result<(), Str
 mod tests {
     use super::*;
 
+    /// A consistent one-run report (its summary, campaign digest included, recomputed from its runs).
     fn report_json() -> serde_json::Value {
-        serde_json::json!({
+        let mut value = serde_json::json!({
             "schema_version": 1,
             "tool_version": "0.1.0",
             "commit": "abc",
@@ -137,7 +274,17 @@ mod tests {
                 "trace_digest": "t", "trace_events": 1, "virtual_duration_ms": 10, "faults": {}, "violations": [],
                 "violation_counts": {}, "reached": [], "unmet": [], "repro": "fleetsim campaign campaigns/x.toml --run 0"
             }]
-        })
+        });
+        resummarize(&mut value);
+        value
+    }
+
+    /// Recomputes the summary of `value` from its runs, as a forger who knows the format would.
+    fn resummarize(value: &mut serde_json::Value) {
+        let report: CampaignReport = serde_json::from_value(value.clone()).unwrap();
+        let sometimes: Vec<String> = report.summary.sometimes_reached.keys().cloned().collect();
+        let summary = crate::summarize(&report.runs, &sometimes, sha256_hex);
+        value["summary"] = serde_json::to_value(summary).unwrap();
     }
 
     fn reason(value: &serde_json::Value) -> String {
@@ -187,21 +334,108 @@ mod tests {
     fn a_summary_that_disagrees_with_its_runs_is_refused() {
         let mut value = report_json();
         value["summary"]["runs"] = 2.into();
-        assert_eq!(reason(&value), "inconsistent: the summary counts 2 runs but the file holds 1");
+        assert_eq!(reason(&value), "inconsistent: summary.runs: the summary counts 2 runs but the file holds 1");
         let mut value = report_json();
         value["runs"][0]["verdict"] = serde_json::json!({"outcome": "fail", "kind": "panic"});
-        assert_eq!(reason(&value), "inconsistent: the summary says 1 passed and 0 failed but the runs say 0 and 1");
+        value["runs"][0]["panic"] = "boom".into();
+        assert_eq!(reason(&value), "inconsistent: summary.passed: the file has 1, its runs give 0");
+        let mut value = report_json();
+        value["summary"]["faults"] = serde_json::json!({"partition": 999});
+        assert_eq!(reason(&value), "inconsistent: summary.faults: the file has {\"partition\": 999}, its runs give {}");
+    }
+
+    #[test]
+    fn an_emptied_never_reached_list_is_refused() {
+        let mut value = report_json();
+        value["summary"]["sometimes_reached"] = serde_json::json!({"node_quarantined": 0});
+        value["summary"]["sometimes_never_reached"] = serde_json::json!(["node_quarantined"]);
+        value["summary"]["campaign_digest"] = report_json()["summary"]["campaign_digest"].clone();
+        parse_report("r.json", value.to_string().as_bytes()).unwrap();
+        value["summary"]["sometimes_never_reached"] = serde_json::json!([]);
+        assert_eq!(
+            reason(&value),
+            "inconsistent: summary.sometimes_never_reached: the file has [], its runs give [\"node_quarantined\"]"
+        );
+    }
+
+    #[test]
+    fn an_edit_of_any_run_field_moves_the_campaign_digest() {
+        let edits: [(&str, serde_json::Value); 6] = [
+            ("trace_digest", "0".repeat(64).into()),
+            ("seed", 10.into()),
+            ("config_hash", "other".into()),
+            ("trace_events", 2.into()),
+            ("repro", "fleetsim campaign campaigns/y.toml --run 0".into()),
+            ("lanes", serde_json::json!([{"rollout": "r", "lane": 0, "nodes": 1, "start_ms": 0, "end_ms": 1}])),
+        ];
+        for (key, edit) in edits {
+            let mut value = report_json();
+            value["runs"][0][key] = edit;
+            assert!(reason(&value).starts_with("inconsistent: summary.campaign_digest: the file has "), "{key}");
+        }
+        let mut value = report_json();
+        value["summary"]["campaign_digest"] = "0".repeat(64).into();
+        assert!(reason(&value).starts_with("inconsistent: summary.campaign_digest"));
+    }
+
+    #[test]
+    fn a_forged_pass_is_refused_even_with_a_recomputed_summary() {
+        let mut value = report_json();
+        value["runs"][0]["verdict"] = serde_json::json!({"outcome": "pass", "kind": "panic"});
+        resummarize(&mut value);
+        assert_eq!(reason(&value), "inconsistent: runs[0].verdict.kind: panic on a pass");
+        let mut value = report_json();
+        value["runs"][0]["violations"] = serde_json::json!([{
+            "oracle": "lane_bound", "property": "always", "t_ms": 5, "evidence": "e", "expected": false
+        }]);
+        value["runs"][0]["violation_counts"] = serde_json::json!({"lane_bound": 1});
+        resummarize(&mut value);
+        assert_eq!(
+            reason(&value),
+            "inconsistent: runs[0].verdict: pass, but its panic, violations and unmet expectations give fail (safety_violation)"
+        );
+        value["runs"][0]["violation_counts"] = serde_json::json!({});
+        resummarize(&mut value);
+        assert_eq!(
+            reason(&value),
+            "inconsistent: runs[0].violation_counts.lane_bound: 0, but the record keeps 1 violations of it"
+        );
+        let mut value = report_json();
+        value["runs"][0]["verdict"] = serde_json::json!({"outcome": "fail", "kind": "panic"});
+        resummarize(&mut value);
+        assert_eq!(reason(&value), "inconsistent: runs[0].panic: absent with the verdict fail (panic)");
+    }
+
+    #[test]
+    fn runs_out_of_order_or_of_another_build_are_refused() {
+        let mut value = report_json();
+        value["runs"][0]["run_index"] = 99.into();
+        resummarize(&mut value);
+        assert_eq!(reason(&value), "inconsistent: runs[0].run_index: 99, but the runs 0..N in order put 0 here");
+        let mut value = report_json();
+        let second = value["runs"][0].clone();
+        value["runs"].as_array_mut().unwrap().insert(0, second);
+        value["runs"][0]["run_index"] = 1.into();
+        resummarize(&mut value);
+        assert_eq!(reason(&value), "inconsistent: runs[0].run_index: 1, but the runs 0..N in order put 0 here");
+        let mut value = report_json();
+        value["runs"][0]["commit"] = "beef".into();
+        resummarize(&mut value);
+        assert_eq!(reason(&value), "inconsistent: runs[0].commit: beef, but the report's is abc");
     }
 
     #[test]
     fn a_shard_that_holds_runs_of_another_shard_is_refused() {
         let mut value = report_json();
-        value["shard"] = serde_json::json!({"index": 1, "count": 2, "runs_total": 4});
+        value["shard"] = serde_json::json!({"index": 1, "count": 4, "runs_total": 4});
         parse_report("r.json", value.to_string().as_bytes()).unwrap();
         value["runs"][0]["run_index"] = 1.into();
-        assert_eq!(reason(&value), "inconsistent: run 1 is not one of shard 1/2's");
-        value["shard"]["index"] = 3.into();
-        assert_eq!(reason(&value), "inconsistent: shard 3/2 is not K/N with 1 <= K <= N");
+        resummarize(&mut value);
+        assert_eq!(reason(&value), "inconsistent: runs[0].run_index: 1, but shard 1/4's runs in order put 0 here");
+        value["shard"]["index"] = 5.into();
+        assert_eq!(reason(&value), "inconsistent: shard: 5/4 is not K/N with 1 <= K <= N");
+        value["shard"] = serde_json::json!({"index": 1, "count": 1, "runs_total": u64::MAX});
+        assert!(reason(&value).starts_with("inconsistent: shard.runs_total: 18446744073709551615 is more than"));
     }
 
     #[test]

@@ -67,7 +67,10 @@ fn a_toml_syntax_error_names_line_and_column() {
 
 #[test]
 fn an_unknown_key_is_named() {
-    assert_bad_input(&GOOD.replace("nodes = 3", "nodes = 3\nlane_sise = 8"), ":8:1: unknown field `lane_sise`");
+    assert_bad_input(
+        &GOOD.replace("nodes = 3", "nodes = 3\nlane_sise = 8"),
+        ":8:1: fleet.lane_sise: unknown field `lane_sise`",
+    );
 }
 
 #[test]
@@ -332,4 +335,36 @@ fn report_and_diff_help_teach_with_examples() {
     assert_eq!(code, EXIT_PASS);
     assert!(out.contains("Exit codes: 0 identical, 1 the traces differ, 2 bad input"), "{out}");
     assert!(out.contains("fleetsim diff /tmp/a/trace.jsonl /tmp/b/trace.jsonl"), "{out}");
+}
+
+#[test]
+fn runs_past_the_bound_are_refused_before_anything_is_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("campaigns/ci-50.toml");
+    let campaign = campaign.to_str().unwrap();
+    let out = dir.path().join("out");
+    for runs in ["100000000000", "100001", "0"] {
+        let (code, _, err) = fleetsim(&["campaign", campaign, "--runs", runs, "--out", out.to_str().unwrap()]);
+        assert_eq!(code, EXIT_BAD_INPUT, "{err}");
+        assert_eq!(
+            err,
+            format!("error: --runs: must be 1 to 100000 (the most runs a campaign may have), not {runs}\n")
+        );
+    }
+    let text = std::fs::read_to_string(campaign).unwrap();
+    let huge = dir.path().join("huge.toml");
+    for (from, to, expected) in [
+        (
+            "runs = 100",
+            "runs = 9223372036854775807",
+            "runs: 9223372036854775807 is more than 100000, the most runs a campaign may have",
+        ),
+        ("runs = 100", "runs = 1_000_000_000_000_000", "runs: 1000000000000000 is more than 100000"),
+    ] {
+        assert!(text.contains(from), "{from}");
+        std::fs::write(&huge, text.replacen(from, to, 1)).unwrap();
+        let (code, _, err) = fleetsim(&["check", huge.to_str().unwrap()]);
+        assert_eq!(code, EXIT_BAD_INPUT, "{err}");
+        assert!(err.contains(expected), "{err}");
+    }
 }

@@ -172,6 +172,8 @@ fn an_edited_run_digest_fails_the_determinism_recheck_and_a_shard_is_not_gated()
         serde_json::from_str(&std::fs::read_to_string(&fixture.report).unwrap()).unwrap();
     let real = report.runs[4].trace_digest.clone();
     report.runs[4].trace_digest = "0".repeat(64);
+    // The forger recomputes the summary, so the report agrees with itself and only a replay can tell.
+    report.summary = resummarized(&report);
     let edited = fixture.path("edited.json");
     reports::write_json_atomic(Path::new(&edited), &report).unwrap();
     let (code, out, _) = fleetsim(&["gate", &edited, "--policy", &policy, "--jobs", "2"]);
@@ -198,6 +200,73 @@ fn an_edited_run_digest_fails_the_determinism_recheck_and_a_shard_is_not_gated()
     );
 }
 
+/// The summary recomputed from the report's runs, as a forger who knows the format would.
+fn resummarized(report: &reports::CampaignReport) -> reports::Summary {
+    let sometimes: Vec<String> = report.summary.sometimes_reached.keys().cloned().collect();
+    reports::Summary {
+        matrix_listed: report.summary.matrix_listed.clone(),
+        ..reports::summarize(&report.runs, &sometimes, reports::read::sha256_hex)
+    }
+}
+
+#[test]
+fn a_report_edited_without_its_summary_is_refused_before_it_is_gated() {
+    let fixture = campaign_run();
+    let policy = fixture.write("gate.toml", POLICY);
+    let mut report: reports::CampaignReport =
+        serde_json::from_str(&std::fs::read_to_string(&fixture.report).unwrap()).unwrap();
+    report.runs[2].faults.clear();
+    let edited = fixture.path("edited.json");
+    reports::write_json_atomic(Path::new(&edited), &report).unwrap();
+    let (code, out, err) = fleetsim(&["gate", &edited, "--policy", &policy]);
+    assert_eq!((code, out.as_str()), (EXIT_BAD_INPUT, ""), "{err}");
+    assert!(err.starts_with(&format!("error: {edited}: inconsistent: summary.faults: the file has ")), "{err}");
+    report.summary.faults = resummarized(&report).faults;
+    reports::write_json_atomic(Path::new(&edited), &report).unwrap();
+    let (code, _, err) = fleetsim(&["gate", &edited, "--policy", &policy]);
+    assert_eq!(code, EXIT_BAD_INPUT, "{err}");
+    assert!(err.starts_with(&format!("error: {edited}: inconsistent: summary.campaign_digest: ")), "{err}");
+    let (code, _, err) = fleetsim(&["repro", &edited, "--run", "2", "--out", &fixture.path("repro")]);
+    assert_eq!(code, EXIT_BAD_INPUT, "repro reads fail-closed too: {err}");
+}
+
+#[test]
+fn a_forged_record_with_its_digest_intact_fails_the_whole_record_recheck() {
+    let fixture = campaign_run();
+    let policy = fixture.write("gate.toml", POLICY);
+    let (code, out, err) = fleetsim(&["gate", &fixture.report(), "--policy", &policy, "--recheck", "all"]);
+    assert_eq!(code, EXIT_PASS, "the real report passes every replay: {out}{err}");
+    assert!(out.ends_with("6 runs re-checked\n"), "{out}");
+    let mut report: reports::CampaignReport =
+        serde_json::from_str(&std::fs::read_to_string(&fixture.report).unwrap()).unwrap();
+    // The fault a run injected deleted from its record (and so from the summary's totals), its trace digest kept.
+    let faults: Vec<String> = report.runs[3].faults.keys().cloned().collect();
+    assert!(!faults.is_empty(), "run 3 injected faults");
+    report.runs[3].faults.clear();
+    report.summary = resummarized(&report);
+    let edited = fixture.path("edited.json");
+    reports::write_json_atomic(Path::new(&edited), &report).unwrap();
+    let (code, out, err) = fleetsim(&["gate", &edited, "--policy", &policy, "--recheck", "all"]);
+    assert_eq!(code, EXIT_FAIL, "{out}{err}");
+    let seed = report.runs[3].seed;
+    assert!(
+        out.contains(&format!(
+            "  determinism.run.3: run 3 (seed {seed}) replayed to the report's trace digest but another record: it differs in faults"
+        )),
+        "{out}"
+    );
+    // Which two runs the policy's re-check replays is drawn from --recheck-seed: some draws miss run 3, others
+    // catch it, and the same seed always draws the same runs.
+    let outcome = |seed: u64| fleetsim(&["gate", &edited, "--policy", &policy, "--recheck-seed", &seed.to_string()]).0;
+    let outcomes: Vec<i32> = (0..8).map(outcome).collect();
+    assert!(outcomes.contains(&EXIT_FAIL) && outcomes.contains(&EXIT_PASS), "{outcomes:?}");
+    let failing = outcomes.iter().position(|code| *code == EXIT_FAIL).unwrap() as u64;
+    assert_eq!(outcome(failing), EXIT_FAIL, "a seed draws the same runs every time");
+    let (code, _, err) = fleetsim(&["gate", &edited, "--policy", &policy, "--recheck", "most"]);
+    assert_eq!(code, EXIT_BAD_INPUT, "{err}");
+    assert!(err.contains("`most` is neither `all` nor a number of runs"), "{err}");
+}
+
 #[test]
 fn a_malformed_policy_names_file_line_and_field() {
     let fixture = campaign_run();
@@ -211,7 +280,7 @@ fn a_malformed_policy_names_file_line_and_field() {
     let policy = fixture.write("bad2.toml", &POLICY.replace("[lanes]", "[lane]"));
     let (code, _, err) = fleetsim(&["gate", &fixture.report(), "--policy", &policy]);
     assert_eq!(code, EXIT_BAD_INPUT);
-    assert!(err.starts_with(&format!("error: {policy}:10:2: unknown field `lane`")), "{err}");
+    assert!(err.starts_with(&format!("error: {policy}:10:2: lane: unknown field `lane`")), "{err}");
 }
 
 #[test]
@@ -247,6 +316,7 @@ fn repro_replays_a_run_writes_its_evidence_and_checks_its_digest() {
     // A report whose digest for run 4 is not what the run gives: exit 1 with both digests.
     let mut edited = report.clone();
     edited.runs[4].trace_digest = "f".repeat(64);
+    edited.summary = resummarized(&edited);
     let edited_path = fixture.path("edited.json");
     reports::write_json_atomic(Path::new(&edited_path), &edited).unwrap();
     let (code, out, _) = fleetsim(&["repro", &edited_path, "--run", "4", "--out", out_dir.to_str().unwrap()]);

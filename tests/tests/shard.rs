@@ -151,3 +151,105 @@ fn resume_runs_only_the_missing_runs_and_writes_the_uninterrupted_report() {
     assert_eq!(code, EXIT_BAD_INPUT);
     assert!(err.starts_with(&format!("error: {}: not a run record (", runs.join("0003.json").display())), "{err}");
 }
+
+/// Edits the JSON file at `path` in place.
+fn edit(path: &Path, change: impl FnOnce(&mut serde_json::Value)) {
+    let mut value: serde_json::Value = serde_json::from_str(&read(path)).unwrap();
+    change(&mut value);
+    std::fs::write(path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+}
+
+/// The summary a forger who knows the format recomputes for an edited report.
+fn resummarize(path: &Path) {
+    edit(path, |value| {
+        let report: reports::CampaignReport = serde_json::from_value(value.clone()).unwrap();
+        let sometimes: Vec<String> = report.summary.sometimes_reached.keys().cloned().collect();
+        let summary = reports::Summary {
+            matrix_listed: report.summary.matrix_listed.clone(),
+            ..reports::summarize(&report.runs, &sometimes, reports::read::sha256_hex)
+        };
+        value["summary"] = serde_json::to_value(summary).unwrap();
+    });
+}
+
+#[test]
+fn merge_refuses_a_shard_whose_run_was_edited_by_name() {
+    let (dir, file) = setup();
+    let s1 = campaign(dir.path(), &file, "s1", &["--shard", "1/2"]);
+    let s2 = campaign(dir.path(), &file, "s2", &["--shard", "2/2"]);
+    let out = dir.path().join("m.json");
+    let merge = |inputs: &[&Path]| {
+        let mut args = vec!["report".to_owned(), "merge".to_owned()];
+        args.extend(inputs.iter().map(|path| path.display().to_string()));
+        args.extend(["-o".to_owned(), out.display().to_string()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        fleetsim(&args)
+    };
+    let pristine = read(&s2);
+    // An edited seed: the campaign digest no longer covers the runs.
+    edit(&s2, |value| value["runs"][1]["seed"] = 7.into());
+    let (code, _, err) = merge(&[&s1, &s2]);
+    assert_eq!(code, EXIT_BAD_INPUT, "{err}");
+    assert!(
+        err.starts_with(&format!("error: {}: inconsistent: summary.campaign_digest: the file has ", s2.display())),
+        "{err}"
+    );
+    // A record edited to disagree with itself, the summary recomputed: the run's own fields give it away.
+    std::fs::write(&s2, &pristine).unwrap();
+    edit(&s2, |value| value["runs"][0]["panic"] = "forged".into());
+    resummarize(&s2);
+    let (code, _, err) = merge(&[&s1, &s2]);
+    assert_eq!(code, EXIT_BAD_INPUT, "{err}");
+    assert!(
+        err.starts_with(&format!("error: {}: inconsistent: runs[0].panic: a message with the verdict ", s2.display())),
+        "{err}"
+    );
+    assert!(!out.exists(), "nothing written on a refusal");
+}
+
+#[test]
+fn resume_refuses_a_run_file_edited_after_it_was_written() {
+    let (dir, file) = setup();
+    let report = campaign(dir.path(), &file, "a", &[]);
+    std::fs::remove_file(&report).unwrap();
+    let runs = dir.path().join("a/runs");
+    let resume = || fleetsim(&["campaign", &file, "--out", dir.path().join("a").to_str().unwrap(), "--resume"]);
+    let run = runs.join("0003.json");
+    let pristine = read(&run);
+    let text: serde_json::Value = serde_json::from_str(&pristine).unwrap();
+    assert!(text["record_digest"].as_str().is_some_and(|digest| digest.len() == 64), "{pristine}");
+    for (key, change) in [
+        ("trace_digest", serde_json::Value::from("0".repeat(64))),
+        ("verdict", serde_json::json!({"outcome": "fail", "kind": "liveness_failure"})),
+    ] {
+        std::fs::write(&run, &pristine).unwrap();
+        edit(&run, |value| value[key] = change);
+        let (code, _, err) = resume();
+        assert_eq!(code, EXIT_BAD_INPUT, "{key}: {err}");
+        assert!(
+            err.starts_with(&format!("error: {}: record_digest: the file has ", run.display()))
+                && err.contains("the record was edited after it was written"),
+            "{key}: {err}"
+        );
+    }
+    // An edit that recomputes the record's digest still has to agree with itself.
+    std::fs::write(&run, &pristine).unwrap();
+    edit(&run, |value| {
+        value["verdict"] = serde_json::json!({"outcome": "fail", "kind": "liveness_failure"});
+        value.as_object_mut().unwrap().remove("record_digest");
+        let record: reports::RunRecord = serde_json::from_value(value.clone()).unwrap();
+        value["record_digest"] = sim::run::shard::record_digest(&record).into();
+    });
+    let (code, _, err) = resume();
+    assert_eq!(code, EXIT_BAD_INPUT, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: {}: verdict: fail (liveness_failure), but its panic, violations and unmet expectations give",
+            run.display()
+        )),
+        "{err}"
+    );
+    std::fs::write(&run, &pristine).unwrap();
+    let (code, _, err) = resume();
+    assert!(code == EXIT_PASS || code == sim::model::exit::EXIT_FAIL, "the unedited file resumes: {err}");
+}

@@ -53,12 +53,7 @@ pub(super) fn run_campaign(
 ) -> Result<i32, CliError> {
     let mut campaign = campaign::load_campaign(path)?;
     if let Some(runs) = args.runs {
-        if runs == 0 {
-            return Err(
-                SpecError { path: "--runs".into(), position: None, message: "must be at least 1".into() }.into()
-            );
-        }
-        campaign.runs = runs;
+        campaign.runs = check_runs(runs)?;
     }
     let seed_overridden = args.seed.is_some_and(|seed| seed != campaign.seed);
     if let Some(seed) = args.seed {

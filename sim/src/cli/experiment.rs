@@ -45,10 +45,7 @@ pub(super) fn run_experiment(
     let mut base = campaign::load_campaign(base_path)?;
     let mut variant = campaign::load_campaign(variant_path)?;
     let files = [(base.seed, base.runs), (variant.seed, variant.runs)];
-    let runs = args.runs.unwrap_or(base.runs);
-    if runs == 0 {
-        return Err(SpecError { path: "--runs".into(), position: None, message: "must be at least 1".into() }.into());
-    }
+    let runs = check_runs(args.runs.unwrap_or(base.runs))?;
     let seed = args.seed.unwrap_or(base.seed);
     for arm in [&mut base, &mut variant] {
         arm.runs = runs;
@@ -73,15 +70,16 @@ pub(super) fn run_experiment(
         .into());
     }
     let indices: Vec<u64> = (0..runs).collect();
-    let base_runs: Vec<RunRecord> = crate::run::campaign::execute(&base, &indices, args.jobs, false, false, &|_| {})
-        .into_iter()
-        .map(|o| o.record)
-        .collect();
-    let variant_runs: Vec<RunRecord> =
-        crate::run::campaign::execute(&variant, &indices, args.jobs, false, false, &|_| {})
+    // Each arm's records are the ones `fleetsim campaign FILE --seed S` writes (their repro lines carry `--seed` when
+    // S is not the file's), so an arm's campaign digest is that campaign's.
+    let execute = |arm: &Campaign, file_seed: u64| -> Vec<RunRecord> {
+        crate::run::campaign::execute(arm, &indices, args.jobs, seed != file_seed, false, &|_| {})
             .into_iter()
             .map(|o| o.record)
-            .collect();
+            .collect()
+    };
+    let base_runs = execute(&base, files[0].0);
+    let variant_runs = execute(&variant, files[1].0);
     let arms = [&base, &variant];
     let (table, discordant) = experiment::pair(&base_runs, &variant_runs, |arm, index| {
         experiment::repro_line(arms[arm], files[arm].0, files[arm].1, index)

@@ -16,8 +16,16 @@ pub(super) const GATE_HELP: &str = "\
 The policy (TOML, see docs/formats.md and campaigns/release-gate.toml) sets thresholds: the
 least runs, the pass rate, lane convergence among runs that started a rollout, the most
 violations per oracle, the least injections per fault kind, the recovery-matrix pairs to hit,
-how many runs to replay for a determinism re-check, and whether the report must come from
-the checked-out commit. A threshold the policy does not set is not checked.
+how many runs to replay for a re-check, and whether the report must come from the checked-out
+commit. A threshold the policy does not set is not checked.
+
+The report is checked against itself first (its summary and campaign digest recomputed from
+its runs, each run's verdict from its findings; see `fleetsim report --help`). The re-check
+then replays runs and compares each replay's whole record with the report's (verdict,
+digest, faults, violations, reached properties, lanes, workflows; not the build). Which runs
+are drawn from --recheck-seed, by default a hash of the report's and the policy's bytes, so
+whoever wrote the report cannot know them in advance; --recheck N or --recheck all replays
+N or every run instead of the policy's recheck_runs.
 
 The gate also re-resolves the campaign file the report names (from the working directory,
 with the report's seed and runs) and fails when its config hash or any run's seed or
@@ -29,7 +37,8 @@ bad policy or an unreadable campaign file is refused in one line with exit 2.
 
 Examples:
   fleetsim campaign campaigns/ci-50.toml
-  fleetsim gate target/fleetsim/ci-50/report.json --policy campaigns/release-gate.toml";
+  fleetsim gate target/fleetsim/ci-50/report.json --policy campaigns/release-gate.toml
+  fleetsim gate target/fleetsim/ci-50/report.json --policy campaigns/release-gate.toml --recheck all";
 
 pub(super) const REPRO_HELP: &str = "\
 Replays run K of the campaign a report names (its file, read from the working directory,
@@ -73,20 +82,55 @@ pub(super) fn git_head() -> Result<String, String> {
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
+/// How many runs the gate replays: the policy's `recheck_runs`, or `--recheck N`, or every run (`--recheck all`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecheckCount {
+    Policy,
+    Runs(u64),
+    All,
+}
+
+/// Parses `--recheck`: `all` or a number of runs.
+pub(super) fn parse_recheck(text: &str) -> Result<RecheckCount, String> {
+    match text {
+        "all" => Ok(RecheckCount::All),
+        _ => text
+            .parse()
+            .map(RecheckCount::Runs)
+            .map_err(|_| format!("`{}` is neither `all` nor a number of runs", super::echo(text))),
+    }
+}
+
 pub(super) fn run_gate(
     report_path: &Path,
     policy_path: &Path,
     jobs: usize,
+    recheck: RecheckCount,
+    recheck_seed: Option<u64>,
     out: &mut dyn Write,
 ) -> Result<i32, CliError> {
-    let policy = gate::load_policy(policy_path)?;
+    let mut policy = gate::load_policy(policy_path)?;
     let report = reports::read::read_report(report_path)?;
+    match recheck {
+        RecheckCount::Policy => {}
+        RecheckCount::Runs(runs) => policy.recheck_runs = runs,
+        RecheckCount::All => policy.recheck_runs = report.runs.len() as u64,
+    }
+    let seed = match recheck_seed {
+        Some(seed) => seed,
+        None => {
+            // Both files were just read whole; read again for their bytes (a file changed in between is refused by
+            // the replays, which then do not match).
+            let bytes = |path: &Path| std::fs::read(path).unwrap_or_default();
+            gate::default_recheck_seed(&bytes(report_path), &bytes(policy_path))
+        }
+    };
     let (campaign, seed_overridden) = campaign_of_report(report_path, &report)?;
     let mut evidence = gate::Evidence { campaign_config_hash: campaign.config_hash(), ..gate::Evidence::default() };
     if evidence.campaign_config_hash == report.config_hash {
         evidence.run_mismatches = gate::run_mismatches(&report, &campaign);
         if policy.recheck_runs > 0 && evidence.run_mismatches.is_empty() {
-            let sample = gate::recheck_sample(&report, policy.recheck_runs);
+            let sample = gate::recheck_sample(&report, policy.recheck_runs, seed);
             let replays = crate::run::campaign::execute(&campaign, &sample, jobs, seed_overridden, false, &|_| {});
             evidence.rechecks = replays
                 .into_iter()
@@ -96,6 +140,7 @@ pub(super) fn run_gate(
                         run_index: replay.record.run_index.unwrap_or(0),
                         seed: replay.record.seed,
                         reported: reported.trace_digest.clone(),
+                        differences: gate::record_differences(reported, &replay.record),
                         replayed: replay.record.trace_digest,
                     })
                 })

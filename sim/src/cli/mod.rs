@@ -184,9 +184,15 @@ pub(super) enum Command {
         /// The gate policy (e.g. campaigns/release-gate.toml; see docs/formats.md).
         #[arg(long, value_name = "FILE")]
         policy: PathBuf,
-        /// Worker threads for the determinism re-check (default: the number of cores).
+        /// Worker threads for the re-check (default: the number of cores).
         #[arg(long)]
         jobs: Option<usize>,
+        /// Replay N runs, or `all`, instead of the policy's `recheck_runs`.
+        #[arg(long, value_name = "N|all", value_parser = gate::parse_recheck)]
+        recheck: Option<gate::RecheckCount>,
+        /// Draw the runs to replay with this seed (default: a hash of the report's and the policy's bytes).
+        #[arg(long, value_name = "SEED")]
+        recheck_seed: Option<u64>,
     },
     /// Replay one run of a report's campaign, write its run.json and trace.jsonl, and check its trace digest.
     #[command(after_long_help = REPRO_HELP)]
@@ -398,7 +404,14 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
             }
         },
         Command::Diff { a, b } => diff(&a, &b, out),
-        Command::Gate { report, policy, jobs } => run_gate(&report, &policy, jobs_or_cores(jobs), out),
+        Command::Gate { report, policy, jobs, recheck, recheck_seed } => run_gate(
+            &report,
+            &policy,
+            jobs_or_cores(jobs),
+            recheck.unwrap_or(gate::RecheckCount::Policy),
+            recheck_seed,
+            out,
+        ),
         Command::Repro { report, run, out: dir, format } => repro(&report, run, dir, format, out),
         Command::Experiment { base, variant, runs, seed, jobs, allow_multi, out: dir, format } => run_experiment(
             &base,
@@ -483,6 +496,22 @@ impl From<reports::read::ReadError> for CliError {
 
 pub(super) fn output_error(path: &Path) -> impl FnOnce(std::io::Error) -> CliError + '_ {
     move |error| CliError::Output { path: path.to_owned(), error }
+}
+
+/// `text` as it may be echoed to a terminal: control characters escaped (`\u{1b}`), so an input cannot move the
+/// cursor or clear the screen.
+pub(super) fn echo(text: &str) -> String {
+    crate::model::spec::escape_controls(text)
+}
+
+/// Checks `--runs N`: 1 to [`reports::RUNS_MAX`], the bound a campaign file's `runs` has.
+pub(super) fn check_runs(runs: u64) -> Result<u64, CliError> {
+    let max = reports::RUNS_MAX;
+    if runs == 0 || runs > max {
+        let message = format!("must be 1 to {max} (the most runs a campaign may have), not {runs}");
+        return Err(SpecError { path: "--runs".into(), position: None, message }.into());
+    }
+    Ok(runs)
 }
 
 pub(super) fn console(out: &mut dyn Write, text: &str) -> Result<(), CliError> {

@@ -59,6 +59,14 @@ pub(super) fn write_run(dir: &Path, output: &RunOutput) -> Result<(), CliError> 
     let run_path = dir.join("run.json");
     reports::write_json_atomic(&run_path, &output.record).map_err(output_error(&run_path))?;
     let trace_path = dir.join("trace.jsonl");
+    if output.trace.len() as u64 != output.record.trace_events {
+        let max = crate::observe::trace::TRACE_BYTES_MAX;
+        let error = std::io::Error::other(format!(
+            "the trace of {} events is more than the {max} bytes a run keeps in memory, so it is not written (run.json is; its trace digest covers every event)",
+            output.record.trace_events
+        ));
+        return Err(CliError::Output { path: trace_path, error });
+    }
     let mut trace = output.trace.join("\n");
     trace.push('\n');
     reports::write_atomic(&trace_path, trace.as_bytes()).map_err(output_error(&trace_path))

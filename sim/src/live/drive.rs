@@ -525,11 +525,67 @@ fn decommission_line(name: &str, outcome: &DecommissionOutcome) -> String {
     )
 }
 
-/// Appends audit records to the audit log, one JSON object a line.
-fn append_audit(path: &Path, records: &[&AuditRecord]) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+/// What an audit record holds instead of a text that was refused for carrying a credential.
+pub const WITHHELD_TEXT: &str = "[withheld: it carried a credential, which is why the request was refused]";
+
+/// The record as it may be written: when the request was refused because one of its texts carried a credential,
+/// that text is withheld (the refusal says which field it was), so the audit keeps the refusal and not the secret.
+pub fn withhold_refused_secret(record: &AuditRecord) -> AuditRecord {
+    use engine::matrix::AuditField;
+    use engine::recovery::{AuditOutcome, Refusal};
+    let mut record = record.clone();
+    if let AuditOutcome::Refused { refusal: Refusal::CarriesSecret { field }, .. } = record.outcome {
+        let text = match field {
+            AuditField::ActorIdAndRole => &mut record.actor_id,
+            AuditField::Reason => &mut record.reason,
+            AuditField::CorrelationId => &mut record.correlation_id,
+            AuditField::WorkflowIdAndRunId => &mut record.workflow_id,
+            AuditField::PriorWorkflowStateAndStage | AuditField::RequestedAction | AuditField::ExpectedNextState => {
+                return record;
+            }
+        };
+        *text = WITHHELD_TEXT.to_owned();
+    }
+    record
+}
+
+/// The SQLite journal as `drive` writes it: an audit line of a request refused for the credential it carried is
+/// appended with that text withheld ([`withhold_refused_secret`]); every other line as it is.
+pub struct WithholdingJournal<'a>(pub &'a SqliteJournal);
+
+impl Journal for WithholdingJournal<'_> {
+    async fn append(&self, record: &str) -> Result<(), engine::ports::JournalError> {
+        match AuditRecord::decode(record) {
+            Some(Ok(audit)) => self.0.append(&withhold_refused_secret(&audit).encode()).await,
+            _ => self.0.append(record).await,
+        }
+    }
+
+    async fn replay(&self) -> Result<Vec<String>, engine::ports::JournalError> {
+        self.0.replay().await
+    }
+}
+
+/// Creates `path` (mode 0600: the journal and the audit log name nodes, actors and their reasons) unless it exists.
+fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)
+}
+
+/// Opens the SQLite journal, creating its file 0600 first; SQLite gives its `-wal` and `-shm` files the database
+/// file's mode.
+pub fn open_journal(path: &Path) -> Result<SqliteJournal, String> {
+    create_private(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    SqliteJournal::open(path).map_err(|error| error.to_string())
+}
+
+/// Appends audit records to the audit log (created 0600), one JSON object a line, each as
+/// [`withhold_refused_secret`] leaves it.
+pub fn append_audit(path: &Path, records: &[&AuditRecord]) -> std::io::Result<()> {
+    let mut file = create_private(path)?;
     for record in records {
-        writeln!(file, "{}", serde_json::to_string(record).map_err(std::io::Error::other)?)?;
+        let record = withhold_refused_secret(record);
+        writeln!(file, "{}", serde_json::to_string(&record).map_err(std::io::Error::other)?)?;
     }
     file.sync_all()
 }
@@ -545,7 +601,7 @@ pub async fn execute(
     command: DriveCommand,
     out: &mut dyn Write,
 ) -> Result<i32, String> {
-    let journal = SqliteJournal::open(&site.journal).map_err(|error| error.to_string())?;
+    let journal = open_journal(&site.journal)?;
     match command {
         DriveCommand::Onboard { nodes } => {
             let nodes = site.nodes(&nodes).map_err(|error| error.to_string())?;
@@ -604,10 +660,16 @@ pub async fn execute(
             } else {
                 false
             };
-            let applied =
-                apply_operator_action(&journal, &adapters.signals, workflow, &workflow_id, &request, observed)
-                    .await
-                    .map_err(|error| error.to_string())?;
+            let applied = apply_operator_action(
+                &WithholdingJournal(&journal),
+                &adapters.signals,
+                workflow,
+                &workflow_id,
+                &request,
+                observed,
+            )
+            .await
+            .map_err(|error| error.to_string())?;
             let mut audit = vec![&applied.record];
             if let Some(settled) = &applied.settled {
                 audit.push(settled);
@@ -788,4 +850,72 @@ pub fn command(site: &Site, command: DriveCommand, out: &mut dyn Write, err: &mu
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::recovery::{AuditOutcome, Refusal};
+
+    fn refused_record(reason: &str) -> AuditRecord {
+        use engine::matrix::{AuditField, OnboardingStage, Stage};
+        use engine::recovery::Lifecycle;
+        let refusal = Refusal::CarriesSecret { field: AuditField::Reason };
+        AuditRecord {
+            actor_id: "alice".into(),
+            actor_role: ActorRole::Operator,
+            workflow_id: "onboard-node-01".into(),
+            run_id: 1,
+            prior_state: Lifecycle::Workflow(WorkflowState::FailedRetryable),
+            prior_stage: Stage::Onboarding(OnboardingStage::CommissionNode),
+            requested_action: RecoveryAction::Resume,
+            reason: reason.into(),
+            expected_next_state: Lifecycle::Workflow(WorkflowState::FailedRetryable),
+            correlation_id: "c-1".into(),
+            outcome: AuditOutcome::Refused { refusal, text: refusal.to_string() },
+            actual_next_state: None,
+        }
+    }
+
+    #[test]
+    fn a_reason_refused_for_its_credential_is_withheld_from_both_audits_created_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let record = refused_record("my token fleetsim-secret-xyz");
+        assert!(matches!(record.outcome, AuditOutcome::Refused { refusal: Refusal::CarriesSecret { .. }, .. }));
+        let withheld = withhold_refused_secret(&record);
+        assert_eq!(withheld.reason, WITHHELD_TEXT);
+        assert_eq!(AuditRecord { reason: record.reason.clone(), ..withheld.clone() }, record, "only the reason");
+
+        let dir = tempfile::tempdir().unwrap();
+        let (journal_path, audit_path) = (dir.path().join("journal.sqlite"), dir.path().join("audit.jsonl"));
+        let journal = open_journal(&journal_path).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(async {
+            let withholding = WithholdingJournal(&journal);
+            withholding.append(&record.encode()).await.unwrap();
+            withholding.append("stage onboard-node-01 other line").await.unwrap();
+            let lines = withholding.replay().await.unwrap();
+            assert_eq!(lines.len(), 2);
+            assert!(
+                lines.iter().all(|line| !line.contains("fleetsim-secret-xyz") && !line.contains("my token")),
+                "{lines:?}"
+            );
+            assert_eq!(lines[1], "stage onboard-node-01 other line", "other lines as they are");
+        });
+        append_audit(&audit_path, &[&record]).unwrap();
+        let audit = std::fs::read_to_string(&audit_path).unwrap();
+        assert!(!audit.contains("fleetsim-secret-xyz") && audit.contains("[withheld: "), "{audit}");
+        drop(journal);
+        for path in [&journal_path, &audit_path] {
+            let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", path.display());
+        }
+    }
+
+    #[test]
+    fn a_request_refused_for_another_reason_keeps_its_reason() {
+        let mut record = refused_record("the disk was replaced");
+        record.outcome = AuditOutcome::Refused { refusal: Refusal::AlreadyFrozen, text: "frozen".into() };
+        assert_eq!(withhold_refused_secret(&record), record);
+    }
 }

@@ -35,12 +35,117 @@ pub struct SpecError {
 }
 
 impl fmt::Display for SpecError {
+    /// One line, safe to print: control characters of the path and the message are escaped and quoted values that
+    /// look like credentials are withheld ([`sanitize`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (path, message) = (escape_controls(&self.path), sanitize(&self.message));
         match self.position {
-            Some((line, column)) => write!(f, "{}:{line}:{column}: {}", self.path, self.message),
-            None => write!(f, "{}: {}", self.path, self.message),
+            Some((line, column)) => write!(f, "{path}:{line}:{column}: {message}"),
+            None => write!(f, "{path}: {message}"),
         }
     }
+}
+
+/// `text` with every control character (and DEL) written as `\u{..}`, so echoed input cannot drive the terminal.
+pub fn escape_controls(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            escaped.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            escaped.push(c);
+        }
+    }
+    escaped
+}
+
+/// What a quoted value that looks like a credential is echoed as.
+pub const WITHHELD: &str = "[withheld: looks like a credential]";
+
+/// Key names whose values are credentials: a refusal never quotes them back.
+const CREDENTIAL_KEYS: [&str; 5] = ["token", "password", "secret", "key", "credential"];
+
+/// An error message as it may be shown: control characters escaped, and every quoted value (`"…"`, `` `…` ``,
+/// `'…'`) withheld when it carries a credential's marker (`fleetsim-secret-`) or belongs to a key named like a
+/// credential (`token`, `password`, `api_key`, …; the key is the message's first `key:` word).
+pub fn sanitize(message: &str) -> String {
+    let key = message.split_once(": ").map_or("", |(key, _)| key);
+    let last = key.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
+    let credential_key = !key.contains(' ') && CREDENTIAL_KEYS.iter().any(|word| last.contains(word));
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(open) = rest.find(['"', '`', '\'']) {
+        let quote = rest[open..].chars().next().expect("found");
+        let Some(length) = rest[open + 1..].find(quote) else { break };
+        let value = &rest[open + 1..open + 1 + length];
+        out.push_str(&rest[..=open]);
+        if credential_key || value.contains(engine::secret::SECRET_MARKER) {
+            out.push_str(WITHHELD);
+        } else {
+            out.push_str(value);
+        }
+        out.push(quote);
+        rest = &rest[open + 2 + length..];
+    }
+    out.push_str(rest);
+    escape_controls(&out)
+}
+
+/// The dotted key at byte `offset` of a TOML text, read from the text itself so that it is known even when the text
+/// does not parse: the last table header above the offset (`[[step]]` counted, `step[2]`) and, on the offset's line,
+/// the key left of the nearest `=` before it (or, with no `=` there, the key of the line). `None` at the top level
+/// outside any `key =`.
+pub(crate) fn key_at(text: &str, offset: usize) -> Option<String> {
+    // A dotted key of bare keys: what is echoed as the key is never arbitrary text.
+    let valid =
+        |key: &str| !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    let offset = offset.min(text.len());
+    let offset = (0..=offset).rev().find(|at| text.is_char_boundary(*at)).unwrap_or(0);
+    let line_start = text[..offset].rfind('\n').map_or(0, |at| at + 1);
+    let mut table = String::new();
+    let mut arrays: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for line in text[..line_start].lines() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix("[[").and_then(|rest| rest.split("]]").next()) {
+            let name = name.trim().to_owned();
+            if valid(&name) {
+                let count = arrays.entry(name.clone()).or_insert(0);
+                table = format!("{name}[{count}]");
+                *count += 1;
+            }
+        } else if let Some(name) = line.strip_prefix('[').and_then(|rest| rest.split(']').next()) {
+            if valid(name.trim()) {
+                table = name.trim().to_owned();
+            }
+        }
+    }
+    let line_end = text[offset..].find('\n').map_or(text.len(), |at| offset + at);
+    let line = &text[line_start..line_end];
+    let trimmed = line.trim_start();
+    if trimmed.starts_with('[') {
+        let name = trimmed.trim_start_matches('[').split(']').next().unwrap_or("").trim();
+        return if valid(name) { Some(name.to_owned()) } else { (!table.is_empty()).then_some(table) };
+    }
+    let column = offset - line_start;
+    // The key of an inline table's entry left of the offset, else the line's own key.
+    let before = &line[..column.min(line.len())];
+    let key_of = |segment: &str| -> Option<String> {
+        let (lhs, _) = segment.split_once('=')?;
+        let lhs = lhs.rsplit([',', '{']).next().unwrap_or(lhs).trim().trim_matches('"');
+        valid(lhs).then(|| lhs.to_owned())
+    };
+    let inline = before.rfind('=').and_then(|at| key_of(&before[..=at]).filter(|_| before[..at].contains('{')));
+    let own = key_of(line);
+    let mut path: Vec<String> = Vec::new();
+    if !table.is_empty() {
+        path.push(table);
+    }
+    match (own, inline) {
+        (Some(own), Some(inner)) if own != inner => path.extend([own, inner]),
+        (Some(own), _) => path.push(own),
+        (None, _) => {}
+    }
+    (!path.is_empty()).then(|| path.join("."))
 }
 
 impl std::error::Error for SpecError {}
@@ -334,16 +439,125 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, SpecError> {
     parse_scenario(&path.display().to_string(), &text)
 }
 
+/// The largest scenario, campaign, policy or site file read (bytes): every shipped file is under 10 KiB.
+pub const SPEC_BYTES_MAX: u64 = 1 << 20;
+
 pub(crate) fn read(path: &Path) -> Result<String, SpecError> {
-    std::fs::read_to_string(path).map_err(|error| SpecError {
-        path: path.display().to_string(),
+    let name = path.display().to_string();
+    let io_error = |error: std::io::Error| SpecError {
+        path: name.clone(),
         position: None,
         message: match error.kind() {
             std::io::ErrorKind::NotFound => "no such file".to_owned(),
-            std::io::ErrorKind::InvalidData => "not UTF-8 text".to_owned(),
             _ => format!("cannot read: {error}"),
         },
+    };
+    let size = std::fs::metadata(path).map_err(io_error)?.len();
+    if size > SPEC_BYTES_MAX {
+        return Err(SpecError {
+            path: name.clone(),
+            position: None,
+            message: format!("{size} bytes, more than the {SPEC_BYTES_MAX} an input file may have"),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(io_error)?;
+    text_of(&name, bytes)
+}
+
+/// The bytes of an input file as text; not UTF-8 is refused at the first bad byte, with its line, column and key.
+pub fn text_of(path: &str, bytes: Vec<u8>) -> Result<String, SpecError> {
+    String::from_utf8(bytes).map_err(|error| {
+        let valid = error.utf8_error().valid_up_to();
+        let bytes = error.into_bytes();
+        let text = std::str::from_utf8(&bytes[..valid]).expect("valid up to here");
+        let source = Source { path, text };
+        let key = key_at(text, valid).unwrap_or_else(|| "(top level)".to_owned());
+        source.error_at(
+            Some(valid..valid),
+            format!("{key}: not UTF-8 text: byte 0x{:02x} is not valid here; save the file as UTF-8", bytes[valid]),
+        )
     })
+}
+
+/// The most a run may last, in ms: a scenario's `duration_ms_max` and a campaign's `duration_ms`, 24 hours of virtual
+/// time (the longest shipped scenario runs 8 h). A run's cost grows with it.
+pub const DURATION_MS_MAX: u64 = 86_400_000;
+/// The most any other time in ms may be, either way (`at_ms`, every `*_ms` key and the `min`/`max` of a `*_ms`
+/// range; a clock skew may be negative): one week, the campaigns' longest clock skew.
+pub const TIME_MS_MAX: u64 = 604_800_000;
+/// The most any other count may be (`count`, `count_max`, `members_max`, `concurrency`, a policy's `min` and `max`
+/// counts, …); `nodes` has its own, smaller bound ([`NODES_MAX`]) and `runs` [`reports::RUNS_MAX`].
+pub const COUNT_MAX: u64 = 1_000_000;
+
+/// What bounds an integer key: `(bound, what it is)`, or `None` for a key with no bound here (`seed` takes any
+/// `u64`; `schema_version` and per-mille rates are checked by their resolvers).
+fn bound_of(path: &[String]) -> Option<(u64, &'static str)> {
+    let last = path.last().map_or("", String::as_str);
+    let parent = path.len().checked_sub(2).map_or("", |at| path[at].as_str());
+    let is_ms = |key: &str| key.ends_with("_ms") || key.contains("_ms_");
+    let top = path.len() == 1;
+    if matches!(last, "seed" | "schema_version") || last.contains("per_mille") {
+        None
+    } else if top && matches!(last, "duration_ms_max" | "duration_ms") {
+        Some((DURATION_MS_MAX, "the longest a run may last (24 h)"))
+    } else if is_ms(last) || (matches!(last, "min" | "max") && is_ms(parent)) {
+        Some((TIME_MS_MAX, "the most a time in ms may be (one week)"))
+    } else if top && last == "runs" {
+        Some((reports::RUNS_MAX, "the most runs a campaign may have"))
+    } else {
+        Some((COUNT_MAX, "the most a count may be"))
+    }
+}
+
+/// Refuses any integer of the text past its bound ([`TIME_MS_MAX`], [`COUNT_MAX`], [`reports::RUNS_MAX`]), naming
+/// its line, column, key and the bound. A text that does not parse is left to the typed parser to refuse.
+pub(crate) fn check_bounds(source: &Source) -> Result<(), SpecError> {
+    let Ok(document) = toml::de::DeTable::parse(source.text) else { return Ok(()) };
+    let mut path = Vec::new();
+    walk_table(source, document.get_ref(), &mut path)
+}
+
+fn walk_table(source: &Source, table: &toml::de::DeTable, path: &mut Vec<String>) -> Result<(), SpecError> {
+    for (key, value) in table {
+        path.push(key.get_ref().to_string());
+        walk_value(source, value, path)?;
+        path.pop();
+    }
+    Ok(())
+}
+
+fn walk_value(source: &Source, value: &Spanned<toml::de::DeValue>, path: &mut Vec<String>) -> Result<(), SpecError> {
+    match value.get_ref() {
+        toml::de::DeValue::Integer(integer) => {
+            let Some((bound, what)) = bound_of(path) else { return Ok(()) };
+            let parsed = i128::from_str_radix(integer.as_str(), integer.radix()).ok();
+            let bound_i = i128::from(bound);
+            if parsed.is_none_or(|number| !(-bound_i..=bound_i).contains(&number)) {
+                let key = path.join(".");
+                let shown = parsed.map_or_else(|| integer.as_str().to_owned(), |number| number.to_string());
+                let side = if parsed.is_some_and(|number| number < 0) { "less than -" } else { "more than " };
+                return Err(source.error_at(Some(value.span()), format!("{key}: {shown} is {side}{bound}, {what}")));
+            }
+            Ok(())
+        }
+        toml::de::DeValue::Table(table) => walk_table(source, table, path),
+        toml::de::DeValue::Array(array) => {
+            for (index, item) in array.iter().enumerate() {
+                // `[[step]]` tables are `step[0]`, `step[1]`: the item keeps its key's bound class.
+                let last = path.pop().unwrap_or_default();
+                path.push(format!("{last}[{index}]"));
+                let result = walk_value(source, item, path);
+                path.pop();
+                path.push(last);
+                result?;
+            }
+            Ok(())
+        }
+        toml::de::DeValue::String(_)
+        | toml::de::DeValue::Float(_)
+        | toml::de::DeValue::Boolean(_)
+        | toml::de::DeValue::Datetime(_) => Ok(()),
+    }
 }
 
 /// Turns byte offsets into 1-based line and column, and builds errors.
@@ -364,11 +578,30 @@ impl Source<'_> {
         SpecError { path: self.path.to_owned(), position, message: message.into() }
     }
 
+    /// A TOML or type error, with the key it is at: `fleet.nodes: invalid type: …`, `duplicate key` errors included.
+    /// An error without a position (a missing table) is placed at the start of the file.
     pub fn toml_error(&self, error: toml::de::Error) -> SpecError {
-        self.error_at(error.span(), error.message().trim_end().replace('\n', "; "))
+        let message = error.message().trim_end().replace('\n', "; ");
+        let span = error.span().unwrap_or(0..0);
+        let missing =
+            message.strip_prefix("missing field `").and_then(|rest| rest.split('`').next()).map(ToOwned::to_owned);
+        let key = match (key_at(self.text, span.start), missing) {
+            (Some(table), Some(field))
+                if self.text[span.start.min(self.text.len())..].trim_start().starts_with('[') =>
+            {
+                format!("{table}.{field}")
+            }
+            (_, Some(field)) if span.start == 0 => field,
+            (Some(key), _) => key,
+            (None, Some(field)) => field,
+            (None, None) => "(top level)".to_owned(),
+        };
+        self.error_at(Some(span), format!("{key}: {message}"))
     }
 
+    /// Parses the text into `T` after [`check_bounds`]: no integer past its bound reaches a resolver.
     pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, SpecError> {
+        check_bounds(self)?;
         toml::from_str(self.text).map_err(|error| self.toml_error(error))
     }
 }
@@ -1104,7 +1337,8 @@ nodes = 2
     fn errors_name_file_line_column_and_key() {
         let unknown_key = err(&format!("{MINIMAL}colour = 1\n"));
         assert!(
-            unknown_key.starts_with("s.toml:9:1: unknown field `colour`, expected one of `nodes`, `durable`"),
+            unknown_key
+                .starts_with("s.toml:9:1: fleet.colour: unknown field `colour`, expected one of `nodes`, `durable`"),
             "{unknown_key}"
         );
         let syntax = err("schema_version = = 1");
@@ -1121,6 +1355,57 @@ nodes = 2
         );
         let version = err(&MINIMAL.replace("schema_version = 1", "schema_version = 2"));
         assert!(version.starts_with("s.toml:2:18: schema_version: this fleetsim reads version 1"), "{version}");
+    }
+
+    #[test]
+    fn duplicate_keys_type_errors_and_bad_bytes_name_their_key() {
+        let duplicate = err(&MINIMAL.replace("[fleet]\n", "[fleet]\nnodes = 2\n"));
+        assert!(duplicate.contains(": fleet.nodes: duplicate key"), "{duplicate}");
+        let typed = err(&MINIMAL.replace("nodes = 2", "nodes = \"three\""));
+        assert!(typed.contains(": fleet.nodes: invalid type: string \"three\""), "{typed}");
+        let table = err(&format!("{MINIMAL}[hub]\nagent_ttl_ms = {{ a = 1 }}\n"));
+        assert!(table.contains(": hub.agent_ttl_ms: invalid type"), "{table}");
+        let mut bytes = MINIMAL.replace("description = \"", "description = \"\u{1}").into_bytes();
+        let at = bytes.iter().position(|byte| *byte == 1).unwrap();
+        bytes[at] = 0xff;
+        let error = text_of("s.toml", bytes).unwrap_err().to_string();
+        assert!(error.starts_with("s.toml:3:16: description: not UTF-8 text: byte 0xff"), "{error}");
+    }
+
+    #[test]
+    fn echoed_input_is_escaped_and_credentials_are_withheld() {
+        let step = format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"crash\"\ntarget = \"\\u001b[2Jnode\"\n");
+        let error = err(&step);
+        assert!(!error.contains('\u{1b}') && error.contains("\\u{1b}[2Jnode"), "{error}");
+        let leaked =
+            err(&format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"crash\"\ntarget = \"fleetsim-secret-abc\"\n"));
+        assert!(!leaked.contains("fleetsim-secret-abc") && leaked.contains(WITHHELD), "{leaked}");
+        assert_eq!(
+            sanitize("maas.api_key: \"k:t:s\" is not a key"),
+            format!("maas.api_key: \"{WITHHELD}\" is not a key")
+        );
+        assert_eq!(sanitize("fleet.nodes: `3` is odd"), "fleet.nodes: `3` is odd");
+    }
+
+    #[test]
+    fn every_count_and_duration_has_a_bound_named_with_its_key() {
+        let huge = err(&MINIMAL.replace("duration_ms_max = ", "duration_ms_max = 9223372036854775807 #"));
+        assert!(
+            huge.ends_with(
+                "duration_ms_max: 9223372036854775807 is more than 86400000, the longest a run may last (24 h)"
+            ),
+            "{huge}"
+        );
+        let step = err(&format!(
+            "{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"ssh_timeout\"\ntarget = \"node-01\"\ncount = 4000000000\n"
+        ));
+        assert!(step.contains(": step[0].count: 4000000000 is more than 1000000, the most a count may be"), "{step}");
+        let at = err(&format!("{MINIMAL}\n[[step]]\nat_ms = 604800001\nkind = \"crash\"\ntarget = \"hub\"\n"));
+        assert!(at.contains(": step[0].at_ms: 604800001 is more than 604800000"), "{at}");
+        let skew = err(&format!(
+            "{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"clock_skew\"\ntarget = \"hub\"\nskew_ms = -9000000000\n"
+        ));
+        assert!(skew.contains(": step[0].skew_ms: -9000000000 is less than -604800000"), "{skew}");
     }
 
     #[test]

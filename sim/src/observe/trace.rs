@@ -288,17 +288,24 @@ impl<S: Sink + ?Sized> Sink for Rc<std::cell::RefCell<S>> {
     }
 }
 
-/// Records events, digests them, fans them out to the run's sink, and keeps the JSON lines when asked to.
+/// The most bytes of JSON lines a run keeps in memory for its `trace.jsonl`. Past it the kept lines are dropped (the
+/// digest, the oracles and the collectors still see every event), and the trace is not written: the lines kept are
+/// then fewer than the record's `trace_events`, which is how a writer tells.
+pub const TRACE_BYTES_MAX: usize = 256 << 20;
+
+/// Records events, digests them, fans them out to the run's sink, and keeps the JSON lines when asked to (at most
+/// [`TRACE_BYTES_MAX`] bytes of them).
 pub struct Trace {
     hasher: Sha256,
     events: u64,
     lines: Option<Vec<String>>,
+    kept_bytes: usize,
     sink: Box<dyn Sink>,
 }
 
 impl Trace {
     pub fn new(sink: Box<dyn Sink>, keep_lines: bool) -> Trace {
-        Trace { hasher: Sha256::new(), events: 0, lines: keep_lines.then(Vec::new), sink }
+        Trace { hasher: Sha256::new(), events: 0, lines: keep_lines.then(Vec::new), kept_bytes: 0, sink }
     }
 
     pub fn record(&mut self, event: Event) {
@@ -308,7 +315,14 @@ impl Trace {
         self.events += 1;
         self.sink.on_event(&event, &line);
         if let Some(lines) = &mut self.lines {
-            lines.push(line);
+            self.kept_bytes += line.len() + 1;
+            if self.kept_bytes > TRACE_BYTES_MAX {
+                // Keep none rather than a prefix that could pass for the whole trace.
+                *lines = Vec::new();
+                self.lines = None;
+            } else {
+                lines.push(line);
+            }
         }
     }
 

@@ -54,17 +54,23 @@ pub fn execute(
     results.into_inner().expect("workers are done").into_iter().map(|r| r.expect("every slot ran")).collect()
 }
 
+/// The recovery matrix's listed pairs of the workflows the campaign's runs take part in, as its report's summary
+/// lists them.
+pub fn matrix_listed(campaign: &Campaign) -> Vec<String> {
+    let mut listed = Vec::new();
+    if campaign.base.onboarding.is_some() {
+        listed = crate::model::pairs::matrix_listed_pairs();
+    }
+    if campaign.decommission.is_some() {
+        listed.extend(crate::model::pairs::workflow_listed_pairs(engine::matrix::Workflow::Decommission));
+    }
+    listed
+}
+
 /// The campaign's report of `runs`: the summary over them and the campaign's identity.
 pub fn report(campaign: &Campaign, runs: Vec<reports::RunRecord>) -> CampaignReport {
     let mut summary = reports::summarize(&runs, &campaign.oracles.sometimes, crate::model::digest::sha256_hex);
-    if campaign.base.onboarding.is_some() {
-        summary.matrix_listed = crate::model::pairs::matrix_listed_pairs();
-    }
-    if campaign.decommission.is_some() {
-        summary
-            .matrix_listed
-            .extend(crate::model::pairs::workflow_listed_pairs(engine::matrix::Workflow::Decommission));
-    }
+    summary.matrix_listed = matrix_listed(campaign);
     CampaignReport {
         schema_version: reports::SCHEMA_VERSION,
         tool_version: runner::TOOL_VERSION.to_owned(),

@@ -41,7 +41,7 @@ pub struct Policy {
     /// `[matrix] listed`: pairs of which at least `listed_per_mille_min` per mille must be hit.
     pub matrix_listed: Vec<String>,
     pub matrix_listed_per_mille_min: Option<u32>,
-    /// `[determinism] recheck_runs`: how many runs to replay and compare digests (0: none).
+    /// `[determinism] recheck_runs`: how many runs to replay and compare with their records (0: none).
     pub recheck_runs: u64,
     /// `[commit] matches_head`: the report was written by the checked-out commit.
     pub commit_matches_head: bool,
@@ -275,6 +275,27 @@ pub struct Recheck {
     pub reported: String,
     /// The digest of the replay.
     pub replayed: String,
+    /// The record's fields the replay disagrees on ([`record_differences`]); empty when it is the report's record.
+    pub differences: Vec<String>,
+}
+
+/// The fields of a run record in which `replayed` differs from `reported`, in the record's order: everything a run
+/// record says (verdict, digest, faults, violations, reached properties, lanes, workflows, …) except `commit` and
+/// `tool_version`, which name the build and not the run (`commit.matches_head` judges those).
+pub fn record_differences(reported: &reports::RunRecord, replayed: &reports::RunRecord) -> Vec<String> {
+    let (serde_json::Value::Object(reported), serde_json::Value::Object(replayed)) = (
+        serde_json::to_value(reported).expect("records serialise"),
+        serde_json::to_value(replayed).expect("records serialise"),
+    ) else {
+        unreachable!("a run record serialises to an object");
+    };
+    let mut keys: Vec<&String> = replayed.keys().collect();
+    keys.extend(reported.keys().filter(|key| !replayed.contains_key(*key)));
+    keys.into_iter()
+        .filter(|key| !matches!(key.as_str(), "commit" | "tool_version"))
+        .filter(|key| reported.get(*key) != replayed.get(*key))
+        .cloned()
+        .collect()
 }
 
 /// What the command line found out that the report cannot say about itself.
@@ -351,6 +372,18 @@ pub fn run_mismatches(report: &CampaignReport, campaign: &crate::model::campaign
             problems.push(format!("run {index}'s configuration is not the campaign's plan for it"));
         }
     }
+    let sometimes: Vec<&String> = report.summary.sometimes_reached.keys().collect();
+    let named: std::collections::BTreeSet<&String> = campaign.oracles.sometimes.iter().collect();
+    if sometimes != named.into_iter().collect::<Vec<_>>() {
+        problems.push(format!(
+            "the summary judges the sometimes-properties [{}], the campaign names [{}]",
+            listed(&sometimes),
+            listed(&campaign.oracles.sometimes)
+        ));
+    }
+    if report.summary.matrix_listed != crate::run::campaign::matrix_listed(campaign) {
+        problems.push("the summary's listed matrix pairs are not the campaign's".to_owned());
+    }
     if report.shard.is_none() {
         let missing: Vec<u64> = (0..campaign.runs).filter(|index| !seen.contains(index)).collect();
         if !missing.is_empty() {
@@ -360,15 +393,34 @@ pub fn run_mismatches(report: &CampaignReport, campaign: &crate::model::campaign
     problems
 }
 
-/// Which runs the determinism re-check replays: `k` run indices spread evenly over the report's runs (the first is
-/// always run 0's position), so the sample is a function of the report alone.
-pub fn recheck_sample(report: &CampaignReport, k: u64) -> Vec<u64> {
-    let held = report.runs.len() as u64;
-    let k = k.min(held);
-    let mut indices: Vec<u64> =
-        (0..k).filter_map(|j| report.runs[(j * held / k) as usize].run_index).collect::<Vec<_>>();
+/// Which runs the determinism re-check replays: `k` distinct run indices of the report drawn with a ChaCha8 generator
+/// from `seed`, in index order. The gate draws `seed` from the report's and the policy's bytes unless told
+/// (`--recheck-seed`), so which runs are replayed is not known to whoever wrote the report before it is gated.
+pub fn recheck_sample(report: &CampaignReport, k: u64, seed: u64) -> Vec<u64> {
+    use rand::{Rng, SeedableRng};
+    let mut positions: Vec<usize> = (0..report.runs.len()).collect();
+    let k = (k as usize).min(positions.len());
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    // A partial Fisher–Yates shuffle: the first k positions are a uniform draw without replacement.
+    for i in 0..k {
+        let j = rng.random_range(i..positions.len());
+        positions.swap(i, j);
+    }
+    let mut indices: Vec<u64> = positions[..k].iter().filter_map(|&position| report.runs[position].run_index).collect();
+    indices.sort_unstable();
     indices.dedup();
     indices
+}
+
+/// The default `--recheck-seed`: the first eight bytes of SHA-256 over the report file's bytes, a zero byte and the
+/// policy file's bytes. Time-independent (the same files give the same runs), and a report edited to pass its
+/// replays changes which runs are replayed.
+pub fn default_recheck_seed(report_bytes: &[u8], policy_bytes: &[u8]) -> u64 {
+    let mut bytes = report_bytes.to_vec();
+    bytes.push(0);
+    bytes.extend_from_slice(policy_bytes);
+    let hex = crate::model::digest::sha256_hex(&bytes);
+    u64::from_str_radix(&hex[..16], 16).expect("sha-256 hex is hex")
 }
 
 /// Judges `report` against `policy` with the gathered `evidence`. Every check runs; every unmet one is listed.
@@ -491,12 +543,21 @@ pub fn decide(report: &CampaignReport, policy: &Policy, evidence: &Evidence) -> 
         for recheck in &evidence.rechecks {
             decision.check(
                 format!("determinism.run.{}", recheck.run_index),
-                recheck.reported == recheck.replayed,
+                recheck.reported == recheck.replayed && recheck.differences.is_empty(),
                 || {
-                    format!(
-                        "run {} (seed {}) replayed to trace digest {}, the report has {}",
-                        recheck.run_index, recheck.seed, recheck.replayed, recheck.reported
-                    )
+                    if recheck.reported == recheck.replayed {
+                        format!(
+                            "run {} (seed {}) replayed to the report's trace digest but another record: it differs in {}",
+                            recheck.run_index,
+                            recheck.seed,
+                            listed(&recheck.differences)
+                        )
+                    } else {
+                        format!(
+                            "run {} (seed {}) replayed to trace digest {}, the report has {}",
+                            recheck.run_index, recheck.seed, recheck.replayed, recheck.reported
+                        )
+                    }
                 },
             );
         }
@@ -636,9 +697,15 @@ matches_head = true
 
     fn good() -> (CampaignReport, Evidence) {
         let report = report((0..4).map(record).collect());
-        let rechecks = recheck_sample(&report, 2)
+        let rechecks = recheck_sample(&report, 2, 7)
             .into_iter()
-            .map(|i| Recheck { run_index: i, seed: i, reported: format!("d{i}"), replayed: format!("d{i}") })
+            .map(|i| Recheck {
+                run_index: i,
+                seed: i,
+                reported: format!("d{i}"),
+                replayed: format!("d{i}"),
+                differences: vec![],
+            })
             .collect();
         let evidence = Evidence {
             campaign_config_hash: "campaign-hash".into(),
@@ -682,6 +749,7 @@ matches_head = true
         }
         report.summary = reports::summarize(&report.runs, &["node_quarantined".into()], |_| "digest".into());
         evidence.rechecks[1].replayed = "other".into();
+        let replayed_index = evidence.rechecks[1].run_index;
         evidence.head = Some(Err("git is not available (not found)".into()));
         let lines = unmet(&report, &evidence);
         assert_eq!(
@@ -694,7 +762,7 @@ matches_head = true
                 "faults.min.controller_death: injected 0 times over all runs, the policy needs at least 1".to_owned(),
                 "matrix.required.wait_for_ready/pxe_discovery_failure: no run hit this pair".to_owned(),
                 "matrix.listed_per_mille_min: 0 of 2 listed pairs hit, the policy needs 500 per mille; not hit: wait_for_ready/pxe_discovery_failure, commission_node/bmc_power_failure".to_owned(),
-                "determinism.run.2: run 2 (seed 2) replayed to trace digest other, the report has d2".to_owned(),
+                format!("determinism.run.{replayed_index}: run {replayed_index} (seed {replayed_index}) replayed to trace digest other, the report has d{replayed_index}"),
                 "commit.matches_head: cannot read the checked-out commit: git is not available (not found)".to_owned(),
             ],
             "3 of 4 passing meets 750 per mille exactly, so the pass rate is not listed"
@@ -737,12 +805,40 @@ matches_head = true
     }
 
     #[test]
-    fn the_recheck_sample_spreads_over_the_runs_and_is_a_function_of_the_report() {
+    fn the_recheck_sample_is_drawn_from_its_seed() {
         let report = report((0..10).map(record).collect());
-        assert_eq!(recheck_sample(&report, 3), vec![0, 3, 6]);
-        assert_eq!(recheck_sample(&report, 1), vec![0]);
-        assert_eq!(recheck_sample(&report, 50).len(), 10, "never more than the report holds");
-        assert_eq!(recheck_sample(&report, 0), Vec::<u64>::new());
+        let sample = recheck_sample(&report, 3, 1);
+        assert_eq!(sample.len(), 3);
+        assert!(sample.windows(2).all(|pair| pair[0] < pair[1]), "distinct, in index order: {sample:?}");
+        assert_eq!(recheck_sample(&report, 3, 1), sample, "a function of its seed");
+        let draws: std::collections::BTreeSet<Vec<u64>> =
+            (0..20).map(|seed| recheck_sample(&report, 3, seed)).collect();
+        assert!(draws.len() > 10, "other seeds draw other runs: {draws:?}");
+        assert_eq!(recheck_sample(&report, 50, 1), (0..10).collect::<Vec<_>>(), "never more than the report holds");
+        assert_eq!(recheck_sample(&report, 0, 1), Vec::<u64>::new());
+        assert_ne!(default_recheck_seed(b"report", b"policy"), default_recheck_seed(b"report ", b"policy"));
+    }
+
+    #[test]
+    fn a_replay_that_differs_in_any_field_but_the_build_is_named() {
+        let reported = record(1);
+        let mut replayed = record(1);
+        replayed.commit = "another build".into();
+        assert!(record_differences(&reported, &replayed).is_empty());
+        replayed.verdict = Verdict::fail(FailureKind::SafetyViolation);
+        replayed.reached.clear();
+        replayed.violation_counts.insert("lane_bound".into(), 1);
+        assert_eq!(record_differences(&reported, &replayed), ["reached", "verdict", "violation_counts"]);
+        let (report, mut evidence) = good();
+        evidence.rechecks[0].differences = vec!["verdict".into(), "violations".into()];
+        let index = evidence.rechecks[0].run_index;
+        let lines = unmet(&report, &evidence);
+        assert_eq!(
+            lines,
+            [format!(
+                "determinism.run.{index}: run {index} (seed {index}) replayed to the report's trace digest but another record: it differs in verdict, violations"
+            )]
+        );
     }
 
     #[test]
@@ -754,7 +850,7 @@ matches_head = true
             "gate.toml:7:22: runs.pass_per_mille_min: a per-mille share is 0 to 1000, not 1750"
         );
         assert!(
-            error("min = 4", "min = 4\nmni = 3").starts_with("gate.toml:7:1: unknown field `mni`"),
+            error("min = 4", "min = 4\nmni = 3").starts_with("gate.toml:7:1: runs.mni: unknown field `mni`"),
             "{}",
             error("min = 4", "min = 4\nmni = 3")
         );

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 
-use reports::{FailureKind, Firing, PropertyKind, RunRecord, Verdict};
+use reports::{Firing, PropertyKind, RunRecord};
 use tokio::sync::Notify;
 
 use crate::model::spec::RunSpec;
@@ -171,17 +171,7 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
             .map(|pair| format!("matrix pair {pair}")),
     );
 
-    let verdict = if outcome.ended.panic.is_some() {
-        Verdict::fail(FailureKind::Panic)
-    } else if violations.iter().any(|v| !v.expected && v.property == PropertyKind::Always) {
-        Verdict::fail(FailureKind::SafetyViolation)
-    } else if violations.iter().any(|v| !v.expected && v.property == PropertyKind::Eventually) {
-        Verdict::fail(FailureKind::LivenessFailure)
-    } else if !unmet.is_empty() {
-        Verdict::fail(FailureKind::ExpectationUnmet)
-    } else {
-        Verdict::PASS
-    };
+    let verdict = reports::judge(outcome.ended.panic.is_some(), &violations, &unmet);
     let collectors = outcome.collectors;
     let ended = outcome.ended;
     let mut fault_phases = std::collections::BTreeMap::new();
@@ -227,6 +217,7 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reports::{FailureKind, Verdict};
 
     fn spec() -> RunSpec {
         let text =

@@ -1,6 +1,7 @@
 //! Splitting a campaign over machines and surviving interruption. `--shard K/N` picks the runs `i` with
 //! `i % N == K - 1`; every finished run is written to `DIR/runs/NNNN.json` (atomically: a temporary file, fsynced,
-//! renamed), and `--resume` reads those records back instead of running them again.
+//! renamed) with the digest of its record, and `--resume` reads those records back instead of running them again,
+//! refusing one whose digest, identity or verdict does not check.
 //!
 //! Why one file per run and not an append-only `runs.jsonl`: a rename is all-or-nothing, so a kill at any instant
 //! leaves each record whole or absent, with no torn last line to detect and cut off; the worker threads write
@@ -42,11 +43,24 @@ pub fn run_file(dir: &Path, index: u64) -> PathBuf {
     dir.join(RUNS_DIR).join(format!("{index:04}.json"))
 }
 
-/// Writes a finished run's record to its file, atomically.
+/// The key of a run file that holds the SHA-256 of its record's canonical bytes, so `--resume` refuses a record
+/// edited after it was written.
+pub const RECORD_DIGEST_KEY: &str = "record_digest";
+
+/// The digest a run file carries: SHA-256 over the record's canonical JSON (every field, as `serde_json` writes it).
+pub fn record_digest(record: &RunRecord) -> String {
+    crate::model::digest::sha256_hex(&serde_json::to_vec(record).expect("run records serialise"))
+}
+
+/// Writes a finished run's record to its file, atomically: the record's JSON with its [`RECORD_DIGEST_KEY`] added.
 pub fn write_run_file(dir: &Path, record: &RunRecord) -> Result<(), (PathBuf, std::io::Error)> {
     let index = record.run_index.unwrap_or(0);
     let path = run_file(dir, index);
-    reports::write_json_atomic(&path, record).map_err(|error| (path, error))
+    let mut value = serde_json::to_value(record).expect("run records serialise");
+    if let serde_json::Value::Object(object) = &mut value {
+        object.insert(RECORD_DIGEST_KEY.to_owned(), record_digest(record).into());
+    }
+    reports::write_json_atomic(&path, &value).map_err(|error| (path, error))
 }
 
 /// Reads back the records of the runs among `indices` that a previous execution finished. A missing file is a run
@@ -68,8 +82,12 @@ pub fn load_finished(
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
             Err(error) => return Err(fail(format!("cannot read: {error}"))),
         };
-        let record: RunRecord = serde_json::from_slice(&bytes)
-            .map_err(|error| fail(format!("not a run record ({error}); delete it and resume to run this run again")))?;
+        let again = "delete it and resume to run this run again";
+        let mut value: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|error| fail(format!("not a run record ({error}); {again}")))?;
+        let written_digest = value.as_object_mut().and_then(|object| object.remove(RECORD_DIGEST_KEY));
+        let record: RunRecord =
+            serde_json::from_value(value).map_err(|error| fail(format!("not a run record ({error}); {again}")))?;
         let identity = crate::run::campaign::identity(campaign, index, seed_overridden);
         let expected: [(&str, String, String); 8] = [
             ("schema_version", reports::SCHEMA_VERSION.to_string(), record.schema_version.to_string()),
@@ -87,6 +105,23 @@ pub fn load_finished(
                     "written by another execution: its {key} is {found}, this run's is {want}; run without --resume to start over"
                 )));
             }
+        }
+        let digest = record_digest(&record);
+        match written_digest.as_ref().and_then(serde_json::Value::as_str) {
+            Some(written) if written == digest => {}
+            Some(written) => {
+                return Err(fail(format!(
+                    "{RECORD_DIGEST_KEY}: the file has {written}, its record gives {digest}: the record was edited after it was written; {again}"
+                )));
+            }
+            None => {
+                return Err(fail(format!(
+                    "{RECORD_DIGEST_KEY}: missing, so fleetsim did not write this record; {again}"
+                )));
+            }
+        }
+        if let Err((key, reason)) = reports::read::check_run(&record) {
+            return Err(fail(format!("{key}: {reason}; {again}")));
         }
         finished.insert(index, record);
     }

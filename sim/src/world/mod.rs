@@ -1492,7 +1492,7 @@ mod tests {
 schema_version = 1
 description = "network test"
 seed = 1
-duration_ms_max = 100_000_000
+duration_ms_max = 86_400_000
 [fleet]
 nodes = 3
 [network]

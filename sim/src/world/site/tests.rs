@@ -241,7 +241,7 @@ fn the_onboarding_table_gets_its_defaults_and_names_machines_after_the_fleet() {
 fn onboarding_errors_name_file_line_column_and_key() {
     let err = |text: String| parse_scenario("s.toml", &text).unwrap_err().to_string();
     let unknown = err(format!("{SPEC_HEAD}\n[onboarding]\nnodes = 2\ncolour = 1\n"));
-    assert!(unknown.starts_with("s.toml:12:1: unknown field `colour`"), "{unknown}");
+    assert!(unknown.starts_with("s.toml:12:1: onboarding.colour: unknown field `colour`"), "{unknown}");
     let zero = err(format!("{SPEC_HEAD}\n[onboarding]\nnodes = 2\nconcurrency = 0\n"));
     assert!(zero.starts_with("s.toml:12:15: onboarding.concurrency: must be at least 1"), "{zero}");
     let policy = err(format!("{SPEC_HEAD}\n[onboarding]\nnodes = 2\npolicy = \"bold\"\n"));
