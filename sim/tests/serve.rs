@@ -27,12 +27,15 @@ fn url(addr: SocketAddr) -> String {
     format!("http://{addr}")
 }
 
-/// The engine's clock as the served site's MAAS sees it: only its timestamps matter here.
+/// The engine's clock as the served site's MAAS sees it: the host's, since MAAS refuses an OAuth timestamp more
+/// than 300 s old.
 struct Clock;
 
 impl engine::ports::Clock for Clock {
+    #[expect(clippy::disallowed_methods, reason = "the served site runs on the wall clock; so does its client")]
     fn now_ms(&self) -> u64 {
-        1_790_000_000_000
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
     }
     fn monotonic_ms(&self) -> u64 {
         0

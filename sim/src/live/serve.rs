@@ -32,6 +32,8 @@ use serde_json::json;
 
 /// How often the site is advanced and agents heartbeat-checked (wall ms).
 pub const TICK_MS: u64 = 20;
+/// At most this many DNS-over-TCP connections are open at once.
+pub const DNS_TCP_CONNECTIONS_MAX: usize = 256;
 /// The hub principal `fleetsim drive` authenticates as.
 pub const CONTROLLER_PRINCIPAL: &str = "controller";
 /// Allocations a node's inventory record starts with once its agent enrolled.
@@ -437,6 +439,9 @@ pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> 
         tokio::net::UdpSocket::bind(dns_addr).await.map_err(|error| ServeError::Bind { addr: dns_addr, error })?;
     let dns = socket.local_addr().map_err(|error| ServeError::Bind { addr: dns_addr, error })?;
     tokio::spawn(fakes::http::dns::serve(socket, fleet.site.clone(), clock.clone()));
+    // DNS over TCP on the same port, as a real resolver serves it (dig +tcp, truncated answers).
+    let dns_tcp = tokio::net::TcpListener::bind(dns).await.map_err(|error| ServeError::Bind { addr: dns, error })?;
+    tokio::spawn(fakes::http::dns::serve_tcp(dns_tcp, fleet.site.clone(), clock.clone(), DNS_TCP_CONNECTIONS_MAX));
     let admin = spawn_http(listen(config, 5).await?, admin_router(fleet.clone()))?;
     let ticker = fleet.clone();
     tokio::spawn(async move {
@@ -536,7 +541,7 @@ pub fn banner(config: &ServeConfig, served: &Served) -> String {
     text.push_str(&format!("  Redfish       http://{}/redfish/v1/Systems\n", served.redfish));
     text.push_str(&format!("  secrets       http://{}/v1/\n", served.secrets));
     text.push_str(&format!("  hub           http://{}/v1/hub/  (inventory: /v1/inventory/)\n", served.hub));
-    text.push_str(&format!("  DNS           udp://{}\n", served.dns));
+    text.push_str(&format!("  DNS           udp://{} and tcp://{}\n", served.dns, served.dns));
     text.push_str(&format!("  admin         http://{}/admin/state\n", served.admin));
     text.push_str(&format!("  MAAS API key  {}\n", served.maas_api_key));
     text.push_str(&format!("  secrets token {}\n", served.secrets_token));
