@@ -109,7 +109,10 @@ fn answer(state: &MaasState, call: &Call<'_>) -> Option<Response> {
     if !known_endpoint(call.path) {
         return Some(text(404, format!("Unknown API endpoint: {}.", call.path)));
     }
-    let now_unix_ms = front.wire_epoch_unix_ms.saturating_add((state.clock)());
+    let now_unix_ms = match &front.oauth_clock_unix_ms {
+        Some(clock) => clock(),
+        None => front.wire_epoch_unix_ms.saturating_add((state.clock)()),
+    };
     let caller = match authenticate(call.authorization, &front.api_keys, now_unix_ms) {
         Ok(user) => user,
         Err(response) => return Some(response),

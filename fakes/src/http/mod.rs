@@ -83,6 +83,10 @@ pub struct SiteFront {
     /// The Redfish emulator's login, accepted for every system (sushy-tools style; `fleetsim serve` prints it).
     /// `None`: only each BMC's own login opens its system.
     pub redfish_login: Option<crate::maas::PowerCredential>,
+    /// The Unix time (ms) MAAS's OAuth timestamp check compares with. `None`: the model's time line
+    /// (`wire_epoch_unix_ms` + now), as in the simulator, where the client's clock is the model's. `fleetsim serve`
+    /// runs its model faster than the wall clock and gives the wall clock here.
+    pub oauth_clock_unix_ms: Option<fn() -> u64>,
 }
 
 impl SiteFront {
@@ -96,6 +100,7 @@ impl SiteFront {
             vault_tokens: vec![vault_token],
             wire_epoch_unix_ms: WIRE_EPOCH * 1000,
             redfish_login: None,
+            oauth_clock_unix_ms: None,
         }
     }
 
