@@ -35,7 +35,7 @@ impl<T: HttpTransport> FleetClient<T> {
     async fn call(&self, method: Method, path: String, body: Option<serde_json::Value>) -> Result<Vec<u8>, FleetError> {
         let mut request = HttpRequest::new(method, path).header("accept", "application/json");
         if let Some(token) = &self.token {
-            request = request.header("authorization", &format!("Bearer {}", token.expose()));
+            request = request.header("authorization", format!("Bearer {}", token.expose()));
         }
         if let Some(body) = body {
             request = request.header("content-type", "application/json").body(body.to_string().into_bytes());

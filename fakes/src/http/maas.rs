@@ -434,11 +434,9 @@ fn power_parameters(params: &Params) -> PowerParameters {
 fn create_machine(params: &Params) -> Result<CreateMachine, Response> {
     let mut errors = serde_json::Map::new();
     let mut error = |field: &str, message: String| {
-        errors
-            .entry(field.to_owned())
-            .or_insert_with(|| json!([]))
-            .as_array_mut()
-            .map(|list| list.push(json!(message)));
+        if let Some(list) = errors.entry(field.to_owned()).or_insert_with(|| json!([])).as_array_mut() {
+            list.push(json!(message));
+        }
     };
     let architecture = match params.get("architecture").filter(|value| !value.is_empty()) {
         None => {

@@ -105,9 +105,9 @@ impl Credentials {
             maas_api_key,
             secrets_token,
             hub_credential: format!("{}hub-{:016x}", engine::secret::SECRET_MARKER, seed.rotate_left(17)),
-            inventory_token: mint("inventory", 0x696e_76),
-            admin_token: mint("admin", 0x6164_6d),
-            redfish_password: mint("redfish", 0x7266_73),
+            inventory_token: mint("inventory", 0x0069_6e76),
+            admin_token: mint("admin", 0x0061_646d),
+            redfish_password: mint("redfish", 0x0072_6673),
         }
     }
 
