@@ -482,6 +482,17 @@ impl Hub {
         self.agents.get(id)
     }
 
+    /// Whether `token` is the current credential of agent `id` (a registered, not tombstoned row); for the HTTP
+    /// front end's registration check. The token itself never leaves the hub.
+    pub fn holds_agent_token(&self, id: &str, token: &str) -> bool {
+        self.agents.get(id).is_some_and(|row| row.status != AgentStatus::Tombstoned && row.token.0 == token)
+    }
+
+    /// Whether agent `id` has a row that is not tombstoned.
+    pub fn is_registered(&self, id: &str) -> bool {
+        self.agents.get(id).is_some_and(|row| row.status != AgentStatus::Tombstoned)
+    }
+
     pub fn agents(&self) -> impl Iterator<Item = &AgentRow> {
         self.agents.values()
     }

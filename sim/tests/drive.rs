@@ -39,7 +39,8 @@ fn serve(dir: &Path) -> (Serve, SocketAddr) {
     let mut admin = None;
     for line in BufReader::new(stdout).lines() {
         let line = line.unwrap();
-        if let Some(url) = line.trim().strip_prefix("admin") {
+        // The admin line with its URL (the admin token's line follows it).
+        if let Some(url) = line.trim().strip_prefix("admin").filter(|rest| rest.trim_start().starts_with("http://")) {
             let url = url.trim().trim_start_matches("http://").trim_end_matches("/admin/state");
             admin = Some(url.parse().unwrap());
         }

@@ -20,6 +20,7 @@ fn config(machines: u32) -> ServeConfig {
         port: 0,
         speed: 60,
         write_site: None,
+        secrets: sim::live::serve::SecretSource::Random,
     }
 }
 
@@ -27,12 +28,15 @@ fn url(addr: SocketAddr) -> String {
     format!("http://{addr}")
 }
 
-/// The engine's clock as the served site's MAAS sees it: only its timestamps matter here.
+/// The engine's clock as the served site's MAAS sees it: the host's, since MAAS refuses an OAuth timestamp more
+/// than 300 s old.
 struct Clock;
 
 impl engine::ports::Clock for Clock {
+    #[expect(clippy::disallowed_methods, reason = "the served site runs on the wall clock; so does its client")]
     fn now_ms(&self) -> u64 {
-        1_790_000_000_000
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
     }
     fn monotonic_ms(&self) -> u64 {
         0
@@ -40,13 +44,19 @@ impl engine::ports::Clock for Clock {
     async fn sleep_ms(&self, _duration_ms: u64) {}
 }
 
-async fn post_fault(admin: SocketAddr, body: &str) -> u16 {
+async fn post_fault_as(admin: SocketAddr, token: Option<&str>, body: &str) -> u16 {
     let transport = HyperTransport::tcp(&url(admin)).unwrap();
-    let request = engine::adapters::http::HttpRequest::new(engine::adapters::http::Method::Post, "/admin/faults")
-        .header("content-type", "application/json")
-        .body(body.as_bytes().to_vec());
+    let mut request = engine::adapters::http::HttpRequest::new(engine::adapters::http::Method::Post, "/admin/faults");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let request = request.header("content-type", "application/json").body(body.as_bytes().to_vec());
     let response = engine::adapters::http::HttpTransport::send(&transport, request, 5_000).await.unwrap();
     response.status
+}
+
+async fn post_fault(served: &Served, body: &str) -> u16 {
+    post_fault_as(served.admin, Some(&served.credentials.admin_token), body).await
 }
 
 fn maas(served: &Served) -> MaasClient<HyperTransport<hyper_util::client::legacy::connect::HttpConnector>, Clock> {
@@ -62,7 +72,7 @@ async fn the_engine_s_adapters_reach_the_served_site_and_admin_faults_reach_them
     // MAAS with the printed API key: an empty region, then a 503 with Retry-After once the admin API asks for one.
     let client = maas(&served);
     assert_eq!(client.machines().await.unwrap(), Vec::new());
-    assert_eq!(post_fault(served.admin, r#"{"fault":"maas_503","count":1,"retry_after_s":4}"#).await, 200);
+    assert_eq!(post_fault(&served, r#"{"fault":"maas_503","count":1,"retry_after_s":4}"#).await, 200);
     match client.machines().await {
         Err(MaasError::Http { status: 503, retry_after_s: Some(4), .. }) => {}
         other => panic!("expected a 503 with Retry-After: 4, got {other:?}"),
@@ -94,14 +104,14 @@ async fn the_engine_s_adapters_reach_the_served_site_and_admin_faults_reach_them
     // The rack resolver over UDP, then SERVFAIL while the admin fault is on, then healed.
     let resolver = DnsClient::new(UdpTransport::new(served.dns), 1, 2_000);
     assert!(matches!(resolver.resolve(fakes::maas::METADATA_HOST).await.unwrap(), DnsAnswer::Address(_)));
-    assert_eq!(post_fault(served.admin, r#"{"fault":"dns_servfail","on":true}"#).await, 200);
+    assert_eq!(post_fault(&served, r#"{"fault":"dns_servfail","on":true}"#).await, 200);
     assert_eq!(resolver.resolve(fakes::maas::METADATA_HOST).await.unwrap(), DnsAnswer::ServFail);
-    assert_eq!(post_fault(served.admin, r#"{"fault":"dns_servfail","on":false}"#).await, 200);
+    assert_eq!(post_fault(&served, r#"{"fault":"dns_servfail","on":false}"#).await, 200);
     assert!(matches!(resolver.resolve(fakes::maas::METADATA_HOST).await.unwrap(), DnsAnswer::Address(_)));
 
     // An unknown fault, or one naming no machine, is refused and changes nothing.
-    assert_eq!(post_fault(served.admin, r#"{"fault":"meteor_strike"}"#).await, 400);
-    assert_eq!(post_fault(served.admin, r#"{"fault":"mac_drift","machine":"gpu-99"}"#).await, 404);
+    assert_eq!(post_fault(&served, r#"{"fault":"meteor_strike"}"#).await, 400);
+    assert_eq!(post_fault(&served, r#"{"fault":"mac_drift","machine":"gpu-99"}"#).await, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,4 +176,79 @@ fn drive_names_the_file_line_and_field_of_a_malformed_site_file() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("site.toml:3:"), "the line of the bad field: {err}");
     assert!(err.contains("api_key_file") || err.contains("invalid type"), "{err}");
+}
+
+async fn http(addr: SocketAddr, method: engine::adapters::http::Method, path: &str, auth: Option<String>) -> u16 {
+    let transport = HyperTransport::tcp(&url(addr)).unwrap();
+    let mut request = engine::adapters::http::HttpRequest::new(method, path)
+        .header("content-type", "application/json")
+        .body(br#"{"from":"active","to":"quarantined"}"#.to_vec());
+    if let Some(auth) = auth {
+        request = request.header("authorization", auth);
+    }
+    engine::adapters::http::HttpTransport::send(&transport, request, 5_000).await.unwrap().status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_state_changing_api_wants_its_credential() {
+    use engine::adapters::http::Method::{Get, Post};
+    let (served, _fleet) = sim::live::serve::start(&config(1)).await.unwrap();
+    let credentials = &served.credentials;
+    // The admin API's changes want the admin token; its state read is public.
+    assert_eq!(post_fault_as(served.admin, None, r#"{"fault":"dns_servfail","on":true}"#).await, 401);
+    assert_eq!(post_fault_as(served.admin, Some("wrong"), r#"{"fault":"dns_servfail","on":true}"#).await, 401);
+    assert_eq!(
+        post_fault_as(served.admin, Some(&credentials.inventory_token), r#"{"fault":"dns_servfail","on":true}"#).await,
+        401
+    );
+    assert_eq!(http(served.admin, Get, "/admin/state", None).await, 200);
+    let resolver = DnsClient::new(UdpTransport::new(served.dns), 1, 2_000);
+    assert!(matches!(resolver.resolve(fakes::maas::METADATA_HOST).await.unwrap(), DnsAnswer::Address(_)), "no fault");
+    // The inventory wants its bearer token on every route.
+    let path = "/v1/inventory/nodes/gpu-01";
+    assert_eq!(http(served.hub, Get, path, None).await, 401);
+    assert_eq!(http(served.hub, Post, &format!("{path}/transition"), None).await, 401);
+    let bearer = Some(format!("Bearer {}", credentials.inventory_token));
+    assert_eq!(http(served.hub, Get, path, bearer.clone()).await, 200);
+    // The hub: a registration with a made-up token is refused.
+    let transport = HyperTransport::tcp(&url(served.hub)).unwrap();
+    let register = engine::adapters::http::HttpRequest::new(Post, "/v1/hub/agents/gpu-01/register")
+        .header("content-type", "application/json")
+        .body(br#"{"kind":"durable","token":"made-up"}"#.to_vec());
+    let answer = engine::adapters::http::HttpTransport::send(&transport, register, 5_000).await.unwrap();
+    assert_eq!(answer.status, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_random_per_start_unless_the_seed_asks_for_reproducible_ones() {
+    let (first, _a) = sim::live::serve::start(&config(1)).await.unwrap();
+    let (second, _b) = sim::live::serve::start(&config(1)).await.unwrap();
+    assert_ne!(first.credentials, second.credentials);
+    assert_ne!(first.maas_api_key, second.maas_api_key);
+    assert_ne!(first.credentials.admin_token, second.credentials.admin_token);
+    let seeded = ServeConfig { secrets: sim::live::serve::SecretSource::Seeded, ..config(1) };
+    let (third, _c) = sim::live::serve::start(&seeded).await.unwrap();
+    let (fourth, _d) = sim::live::serve::start(&seeded).await.unwrap();
+    assert_eq!(third.credentials, fourth.credentials);
+    let banner = sim::live::serve::banner(&seeded, &third);
+    assert!(banner.contains("REPRODUCIBLE: derived from seed 3"), "{banner}");
+    assert!(sim::live::serve::banner(&config(1), &first).contains("random for this start"));
+    assert!(!format!("{:?}", third.credentials).contains("fleetsim-secret"), "Debug redacts");
+    // The files --write-site writes are what --credentials reads back, and a copy readable by others is refused.
+    let dir = tempfile::tempdir().unwrap();
+    sim::live::serve::write_site(dir.path(), &first, &_a).unwrap();
+    let given = ServeConfig { secrets: sim::live::serve::SecretSource::Files(dir.path().to_owned()), ..config(1) };
+    let (fifth, _e) = sim::live::serve::start(&given).await.unwrap();
+    assert_eq!(fifth.credentials, first.credentials);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path().join("admin-token"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let refused = sim::live::serve::start(&given).await.err().expect("a world-readable credential file").to_string();
+    assert!(refused.contains("admin-token") && refused.contains("chmod 600"), "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_that_is_not_loopback_needs_explicit_credentials() {
+    let open = ServeConfig { bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED), ..config(1) };
+    let error = sim::live::serve::start(&open).await.err().expect("refused").to_string();
+    assert!(error.contains("--bind 0.0.0.0 is not loopback") && error.contains("--credentials DIR"), "{error}");
 }

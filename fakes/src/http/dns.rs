@@ -7,6 +7,12 @@
 //! sends nothing). A query with other than one question gets FORMERR, an opcode other than QUERY gets NOTIMP; neither
 //! reaches the model.
 //!
+//! A question of a class other than IN gets REFUSED before it reaches the model, as BIND 9 (the resolver MAAS's
+//! region and rack ran before 3.7) answers a CHAOS or HESIOD question outside its built-in `_bind` view.
+//!
+//! Transports: UDP ([`serve`]) and TCP ([`serve_tcp`], RFC 1035 §4.2.2's two-byte length prefix, several queries
+//! per connection, closed after [`TCP_IDLE_TIMEOUT_MS`] without one, RFC 7766 §6.2.3).
+//!
 //! Deviation from real MAAS (bind9): the answer's TTL is a constant [`ANSWER_TTL_S`]; a non-A question for a name
 //! the model resolves gets NOERROR with no answer (NODATA); the model is asked for every name, so every question is a
 //! `DnsQuery` site event.
@@ -14,8 +20,9 @@
 use std::net::Ipv4Addr;
 
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
-use hickory_proto::rr::{RData, Record, RecordType, rdata::A};
-use tokio::net::UdpSocket;
+use hickory_proto::rr::{DNSClass, RData, Record, RecordType, rdata::A};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, UdpSocket};
 
 use super::{Clock, SharedSite, lock};
 use crate::maas::DnsAnswer;
@@ -56,6 +63,10 @@ pub fn answer(shared: &SharedSite, clock: &Clock, client: &str, query: &[u8]) ->
         return encode(&response);
     };
     response.add_query(question.clone());
+    if question.query_class() != DNSClass::IN {
+        response.set_response_code(ResponseCode::Refused);
+        return encode(&response);
+    }
     let name = question.name().to_ascii().trim_end_matches('.').to_ascii_lowercase();
     let model_answer = {
         let mut front = lock(shared);
@@ -102,5 +113,60 @@ pub async fn serve(socket: UdpSocket, shared: SharedSite, clock: Clock) -> std::
             // A send that fails (the peer went away) loses this answer only, as UDP does.
             let _ = socket.send_to(&response, peer).await;
         }
+    }
+}
+
+/// How long a DNS-over-TCP connection may wait for its next query.
+pub const TCP_IDLE_TIMEOUT_MS: u64 = 10_000;
+
+/// Answers DNS over TCP on `listener` until accepting fails: each connection carries length-prefixed queries and
+/// is closed after [`TCP_IDLE_TIMEOUT_MS`] without one; at most `connections_max` are open at once (one over it is
+/// closed at once, so a flood cannot take the descriptors the other services need).
+pub async fn serve_tcp(
+    listener: TcpListener,
+    shared: SharedSite,
+    clock: Clock,
+    connections_max: usize,
+) -> std::io::Result<()> {
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(connections_max));
+    loop {
+        let (stream, peer) = listener.accept().await?;
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let (shared, clock) = (shared.clone(), clock.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _ = answer_tcp(stream, &shared, &clock, &peer.ip().to_string()).await;
+        });
+    }
+}
+
+async fn answer_tcp(
+    mut stream: tokio::net::TcpStream,
+    shared: &SharedSite,
+    clock: &Clock,
+    client: &str,
+) -> std::io::Result<()> {
+    let idle = std::time::Duration::from_millis(TCP_IDLE_TIMEOUT_MS);
+    loop {
+        let mut length = [0u8; 2];
+        match tokio::time::timeout(idle, stream.read_exact(&mut length)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) | Err(_) => return Ok(()),
+        }
+        let mut query = vec![0u8; usize::from(u16::from_be_bytes(length))];
+        match tokio::time::timeout(idle, stream.read_exact(&mut query)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) | Err(_) => return Ok(()),
+        }
+        let response = answer(shared, clock, client, &query);
+        let Ok(response_length) = u16::try_from(response.len()) else { return Ok(()) };
+        if response.is_empty() {
+            return Ok(());
+        }
+        stream.write_all(&response_length.to_be_bytes()).await?;
+        stream.write_all(&response).await?;
     }
 }

@@ -347,11 +347,36 @@ async fn register(State(state): State<HubState>, Path(agent): Path<String>, body
         Ok(body) => body,
         Err(response) => return response,
     };
+    if let Err(response) = may_register(&state, &agent, &body.token) {
+        return response;
+    }
     finish(bare(&state, Request::Register { agent, kind: body.kind, token: body.token }, |response| match response {
         HubResponse::Ok => ok(json!({})),
         other => unexpected(other),
     }))
     .await
+}
+
+/// A registration over HTTP carries the agent's bootstrap token (first enrolment) or its current credential
+/// (a restart re-registering). Anything else is refused with 401 `unauthorized` and audited, so nobody can take an
+/// enrolled agent's name and silence it. Deviation from the model: `Hub::handle` registers whatever it is sent (the
+/// simulator's agents are trusted); the check lives here, at the edge.
+fn may_register(state: &HubState, agent: &str, token: &str) -> Result<(), Response> {
+    let mut front = lock(&state.shared);
+    let reason = if front.hub.is_registered(agent) {
+        if front.hub.holds_agent_token(agent, token) {
+            return Ok(());
+        }
+        "the token is not the agent's current credential"
+    } else {
+        if front.bootstrap_tokens.get(agent).is_some_and(|bootstrap| bootstrap.expose() == token) {
+            return Ok(());
+        }
+        "the token is not the agent's bootstrap token"
+    };
+    let at_ms = (state.clock)();
+    front.audit.push(super::HubAudit { at_ms, agent: agent.to_owned(), reason: reason.to_owned() });
+    Err(error(401, "unauthorized", &format!("registration of {agent} refused: {reason}")))
 }
 
 #[derive(Deserialize)]

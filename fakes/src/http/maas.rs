@@ -36,6 +36,10 @@ pub const API_PREFIX: &str = "/MAAS/api/2.0/";
 /// (clients only compare it between calls).
 pub const API_HASH: &str = "f1ee75113c0ffee0000000000000000000000000";
 
+/// How old an `oauth_timestamp` may be, in seconds (python-oauth's `OAuthServer.timestamp_threshold`, which piston3
+/// and so MAAS use; a real region's answer quotes it: `... has a greater difference than threshold 300`).
+pub const OAUTH_TIMESTAMP_THRESHOLD_S: i64 = 300;
+
 /// The 401 text of a missing or wrong key (piston's answer to "Invalid consumer.").
 pub const INVALID_API_KEY: &str = "Authorization Error: Invalid API key.";
 
@@ -59,6 +63,9 @@ async fn handle(State(state): State<MaasState>, request: Request) -> Response {
     // MAAS reads a form body either URL-encoded or as multipart/form-data (python-libmaas and the CLI send the latter).
     let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or("");
     let body_pairs = match multer::parse_boundary(content_type) {
+        // python-libmaas sends a parameterless operation (commission, abort, delete) as the boundary, a blank line
+        // and the closing boundary; Django reads that as an empty form.
+        Ok(boundary) if super::is_empty_multipart(&body, &boundary) => Vec::new(),
         Ok(boundary) => match super::multipart_pairs(body.clone(), boundary).await {
             Ok(pairs) => pairs,
             Err(error) => return with_hash(text(400, format!("Malformed multipart body: {error}"))),
@@ -102,7 +109,11 @@ fn answer(state: &MaasState, call: &Call<'_>) -> Option<Response> {
     if !known_endpoint(call.path) {
         return Some(text(404, format!("Unknown API endpoint: {}.", call.path)));
     }
-    let caller = match authenticate(call.authorization, &front.api_keys) {
+    let now_unix_ms = match &front.oauth_clock_unix_ms {
+        Some(clock) => clock(),
+        None => front.wire_epoch_unix_ms.saturating_add((state.clock)()),
+    };
+    let caller = match authenticate(call.authorization, &front.api_keys, now_unix_ms) {
         Ok(user) => user,
         Err(response) => return Some(response),
     };
@@ -155,7 +166,7 @@ fn bulk_power_parameters(front: &mut super::SiteFront, now_ms: u64, caller: &str
 // ---- auth ----------------------------------------------------------------------------------------------------------
 
 /// The MAAS user of a valid `Authorization: OAuth ...` header.
-fn authenticate(header: Option<&str>, keys: &[super::ApiKey]) -> Result<String, Response> {
+fn authenticate(header: Option<&str>, keys: &[super::ApiKey], now_unix_ms: u64) -> Result<String, Response> {
     let unauthorized = || text(401, INVALID_API_KEY);
     let Some(rest) = header.map(str::trim_start).and_then(|header| header.strip_prefix("OAuth")) else {
         return Err(unauthorized());
@@ -180,18 +191,34 @@ fn authenticate(header: Option<&str>, keys: &[super::ApiKey]) -> Result<String, 
     if get("oauth_signature_method") != Some("PLAINTEXT") {
         return Err(unauthorized());
     }
+    // python-oauth's `OAuthServer._get_version`, which piston3 runs: a version other than 1.0 is refused.
+    if let Some(version) = get("oauth_version").filter(|version| !version.is_empty() && *version != "1.0") {
+        return Err(text(401, format!("Authorization Error: 'OAuth version {version} not supported.'")));
+    }
     let consumer = get("oauth_consumer_key").unwrap_or_default();
     let token = get("oauth_token").unwrap_or_default();
     let signature = get("oauth_signature").unwrap_or_default();
-    // Deviation: nonces and timestamps are not checked for replay or skew (MAAS's threshold is UNCONFIRMED).
-    keys.iter()
-        .find(|key| {
-            key.consumer_key == consumer
-                && key.token_key == token
-                && signature.strip_prefix('&') == Some(key.token_secret.expose())
-        })
-        .map(|key| key.user.clone())
-        .ok_or_else(unauthorized)
+    // python-oauth's `verify_request` order: the version, the consumer and token, then the timestamp, then the
+    // signature. Deviation: nonces are not checked for replay.
+    let key =
+        keys.iter().find(|key| key.consumer_key == consumer && key.token_key == token).ok_or_else(unauthorized)?;
+    // `OAuthServer._check_timestamp`: `lapsed = now - timestamp`, refused above 300 s (a timestamp from the future
+    // passes, as there).
+    let timestamp = get("oauth_timestamp").and_then(|timestamp| timestamp.parse::<i64>().ok()).unwrap_or_default();
+    let now_s = i64::try_from(now_unix_ms / 1000).unwrap_or(i64::MAX);
+    if now_s.saturating_sub(timestamp) > OAUTH_TIMESTAMP_THRESHOLD_S {
+        return Err(text(
+            401,
+            format!(
+                "Authorization Error: 'Expired timestamp: given {timestamp} and now {now_s} has a greater \
+                 difference than threshold {OAUTH_TIMESTAMP_THRESHOLD_S}'"
+            ),
+        ));
+    }
+    if signature.strip_prefix('&') != Some(key.token_secret.expose()) {
+        return Err(unauthorized());
+    }
+    Ok(key.user.clone())
 }
 
 /// `parse_auth_params`: split on `,`, then on the first `=`; trim, strip quotes, percent-decode. A pair whose value
@@ -402,20 +429,127 @@ fn power_parameters(params: &Params) -> PowerParameters {
     }
 }
 
+/// `POST machines/`, validated as MAAS's machine form validates it; every field's errors at once, as Django's
+/// form errors are (`{"hostname": [...], "mac_addresses": [...]}`).
 fn create_machine(params: &Params) -> Result<CreateMachine, Response> {
-    let architecture = params.required("architecture")?.to_owned();
+    let mut errors = serde_json::Map::new();
+    let mut error = |field: &str, message: String| {
+        if let Some(list) = errors.entry(field.to_owned()).or_insert_with(|| json!([])).as_array_mut() {
+            list.push(json!(message));
+        }
+    };
+    let architecture = match params.get("architecture").filter(|value| !value.is_empty()) {
+        None => {
+            error("architecture", "This field is required.".to_owned());
+            String::new()
+        }
+        // `fix_architecture`: a value without a subarchitecture gets `/generic`.
+        Some(value) if !value.contains('/') => format!("{value}/generic"),
+        Some(value) => value.to_owned(),
+    };
+    if !architecture.is_empty() && !ARCHITECTURES.contains(&architecture.as_str()) {
+        error("architecture", format!("Select a valid choice. {architecture} is not one of the available choices."));
+    }
     let mac_addresses = params.all("mac_addresses");
-    if mac_addresses.is_empty() {
-        return Err(form_error("mac_addresses", "This field is required."));
+    if mac_addresses.iter().all(String::is_empty) {
+        error("mac_addresses", "This field is required.".to_owned());
+    } else {
+        let invalid: Vec<&String> = mac_addresses.iter().filter(|mac| !is_mac_address(mac)).collect();
+        // `WithMACAddressesMixin.is_valid`: one message per bad MAC, or one for all when several were sent.
+        match (invalid.as_slice(), mac_addresses.len()) {
+            ([], _) => {}
+            ([mac], 1) => error("mac_addresses", format!("'{mac}' is not a valid MAC address.")),
+            _ => error("mac_addresses", "One or more MAC addresses is invalid.".to_owned()),
+        }
+    }
+    let hostname = params.owned("hostname").filter(|hostname| !hostname.is_empty());
+    if let Some(message) = hostname.as_deref().and_then(hostname_error) {
+        error("hostname", message);
+    }
+    let power_type = params.owned("power_type").unwrap_or_default();
+    if !power_type.is_empty() && !POWER_TYPES.contains(&power_type.as_str()) {
+        error("power_type", format!("Select a valid choice. {power_type} is not one of the available choices."));
+    }
+    let commission = match params.flag("commission", true) {
+        Ok(commission) => commission,
+        Err(_) => {
+            error("commission", "Enter a valid boolean value.".to_owned());
+            true
+        }
+    };
+    if !errors.is_empty() {
+        return Err(json_response(400, Value::Object(errors)));
     }
     Ok(CreateMachine {
-        hostname: params.owned("hostname").filter(|hostname| !hostname.is_empty()),
+        hostname,
         architecture,
         mac_addresses,
-        power_type: params.owned("power_type").unwrap_or_default(),
+        power_type,
         power_parameters: power_parameters(params),
-        commission: params.flag("commission", true)?,
+        commission,
     })
+}
+
+/// The architectures the fake region has boot images for (MAAS offers only those: `list_all_usable_architectures`).
+pub const ARCHITECTURES: &[&str] =
+    &["amd64/generic", "amd64/hwe-22.04", "amd64/ga-22.04", "arm64/generic", "arm64/xgene-uboot", "i386/generic"];
+
+/// The power drivers MAAS registers (`provisioningserver/drivers/power/registry.py`); the fake drives every one
+/// but `manual` through its Redfish BMC.
+pub const POWER_TYPES: &[&str] = &[
+    "amt", "apc", "dli", "eaton", "hmc", "hmcz", "ipmi", "lxd", "manual", "moonshot", "mscm", "msftocs", "nova",
+    "openbmc", "proxmox", "recs_box", "redfish", "sm15k", "ucsm", "vmware", "webhook", "wedge", "virsh",
+];
+
+/// MAAS's MAC field: six hex pairs separated by `:` or `-` (surrounding blanks allowed), or the bare 12 hex digits
+/// and the dotted Cisco form netaddr also reads.
+fn is_mac_address(text: &str) -> bool {
+    let text = text.trim();
+    let hex = |part: &str, len: usize| part.len() == len && part.bytes().all(|byte| byte.is_ascii_hexdigit());
+    let separated = |separator: char| {
+        let parts: Vec<&str> = text.split(separator).collect();
+        parts.len() == 6 && parts.iter().all(|part| hex(part, 2))
+    };
+    let dotted = || {
+        let parts: Vec<&str> = text.split('.').collect();
+        parts.len() == 3 && parts.iter().all(|part| hex(part, 4))
+    };
+    separated(':') || separated('-') || dotted() || hex(text, 12)
+}
+
+/// `maasserver.utils.dns.validate_hostname`: the error MAAS's form gives a hostname, if any.
+fn hostname_error(hostname: &str) -> Option<String> {
+    if hostname.len() > 255 {
+        return Some("Hostname is too long.  Maximum allowed is 255 characters.".to_owned());
+    }
+    let host_part = hostname.split('.').next().unwrap_or_default();
+    if host_part.contains('_') {
+        return Some(format!("Host label cannot contain underscore: {}.", python_repr(host_part)));
+    }
+    for label in hostname.split('.') {
+        if label.is_empty() {
+            return Some("DNS name contains an empty label.".to_owned());
+        }
+        if label.chars().count() > 63 {
+            return Some(format!("Label is too long: {}.  Maximum allowed is 63 characters.", python_repr(label)));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Some(format!("Label cannot start or end with hyphen: {}.", python_repr(label)));
+        }
+        if !label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Some(format!("Label contains disallowed characters: {}.", python_repr(label)));
+        }
+    }
+    None
+}
+
+/// Python's `%r` of a str: single quotes, unless the text holds one and no double quote.
+fn python_repr(text: &str) -> String {
+    if text.contains('\'') && !text.contains('"') {
+        format!("\"{text}\"")
+    } else {
+        format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+    }
 }
 
 /// `GET /events/?op=query` parameters. Deviation: the texts of a non-integer `limit`, `after` or `before` were not
@@ -521,7 +655,18 @@ pub fn machine_json_at(site: &Site, epoch_unix_ms: u64, view: &MachineView) -> V
         "hostname": view.hostname,
         // Deviation: every machine is in MAAS's default domain `maas`.
         "fqdn": format!("{}.maas", view.hostname),
-        "domain": { "id": 0, "name": "maas", "resource_uri": "/MAAS/api/2.0/domains/0/" },
+        "domain": {
+            "id": 0,
+            "name": "maas",
+            "authoritative": true,
+            "ttl": null,
+            "resource_record_count": 0,
+            "is_default": true,
+            "resource_uri": "/MAAS/api/2.0/domains/0/",
+        },
+        // Deviation: every machine is in MAAS's default zone and pool.
+        "zone": { "id": 1, "name": "default", "description": "", "resource_uri": "/MAAS/api/2.0/zones/default/" },
+        "pool": { "id": 0, "name": "default", "description": "Default pool", "resource_uri": "/MAAS/api/2.0/resourcepool/0/" },
         "architecture": view.architecture,
         "status": view.status,
         "status_name": view.status_name,
@@ -637,6 +782,9 @@ fn block_device_json(system_id: Option<&str>, device: &BlockDevice) -> Value {
         "block_size": 512,
         "type": device.device_type,
         "path": device.path,
+        // MAAS's `id_path` is the stable /dev/disk/by-id path; the fake derives it from the model and serial.
+        "id_path": format!("/dev/disk/by-id/{}", by_id_name(&device.model, &device.serial)),
+        "uuid": null,
         "tags": device.tags,
         "partitions": [],
         "filesystem": null,
@@ -649,6 +797,14 @@ fn block_device_json(system_id: Option<&str>, device: &BlockDevice) -> Value {
         );
     }
     value
+}
+
+/// The `/dev/disk/by-id/` name udev gives a disk: `<bus>-<model>_<serial>` with blanks made `_`.
+fn by_id_name(model: &str, serial: &str) -> String {
+    let clean = |text: &str| {
+        text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect::<String>()
+    };
+    format!("nvme-{}_{}", clean(model), clean(serial))
 }
 
 fn event_json(epoch_unix_ms: u64, event: &EventRecord) -> Value {

@@ -80,6 +80,13 @@ pub struct SiteFront {
     /// simulator's clocks read virtual ms from it); `fleetsim serve` sets the wall clock at its start, so that a
     /// client on the host's clock reads `last_sync` as recent.
     pub wire_epoch_unix_ms: u64,
+    /// The Redfish emulator's login, accepted for every system (sushy-tools style; `fleetsim serve` prints it).
+    /// `None`: only each BMC's own login opens its system.
+    pub redfish_login: Option<crate::maas::PowerCredential>,
+    /// The Unix time (ms) MAAS's OAuth timestamp check compares with. `None`: the model's time line
+    /// (`wire_epoch_unix_ms` + now), as in the simulator, where the client's clock is the model's. `fleetsim serve`
+    /// runs its model faster than the wall clock and gives the wall clock here.
+    pub oauth_clock_unix_ms: Option<fn() -> u64>,
 }
 
 impl SiteFront {
@@ -92,6 +99,8 @@ impl SiteFront {
             api_keys: Vec::new(),
             vault_tokens: vec![vault_token],
             wire_epoch_unix_ms: WIRE_EPOCH * 1000,
+            redfish_login: None,
+            oauth_clock_unix_ms: None,
         }
     }
 
@@ -142,11 +151,32 @@ pub struct HubFront {
     /// Fault: the next this-many controller calls (`X-Fleet-Principal` envelope) are carried out and their answer is
     /// lost: the client times out (the fast transport's `hub_timeouts`).
     pub lose_next_answers: u32,
+    /// The bootstrap token each agent may first register with over HTTP (its cloud-init's, issued by the secrets
+    /// store); a registered agent re-registers only with its current credential. Never logged.
+    pub bootstrap_tokens: std::collections::BTreeMap<String, Secret>,
+    /// Refused registrations, oldest first (the caller drains them to its audit log). No token is recorded.
+    pub audit: Vec<HubAudit>,
+}
+
+/// A refused agent registration, as the audit log records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubAudit {
+    pub at_ms: u64,
+    pub agent: String,
+    /// Why it was refused, e.g. `the token is not the agent's current credential`.
+    pub reason: String,
 }
 
 impl HubFront {
     pub fn new(hub: Hub) -> HubFront {
-        HubFront { hub, events: Vec::new(), available: true, lose_next_answers: 0 }
+        HubFront {
+            hub,
+            events: Vec::new(),
+            available: true,
+            lose_next_answers: 0,
+            bootstrap_tokens: std::collections::BTreeMap::new(),
+            audit: Vec::new(),
+        }
     }
 
     pub fn shared(self) -> SharedHub {
@@ -229,6 +259,17 @@ pub(crate) async fn multipart_pairs(
         pairs.push((name, value));
     }
     Ok(pairs)
+}
+
+/// Whether a multipart body holds no part at all: the boundary, blank lines, and the closing boundary (what
+/// python-libmaas sends for an operation without parameters; `multer` calls it an incomplete stream).
+pub(crate) fn is_empty_multipart(body: &[u8], boundary: &str) -> bool {
+    let Ok(text) = std::str::from_utf8(body) else { return false };
+    let Some(rest) = text.trim().strip_prefix("--").and_then(|rest| rest.strip_prefix(boundary)) else {
+        return false;
+    };
+    let rest = rest.trim_start();
+    rest.is_empty() || rest.strip_prefix("--").and_then(|rest| rest.strip_prefix(boundary)) == Some("--")
 }
 
 pub(crate) fn form_pairs(text: &[u8]) -> Vec<(String, String)> {

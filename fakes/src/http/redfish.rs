@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use super::{Clock, SharedSite, lock, no_answer};
 use crate::maas::bmc::{OverrideEnabled, RedfishBody, ResetType, SystemView};
 use crate::maas::machine::decode_base64;
-use crate::maas::{BasicAuth, BootTarget, PowerState, RedfishRequest, RedfishResponse, Secret};
+use crate::maas::{BasicAuth, BootTarget, PowerCredential, PowerState, RedfishRequest, RedfishResponse, Secret};
 
 const SYSTEMS: &str = "/redfish/v1/Systems";
 
@@ -61,15 +61,33 @@ async fn service_root() -> Response {
     axum::response::IntoResponse::into_response((StatusCode::OK, axum::Json(root)))
 }
 
+/// The Systems collection as the login sees it: the emulator login sees every system (sushy-tools serves many
+/// systems behind one login); a BMC's own login sees its own system, as a real BMC's endpoint shows only itself.
+/// A login that opens no system is a 401. So a Redfish client walks the collection with the login it was given.
 async fn list_systems(State(state): State<RedfishState>, headers: HeaderMap) -> Response {
     let auth = match basic_auth(&headers) {
         Ok(auth) => auth,
         Err(response) => return response,
     };
-    match ask(&state, &auth, RedfishRequest::ListSystems) {
-        Some(response) => render(response),
-        None => no_answer().await,
+    let visible: Vec<String> = {
+        let front = lock(&state.shared);
+        let emulator = front.redfish_login.as_ref().is_some_and(|login| is_login(login, &auth));
+        front
+            .site
+            .bmc
+            .system_ids()
+            .into_iter()
+            .filter(|system| emulator || front.site.bmc.credential(system).is_some_and(|login| is_login(login, &auth)))
+            .collect()
+    };
+    if visible.is_empty() {
+        return unauthorized();
     }
+    render(RedfishResponse { status: 200, body: RedfishBody::Systems(visible) })
+}
+
+fn is_login(login: &PowerCredential, auth: &BasicAuth) -> bool {
+    login.user == auth.user && login.password == auth.password
 }
 
 async fn get_system(State(state): State<RedfishState>, Path(system): Path<String>, headers: HeaderMap) -> Response {
@@ -123,6 +141,7 @@ async fn patch_system(
     let answer = {
         let mut front = lock(&state.shared);
         let front = &mut *front;
+        let auth = as_system_login(front, &auth, &RedfishRequest::GetSystem { system: system.clone() });
         let now_ms = (state.clock)();
         let read = front.site.handle_redfish(
             now_ms,
@@ -189,8 +208,25 @@ async fn reset(
 fn ask(state: &RedfishState, auth: &BasicAuth, request: RedfishRequest) -> Option<RedfishResponse> {
     let mut front = lock(&state.shared);
     let front = &mut *front;
+    let auth = &as_system_login(front, auth, &request);
     let now_ms = (state.clock)();
     front.site.handle_redfish(now_ms, auth, request, &mut front.events)
+}
+
+/// The emulator login stands for the addressed system's own login (the model checks only a BMC's own login).
+fn as_system_login(front: &super::SiteFront, auth: &BasicAuth, request: &RedfishRequest) -> BasicAuth {
+    let system = match request {
+        RedfishRequest::ListSystems => return auth.clone(),
+        RedfishRequest::GetSystem { system }
+        | RedfishRequest::PatchBoot { system, .. }
+        | RedfishRequest::Reset { system, .. } => system,
+    };
+    match (&front.redfish_login, front.site.bmc.credential(system)) {
+        (Some(emulator), Some(own)) if is_login(emulator, auth) => {
+            BasicAuth { user: own.user.clone(), password: own.password.clone() }
+        }
+        _ => auth.clone(),
+    }
 }
 
 /// `Authorization: Basic base64(user:password)`; anything else answers 401.

@@ -446,7 +446,9 @@ struct HubFixture {
 fn hub_fixture() -> HubFixture {
     let mut hub = Hub::new(HubConfig::default());
     hub.issue_credential("controller", "fleetsim-secret-hub-token", 3_600_000);
-    HubFixture { shared: HubFront::new(hub).shared(), clock: Arc::new(|| 1_000) }
+    let mut front = HubFront::new(hub);
+    front.bootstrap_tokens.insert("w1".into(), crate::maas::Secret::new("t1"));
+    HubFixture { shared: front.shared(), clock: Arc::new(|| 1_000) }
 }
 
 async fn hub_call(fx: &HubFixture, method: Method, path: &str, fence: Option<&str>, body: Value) -> Reply {
@@ -680,4 +682,250 @@ async fn describe_is_anonymous_and_names_the_machine_handlers_on_the_request_s_h
         .find(|resource| resource["name"] == "MachineHandler")
         .expect("MachineHandler is described");
     assert_eq!(machine["auth"]["uri"], "http://maas.test:5240/MAAS/api/2.0/machines/{system_id}/");
+}
+
+// ---- fidelity regressions (issue 18) -------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_parameterless_op_with_an_empty_multipart_body_is_an_empty_form() {
+    let fx = fixture();
+    let created = create_machine(&fx).await;
+    let system_id = created["system_id"].as_str().unwrap().to_owned();
+    // python-libmaas 0.6.8's body for `abort`: the boundary, a blank line, the closing boundary.
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(format!("/MAAS/api/2.0/machines/{system_id}/?op=abort"))
+        .header("authorization", quoted_header(&fx.key))
+        .header("content-type", "multipart/form-data; boundary=d2e1b0a9")
+        .body(Body::from("--d2e1b0a9\r\n\r\n--d2e1b0a9--\r\n"))
+        .unwrap();
+    let reply = send(maas::router(fx.shared.clone(), fx.clock.clone()), request).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(reply.json()["status_name"], "New");
+}
+
+#[tokio::test]
+async fn machines_carry_zone_pool_an_authoritative_domain_and_a_boot_disk_id_path() {
+    let fx = fixture();
+    let created = create_machine(&fx).await;
+    assert_eq!(created["zone"]["name"], "default");
+    assert_eq!(created["pool"]["name"], "default");
+    assert_eq!(created["domain"]["authoritative"], true);
+    let system_id = created["system_id"].as_str().unwrap();
+    let disks = maas(&fx, Method::GET, &format!("nodes/{system_id}/blockdevices/"), &[]).await.json();
+    for disk in disks.as_array().unwrap() {
+        assert!(disk["id_path"].as_str().unwrap().starts_with("/dev/disk/by-id/"), "{disk}");
+    }
+    let events = maas(&fx, Method::GET, "events/?op=query&level=DEBUG", &[]).await.json();
+    assert!(events["events"].as_array().unwrap().iter().all(|event| event["type"].is_string()), "{events}");
+}
+
+#[tokio::test]
+async fn machine_create_is_validated_as_maas_validates_its_form() {
+    let fx = fixture();
+    let create = |form: Vec<(&'static str, String)>| {
+        let fx = &fx;
+        async move {
+            let pairs: Vec<(&str, &str)> = form.iter().map(|(key, value)| (*key, value.as_str())).collect();
+            maas(fx, Method::POST, "machines/", &pairs).await
+        }
+    };
+    let base = |hostname: &str, mac: &str, architecture: &str, power_type: &str| {
+        vec![
+            ("hostname", hostname.to_owned()),
+            ("mac_addresses", mac.to_owned()),
+            ("architecture", architecture.to_owned()),
+            ("power_type", power_type.to_owned()),
+        ]
+    };
+    let cases = [
+        (
+            base("bad host!", &fx.mac, "amd64", "redfish"),
+            json!({"hostname": ["Label contains disallowed characters: 'bad host!'."]}),
+        ),
+        (
+            base("gpu-01", "zz:zz", "amd64", "redfish"),
+            json!({"mac_addresses": ["'zz:zz' is not a valid MAC address."]}),
+        ),
+        (
+            base("gpu-01", &fx.mac, "nonsense", "nonsense"),
+            json!({
+                "architecture": ["Select a valid choice. nonsense/generic is not one of the available choices."],
+                "power_type": ["Select a valid choice. nonsense is not one of the available choices."],
+            }),
+        ),
+        (
+            base("-gpu", &fx.mac, "amd64", "redfish"),
+            json!({"hostname": ["Label cannot start or end with hyphen: '-gpu'."]}),
+        ),
+        (
+            base("gpu_01", &fx.mac, "amd64", "redfish"),
+            json!({"hostname": ["Host label cannot contain underscore: 'gpu_01'."]}),
+        ),
+    ];
+    for (form, expected) in cases {
+        let reply = create(form.clone()).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{form:?}: {}", reply.text());
+        assert_eq!(reply.header("content-type"), Some("application/json"));
+        assert_eq!(reply.json(), expected, "{form:?}");
+    }
+    // An empty MAC with a percent-encoded non-UTF-8 hostname: both fields refused at once.
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/MAAS/api/2.0/machines/")
+        .header("authorization", quoted_header(&fx.key))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from("hostname=%FF%FE&mac_addresses=&architecture=amd64&power_type=redfish"))
+        .unwrap();
+    let reply = send(maas::router(fx.shared.clone(), fx.clock.clone()), request).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.text());
+    let errors = reply.json();
+    assert_eq!(errors["mac_addresses"], json!(["This field is required."]));
+    assert!(errors["hostname"][0].as_str().unwrap().starts_with("Label contains disallowed characters"), "{errors}");
+    // Nothing was created by any of them.
+    assert_eq!(maas(&fx, Method::GET, "machines/", &[]).await.json(), json!([]));
+}
+
+#[tokio::test]
+async fn oauth_version_and_an_expired_timestamp_are_refused_as_maas_refuses_them() {
+    let fx = fixture();
+    let epoch_s = WIRE_EPOCH;
+    let ask = |header: String| {
+        let fx = &fx;
+        async move {
+            let request = Request::builder()
+                .uri("/MAAS/api/2.0/machines/")
+                .header("authorization", header)
+                .body(Body::empty())
+                .unwrap();
+            send(maas::router(fx.shared.clone(), fx.clock.clone()), request).await
+        }
+    };
+    let now = ask(unquoted_header(&fx.key, &epoch_s.to_string())).await;
+    assert_eq!(now.status, StatusCode::OK, "{}", now.text());
+    let future = ask(unquoted_header(&fx.key, &(epoch_s + 3600).to_string())).await;
+    assert_eq!(future.status, StatusCode::OK, "python-oauth lets a timestamp from the future pass");
+    for stale in ["0", "-5", &(epoch_s - 301).to_string()] {
+        let reply = ask(unquoted_header(&fx.key, stale)).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "timestamp {stale}");
+        assert_eq!(
+            reply.text(),
+            format!(
+                "Authorization Error: 'Expired timestamp: given {stale} and now {epoch_s} has a greater difference \
+                 than threshold 300'"
+            )
+        );
+    }
+    let version =
+        ask(unquoted_header(&fx.key, &epoch_s.to_string()).replace("oauth_version=1.0", "oauth_version=2.0")).await;
+    assert_eq!(version.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(version.text(), "Authorization Error: 'OAuth version 2.0 not supported.'");
+}
+
+#[tokio::test]
+async fn redfish_systems_are_walked_with_a_bmc_s_own_login_or_the_emulator_login() {
+    let fx = fixture();
+    let other = lock(&fx.shared).site.add_machine("node-02");
+    let own = || Some(basic("root", fx.bmc.password.expose()));
+    let list = redfish(&fx, Method::GET, "/redfish/v1/Systems", own(), Value::Null, None).await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert_eq!(list.json()["Members"], json!([{ "@odata.id": "/redfish/v1/Systems/node-01" }]), "its own system only");
+    for member in list.json()["Members"].as_array().unwrap() {
+        let path = member["@odata.id"].as_str().unwrap();
+        assert_eq!(redfish(&fx, Method::GET, path, own(), Value::Null, None).await.status, StatusCode::OK);
+    }
+    let nobody = redfish(&fx, Method::GET, "/redfish/v1/Systems", Some(basic("root", "wrong")), Value::Null, None);
+    assert_eq!(nobody.await.status, StatusCode::UNAUTHORIZED);
+
+    lock(&fx.shared).redfish_login =
+        Some(PowerCredential { user: "admin".into(), password: Secret::new("fleetsim-secret-emulator") });
+    let emulator = || Some(basic("admin", "fleetsim-secret-emulator"));
+    let list = redfish(&fx, Method::GET, "/redfish/v1/Systems", emulator(), Value::Null, None).await;
+    assert_eq!(list.json()["Members@odata.count"], 2);
+    let reset = redfish(
+        &fx,
+        Method::POST,
+        "/redfish/v1/Systems/node-02/Actions/ComputerSystem.Reset",
+        emulator(),
+        json!({"ResetType": "On"}),
+        None,
+    )
+    .await;
+    assert_eq!(reset.status, StatusCode::NO_CONTENT, "{}", reset.text());
+    let read = redfish(&fx, Method::GET, "/redfish/v1/Systems/node-02", emulator(), Value::Null, None).await;
+    assert_eq!(read.json()["PowerState"], "On");
+    // node-01's login still does not open node-02.
+    let crossed = redfish(&fx, Method::GET, "/redfish/v1/Systems/node-02", own(), Value::Null, None).await;
+    assert_eq!(crossed.status, StatusCode::UNAUTHORIZED);
+    let _ = other;
+}
+
+#[test]
+fn a_question_in_another_class_than_in_is_refused_before_the_model() {
+    use hickory_proto::op::{Message, Query, ResponseCode};
+    use hickory_proto::rr::{DNSClass, Name, RecordType};
+    let fx = fixture();
+    let mut query = Query::query(Name::from_ascii("metadata.maas-internal.").unwrap(), RecordType::A);
+    query.set_query_class(DNSClass::CH);
+    let mut message = Message::new();
+    message.set_id(0x5151).set_recursion_desired(true).add_query(query);
+    let reply =
+        Message::from_vec(&dns::answer(&fx.shared, &fx.clock, "10.10.0.50", &message.to_vec().unwrap())).unwrap();
+    assert_eq!(reply.id(), 0x5151);
+    assert_eq!(reply.response_code(), ResponseCode::Refused);
+    assert!(reply.answers().is_empty());
+    assert!(lock(&fx.shared).drain_events().is_empty(), "the model never saw it");
+}
+
+#[tokio::test]
+async fn dns_over_tcp_answers_length_prefixed_queries_on_one_connection() {
+    use hickory_proto::op::{Message, ResponseCode};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fx = fixture();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(dns::serve_tcp(listener, fx.shared.clone(), fx.clock.clone(), 4));
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    for (id, name, code) in
+        [(1, "metadata.maas-internal.", ResponseCode::NoError), (2, "nothing.maas-internal.", ResponseCode::NXDomain)]
+    {
+        let query = dns_query(id, name);
+        stream.write_all(&u16::try_from(query.len()).unwrap().to_be_bytes()).await.unwrap();
+        stream.write_all(&query).await.unwrap();
+        let mut length = [0u8; 2];
+        stream.read_exact(&mut length).await.unwrap();
+        let mut reply = vec![0u8; usize::from(u16::from_be_bytes(length))];
+        stream.read_exact(&mut reply).await.unwrap();
+        let reply = Message::from_vec(&reply).unwrap();
+        assert_eq!((reply.id(), reply.response_code()), (id, code));
+    }
+    server.abort();
+}
+
+#[tokio::test]
+async fn an_agent_registers_with_its_bootstrap_token_or_current_credential_and_an_impostor_is_refused_and_audited() {
+    let fx = hub_fixture();
+    let register = |agent: &'static str, token: &'static str| {
+        let fx = &fx;
+        async move {
+            let body = json!({ "kind": "durable", "token": token });
+            hub_call(fx, Method::POST, &format!("/v1/hub/agents/{agent}/register"), None, body).await
+        }
+    };
+    let unknown = register("w2", "anything").await;
+    assert_eq!((unknown.status.as_u16(), unknown.json()["error"].as_str()), (401, Some("unauthorized")));
+    let wrong_bootstrap = register("w1", "not-t1").await;
+    assert_eq!(wrong_bootstrap.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(register("w1", "t1").await.status, StatusCode::OK, "the bootstrap token enrols");
+    assert_eq!(register("w1", "t1").await.status, StatusCode::OK, "the current credential re-registers");
+    // The impostor: the enrolled agent's name with a new token and no credential.
+    let impostor = register("w1", "impostor").await;
+    assert_eq!((impostor.status.as_u16(), impostor.json()["error"].as_str()), (401, Some("unauthorized")));
+    let beat = hub_call(&fx, Method::POST, "/v1/hub/agents/w1/heartbeat", None, json!({ "token": "t1" })).await;
+    assert_eq!(beat.status, StatusCode::OK, "the real agent's heartbeats are still accepted");
+    let audit = std::mem::take(&mut lock(&fx.shared).audit);
+    let agents: Vec<&str> = audit.iter().map(|record| record.agent.as_str()).collect();
+    assert_eq!(agents, ["w2", "w1", "w1"]);
+    assert_eq!(audit[2].reason, "the token is not the agent's current credential");
+    assert!(audit.iter().all(|record| !format!("{record:?}").contains("impostor")), "no token is audited");
 }

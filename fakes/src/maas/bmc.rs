@@ -184,6 +184,16 @@ impl Bmc {
         }
     }
 
+    /// The login the system's BMC accepts now (the front end's emulator login stands in for it).
+    pub fn credential(&self, system: &str) -> Option<&PowerCredential> {
+        self.systems.get(system).map(|state| &state.credential)
+    }
+
+    /// The systems, in id order.
+    pub fn system_ids(&self) -> Vec<String> {
+        self.systems.keys().cloned().collect()
+    }
+
     pub fn power_state(&self, system: &str) -> Option<PowerState> {
         self.systems.get(system).map(|state| state.power)
     }

@@ -14,10 +14,14 @@ The services, on consecutive ports from --port (default 5240):
   secrets  /v1/... with X-Vault-Token (the printed token)
   hub      /v1/hub/... and the inventory /v1/inventory/...
   DNS      the rack resolver, over UDP
-  admin    /admin/state (machines, statuses, transition counts) and POST /admin/faults
+  admin    /admin/state (machines, statuses, transition counts) and POST /admin/faults (Bearer admin token)
+
+Credentials are random at every start and printed; --seed N makes them reproducible (the banner says so);
+--credentials DIR serves the ones in DIR. A --bind address that is not loopback needs --credentials.
 
 Faults while it runs, e.g.:
-  curl -X POST localhost:5245/admin/faults -d '{\"fault\":\"maas_503\",\"count\":3}' -H 'content-type: application/json'
+  curl -X POST localhost:5245/admin/faults -H \"Authorization: Bearer $ADMIN_TOKEN\" \\
+    -H 'content-type: application/json' -d '{\"fault\":\"maas_503\",\"count\":3}'
 See docs/serve.md for every fault, and for curl, dig, python-libmaas and sushy against it.
 
 Examples:
@@ -52,6 +56,7 @@ pub(super) fn serve(
     port: u16,
     speed: u32,
     write_site: Option<PathBuf>,
+    credentials: Option<PathBuf>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<i32, CliError> {
@@ -76,6 +81,12 @@ pub(super) fn serve(
         port,
         speed,
         write_site,
+        // Fresh credentials at every start, unless --seed asks for reproducible ones or a directory names them.
+        secrets: match (credentials, seed) {
+            (Some(dir), _) => crate::live::serve::SecretSource::Files(dir),
+            (None, Some(_)) => crate::live::serve::SecretSource::Seeded,
+            (None, None) => crate::live::serve::SecretSource::Random,
+        },
     };
     Ok(crate::live::serve::command(&config, out, err))
 }

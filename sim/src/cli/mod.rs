@@ -291,6 +291,10 @@ pub(super) enum Command {
         /// Write DIR/site.toml and its credential files (mode 0600) for `fleetsim drive`.
         #[arg(long, value_name = "DIR")]
         write_site: Option<PathBuf>,
+        /// Serve the credentials in DIR's six 0600 files (as --write-site writes them) instead of fresh random ones.
+        /// Required with a --bind address that is not loopback.
+        #[arg(long, value_name = "DIR")]
+        credentials: Option<PathBuf>,
     },
     /// Run the engine for real against a MAAS site: onboard or decommission nodes, read their status, or perform an
     /// operator recovery action. Every workflow is journaled (SQLite) and resumes where a killed `drive` left it.
@@ -425,8 +429,8 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
         Command::Conformance { dir, out: dir_out } => {
             crate::run::conformance::command(&dir, dir_out.as_deref(), out).map_err(CliError::from)
         }
-        Command::Serve { scenario, seed, machines, bind, port, speed, write_site } => {
-            serve(scenario.as_deref(), seed, machines, bind, port, speed, write_site, out, err)
+        Command::Serve { scenario, seed, machines, bind, port, speed, write_site, credentials } => {
+            serve(scenario.as_deref(), seed, machines, bind, port, speed, write_site, credentials, out, err)
         }
         Command::Drive { action } => drive(action, out, err),
     };

@@ -10,7 +10,7 @@
 //!
 //! The site file (`docs/serve.md` shows one; `fleetsim serve --write-site DIR` writes one for its fakes):
 //! `[maas] url, api_key_file`, `[secrets] url, token_file`, `[hub] url, principal, credential_file`,
-//! `[inventory] url`, `[resolver] address`, `[ssh] command` (an argv; `{node}` and `{operation}` are replaced),
+//! `[inventory] url, token_file` (optional), `[resolver] address`, `[ssh] command` (an argv; `{node}` and `{operation}` are replaced),
 //! optional `[state] journal, audit_log` and `[policy]`, and one `[nodes.NAME]` table per node.
 
 use std::collections::BTreeMap;
@@ -88,6 +88,9 @@ pub struct HubSection {
 #[serde(deny_unknown_fields)]
 pub struct InventorySection {
     pub url: String,
+    /// The inventory's bearer token (mode 0600); `fleetsim serve` requires one. Absent: no `Authorization` sent.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -196,6 +199,7 @@ pub struct Site {
     pub maas_api_key: Secret,
     pub secrets_token: Secret,
     pub hub_credential: Secret,
+    pub inventory_token: Option<Secret>,
     pub journal: PathBuf,
     pub audit_log: PathBuf,
 }
@@ -225,6 +229,10 @@ pub fn load_site(path: &Path) -> Result<Site, SpecError> {
     }
     let secrets_token = read_credential(&resolve(&file.secrets.token_file), "secrets.token_file")?;
     let hub_credential = read_credential(&resolve(&file.hub.credential_file), "hub.credential_file")?;
+    let inventory_token = match &file.inventory.token_file {
+        Some(token_file) => Some(read_credential(&resolve(token_file), "inventory.token_file")?),
+        None => None,
+    };
     Ok(Site {
         journal: resolve(&file.state.journal),
         audit_log: resolve(&file.state.audit_log),
@@ -233,6 +241,7 @@ pub fn load_site(path: &Path) -> Result<Site, SpecError> {
         maas_api_key,
         secrets_token,
         hub_credential,
+        inventory_token,
     })
 }
 
@@ -814,10 +823,14 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
                 .map_err(|error| format!("hub: cannot authenticate as {}: {error}", file.hub.principal))?;
             hub
         },
-        fleet: engine::adapters::http::fleet::FleetClient::new(
-            transport(&file.inventory.url, "inventory.url")?,
-            timeout_ms,
-        ),
+        fleet: {
+            let fleet =
+                engine::adapters::http::fleet::FleetClient::new(transport(&file.inventory.url, "inventory.url")?, timeout_ms);
+            match &site.inventory_token {
+                Some(token) => fleet.with_token(token.clone()),
+                None => fleet,
+            }
+        },
         ssh: CommandSsh { argv: file.ssh.command.clone(), timeout_ms: timeout_ms.max(60_000) },
         signals: PrintedSignals,
     })

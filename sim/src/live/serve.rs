@@ -32,6 +32,8 @@ use serde_json::json;
 
 /// How often the site is advanced and agents heartbeat-checked (wall ms).
 pub const TICK_MS: u64 = 20;
+/// At most this many DNS-over-TCP connections are open at once.
+pub const DNS_TCP_CONNECTIONS_MAX: usize = 256;
 /// The hub principal `fleetsim drive` authenticates as.
 pub const CONTROLLER_PRINCIPAL: &str = "controller";
 /// Allocations a node's inventory record starts with once its agent enrolled.
@@ -51,6 +53,131 @@ pub struct ServeConfig {
     pub speed: u32,
     /// Where to write `site.toml` and the credential files `fleetsim drive` reads.
     pub write_site: Option<PathBuf>,
+    /// Where the served credentials come from.
+    pub secrets: SecretSource,
+}
+
+/// Where `fleetsim serve`'s credentials come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// Fresh from the operating system's random source at every start (the default).
+    Random,
+    /// Derived from the site seed: the same on every start (`--seed` asks for it; the banner says so).
+    Seeded,
+    /// Read from the credential files in this directory (`--credentials DIR`, the files `--write-site` writes).
+    Files(PathBuf),
+}
+
+/// The credentials of one served site. `Debug` shows none of them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// `consumer:token:secret` of the MAAS user `fleetsim drive` acts as.
+    pub maas_api_key: String,
+    pub secrets_token: String,
+    pub hub_credential: String,
+    /// `Authorization: Bearer` of the inventory API.
+    pub inventory_token: String,
+    /// `Authorization: Bearer` of the admin API's POST routes (faults, the hardware-sync seed).
+    pub admin_token: String,
+    /// The Redfish emulator's password (user [`REDFISH_EMULATOR_USER`]), which opens every system.
+    pub redfish_password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credentials { [redacted] }")
+    }
+}
+
+/// The Redfish emulator's user name.
+pub const REDFISH_EMULATOR_USER: &str = "admin";
+
+/// The credential files, in the order `--write-site` writes them and `--credentials` reads them.
+pub const CREDENTIAL_FILES: [&str; 6] =
+    ["maas-api-key", "secrets-token", "hub-credential", "inventory-token", "admin-token", "redfish-password"];
+
+impl Credentials {
+    /// Every credential derived from `seed`: the same seed gives the same ones (`--seed`).
+    fn seeded(seed: u64, maas_api_key: String, secrets_token: String) -> Credentials {
+        let mint =
+            |label: &str, salt: u64| fakes::maas::Secret::mint(label, seed.rotate_left(17) ^ salt).expose().to_owned();
+        Credentials {
+            maas_api_key,
+            secrets_token,
+            hub_credential: format!("{}hub-{:016x}", engine::secret::SECRET_MARKER, seed.rotate_left(17)),
+            inventory_token: mint("inventory", 0x0069_6e76),
+            admin_token: mint("admin", 0x0061_646d),
+            redfish_password: mint("redfish", 0x0072_6673),
+        }
+    }
+
+    /// Every credential fresh from the OS's random source (128 bits each).
+    fn random() -> Result<Credentials, ServeError> {
+        let fresh = |label: &str| -> Result<String, ServeError> {
+            Ok(format!("{}{label}-{}", engine::secret::SECRET_MARKER, random_hex()?))
+        };
+        let maas_api_key = format!("ck{}:tk{}:{}", random_hex()?, random_hex()?, fresh("maas")?);
+        Ok(Credentials {
+            maas_api_key,
+            secrets_token: fresh("vault-token")?,
+            hub_credential: fresh("hub")?,
+            inventory_token: fresh("inventory")?,
+            admin_token: fresh("admin")?,
+            redfish_password: fresh("redfish")?,
+        })
+    }
+
+    /// Reads the six credential files of `dir`; each must exist, be mode 0600 and hold one line.
+    fn read(dir: &Path) -> Result<Credentials, ServeError> {
+        let read = |name: &str| -> Result<String, ServeError> {
+            let path = dir.join(name);
+            let failed = |message: String| ServeError::Credentials { path: path.clone(), message };
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(&path).map_err(|error| failed(error.to_string()))?.permissions().mode();
+                if mode & 0o077 != 0 {
+                    return Err(failed(format!("mode {:o}: others can read it; chmod 600 it", mode & 0o777)));
+                }
+            }
+            let text = std::fs::read_to_string(&path).map_err(|error| failed(error.to_string()))?;
+            let text = text.trim().to_owned();
+            if text.is_empty() || text.contains(char::is_whitespace) {
+                return Err(failed("expected one credential on one line".into()));
+            }
+            Ok(text)
+        };
+        let credentials = Credentials {
+            maas_api_key: read(CREDENTIAL_FILES[0])?,
+            secrets_token: read(CREDENTIAL_FILES[1])?,
+            hub_credential: read(CREDENTIAL_FILES[2])?,
+            inventory_token: read(CREDENTIAL_FILES[3])?,
+            admin_token: read(CREDENTIAL_FILES[4])?,
+            redfish_password: read(CREDENTIAL_FILES[5])?,
+        };
+        if credentials.maas_api_key.split(':').count() != 3 {
+            return Err(ServeError::Credentials {
+                path: dir.join(CREDENTIAL_FILES[0]),
+                message: "expected consumer_key:token_key:token_secret".into(),
+            });
+        }
+        Ok(credentials)
+    }
+}
+
+/// 128 random bits as 32 hex digits, from the operating system (`/dev/urandom`).
+fn random_hex() -> Result<String, ServeError> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut file| file.read_exact(&mut bytes))
+        .map_err(|error| ServeError::Random(error.to_string()))?;
+    Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
+/// Compares two secrets in time independent of where they differ.
+fn same_secret(left: &[u8], right: &[u8]) -> bool {
+    left.len() == right.len() && left.iter().zip(right).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 /// Where each service listens, and the credentials a client needs.
@@ -66,6 +193,7 @@ pub struct Served {
     pub maas_api_key: String,
     pub secrets_token: String,
     pub hub_credential: String,
+    pub credentials: Credentials,
     pub machines: Vec<String>,
     pub speed: u32,
 }
@@ -114,7 +242,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Fleet {
     /// Racks `config.machines` in a site seeded with `config.seed`, and a hub and inventory beside it.
-    pub fn new(config: &ServeConfig, clock: Clock) -> (Fleet, String, String, String) {
+    pub fn new(config: &ServeConfig, clock: Clock) -> Result<(Fleet, Credentials), ServeError> {
         let mut site = Site::new(SiteConfig::new(config.seed));
         for name in &config.machines {
             site.add_machine(name);
@@ -125,17 +253,41 @@ impl Fleet {
         site.vault.set_site_value("roce_vlan_vid", &fakes::maas::ROCE_VLAN_ID.to_string());
         let mut front = SiteFront::new(site);
         front.wire_epoch_unix_ms = wall_clock_unix_ms();
-        let maas_api_key = front.api_key_for("controller");
-        let secrets_token = front.vault_token().expose().to_owned();
+        // Clients sign with the host's clock; the model's runs --speed times faster.
+        front.oauth_clock_unix_ms = Some(wall_clock_unix_ms);
+        let credentials = match &config.secrets {
+            SecretSource::Seeded => {
+                let maas_api_key = front.api_key_for("controller");
+                let secrets_token = front.vault_token().expose().to_owned();
+                Credentials::seeded(config.seed, maas_api_key, secrets_token)
+            }
+            SecretSource::Random => Credentials::random()?,
+            SecretSource::Files(dir) => Credentials::read(dir)?,
+        };
+        if config.secrets != SecretSource::Seeded {
+            let mut parts = credentials.maas_api_key.splitn(3, ':');
+            let (consumer_key, token_key, token_secret) =
+                (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            front.api_keys = vec![fakes::http::ApiKey {
+                consumer_key: consumer_key.to_owned(),
+                token_key: token_key.to_owned(),
+                token_secret: fakes::maas::Secret::new(token_secret),
+                user: "controller".to_owned(),
+            }];
+            front.vault_tokens = vec![fakes::maas::Secret::new(&credentials.secrets_token)];
+        }
+        front.redfish_login = Some(fakes::maas::PowerCredential {
+            user: REDFISH_EMULATOR_USER.to_owned(),
+            password: fakes::maas::Secret::new(&credentials.redfish_password),
+        });
         let site: SharedSite = front.shared();
         let mut hub = Hub::new(HubConfig::default());
-        let hub_credential = format!("{}hub-{:016x}", engine::secret::SECRET_MARKER, config.seed.rotate_left(17));
-        hub.issue_credential(CONTROLLER_PRINCIPAL, &hub_credential, u64::MAX);
+        hub.issue_credential(CONTROLLER_PRINCIPAL, &credentials.hub_credential, u64::MAX);
         let hub: SharedHub = HubFront::new(hub).shared();
         let agents = Arc::new(Mutex::new(Agents::default()));
         let directory = Arc::new(Directory { site: site.clone(), hub: hub.clone(), agents: agents.clone() });
         let inventory = Arc::new(Mutex::new(InventoryFront { inventory: Inventory::new(), agents: directory }));
-        (Fleet { site, hub, inventory, clock, agents }, maas_api_key, secrets_token, hub_credential)
+        Ok((Fleet { site, hub, inventory, clock, agents }, credentials))
     }
 
     /// Advances the site to now, enrols the agents of freshly deployed machines, and heartbeats the enrolled ones
@@ -181,6 +333,10 @@ impl Fleet {
         for event in lock(&self.hub).drain_events() {
             tracing::debug!(?event, "hub");
         }
+        // The audit log of refused registrations (never a token).
+        for record in std::mem::take(&mut lock(&self.hub).audit) {
+            tracing::warn!(agent = %record.agent, at_ms = record.at_ms, reason = %record.reason, "hub registration refused");
+        }
         for (node, token) in due {
             let running = lock(&self.site).site.machine(&node).is_some_and(|m| m.agent_enrolled() && m.is_powered());
             if !running {
@@ -207,6 +363,8 @@ impl Fleet {
         };
         match redeemed {
             Ok(VaultResponse::Redeemed { node, .. }) if node == machine => {
+                // The agent's later re-registrations over HTTP need this token (or its current credential).
+                lock(&self.hub).bootstrap_tokens.insert(machine.to_owned(), fakes::maas::Secret::new(&bearer));
                 let mut events = Vec::new();
                 let request =
                     HubRequest::Register { agent: machine.to_owned(), kind: AgentKind::Durable, token: bearer.clone() };
@@ -363,12 +521,36 @@ async fn admin_ssh_seed(State(fleet): State<Fleet>, UrlPath(machine): UrlPath<St
     }
 }
 
-fn admin_router(fleet: Fleet) -> Router {
-    Router::new()
-        .route("/admin/state", get(admin_state))
+/// The admin API: `GET /admin/state` is a public read (it holds no secret); the routes that change the site take
+/// the admin token as `Authorization: Bearer`.
+fn admin_router(fleet: Fleet, admin_token: &str) -> Router {
+    let changes = Router::new()
         .route("/admin/faults", post(admin_fault))
         .route("/admin/ssh/{machine}/seed-hardware-sync", post(admin_ssh_seed))
-        .with_state(fleet)
+        .with_state(fleet.clone());
+    Router::new().route("/admin/state", get(admin_state)).with_state(fleet).merge(bearer_only(changes, admin_token))
+}
+
+/// `router`, answering 401 `{"error":"unauthorized",...}` to any request without `Authorization: Bearer <token>`.
+fn bearer_only(router: Router, token: &str) -> Router {
+    let token: Arc<str> = Arc::from(token);
+    router.layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
+        let token = token.clone();
+        async move {
+            let presented = request
+                .headers()
+                .get(axum::http::header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.strip_prefix("Bearer "))
+                .map(str::trim);
+            if presented.is_some_and(|presented| same_secret(presented.as_bytes(), token.as_bytes())) {
+                next.run(request).await
+            } else {
+                let message = "Authorization: Bearer <token> is required (the token fleetsim serve printed)";
+                (StatusCode::UNAUTHORIZED, Json(json!({ "error": "unauthorized", "message": message }))).into_response()
+            }
+        }
+    }))
 }
 
 /// The host's wall clock, Unix ms: where the served site's time line starts (its datetimes on the wire).
@@ -394,6 +576,16 @@ pub enum ServeError {
     Port(u16),
     #[error("cannot write {path}: {error}")]
     Write { path: PathBuf, error: std::io::Error },
+    #[error("credential file {path}: {message}")]
+    Credentials { path: PathBuf, message: String },
+    #[error("no random source for the credentials: {0}")]
+    Random(String),
+    #[error(
+        "--bind {0} is not loopback: the site would be served to everyone who can reach it with credentials \
+         they could not know to be fresh; pass --credentials DIR (the six 0600 files --write-site writes: {files})",
+        files = CREDENTIAL_FILES.join(", ")
+    )]
+    OpenBind(IpAddr),
 }
 
 fn port_of(config: &ServeConfig, offset: u16) -> Result<u16, ServeError> {
@@ -423,21 +615,27 @@ fn spawn_http(listener: tokio::net::TcpListener, router: Router) -> Result<Socke
 /// Binds every service and starts serving on the current tokio runtime (the tasks run until the runtime stops).
 pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> {
     port_of(config, 5)?;
+    if !config.bind.is_loopback() && !matches!(config.secrets, SecretSource::Files(_)) {
+        return Err(ServeError::OpenBind(config.bind));
+    }
     let clock = wall_clock(config.speed);
-    let (fleet, maas_api_key, secrets_token, hub_credential) = Fleet::new(config, clock.clone());
+    let (fleet, credentials) = Fleet::new(config, clock.clone())?;
     let site_router = |router: fn(SharedSite, Clock) -> Router| router(fleet.site.clone(), clock.clone());
     let maas = spawn_http(listen(config, 0).await?, site_router(fakes::http::maas::router))?;
     let redfish = spawn_http(listen(config, 1).await?, site_router(fakes::http::redfish::router))?;
     let secrets = spawn_http(listen(config, 2).await?, site_router(fakes::http::vault::router))?;
-    let hub_router = fakes::http::hub::router(fleet.hub.clone(), clock.clone())
-        .merge(fakes::http::inventory::router(fleet.inventory.clone()));
+    let inventory = bearer_only(fakes::http::inventory::router(fleet.inventory.clone()), &credentials.inventory_token);
+    let hub_router = fakes::http::hub::router(fleet.hub.clone(), clock.clone()).merge(inventory);
     let hub = spawn_http(listen(config, 3).await?, hub_router)?;
     let dns_addr = SocketAddr::new(config.bind, port_of(config, 4)?);
     let socket =
         tokio::net::UdpSocket::bind(dns_addr).await.map_err(|error| ServeError::Bind { addr: dns_addr, error })?;
     let dns = socket.local_addr().map_err(|error| ServeError::Bind { addr: dns_addr, error })?;
     tokio::spawn(fakes::http::dns::serve(socket, fleet.site.clone(), clock.clone()));
-    let admin = spawn_http(listen(config, 5).await?, admin_router(fleet.clone()))?;
+    // DNS over TCP on the same port, as a real resolver serves it (dig +tcp, truncated answers).
+    let dns_tcp = tokio::net::TcpListener::bind(dns).await.map_err(|error| ServeError::Bind { addr: dns, error })?;
+    tokio::spawn(fakes::http::dns::serve_tcp(dns_tcp, fleet.site.clone(), clock.clone(), DNS_TCP_CONNECTIONS_MAX));
+    let admin = spawn_http(listen(config, 5).await?, admin_router(fleet.clone(), &credentials.admin_token))?;
     let ticker = fleet.clone();
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(std::time::Duration::from_millis(TICK_MS));
@@ -454,9 +652,10 @@ pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> 
         hub,
         dns,
         admin,
-        maas_api_key,
-        secrets_token,
-        hub_credential,
+        maas_api_key: credentials.maas_api_key.clone(),
+        secrets_token: credentials.secrets_token.clone(),
+        hub_credential: credentials.hub_credential.clone(),
+        credentials,
         machines: config.machines.clone(),
         speed: config.speed,
     };
@@ -483,9 +682,21 @@ pub fn write_site(dir: &Path, served: &Served, fleet: &Fleet) -> Result<(), Serv
         file.write_all(text.as_bytes()).map_err(failed)?;
         Ok(())
     };
-    write("maas-api-key", &served.maas_api_key, true)?;
-    write("secrets-token", &served.secrets_token, true)?;
-    write("hub-credential", &served.hub_credential, true)?;
+    let credentials = &served.credentials;
+    let values = [
+        &credentials.maas_api_key,
+        &credentials.secrets_token,
+        &credentials.hub_credential,
+        &credentials.inventory_token,
+        &credentials.admin_token,
+        &credentials.redfish_password,
+    ];
+    for (name, value) in CREDENTIAL_FILES.iter().zip(values) {
+        write(name, value, true)?;
+    }
+    // curl reads the header from the file (`-H @FILE`), so the admin token is in no command line.
+    write("admin-header", &format!("Authorization: Bearer {}\n", credentials.admin_token), true)?;
+    let admin_header = dir.join("admin-header");
     let mut site = format!(
         "# Written by `fleetsim serve`: the served fakes of one MAAS site, for `fleetsim drive` (docs/serve.md).\n\
          [maas]\nurl = \"http://{}/MAAS\"\napi_key_file = \"maas-api-key\"\n\
@@ -493,11 +704,17 @@ pub fn write_site(dir: &Path, served: &Served, fleet: &Fleet) -> Result<(), Serv
          vlan_number = \"maas_id\"\n\n\
          [secrets]\nurl = \"http://{}\"\ntoken_file = \"secrets-token\"\n\n\
          [hub]\nurl = \"http://{}\"\nprincipal = \"{CONTROLLER_PRINCIPAL}\"\ncredential_file = \"hub-credential\"\n\n\
-         [inventory]\nurl = \"http://{}\"\n\n\
+         [inventory]\nurl = \"http://{}\"\ntoken_file = \"inventory-token\"\n\n\
          [resolver]\naddress = \"{}\"\n\n\
          [ssh]\n# The fake machines have no sshd: the seed goes to the admin API instead of `ssh NODE ...`.\n\
-         command = [\"curl\", \"-sf\", \"-X\", \"POST\", \"http://{}/admin/ssh/{{node}}/seed-hardware-sync\"]\n\n",
-        served.maas, served.secrets, served.hub, served.hub, served.dns, served.admin
+         command = [\"curl\", \"-sf\", \"-H\", \"@{}\", \"-X\", \"POST\", \"http://{}/admin/ssh/{{node}}/seed-hardware-sync\"]\n\n",
+        served.maas,
+        served.secrets,
+        served.hub,
+        served.hub,
+        served.dns,
+        admin_header.display(),
+        served.admin
     );
     // The engine's waits are in wall time; the site's are virtual: scale the polls and the stall window to the speed.
     let speed = u64::from(served.speed.max(1));
@@ -536,10 +753,34 @@ pub fn banner(config: &ServeConfig, served: &Served) -> String {
     text.push_str(&format!("  Redfish       http://{}/redfish/v1/Systems\n", served.redfish));
     text.push_str(&format!("  secrets       http://{}/v1/\n", served.secrets));
     text.push_str(&format!("  hub           http://{}/v1/hub/  (inventory: /v1/inventory/)\n", served.hub));
-    text.push_str(&format!("  DNS           udp://{}\n", served.dns));
+    text.push_str(&format!("  DNS           udp://{} and tcp://{}\n", served.dns, served.dns));
     text.push_str(&format!("  admin         http://{}/admin/state\n", served.admin));
-    text.push_str(&format!("  MAAS API key  {}\n", served.maas_api_key));
-    text.push_str(&format!("  secrets token {}\n", served.secrets_token));
+    let credentials = &served.credentials;
+    text.push_str(&format!("  MAAS API key  {}\n", credentials.maas_api_key));
+    text.push_str(&format!("  secrets token {}\n", credentials.secrets_token));
+    text.push_str(&format!(
+        "  hub           principal {CONTROLLER_PRINCIPAL}, credential {}\n",
+        credentials.hub_credential
+    ));
+    text.push_str(&format!("  inventory     Bearer {}\n", credentials.inventory_token));
+    text.push_str(&format!("  admin         Bearer {} (POST routes)\n", credentials.admin_token));
+    text.push_str(&format!(
+        "  Redfish login {REDFISH_EMULATOR_USER}:{} (every system)\n",
+        credentials.redfish_password
+    ));
+    text.push_str(
+        match &config.secrets {
+            SecretSource::Random => {
+                "  credentials   random for this start (--seed N makes them reproducible)\n".to_owned()
+            }
+            SecretSource::Seeded => format!(
+                "  credentials   REPRODUCIBLE: derived from seed {} (--seed); anyone who knows the seed knows them\n",
+                config.seed
+            ),
+            SecretSource::Files(dir) => format!("  credentials   read from {}\n", dir.display()),
+        }
+        .as_str(),
+    );
     if let Some(dir) = &config.write_site {
         text.push_str(&format!("  site file     {}\n", dir.join("site.toml").display()));
     }
@@ -552,7 +793,7 @@ pub fn command(config: &ServeConfig, out: &mut dyn Write, err: &mut dyn Write) -
     if !config.bind.is_loopback() {
         let _ = writeln!(
             err,
-            "warning: serving on {} (not loopback): anyone who can reach it can use the printed API key",
+            "warning: serving on {} (not loopback): anyone who can reach it and holds the credentials can use it",
             config.bind
         );
     }

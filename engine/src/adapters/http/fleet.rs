@@ -17,15 +17,26 @@ use crate::ports::fleet::{Fleet, FleetError, FleetRecord, NodeTask, TaskOutcome}
 pub struct FleetClient<T> {
     transport: T,
     call_timeout_ms: u64,
+    /// Sent as `Authorization: Bearer` on every call when set.
+    token: Option<crate::secret::Secret>,
 }
 
 impl<T: HttpTransport> FleetClient<T> {
     pub fn new(transport: T, call_timeout_ms: u64) -> FleetClient<T> {
-        FleetClient { transport, call_timeout_ms }
+        FleetClient { transport, call_timeout_ms, token: None }
+    }
+
+    /// Every call carries `Authorization: Bearer <token>` (the served inventory requires it).
+    pub fn with_token(mut self, token: crate::secret::Secret) -> FleetClient<T> {
+        self.token = Some(token);
+        self
     }
 
     async fn call(&self, method: Method, path: String, body: Option<serde_json::Value>) -> Result<Vec<u8>, FleetError> {
         let mut request = HttpRequest::new(method, path).header("accept", "application/json");
+        if let Some(token) = &self.token {
+            request = request.header("authorization", format!("Bearer {}", token.expose()));
+        }
         if let Some(body) = body {
             request = request.header("content-type", "application/json").body(body.to_string().into_bytes());
         }
