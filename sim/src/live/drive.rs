@@ -824,8 +824,10 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
             hub
         },
         fleet: {
-            let fleet =
-                engine::adapters::http::fleet::FleetClient::new(transport(&file.inventory.url, "inventory.url")?, timeout_ms);
+            let fleet = engine::adapters::http::fleet::FleetClient::new(
+                transport(&file.inventory.url, "inventory.url")?,
+                timeout_ms,
+            );
             match &site.inventory_token {
                 Some(token) => fleet.with_token(token.clone()),
                 None => fleet,
