@@ -67,11 +67,13 @@ const CREDENTIAL_KEYS: [&str; 5] = ["token", "password", "secret", "key", "crede
 
 /// An error message as it may be shown: control characters escaped, and every quoted value (`"…"`, `` `…` ``,
 /// `'…'`) withheld when it carries a credential's marker (`fleetsim-secret-`) or belongs to a key named like a
-/// credential (`token`, `password`, `api_key`, …; the key is the message's first `key:` word).
+/// credential (`token`, `password`, `api_key`, …; the key is the message's first `key:` word). A key ending in
+/// `_file` names where a credential is kept, not the credential: its path and the fix for it are echoed.
 pub fn sanitize(message: &str) -> String {
     let key = message.split_once(": ").map_or("", |(key, _)| key);
     let last = key.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
-    let credential_key = !key.contains(' ') && CREDENTIAL_KEYS.iter().any(|word| last.contains(word));
+    let credential_key =
+        !key.contains(' ') && !last.ends_with("_file") && CREDENTIAL_KEYS.iter().any(|word| last.contains(word));
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
     while let Some(open) = rest.find(['"', '`', '\'']) {
@@ -1380,6 +1382,8 @@ nodes = 2
         let leaked =
             err(&format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"crash\"\ntarget = \"fleetsim-secret-abc\"\n"));
         assert!(!leaked.contains("fleetsim-secret-abc") && leaked.contains(WITHHELD), "{leaked}");
+        let fix = sanitize("maas.api_key_file: mode 0644 lets others read the credential; run `chmod 600 /s/key`");
+        assert!(fix.ends_with("run `chmod 600 /s/key`"), "a credential file's path and its fix are echoed: {fix}");
         assert_eq!(
             sanitize("maas.api_key: \"k:t:s\" is not a key"),
             format!("maas.api_key: \"{WITHHELD}\" is not a key")
