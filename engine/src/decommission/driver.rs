@@ -12,9 +12,9 @@ use crate::ports::events::{Evidence, WorkflowEvent};
 use crate::ports::fleet::{Fleet, NodeTask};
 use crate::ports::site::{MaasApi, MaasError, PowerState, SiteSecrets};
 use crate::ports::{Clock, Journal, Signal, Signals};
-use crate::workflow::after_failure::{AfterFailure, Next};
+use crate::workflow::after_failure::AfterFailure;
 use crate::workflow::failure::{ReadFailures, StageFailure, known_machine, site_enabled};
-use crate::workflow::{ContinueReason, DecideContext, Observed, RetryPolicy, SitePolicy, decide};
+use crate::workflow::{ContinueReason, DecideContext, Decision, Observed, RetryPolicy, SitePolicy, decide};
 
 /// One decommission workflow to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,7 +162,7 @@ where
                 },
             );
             match self.decide_after(request, &history, &state, stage, &failure, attempt).await {
-                Next::Retry { attempt_next, delay_ms, compensation, .. } => {
+                Decision::Retry { attempt_next, delay_ms, compensation, .. } => {
                     if let Some(compensation) = compensation {
                         self.compensate(request, &mut state, compensation).await;
                     }
@@ -174,12 +174,12 @@ where
                     self.emit(workflow, event);
                     self.clock.sleep_ms(delay_ms).await;
                 }
-                Next::Continue { reason } => {
+                Decision::Continue { reason } => {
                     let adopted = reason == ContinueReason::AdoptObservedState;
                     self.emit(workflow, WorkflowEvent::StageDone { stage: Stage::Decommission(stage), adopted });
                     walk.handle_done();
                 }
-                Next::Stop(stop) => {
+                Decision::Stop(stop) => {
                     if let Some(compensation) = stop.compensation {
                         self.compensate(request, &mut state, compensation).await;
                     }
@@ -218,7 +218,7 @@ where
                         follow_ups: state.follow_ups,
                     };
                 }
-                Next::Observe => unreachable!("decide_after makes the observations"),
+                Decision::RefreshObservedState => unreachable!("decide_after makes the observations"),
             }
         }
         self.complete(request, run, &mut state).await
@@ -266,7 +266,7 @@ where
         stage: DecommissionStage,
         failure: &StageFailure,
         attempt: u32,
-    ) -> Next {
+    ) -> Decision {
         let mut ctx = DecideContext::new(state.node_state());
         ctx.retry = request.retry;
         ctx.policy = request.site_policy;
@@ -277,7 +277,7 @@ where
         });
         loop {
             match after.poll() {
-                Next::Observe => after.handle_observed(self.observe(request, state, stage).await),
+                Decision::RefreshObservedState => after.handle_observed(self.observe(request, state, stage).await),
                 next => return next,
             }
         }

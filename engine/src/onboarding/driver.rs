@@ -30,9 +30,9 @@ use crate::ports::events::WorkflowEvent;
 use crate::ports::site::{MaasApi, MaasError, Machine, MachineStatus, NewMachine, Resolver, SiteSecrets};
 use crate::ports::{Clock, Endpoint, Hub, Journal, Signal, Signals, Ssh, SshRequest};
 use crate::secret::Secret;
-use crate::workflow::after_failure::{AfterFailure, Next};
+use crate::workflow::after_failure::AfterFailure;
 use crate::workflow::failure::{ReadFailures, StageFailure, known_machine, site_enabled};
-use crate::workflow::{ContinueReason, DecideContext, Observed, RetryPolicy, SitePolicy, decide};
+use crate::workflow::{ContinueReason, DecideContext, Decision, Observed, RetryPolicy, SitePolicy, decide};
 
 /// Which controller runs the workflow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -226,7 +226,7 @@ where
                 },
             );
             match self.decide_after(request, &history, &state, stage, &failure, attempt).await {
-                Next::Retry { attempt_next, delay_ms, compensation, .. } => {
+                Decision::Retry { attempt_next, delay_ms, compensation, .. } => {
                     if let Some(compensation) = compensation {
                         self.compensate(&mut state, compensation).await;
                     }
@@ -239,12 +239,12 @@ where
                     self.clock.sleep_ms(delay_ms).await;
                     cursor.handle_retry(stage);
                 }
-                Next::Continue { reason } => {
+                Decision::Continue { reason } => {
                     let adopted = reason == ContinueReason::AdoptObservedState;
                     self.emit(workflow, WorkflowEvent::StageDone { stage: Stage::Onboarding(stage), adopted });
                     cursor.handle_done(stage);
                 }
-                Next::Stop(stop) => {
+                Decision::Stop(stop) => {
                     if let Some(compensation) = stop.compensation {
                         self.compensate(&mut state, compensation).await;
                     }
@@ -275,7 +275,7 @@ where
                         system_id: state.system_id,
                     };
                 }
-                Next::Observe => unreachable!("decide_after makes the observations"),
+                Decision::RefreshObservedState => unreachable!("decide_after makes the observations"),
             }
         }
         let system_id = state.system_id.clone().unwrap_or_default();
@@ -319,7 +319,7 @@ where
         stage: OnboardingStage,
         failure: &StageFailure,
         attempt: u32,
-    ) -> Next {
+    ) -> Decision {
         let mut ctx = DecideContext::new(NodeState::Enrolling);
         ctx.retry = request.retry;
         ctx.policy = request.site_policy;
@@ -332,7 +332,7 @@ where
         });
         loop {
             match after.poll() {
-                Next::Observe => after.handle_observed(self.observe(request, state, stage).await),
+                Decision::RefreshObservedState => after.handle_observed(self.observe(request, state, stage).await),
                 next => return next,
             }
         }

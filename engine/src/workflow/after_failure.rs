@@ -1,36 +1,13 @@
 //! The judgement after a failed stage attempt, for both workflows, as a state machine (sans-I/O): the workflow's
 //! rule ([`crate::workflow::decide`], or the legacy replay's) decides on what is known; when it asks for a fresh
-//! observation, [`AfterFailure::poll`] says [`Next::Observe`], the driver reads MAAS and the node and hands the
+//! observation, [`AfterFailure::poll`] says [`Decision::RefreshObservedState`], the driver reads MAAS and the node and hands the
 //! reading back judged against the stage ([`AfterFailure::handle_observed`]). After [`REFRESHES_MAX`] observations
 //! the rule decides on what the failure itself says.
 
-use crate::matrix::{Compensation, RecoveryAction};
-
-use super::{ContinueReason, DecideContext, Decision, Observed, Stop};
+use super::{DecideContext, Decision, Observed};
 
 /// Fresh observations one failure may ask for before the decision is taken on what is known.
 pub const REFRESHES_MAX: u32 = 2;
-
-/// What the driver does next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Next {
-    /// Read MAAS and the node, judge what they show against the stage, and hand it to
-    /// [`AfterFailure::handle_observed`].
-    Observe,
-    /// Run `compensation` (if any), wait `delay_ms`, then take `action` for attempt `attempt_next` of `attempts_max`.
-    Retry {
-        action: RecoveryAction,
-        attempt_next: u32,
-        attempts_max: u32,
-        delay_ms: u64,
-        compensation: Option<Compensation>,
-    },
-    /// The workflow goes on past the stage, `running`.
-    Continue {
-        reason: ContinueReason,
-    },
-    Stop(Stop),
-}
 
 /// The decision after one failed attempt, with as many fresh observations as the rule asks for.
 pub struct AfterFailure<F> {
@@ -46,25 +23,23 @@ impl<F: Fn(&DecideContext) -> Decision> AfterFailure<F> {
         AfterFailure { rule, ctx, refreshes: 0 }
     }
 
-    pub fn poll(&mut self) -> Next {
+    /// What the driver does next: a [`Decision::RefreshObservedState`] asks it to read MAAS and the node, judge what
+    /// they show against the stage and hand it to [`AfterFailure::handle_observed`]; any other decision is final.
+    pub fn poll(&mut self) -> Decision {
         loop {
             match (self.rule)(&self.ctx) {
                 Decision::RefreshObservedState if self.refreshes < REFRESHES_MAX => {
                     self.refreshes += 1;
-                    return Next::Observe;
+                    return Decision::RefreshObservedState;
                 }
                 // Nothing fresher could be read: decide on what the failure itself says.
                 Decision::RefreshObservedState => self.ctx.observed = Observed::AsExpected,
-                Decision::Retry { action, attempt_next, attempts_max, delay_ms, compensation } => {
-                    return Next::Retry { action, attempt_next, attempts_max, delay_ms, compensation };
-                }
-                Decision::Continue { reason } => return Next::Continue { reason },
-                Decision::Stop(stop) => return Next::Stop(stop),
+                decision @ (Decision::Retry { .. } | Decision::Continue { .. } | Decision::Stop(_)) => return decision,
             }
         }
     }
 
-    /// The fresh observation [`Next::Observe`] asked for.
+    /// The fresh observation [`Decision::RefreshObservedState`] asked for.
     pub fn handle_observed(&mut self, observed: Observed) {
         self.ctx.observed = observed;
     }
@@ -75,8 +50,9 @@ mod tests {
     use std::cell::RefCell;
 
     use super::*;
-    use crate::matrix::{NodeState, WorkflowState};
+    use crate::matrix::{NodeState, RecoveryAction, WorkflowState};
     use crate::workflow::StopReason;
+    use crate::workflow::{ContinueReason, Stop};
 
     fn stop() -> Stop {
         Stop {
@@ -91,7 +67,7 @@ mod tests {
 
     /// A rule that refreshes while the observation is stale, stops on a conflict and retries otherwise, recording
     /// the observations it was asked to decide on.
-    fn run(readings: &[Observed]) -> (Vec<Next>, Vec<Observed>) {
+    fn run(readings: &[Observed]) -> (Vec<Decision>, Vec<Observed>) {
         let seen = RefCell::new(Vec::new());
         let rule = |ctx: &DecideContext| {
             seen.borrow_mut().push(ctx.observed);
@@ -114,7 +90,9 @@ mod tests {
             let next = after.poll();
             nexts.push(next);
             match next {
-                Next::Observe => after.handle_observed(*readings.next().expect("a reading for every observe")),
+                Decision::RefreshObservedState => {
+                    after.handle_observed(*readings.next().expect("a reading for every observe"))
+                }
                 _ => break,
             }
         }
@@ -124,15 +102,18 @@ mod tests {
     #[test]
     fn an_observation_is_asked_for_as_the_rule_says_and_decided_on() {
         let (nexts, seen) = run(&[Observed::Conflicting]);
-        assert_eq!(nexts, [Next::Observe, Next::Stop(stop())]);
+        assert_eq!(nexts, [Decision::RefreshObservedState, Decision::Stop(stop())]);
         assert_eq!(seen, [Observed::Stale, Observed::Conflicting]);
     }
 
     #[test]
     fn after_two_stale_readings_the_rule_decides_on_what_the_failure_says() {
         let (nexts, seen) = run(&[Observed::Stale, Observed::Stale]);
-        assert_eq!(nexts.iter().filter(|next| **next == Next::Observe).count(), REFRESHES_MAX as usize);
-        assert!(matches!(nexts.last(), Some(Next::Retry { attempt_next: 2, delay_ms: 15_000, .. })), "{nexts:?}");
+        assert_eq!(
+            nexts.iter().filter(|next| **next == Decision::RefreshObservedState).count(),
+            REFRESHES_MAX as usize
+        );
+        assert!(matches!(nexts.last(), Some(Decision::Retry { attempt_next: 2, delay_ms: 15_000, .. })), "{nexts:?}");
         assert_eq!(seen, [Observed::Stale, Observed::Stale, Observed::Stale, Observed::AsExpected]);
     }
 
@@ -141,6 +122,6 @@ mod tests {
         let mut after = AfterFailure::new(DecideContext::new(NodeState::Active), |_: &DecideContext| {
             Decision::Continue { reason: ContinueReason::SkipNonFatalStage }
         });
-        assert_eq!(after.poll(), Next::Continue { reason: ContinueReason::SkipNonFatalStage });
+        assert_eq!(after.poll(), Decision::Continue { reason: ContinueReason::SkipNonFatalStage });
     }
 }
