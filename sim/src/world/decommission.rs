@@ -22,7 +22,8 @@ use fakes::inventory::{InventoryError, InventoryRequest, InventoryResponse, Reco
 use crate::model::faults::{DeathPoint, DeathSubsystem};
 use crate::observe::trace::Body;
 use crate::world::net::HostId;
-use crate::world::{CONTROLLER_ID, HUB_ID, SimClock, SimJournal, SimSignals, World};
+use crate::world::controller::SimJournal;
+use crate::world::{CONTROLLER_ID, HUB_ID, SimClock, SimSignals, World};
 
 /// How long the hub waits for a node agent to take a task before it answers that the agent is unreachable.
 pub const TASK_DISPATCH_TIMEOUT_MS: u64 = 60_000;
@@ -203,9 +204,7 @@ impl World {
     /// An uninstalled agent: its principal is revoked at the hub and it heartbeats no more.
     fn uninstall_agent(self: &Rc<Self>, machine: &str) {
         self.site().state.borrow_mut().enrolled.remove(machine);
-        let mut events = Vec::new();
-        self.hub.borrow_mut().revoke_principal(machine, &mut events);
-        self.record_hub_events(events);
+        self.revoke_principal(machine);
     }
 
     /// The decommission workflows the journal shows started and not finished (a dead controller's).

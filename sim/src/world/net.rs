@@ -67,6 +67,50 @@ impl NetState {
         self.overrides.values().map(|link| link.latency_max_ms).fold(self.default_link.latency_max_ms, u64::max)
     }
 
+    /// `partition`: both directions between `a` and `b` drop.
+    pub fn partition(&mut self, a: HostId, b: HostId) {
+        self.partition_oneway(a, b);
+        self.partition_oneway(b, a);
+    }
+
+    /// `repair`: both directions between `a` and `b` deliver again.
+    pub fn repair(&mut self, a: HostId, b: HostId) {
+        self.repair_oneway(a, b);
+        self.repair_oneway(b, a);
+    }
+
+    /// `hold`: messages both ways between `a` and `b` wait until released.
+    pub fn hold_both(&mut self, a: HostId, b: HostId) {
+        self.hold(a, b);
+        self.hold(b, a);
+    }
+
+    /// `release`: the held messages both ways between `a` and `b` go on.
+    pub fn release_both(&mut self, a: HostId, b: HostId) {
+        self.release(a, b);
+        self.release(b, a);
+    }
+
+    /// `link_loss`: both directions between `a` and `b` lose requests and answers at these rates.
+    pub fn set_loss(&mut self, a: HostId, b: HostId, request_per_mille: u32, response_per_mille: u32) {
+        for (x, y) in [(a, b), (b, a)] {
+            let mut link = self.link(x, y);
+            link.request_loss_per_mille = request_per_mille;
+            link.response_loss_per_mille = response_per_mille;
+            self.set_link(x, y, link);
+        }
+    }
+
+    /// `link_latency`: both directions between `a` and `b` take between `min_ms` and `max_ms`.
+    pub fn set_latency(&mut self, a: HostId, b: HostId, min_ms: u64, max_ms: u64) {
+        for (x, y) in [(a, b), (b, a)] {
+            let mut link = self.link(x, y);
+            link.latency_min_ms = min_ms;
+            link.latency_max_ms = max_ms;
+            self.set_link(x, y, link);
+        }
+    }
+
     pub fn partition_oneway(&mut self, from: HostId, to: HostId) {
         self.blocked.insert((from, to));
     }

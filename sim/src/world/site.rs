@@ -40,7 +40,9 @@ use crate::model::spec::OnboardingSpec;
 use crate::observe::trace::Body;
 use crate::world::net::HostId;
 use crate::world::plug::{SiteClients, SitePlug};
-use crate::world::{CONTROLLER_ID, Delivery, HUB_ID, SimClock, SimHub, SimJournal, SimSignals, World};
+use crate::world::controller::SimJournal;
+use crate::world::hub::SimHub;
+use crate::world::{CONTROLLER_ID, Delivery, HUB_ID, SimClock, SimSignals, World};
 
 pub(crate) use fakes::http::{SharedSite, SiteFront};
 

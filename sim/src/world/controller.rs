@@ -1,0 +1,374 @@
+//! The controller, the real engine's host: its rollout task and instance-status sensor, the operator's rollout
+//! request (kept by its configuration across restarts), the engine's jitter stream, the hub credential in the secrets
+//! store and its rotation, the artifact store on the controller's network, the armed controller death, and the
+//! adapters of the controller's own ports (journal, jitter, secrets, artifacts, manifest signatures). [`Controller`]
+//! owns that state; the controller's fault steps change it here and nowhere else.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use engine::ports::{self, Endpoint, Journal, JournalError, TransportError};
+use engine::rollout::driver::{Ports, RolloutRequest};
+use engine::rollout::plan::PhaseBounds;
+use engine::rollout::retry::Backoff;
+use fakes::artifacts::{ArtifactKind, ArtifactStore, Capsule, ArtifactError, capsule_set};
+use fakes::worker::signature_for;
+use rand::RngCore;
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::Notify;
+
+use crate::model::faults::{DeathPoint, DeathSubsystem, Step};
+use crate::model::seed::{Consumer, SeedTree};
+use crate::model::spec::{CONTROLLER, HUB, PRIOR_REVISION, RunSpec};
+use crate::observe::trace::Body;
+use crate::world::hub::{SimHub, controller_credential};
+use crate::world::journal::JournalFile;
+use crate::world::net::HostId;
+use crate::world::nodes::SimSsh;
+use crate::world::{CONTROLLER_ID, SimClock, SimSignals, World};
+
+/// Disk key of the controller's journal.
+const JOURNAL_KEY: &str = "controller.journal";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CredentialState {
+    generation: u64,
+    /// Virtual time at which the rotation state machine installs the next credential, after an expiry.
+    renew_at_ms: Option<u64>,
+}
+
+/// The controller's state.
+pub(crate) struct Controller {
+    /// The armed controller death: where it fires (a named point of the rollout's, onboarding's or decommission's
+    /// protocol), and when the controller boots again after it (if the step says).
+    death_trap: Cell<Option<(DeathSubsystem, DeathPoint, Option<u64>)>>,
+    /// The operator's rollout request (`start_rollout`): kept by the controller's configuration across restarts.
+    rollout_request: RefCell<Option<RolloutRequest>>,
+    rollout_requested: Rc<Notify>,
+    /// The engine's jitter stream.
+    jitter: RefCell<ChaCha8Rng>,
+    /// The controller's hub credential in the secrets store, and when the rotation state machine (outside
+    /// deployment) renews it after a `credential_expiry`.
+    credential: Cell<CredentialState>,
+    /// The artifact store: the prior revision's capsules, and those of every revision the plan rolls out.
+    artifacts: RefCell<ArtifactStore>,
+}
+
+impl Controller {
+    pub(crate) fn new(spec: &RunSpec, seeds: &SeedTree) -> Controller {
+        let mut artifacts = ArtifactStore::new();
+        for capsule in capsule_set(PRIOR_REVISION) {
+            artifacts.publish(capsule);
+        }
+        for timed in &spec.steps {
+            if let Step::StartRollout { revision } = &timed.step {
+                for capsule in capsule_set(revision) {
+                    artifacts.publish(capsule);
+                }
+            }
+        }
+        Controller {
+            death_trap: Cell::new(None),
+            rollout_request: RefCell::new(None),
+            rollout_requested: Rc::new(Notify::new()),
+            jitter: RefCell::new(seeds.rng(Consumer::EngineJitter)),
+            credential: Cell::new(CredentialState { generation: 1, renew_at_ms: None }),
+            artifacts: RefCell::new(artifacts),
+        }
+    }
+
+    /// How late the store answers a node's fetch of `digest` (a slow fetch).
+    pub(crate) fn fetch_delay_ms(&self, digest: &str) -> u64 {
+        self.artifacts.borrow().fetch_delay_ms(digest)
+    }
+
+    /// A node's fetch of `digest` from the store.
+    pub(crate) fn fetch_artifact(&self, digest: &str) -> Result<Capsule, ArtifactError> {
+        self.artifacts.borrow().fetch(digest)
+    }
+
+    /// `controller_death`: arms the trap at `point` of `subsystem`.
+    pub(crate) fn arm_death(&self, subsystem: DeathSubsystem, point: DeathPoint, restart_after_ms: Option<u64>) {
+        self.death_trap.set(Some((subsystem, point, restart_after_ms)))
+    }
+}
+
+impl World {
+    pub(super) async fn run_controller(self: Rc<Self>) {
+        let world = self.clone();
+        self.spawn_on(CONTROLLER_ID, async move { world.run_rollout_controller().await });
+        let clock = SimClock { world: self.clone(), host: CONTROLLER_ID };
+        let hub = SimHub::new(self.clone(), CONTROLLER_ID);
+        let signals = SimSignals { world: self.clone(), host: CONTROLLER_ID };
+        let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
+        engine::sensor::run_instance_status_sensor(
+            &clock,
+            &hub,
+            &signals,
+            &journal,
+            engine::sensor::SensorConfig::default(),
+        )
+        .await;
+    }
+
+    /// `start_rollout`: the operator's request for `revision`, kept in the controller's configuration; the rollout
+    /// task wakes to run it.
+    pub(crate) fn request_rollout(&self, revision: &str) {
+        *self.controller.rollout_request.borrow_mut() = Some(self.rollout_request_for(revision));
+        self.controller.rollout_requested.notify_one();
+    }
+
+    /// `artifact_missing`: `artifact` of every revision the plan rolls out goes missing from the store, or comes back.
+    pub(crate) fn set_artifact_missing(&self, artifact: ArtifactKind, restored: bool) {
+        for timed in &self.spec.steps {
+            if let Step::StartRollout { revision } = &timed.step {
+                let digest = fakes::artifacts::capsule_digest(artifact, revision);
+                let mut store = self.controller.artifacts.borrow_mut();
+                if restored { store.repair(&digest) } else { store.set_missing(digest) }
+            }
+        }
+    }
+
+    /// `credential_expiry`: the controller's credential expires at the hub; the rotation state machine renews it
+    /// `renew_after_ms` later.
+    pub(crate) fn expire_credential(&self, renew_after_ms: u64) {
+        self.expire_controller_credential();
+        let state = self.controller.credential.get();
+        self.controller.credential.set(CredentialState { renew_at_ms: Some(self.now_ms() + renew_after_ms), ..state });
+    }
+
+    /// Disarms and reports the death trap when it is armed at `point` of `subsystem`.
+    /// Disarms and reports the death trap when it is armed at `point` of `subsystem`.
+    pub(crate) fn take_death(self: &Rc<Self>, subsystem: DeathSubsystem, point: DeathPoint) -> bool {
+        let Some((armed_subsystem, armed_point, restart_after_ms)) = self.controller.death_trap.get() else { return false };
+        if (armed_subsystem, armed_point) != (subsystem, point) {
+            return false;
+        }
+        self.controller.death_trap.set(None);
+        if let Some(delay_ms) = restart_after_ms {
+            // The world's timer, not a controller task: it must outlive the controller's death.
+            let world = self.clone();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+                world.apply(&Step::Restart { target: CONTROLLER.to_owned() });
+            });
+        }
+        true
+    }
+
+    /// Crashes `host` from one of its own tasks, which then never runs again.
+    pub(crate) async fn die_here(self: &Rc<Self>, host: HostId) {
+        self.crash(host);
+        std::future::pending::<()>().await;
+    }
+
+    /// The request the operator's `start_rollout` makes: every node, the spec's lane size and floor.
+    fn rollout_request_for(&self, revision: &str) -> RolloutRequest {
+        let endpoints = self.nodes.endpoints();
+        let hub_key = self.hub.ssh_host_key();
+        RolloutRequest {
+            rollout: format!("rollout-{revision}"),
+            // One holder identity per controller process: a restarted controller must supersede its dead
+            // predecessor's lock through the journal, or wait it out.
+            controller: format!("controller@boot-{}", self.boots(CONTROLLER_ID)),
+            revision: revision.to_owned(),
+            // The next generation after the newest barrier any worker has passed.
+            generation: self.nodes.newest_generation() + 1,
+            // The operator approves the bundle the hub publishes when the rollout is requested.
+            route_digest: self.hub.route_digest(),
+            hub_url: fakes::worker::DEFAULT_HUB_URL.to_owned(),
+            nodes: endpoints,
+            hub_endpoint: Endpoint { node: HUB.to_owned(), host_key: hub_key },
+            capsules: capsule_set(revision).into_iter().map(|capsule| capsule.digest).collect(),
+            policy: self.spec.engine.rollout_policy,
+            lane_size_max: self.spec.fleet.lane_size as usize,
+            availability_floor: self.spec.fleet.availability_floor as usize,
+            fan_out: 8,
+            phases: PhaseBounds {
+                hold_ms: 30_000,
+                quiesce_ms: 30_000,
+                install_ms: 60_000,
+                write_identity_ms: 30_000,
+                start_ms: 30_000,
+                prove_ms: 120_000,
+                release_ms: 30_000,
+            },
+            backoff: Backoff::default(),
+            agent_ttl_ms: self.spec.hub.agent_ttl_ms,
+            credential_remaining_ms: 24 * 3_600_000,
+            hold_lease_ms: 3_600_000,
+            lock_lease_ms: 15 * 60_000,
+            credential_wait_ms: 10 * 60_000,
+            prove_poll_ms: 10_000,
+        }
+    }
+
+    /// The controller's rollout task: on boot and on every operator request, run the latest request unless the
+    /// journal shows it finished (a non-terminal journal is adopted); then wait for the next request.
+    pub(super) async fn run_rollout_controller(self: Rc<Self>) {
+        loop {
+            let request = self.controller.rollout_request.borrow().clone();
+            if let Some(request) = request {
+                let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
+                let lines = journal.replay().await.unwrap_or_default();
+                let finished = format!("\"record\":\"terminal\",\"rollout\":\"{}\"", request.rollout);
+                if !lines.iter().any(|line| line.contains(&finished)) {
+                    let ports = Ports {
+                        clock: &SimClock { world: self.clone(), host: CONTROLLER_ID },
+                        hub: &SimHub::new(self.clone(), CONTROLLER_ID),
+                        ssh: &SimSsh { world: self.clone(), from: CONTROLLER_ID },
+                        journal: &journal,
+                        signals: &SimSignals { world: self.clone(), host: CONTROLLER_ID },
+                        jitter: &SimJitter { world: self.clone() },
+                        secrets: &SimSecrets { world: self.clone() },
+                        artifacts: &SimArtifacts { world: self.clone() },
+                        verifier: &SimVerifier,
+                    };
+                    // Refused, partial or failed rollouts are not retried here: a new request, or a restarted
+                    // controller adopting the journal, starts the next attempt.
+                    ports.run_rollout(&request).await;
+                }
+            }
+            self.controller.rollout_requested.notified().await;
+        }
+    }
+}
+
+/// The controller's journal on its simulated disk: each append is written and fsynced before it returns.
+pub(crate) struct SimJournal {
+    pub(crate) world: Rc<World>,
+    pub(crate) host: HostId,
+}
+
+impl Journal for SimJournal {
+    async fn append(&self, record: &str) -> Result<(), JournalError> {
+        engine::ports::check_record(record)?;
+        if !self.world.is_up(self.host) {
+            std::future::pending::<()>().await;
+        }
+        let kind = record_kind(record);
+        if kind == Some("completed") && self.world.take_death(DeathSubsystem::Rollout, DeathPoint::BeforeCompletion) {
+            self.world.die_here(self.host).await;
+        }
+        // The MAAS workflows' deaths: before a `completed` record, after a `checkpoint` (a stage attempt's intent).
+        let workflow = workflow_record_kind(record);
+        if let Some((subsystem, "completed")) = workflow {
+            if self.world.take_death(subsystem, DeathPoint::BeforeCompletion) {
+                self.world.die_here(self.host).await;
+            }
+        }
+        self.world.with_disk(self.host, |disk| JournalFile::new(JOURNAL_KEY).append(disk, record))?;
+        if let Some((subsystem, "checkpoint")) = workflow {
+            if self.world.take_death(subsystem, DeathPoint::AfterIntent) {
+                self.world.die_here(self.host).await;
+            }
+        }
+        if let Some(kind) = kind {
+            let operation_id = record_field(record, "operation_id");
+            let route_digest = record_field(record, "route_digest");
+            let body = Body::JournalAppended { record: kind.to_owned(), operation_id, route_digest };
+            self.world.record(self.host, body);
+            if (kind == "intent" || kind == "intents")
+                && self.world.take_death(DeathSubsystem::Rollout, DeathPoint::AfterIntent)
+            {
+                self.world.die_here(self.host).await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn replay(&self) -> Result<Vec<String>, JournalError> {
+        self.world.with_disk(self.host, |disk| JournalFile::new(JOURNAL_KEY).replay(disk))
+    }
+}
+
+/// The `record` tag of a rollout journal line, if it is one.
+fn record_kind(line: &str) -> Option<&'static str> {
+    let json = line.strip_prefix("rollout ")?;
+    let kinds = [
+        "plan_frozen",
+        "lock_taken",
+        "epoch_opened",
+        "intent",
+        "intents",
+        "completed",
+        "node_failed",
+        "lane_committed",
+        "terminal",
+    ];
+    kinds.into_iter().find(|kind| json.starts_with(&format!("{{\"record\":\"{kind}\",")))
+}
+
+/// The subsystem and `record` tag of an onboarding or decommission journal line, if it is one.
+fn workflow_record_kind(line: &str) -> Option<(DeathSubsystem, &'static str)> {
+    let (subsystem, json) = if let Some(json) = line.strip_prefix("onboard ") {
+        (DeathSubsystem::Onboarding, json)
+    } else {
+        (DeathSubsystem::Decommission, line.strip_prefix("decommission ")?)
+    };
+    let kinds = ["run_started", "checkpoint", "stopped", "completed"];
+    kinds.into_iter().find(|kind| json.starts_with(&format!("{{\"record\":\"{kind}\","))).map(|kind| (subsystem, kind))
+}
+
+fn record_field(line: &str, field: &str) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_str(line.strip_prefix("rollout ")?).ok()?;
+    json.get(field)?.as_str().map(str::to_owned)
+}
+
+struct SimJitter {
+    world: Rc<World>,
+}
+
+impl ports::Jitter for SimJitter {
+    fn draw(&self) -> u64 {
+        self.world.controller.jitter.borrow_mut().next_u64()
+    }
+}
+
+/// The secrets store: the attestation key each worker's identity is enrolled with. A stand-in for Vault on the
+/// controller's own network, so it has no network faults of its own yet.
+struct SimSecrets {
+    world: Rc<World>,
+}
+
+impl ports::Secrets for SimSecrets {
+    async fn hub_credential(&self) -> Result<engine::secret::Secret, ports::SecretsError> {
+        let world = &self.world;
+        let mut state = world.controller.credential.get();
+        if state.renew_at_ms.is_some_and(|at_ms| world.now_ms() >= at_ms) {
+            // The rotation state machine has installed the next credential at the hub and in the store.
+            state = CredentialState { generation: state.generation + 1, renew_at_ms: None };
+            world.issue_controller_credential(state.generation);
+            world.controller.credential.set(state);
+        }
+        Ok(engine::secret::Secret::new(controller_credential(state.generation)))
+    }
+
+    async fn attestation_key(&self, node: &str) -> Result<engine::secret::Secret, ports::SecretsError> {
+        let env = self.world.nodes.recovery_env(node).unwrap_or_default();
+        env.lines()
+            .find_map(|line| line.strip_prefix("MAC_ATTESTATION_KEY="))
+            .map(engine::secret::Secret::new)
+            .ok_or_else(|| ports::SecretsError::NotFound(format!("attestation key of {node}")))
+    }
+}
+
+/// The artifact store's index, as the controller sees it (on its own network: no faults of its own yet).
+struct SimArtifacts {
+    world: Rc<World>,
+}
+
+impl ports::Artifacts for SimArtifacts {
+    async fn available(&self, digest: &str) -> Result<bool, TransportError> {
+        Ok(self.world.controller.fetch_artifact(digest).is_ok())
+    }
+}
+
+/// The simulator's trust root for deployment manifests: the fake fleet's signing scheme.
+struct SimVerifier;
+
+impl engine::rollout::preflight::SignatureVerifier for SimVerifier {
+    fn verify(&self, manifest: &engine::rollout::preflight::Manifest) -> bool {
+        manifest.signature == signature_for(&manifest.revision, manifest.generation)
+    }
+}

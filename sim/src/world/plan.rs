@@ -1,0 +1,120 @@
+//! The fault plan: the scenario's timed steps at their times, the stage-triggered steps at the stage starts they
+//! wait for, and [`World::apply`], which traces a step, counts it when it injects a fault and hands it to the part of
+//! the world that owns what it changes (the network, a host, the nodes, the hub, the controller, the MAAS site). The
+//! match names every kind, by domain, with no catch-all: a new kind does not compile until it has an owner.
+
+use std::rc::Rc;
+
+use fakes::hub::Request;
+
+use crate::model::faults::{Step, decommission_step, site_step};
+use crate::observe::trace::Body;
+use crate::world::World;
+
+impl World {
+
+    /// Runs the plan's steps at their times. Not a host task: crashes do not stop it.
+    pub async fn run_fault_plan(self: Rc<Self>) {
+        let steps = self.spec.steps.clone();
+        for timed in steps {
+            self.sleep_until_ms(timed.at_ms).await;
+            self.apply(&timed.step);
+        }
+    }
+
+    /// Fires the stage-triggered steps waiting for this start of this stage of `workflow`, in file order.
+    pub(crate) fn on_stage_started(self: &Rc<Self>, workflow: &str, stage: &str) {
+        let occurrence = {
+            let mut starts = self.stage_starts.borrow_mut();
+            let count = starts.entry((workflow.to_owned(), stage.to_owned())).or_insert(0);
+            *count += 1;
+            *count
+        };
+        let due: Vec<Step> = {
+            let mut fired = self.stage_steps_fired.borrow_mut();
+            self.spec
+                .stage_steps
+                .iter()
+                .zip(fired.iter_mut())
+                .filter(|(staged, fired)| {
+                    let workflow_id = match staged.stage {
+                        engine::matrix::Stage::Onboarding(_) => {
+                            crate::model::ids::onboarding_workflow_id(&staged.workflow)
+                        }
+                        engine::matrix::Stage::Decommission(_) => {
+                            crate::model::ids::decommission_workflow_id(&staged.workflow)
+                        }
+                    };
+                    !**fired
+                        && staged.stage.as_str() == stage
+                        && staged.occurrence == occurrence
+                        && workflow_id == workflow
+                })
+                .map(|(staged, fired)| {
+                    *fired = true;
+                    staged.step.clone()
+                })
+                .collect()
+        };
+        for step in &due {
+            self.apply(step);
+        }
+    }
+
+    pub(crate) fn apply(self: &Rc<Self>, step: &Step) {
+        self.record_sim(Body::Step { step: step.clone() });
+        if let Some(plug) = self.site.as_ref().and_then(|site| site.plug()) {
+            plug.mirror_step(step);
+        }
+        if step.is_fault(&self.spec.network, |host| self.is_up(self.host_id(host))) {
+            *self.faults.borrow_mut().entry(step.kind().to_owned()).or_insert(0) += 1;
+        }
+        let id = |name: &str| self.host_id(name);
+        match step {
+            // the network's
+            Step::Partition { a, b } => self.net.borrow_mut().partition(id(a), id(b)),
+            Step::PartitionOneway { from, to } => self.net.borrow_mut().partition_oneway(id(from), id(to)),
+            Step::Repair { a, b } => self.net.borrow_mut().repair(id(a), id(b)),
+            Step::RepairOneway { from, to } => self.net.borrow_mut().repair_oneway(id(from), id(to)),
+            Step::Hold { a, b } => self.net.borrow_mut().hold_both(id(a), id(b)),
+            Step::Release { a, b } => self.net.borrow_mut().release_both(id(a), id(b)),
+            Step::LinkLoss { a, b, request_per_mille, response_per_mille } => {
+                self.net.borrow_mut().set_loss(id(a), id(b), *request_per_mille, *response_per_mille)
+            }
+            Step::LinkLatency { a, b, min_ms, max_ms } => {
+                self.net.borrow_mut().set_latency(id(a), id(b), *min_ms, *max_ms)
+            }
+            // the hosts'
+            Step::Crash { target } => self.crash(id(target)),
+            Step::Restart { target } => self.restart(id(target)),
+            Step::ClockSkew { target, skew_ms } => self.set_skew(id(target), *skew_ms),
+            // the nodes'
+            Step::AgentStop { target } => self.set_agent_service(id(target), false),
+            Step::AgentStart { target } => self.set_agent_service(id(target), true),
+            Step::MarkerDrift { target, shape } => self.drift_marker(id(target), *shape),
+            Step::SshTimeout { target, count } => self.time_out_ssh(id(target), *count),
+            Step::EndpointIdentityChange { target } => self.change_endpoint_identity(id(target)),
+            Step::StorageFault { target, storage } => self.set_worker_storage(id(target), *storage),
+            // the hub's
+            Step::OpenEpoch { members } => self.driver_hub_request(Request::OpenEpoch { members: members.clone() }),
+            Step::CloseEpoch { epoch } => {
+                self.driver_hub_request(Request::CloseEpoch { epoch: *epoch, untouched: Vec::new() })
+            }
+            Step::TaskLease { target, duration_ms } => self.grant_task_lease(target, *duration_ms),
+            Step::RouteSwap => self.hub.swap_route_bundle(),
+            Step::HubTimeout { count } => self.hub.lose_answers(*count),
+            Step::StaleLock { lease_ms } => self.leave_stale_lock(*lease_ms),
+            Step::OperatorHold { target } => self.place_operator_hold(target),
+            Step::PrincipalRevoked { target } => self.revoke_principal(target),
+            // the controller's
+            Step::StartRollout { revision } => self.request_rollout(revision),
+            Step::ArtifactMissing { artifact, restored } => self.set_artifact_missing(*artifact, *restored),
+            Step::ControllerDeath { point, subsystem, restart_after_ms } => {
+                self.controller.arm_death(*subsystem, *point, *restart_after_ms)
+            }
+            Step::CredentialExpiry { renew_after_ms } => self.expire_credential(*renew_after_ms),
+            // the MAAS site's, and the decommission workflow's
+            site_step!() | decommission_step!() => self.apply_site_step(step),
+        }
+    }
+}
