@@ -737,6 +737,61 @@ mod tests {
     const FAULTS_MD: &str = include_str!("../../../docs/faults.md");
 
     /// The text of the document's `## ` section titled `title`, up to the next `## ` heading.
+    const FORMATS_MD: &str = include_str!("../../../docs/formats.md");
+
+    /// The backticked names in `text`, in order.
+    fn backticked(text: &str) -> Vec<&str> {
+        text.split('`').skip(1).step_by(2).collect()
+    }
+
+    /// The text of `docs/formats.md` from `start` to the next `end` after it.
+    fn formats_span<'a>(start: &str, end: &str) -> &'a str {
+        let from = FORMATS_MD.find(start).unwrap_or_else(|| panic!("docs/formats.md has no {start:?}")) + start.len();
+        let rest = &FORMATS_MD[from..];
+        &rest[..rest.find(end).unwrap_or_else(|| panic!("docs/formats.md: no {end:?} after {start:?}"))]
+    }
+
+    #[test]
+    fn the_format_docs_give_every_kind_its_row_and_every_knob_its_name() {
+        // The step table of `[[steps]]`: a row names one kind, or several that share their fields.
+        let table = formats_span("| `kind` | fields | validation |\n|---|---|---|\n", "\n\n");
+        let mut documented: Vec<&str> = Vec::new();
+        for row in table.lines() {
+            let first = row.trim_start_matches('|').split(" | ").next().unwrap_or_default();
+            documented.extend(backticked(first));
+        }
+        let mut listed: Vec<&str> = StepKind::ALL.iter().map(|kind| kind.name()).collect();
+        let mut sorted = documented.clone();
+        sorted.sort_unstable();
+        listed.sort_unstable();
+        assert_same(&sorted, &listed, "the `[[steps]]` table of docs/formats.md (one row per kind)");
+        // The `[faults]` knobs: the kinds a campaign names, in the three sentences that list them.
+        let mut knobs: Vec<&str> = [
+            formats_span("The kinds are ", ". `faults.md`"),
+            formats_span("The MAAS site's kinds — ", " — take"),
+            formats_span("Decommission's kinds — ", " — take"),
+        ]
+        .into_iter()
+        .flat_map(backticked)
+        .collect();
+        knobs.sort_unstable();
+        let mut drawn: Vec<&str> = StepKind::ALL.iter().flat_map(|kind| kind.knobs().iter().copied()).collect();
+        drawn.sort_unstable();
+        drawn.dedup();
+        assert_same(&knobs, &drawn, "the `[faults]` section of docs/formats.md (each campaign knob once)");
+    }
+
+    /// Fails naming what `documented` (sorted) misses of `listed` (sorted), and what it has twice or too many.
+    fn assert_same(documented: &[&str], listed: &[&str], what: &str) {
+        let missing: Vec<&&str> = listed.iter().filter(|name| !documented.contains(name)).collect();
+        let unknown: Vec<&&str> = documented.iter().filter(|name| !listed.contains(name)).collect();
+        let twice: Vec<&[&str]> = documented.windows(2).filter(|pair| pair[0] == pair[1]).collect();
+        assert!(
+            missing.is_empty() && unknown.is_empty() && twice.is_empty(),
+            "{what}: misses {missing:?}, has {unknown:?} too, and {twice:?} twice"
+        );
+    }
+
     fn section(title: &str) -> &'static str {
         let start = FAULTS_MD.find(&format!("\n## {title}\n")).unwrap_or_else(|| panic!("no section {title}"));
         let body = &FAULTS_MD[start + title.len() + 5..];
