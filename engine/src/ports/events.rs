@@ -108,6 +108,108 @@ impl Serialize for Evidence {
     }
 }
 
+/// One step of a node's rollout, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStep {
+    Hold,
+    Quiesce,
+    Install,
+    WriteIdentity,
+    Start,
+    Prove,
+    Release,
+}
+
+impl NodeStep {
+    pub const ALL: [NodeStep; 7] = [
+        NodeStep::Hold,
+        NodeStep::Quiesce,
+        NodeStep::Install,
+        NodeStep::WriteIdentity,
+        NodeStep::Start,
+        NodeStep::Prove,
+        NodeStep::Release,
+    ];
+
+    pub fn next(self) -> Option<NodeStep> {
+        let index = NodeStep::ALL.iter().position(|step| *step == self)?;
+        NodeStep::ALL.get(index + 1).copied()
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeStep::Hold => "hold",
+            NodeStep::Quiesce => "quiesce",
+            NodeStep::Install => "install",
+            NodeStep::WriteIdentity => "write_identity",
+            NodeStep::Start => "start",
+            NodeStep::Prove => "prove",
+            NodeStep::Release => "release",
+        }
+    }
+}
+
+/// The outcome of one lane (the lane verdicts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneVerdict {
+    /// Every non-quarantined node proved the new revision.
+    Successor,
+    /// Every non-quarantined node authenticates the unchanged prior generation.
+    Prior,
+    /// Anything else: a node is mid-way or failed after going down. The lane stays held.
+    Stuck,
+}
+
+impl LaneVerdict {
+    /// The verdict's name in traces and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaneVerdict::Successor => "successor",
+            LaneVerdict::Prior => "prior",
+            LaneVerdict::Stuck => "stuck",
+        }
+    }
+}
+
+/// The step a rollout event names: one of a node's steps, or the legacy controller's attestation recovery through the
+/// hub host (which the lane protocol has no step for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RolloutStep {
+    Node(NodeStep),
+    LegacyRecover,
+}
+
+impl RolloutStep {
+    /// The step's name in traces: a node step's own name, `recover` for the legacy recovery.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutStep::Node(step) => step.as_str(),
+            RolloutStep::LegacyRecover => "recover",
+        }
+    }
+}
+
+impl From<NodeStep> for RolloutStep {
+    fn from(step: NodeStep) -> Self {
+        RolloutStep::Node(step)
+    }
+}
+
+impl fmt::Display for RolloutStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// As its name.
+impl Serialize for RolloutStep {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 /// What the rollout controller reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RolloutEvent {
@@ -134,17 +236,17 @@ pub enum RolloutEvent {
     },
     StepStarted {
         node: String,
-        step: String,
+        step: RolloutStep,
         lane: u64,
     },
     StepDone {
         node: String,
-        step: String,
+        step: RolloutStep,
         lane: u64,
     },
     Retrying {
         node: String,
-        step: String,
+        step: RolloutStep,
         attempt: u64,
         delay_ms: u64,
         error: String,
@@ -152,14 +254,14 @@ pub enum RolloutEvent {
     /// Retries exhausted or a hard stop: journal and holds stay; the replay command and failed endpoint are named.
     NodeFailed {
         node: String,
-        step: String,
+        step: RolloutStep,
         error: String,
         endpoint: String,
         replay: String,
     },
     LaneCommitted {
         lane: u64,
-        verdict: String,
+        verdict: LaneVerdict,
         nodes: Vec<String>,
     },
     /// The deployment lock is held by another controller: wait for its lease to run out (a live holder renews it).

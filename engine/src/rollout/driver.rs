@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
 
-use crate::ports::events::{RolloutEnd, RolloutEvent, RolloutFailure, TerminalOutcome};
+use crate::ports::events::{RolloutEnd, RolloutEvent, RolloutFailure, RolloutStep, TerminalOutcome};
 use crate::ports::{
     Artifacts, Clock, Endpoint, Hub, HubError, Jitter, Journal, LockGrant, NodeReport, Secrets, Signal, Signals, Ssh,
     SshError, SshRequest, SshResponse,
@@ -165,10 +165,10 @@ where
     }
 
     /// The legacy controller's report of a failed node: it names the endpoint, and has no recovery-only mode to offer.
-    fn legacy_node_failed(&self, id: &str, endpoint: &Endpoint, step: &str, error: impl ToString) {
+    fn legacy_node_failed(&self, id: &str, endpoint: &Endpoint, step: RolloutStep, error: impl ToString) {
         let event = RolloutEvent::NodeFailed {
             node: endpoint.node.clone(),
-            step: step.into(),
+            step,
             error: error.to_string(),
             endpoint: format!("{}@{}", endpoint.node, endpoint.host_key),
             replay: "no supported recovery-only mode: a later typed deployment resumes the journal".into(),
@@ -219,7 +219,7 @@ where
         };
         let event = RolloutEvent::Retrying {
             node: node.to_owned(),
-            step: step.as_str().into(),
+            step: step.into(),
             attempt: u64::from(*attempt),
             delay_ms,
             error: error.to_owned(),
@@ -617,7 +617,7 @@ where
         let mut route_changed = false;
         for (index, lane) in adopted.lanes.clone().into_iter().enumerate() {
             if let Some(verdict) = adopted.committed_lanes.get(&index) {
-                outcome_lanes.push((lane.clone(), verdict.clone()));
+                outcome_lanes.push((lane.clone(), *verdict));
                 continue;
             }
             // A lane a dead controller had begun (a step done or in doubt) is finished under the frozen bundle: leaving
@@ -660,14 +660,14 @@ where
                 rollout: id.clone(),
                 route_digest,
                 lane: index,
-                verdict: verdict.clone(),
+                verdict,
             })
             .await;
             self.emit(
                 &id,
                 RolloutEvent::LaneCommitted {
                     lane: index as u64,
-                    verdict: verdict_name(&verdict).into(),
+                    verdict,
                     nodes: lane.clone(),
                 },
             );
@@ -803,7 +803,7 @@ where
                 .await;
                 self.emit(
                     id,
-                    RolloutEvent::StepDone { node: node.to_owned(), step: step.as_str().into(), lane: lane as u64 },
+                    RolloutEvent::StepDone { node: node.to_owned(), step: step.into(), lane: lane as u64 },
                 );
                 machine.handle_done(step);
             }
@@ -819,7 +819,7 @@ where
                     id,
                     RolloutEvent::NodeFailed {
                         node: node.to_owned(),
-                        step: step.as_str().into(),
+                        step: step.into(),
                         error: reason.clone(),
                         endpoint: format!("{}@{}", endpoint.node, endpoint.host_key),
                         replay: format!(
@@ -852,7 +852,7 @@ where
         let owner = HoldOwner::Deployment { rollout: id.to_owned() }.to_string();
         self.emit(
             id,
-            RolloutEvent::StepStarted { node: node.to_owned(), step: step.as_str().into(), lane: lane as u64 },
+            RolloutEvent::StepStarted { node: node.to_owned(), step: step.into(), lane: lane as u64 },
         );
         let mut attempt = 1;
         let mut reauthentications = 0;
@@ -1103,7 +1103,7 @@ where
             match result {
                 Ok(()) => quiesced.push(endpoint),
                 Err(reason) => {
-                    self.legacy_node_failed(id, endpoint, "quiesce", reason.clone());
+                    self.legacy_node_failed(id, endpoint, NodeStep::Quiesce.into(), reason.clone());
                     failure = Some(reason);
                     break;
                 }
@@ -1123,7 +1123,7 @@ where
                 }
                 .await;
                 if let Err(error) = step {
-                    self.legacy_node_failed(id, &request.hub_endpoint, "recover", error.to_string());
+                    self.legacy_node_failed(id, &request.hub_endpoint, RolloutStep::LegacyRecover, error.to_string());
                     break;
                 }
             }
@@ -1139,7 +1139,7 @@ where
             // The incident's defect, kept: capsules are fetched after the node was quiesced (RCCA: "Artifact fetches ...
             // still occur after service quiescence").
             if let Err(error) = self.stage_node(&no_retry, endpoint).await {
-                self.legacy_node_failed(id, endpoint, "install", error.to_string());
+                self.legacy_node_failed(id, endpoint, NodeStep::Install.into(), error.to_string());
                 return self.legacy_failed(id, all);
             }
             let report = self.observe(endpoint).await.ok();
@@ -1156,14 +1156,6 @@ where
             quarantined: Vec::new(),
             outcome: RolloutEnd::Successor,
         }
-    }
-}
-
-fn verdict_name(verdict: &LaneVerdict) -> &'static str {
-    match verdict {
-        LaneVerdict::Successor => "successor",
-        LaneVerdict::Prior => "prior",
-        LaneVerdict::Stuck => "stuck",
     }
 }
 

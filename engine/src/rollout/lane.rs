@@ -6,47 +6,7 @@
 //! driver journals the intent before the step and the completion after it, so a new controller can tell a step
 //! that completed from one that must be re-checked.
 
-/// One step of a node's rollout, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeStep {
-    Hold,
-    Quiesce,
-    Install,
-    WriteIdentity,
-    Start,
-    Prove,
-    Release,
-}
-
-impl NodeStep {
-    pub const ALL: [NodeStep; 7] = [
-        NodeStep::Hold,
-        NodeStep::Quiesce,
-        NodeStep::Install,
-        NodeStep::WriteIdentity,
-        NodeStep::Start,
-        NodeStep::Prove,
-        NodeStep::Release,
-    ];
-
-    pub fn next(self) -> Option<NodeStep> {
-        let index = NodeStep::ALL.iter().position(|step| *step == self)?;
-        NodeStep::ALL.get(index + 1).copied()
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeStep::Hold => "hold",
-            NodeStep::Quiesce => "quiesce",
-            NodeStep::Install => "install",
-            NodeStep::WriteIdentity => "write_identity",
-            NodeStep::Start => "start",
-            NodeStep::Prove => "prove",
-            NodeStep::Release => "release",
-        }
-    }
-}
+pub use crate::ports::events::{LaneVerdict, NodeStep};
 
 /// The operation id of one step of one node in one rollout: stable across controller deaths, so the far end and
 /// the journal can recognise a replay.
@@ -112,18 +72,6 @@ impl NodeMachine {
             NodeState::Failed { step, reason }
         };
     }
-}
-
-/// The outcome of one lane (the lane verdicts).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LaneVerdict {
-    /// Every non-quarantined node proved the new revision.
-    Successor,
-    /// Every non-quarantined node authenticates the unchanged prior generation.
-    Prior,
-    /// Anything else: a node is mid-way or failed after going down. The lane stays held.
-    Stuck,
 }
 
 /// Judges a lane. Quarantined nodes are allowed when the rest of the lane converged, but a lane of only quarantined

@@ -115,7 +115,7 @@ impl Collectors {
                 if let Some((index, _)) = self.lane(t_ms, rollout, *lane) {
                     let span = &mut self.lanes[index];
                     span.end_ms = t_ms;
-                    span.verdict = Some(verdict.clone());
+                    span.verdict = Some(verdict.as_str().to_owned());
                     span.nodes = nodes.len() as u64;
                 }
             }

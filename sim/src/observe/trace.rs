@@ -10,6 +10,7 @@ use std::rc::Rc;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use engine::ports::events::{LaneVerdict, RolloutStep};
 use fakes::maas::{BootTarget, DnsAnswer, NodeStatus, PowerState, Stall};
 
 use crate::model::faults::Step;
@@ -159,11 +160,11 @@ pub enum RolloutBody {
     Quarantined { node: String, surfaces: Vec<String> },
     Repaired { node: String, repair: String },
     Adopted { revision: String, in_doubt: u64 },
-    StepStarted { node: String, step: String, lane: u64 },
-    StepDone { node: String, step: String, lane: u64 },
-    Retrying { node: String, step: String, attempt: u64, delay_ms: u64, error: String },
-    NodeFailed { node: String, step: String, error: String, endpoint: String, replay: String },
-    LaneCommitted { lane: u64, verdict: String, nodes: Vec<String> },
+    StepStarted { node: String, step: RolloutStep, lane: u64 },
+    StepDone { node: String, step: RolloutStep, lane: u64 },
+    Retrying { node: String, step: RolloutStep, attempt: u64, delay_ms: u64, error: String },
+    NodeFailed { node: String, step: RolloutStep, error: String, endpoint: String, replay: String },
+    LaneCommitted { lane: u64, verdict: LaneVerdict, nodes: Vec<String> },
     RouteChanged { frozen: String, published: String },
     LockWaiting { holder: String, remaining_ms: u64 },
     LockTaken { fence: u64, superseded: bool },

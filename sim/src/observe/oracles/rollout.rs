@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine::ports::events::TerminalOutcome;
+use engine::ports::events::{LaneVerdict, RolloutStep, TerminalOutcome};
 
 use crate::model::faults::Step;
 use crate::observe::oracles::{Finding, Oracle, OracleContext};
@@ -380,7 +380,7 @@ impl Oracle for EveryLaneConverged {
     fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
         match &event.body {
             Body::Step { step: Step::StartRollout { .. } } => self.started_ms = Some(event.t_ms),
-            Body::Rollout { event: RolloutBody::LaneCommitted { lane, verdict, .. }, .. } if verdict == "stuck" => {
+            Body::Rollout { event: RolloutBody::LaneCommitted { lane, verdict, .. }, .. } if *verdict == LaneVerdict::Stuck => {
                 self.stuck.push((*lane, event.t_ms));
             }
             Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } => {
@@ -424,7 +424,7 @@ impl Oracle for HoldsAccounted {
             Body::HubHoldReleased { agent, owner } if owner.starts_with(DEPLOY_HOLD_PREFIX) => {
                 self.holds.remove(agent);
             }
-            Body::Rollout { event: RolloutBody::LaneCommitted { verdict, nodes, .. }, .. } if verdict == "stuck" => {
+            Body::Rollout { event: RolloutBody::LaneCommitted { verdict, nodes, .. }, .. } if *verdict == LaneVerdict::Stuck => {
                 self.stuck_nodes.extend(nodes.iter().cloned());
             }
             _ => {}
@@ -566,7 +566,7 @@ impl Oracle for RolloutTimeBounded {
 
 #[derive(Default)]
 pub(super) struct RetryRecovered {
-    retried: BTreeSet<(String, String)>,
+    retried: BTreeSet<(String, RolloutStep)>,
     reached: bool,
 }
 
@@ -574,10 +574,10 @@ impl Oracle for RetryRecovered {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         match &event.body {
             Body::Rollout { event: RolloutBody::Retrying { node, step, .. }, .. } => {
-                self.retried.insert((node.clone(), step.clone()));
+                self.retried.insert((node.clone(), *step));
             }
             Body::Rollout { event: RolloutBody::StepDone { node, step, .. }, .. }
-                if !self.reached && self.retried.contains(&(node.clone(), step.clone())) =>
+                if !self.reached && self.retried.contains(&(node.clone(), *step)) =>
             {
                 self.reached = true;
                 out.push(Finding { t_ms: event.t_ms, evidence: format!("{node} {step} completed after a retry") });
