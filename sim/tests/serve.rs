@@ -21,6 +21,7 @@ fn config(machines: u32) -> ServeConfig {
         speed: 60,
         write_site: None,
         secrets: sim::live::serve::SecretSource::Random,
+        limits: sim::live::listen::Limits::default(),
     }
 }
 
@@ -251,4 +252,43 @@ async fn a_bind_that_is_not_loopback_needs_explicit_credentials() {
     let open = ServeConfig { bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED), ..config(1) };
     let error = sim::live::serve::start(&open).await.err().expect("refused").to_string();
     assert!(error.contains("--bind 0.0.0.0 is not loopback") && error.contains("--credentials DIR"), "{error}");
+}
+
+/// How many sockets this process may hold for a flood, leaving room for everything else it opens (both ends of every
+/// served connection are in this process).
+fn flood_size() -> usize {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let soft = limits
+        .lines()
+        .find(|line| line.starts_with("Max open files"))
+        .and_then(|line| line.split_whitespace().nth(3))
+        .and_then(|soft| soft.parse::<usize>().ok())
+        .unwrap_or(1_024);
+    (soft.saturating_sub(1_024) / 2).clamp(600, 3_000)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_idle_connections_do_not_stop_the_site_for_a_real_client() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // No header timeout within the test's reach: only the connection cap can close the flood's connections.
+    let limits = sim::live::listen::Limits { header_read: std::time::Duration::from_secs(3_600), ..Default::default() };
+    let (served, _fleet) = sim::live::serve::start(&ServeConfig { limits, ..config(2) }).await.unwrap();
+    let connections_max = limits.connections_max;
+    let flood = flood_size();
+    assert!(flood > connections_max, "a flood of {flood} does not pass the cap of {connections_max}");
+    let mut idle = Vec::new();
+    for index in 0..flood {
+        let mut stream = tokio::net::TcpStream::connect(served.maas).await.unwrap();
+        if index % 3 == 0 {
+            // A third of them half-send a request (slowloris) and stop.
+            stream.write_all(b"GET /MAAS/api/2.0/machines/ HTTP/1.1\r\nHost: maas\r\n").await.unwrap();
+        }
+        idle.push(stream);
+    }
+    // The engine's MAAS adapter, a real client, gets its answer.
+    assert_eq!(maas(&served).machines().await.unwrap(), Vec::new());
+    // The oldest of the flood was closed to make room (a read ends), where an uncapped listener keeps it open.
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), idle[0].read(&mut byte)).await;
+    assert!(matches!(read, Ok(Ok(0) | Err(_))), "the longest-idle of {flood} connections is still open: {read:?}");
 }

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # The real clients against `fleetsim serve`: python-libmaas and sushy (pinned in requirements.txt, from PyPI, in a
-# virtual environment) and dig (Debian's dnsutils). A missing client is a failure, never a skip. `.ci/run` calls it.
+# virtual environment) and dig (Debian's dnsutils); python-libmaas again under a flood of idle connections; then the
+# examples of docs/serve.md as written (curl, jq, python-libmaas, dig) against a second, fresh site. A missing client
+# is a failure, never a skip. `.ci/run` calls it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 fleetsim=${FLEETSIM:-./target/debug/fleetsim}
 venv=${CLIENTS_VENV:-target/clients-venv}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q -r tests/clients/requirements.txt
-if ! command -v dig >/dev/null 2>&1; then
-    apt-get install -y -q dnsutils >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q dnsutils >/dev/null; }
-fi
+for tool in dig:dnsutils jq:jq; do
+    if ! command -v "${tool%%:*}" >/dev/null 2>&1; then
+        package=${tool##*:}
+        apt-get install -y -q "$package" >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q "$package" >/dev/null; }
+    fi
+done
 dir=$(mktemp -d)
 "$fleetsim" serve --port 0 --speed 60 --machines 3 --write-site "$dir" >"$dir/banner" 2>"$dir/stderr" &
 pid=$!
@@ -39,3 +44,5 @@ done
 status=$(dig @"$host" -p "$port" CH metadata.maas-internal A | sed -n 's/.*status: \([A-Z]*\).*/\1/p')
 [ "$status" = REFUSED ] || { echo "dig CH: status $status, expected REFUSED" >&2; exit 1; }
 echo "dig CH: REFUSED"
+"$venv/bin/python" tests/clients/flood_client.py "$maas" "$key" 2000
+"$venv/bin/python" tests/clients/serve_docs.py "$fleetsim" docs/serve.md

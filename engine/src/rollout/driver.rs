@@ -656,21 +656,8 @@ where
             }
             let verdict = lane_verdict(&machines);
             let route_digest = request.route_digest.clone();
-            self.record(Record::LaneCommitted {
-                rollout: id.clone(),
-                route_digest,
-                lane: index,
-                verdict,
-            })
-            .await;
-            self.emit(
-                &id,
-                RolloutEvent::LaneCommitted {
-                    lane: index as u64,
-                    verdict,
-                    nodes: lane.clone(),
-                },
-            );
+            self.record(Record::LaneCommitted { rollout: id.clone(), route_digest, lane: index, verdict }).await;
+            self.emit(&id, RolloutEvent::LaneCommitted { lane: index as u64, verdict, nodes: lane.clone() });
             if verdict == LaneVerdict::Stuck {
                 // A failed lane stays held; no further lane goes down while it is.
                 stopped = true;
@@ -801,10 +788,7 @@ where
                     operation_id: operation_id(id, node, step),
                 })
                 .await;
-                self.emit(
-                    id,
-                    RolloutEvent::StepDone { node: node.to_owned(), step: step.into(), lane: lane as u64 },
-                );
+                self.emit(id, RolloutEvent::StepDone { node: node.to_owned(), step: step.into(), lane: lane as u64 });
                 machine.handle_done(step);
             }
             Err(reason) => {
@@ -850,10 +834,7 @@ where
         let node = endpoint.node.as_str();
         let op_id = operation_id(id, node, step);
         let owner = HoldOwner::Deployment { rollout: id.to_owned() }.to_string();
-        self.emit(
-            id,
-            RolloutEvent::StepStarted { node: node.to_owned(), step: step.into(), lane: lane as u64 },
-        );
+        self.emit(id, RolloutEvent::StepStarted { node: node.to_owned(), step: step.into(), lane: lane as u64 });
         let mut attempt = 1;
         let mut reauthentications = 0;
         let mut look_first = doubtful;

@@ -13,11 +13,16 @@ The services, on consecutive ports from --port (default 5240):
   Redfish  /redfish/v1/Systems/{machine} with HTTP Basic (each BMC's login is in the secrets store)
   secrets  /v1/... with X-Vault-Token (the printed token)
   hub      /v1/hub/... and the inventory /v1/inventory/...
-  DNS      the rack resolver, over UDP
+  DNS      the rack resolver, over UDP and TCP
   admin    /admin/state (machines, statuses, transition counts) and POST /admin/faults (Bearer admin token)
 
-Credentials are random at every start and printed; --seed N makes them reproducible (the banner says so);
+Credentials are random at every start and printed; --seed N makes them reproducible (the banner says so); \
 --credentials DIR serves the ones in DIR. A --bind address that is not loopback needs --credentials.
+
+Every HTTP service caps its open connections (--connections-max, default 512; at the cap a new connection \
+takes the place of the longest-idle one), closes a connection that takes longer than --header-timeout-s \
+(default 10) to send a request's headers or sits idle that long after an answer, and answers 408 to a \
+request that takes longer than 30 s; bodies past each route's limit get 413.
 
 Faults while it runs, e.g.:
   curl -X POST localhost:5245/admin/faults -H \"Authorization: Bearer $ADMIN_TOKEN\" \\
@@ -57,6 +62,7 @@ pub(super) fn serve(
     speed: u32,
     write_site: Option<PathBuf>,
     credentials: Option<PathBuf>,
+    limits: crate::live::listen::Limits,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<i32, CliError> {
@@ -87,6 +93,7 @@ pub(super) fn serve(
             (None, Some(_)) => crate::live::serve::SecretSource::Seeded,
             (None, None) => crate::live::serve::SecretSource::Random,
         },
+        limits,
     };
     Ok(crate::live::serve::command(&config, out, err))
 }

@@ -282,7 +282,7 @@ pub(super) enum Command {
         /// The address to listen on. Loopback unless named here: anything else is served to whoever can reach it.
         #[arg(long, default_value = "127.0.0.1")]
         bind: std::net::IpAddr,
-        /// The MAAS port; Redfish, secrets, hub, DNS (UDP) and admin take the five after it. 0: ephemeral ports.
+        /// The MAAS port; Redfish, secrets, hub, DNS (UDP and TCP) and admin take the five after it. 0: ephemeral ports.
         #[arg(long, default_value_t = 5240)]
         port: u16,
         /// Virtual time runs this many times faster than the wall clock (MAAS's minutes become seconds at 60).
@@ -295,6 +295,13 @@ pub(super) enum Command {
         /// Required with a --bind address that is not loopback.
         #[arg(long, value_name = "DIR")]
         credentials: Option<PathBuf>,
+        /// Open connections per HTTP service; at the cap a new one takes the place of the longest-idle one.
+        #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+        connections_max: u32,
+        /// Seconds a connection may take to send a request's headers, from opening and after each answer (the
+        /// keep-alive idle timeout); a request's body has 30 s.
+        #[arg(long, value_name = "S", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+        header_timeout_s: u64,
     },
     /// Run the engine for real against a MAAS site: onboard or decommission nodes, read their status, or perform an
     /// operator recovery action. Every workflow is journaled (SQLite) and resumes where a killed `drive` left it.
@@ -429,8 +436,24 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
         Command::Conformance { dir, out: dir_out } => {
             crate::run::conformance::command(&dir, dir_out.as_deref(), out).map_err(CliError::from)
         }
-        Command::Serve { scenario, seed, machines, bind, port, speed, write_site, credentials } => {
-            serve(scenario.as_deref(), seed, machines, bind, port, speed, write_site, credentials, out, err)
+        Command::Serve {
+            scenario,
+            seed,
+            machines,
+            bind,
+            port,
+            speed,
+            write_site,
+            credentials,
+            connections_max,
+            header_timeout_s,
+        } => {
+            let limits = crate::live::listen::Limits {
+                connections_max: connections_max as usize,
+                header_read: std::time::Duration::from_secs(header_timeout_s),
+                ..crate::live::listen::Limits::default()
+            };
+            serve(scenario.as_deref(), seed, machines, bind, port, speed, write_site, credentials, limits, out, err)
         }
         Command::Drive { action } => drive(action, out, err),
     };

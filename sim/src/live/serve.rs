@@ -55,6 +55,8 @@ pub struct ServeConfig {
     pub write_site: Option<PathBuf>,
     /// Where the served credentials come from.
     pub secrets: SecretSource,
+    /// The limits of every HTTP listener.
+    pub limits: crate::live::listen::Limits,
 }
 
 /// Where `fleetsim serve`'s credentials come from.
@@ -600,15 +602,13 @@ async fn listen(config: &ServeConfig, offset: u16) -> Result<tokio::net::TcpList
     tokio::net::TcpListener::bind(addr).await.map_err(|error| ServeError::Bind { addr, error })
 }
 
-fn spawn_http(listener: tokio::net::TcpListener, router: Router) -> Result<SocketAddr, ServeError> {
-    let addr = listener
-        .local_addr()
+fn spawn_http(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: crate::live::listen::Limits,
+) -> Result<SocketAddr, ServeError> {
+    let (addr, _) = crate::live::listen::spawn(listener, router, limits)
         .map_err(|error| ServeError::Bind { addr: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0), error })?;
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, router).await {
-            tracing::error!(%addr, %error, "a served front end stopped");
-        }
-    });
     Ok(addr)
 }
 
@@ -621,12 +621,12 @@ pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> 
     let clock = wall_clock(config.speed);
     let (fleet, credentials) = Fleet::new(config, clock.clone())?;
     let site_router = |router: fn(SharedSite, Clock) -> Router| router(fleet.site.clone(), clock.clone());
-    let maas = spawn_http(listen(config, 0).await?, site_router(fakes::http::maas::router))?;
-    let redfish = spawn_http(listen(config, 1).await?, site_router(fakes::http::redfish::router))?;
-    let secrets = spawn_http(listen(config, 2).await?, site_router(fakes::http::vault::router))?;
+    let maas = spawn_http(listen(config, 0).await?, site_router(fakes::http::maas::router), config.limits)?;
+    let redfish = spawn_http(listen(config, 1).await?, site_router(fakes::http::redfish::router), config.limits)?;
+    let secrets = spawn_http(listen(config, 2).await?, site_router(fakes::http::vault::router), config.limits)?;
     let inventory = bearer_only(fakes::http::inventory::router(fleet.inventory.clone()), &credentials.inventory_token);
     let hub_router = fakes::http::hub::router(fleet.hub.clone(), clock.clone()).merge(inventory);
-    let hub = spawn_http(listen(config, 3).await?, hub_router)?;
+    let hub = spawn_http(listen(config, 3).await?, hub_router, config.limits)?;
     let dns_addr = SocketAddr::new(config.bind, port_of(config, 4)?);
     let socket =
         tokio::net::UdpSocket::bind(dns_addr).await.map_err(|error| ServeError::Bind { addr: dns_addr, error })?;
@@ -635,7 +635,8 @@ pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> 
     // DNS over TCP on the same port, as a real resolver serves it (dig +tcp, truncated answers).
     let dns_tcp = tokio::net::TcpListener::bind(dns).await.map_err(|error| ServeError::Bind { addr: dns, error })?;
     tokio::spawn(fakes::http::dns::serve_tcp(dns_tcp, fleet.site.clone(), clock.clone(), DNS_TCP_CONNECTIONS_MAX));
-    let admin = spawn_http(listen(config, 5).await?, admin_router(fleet.clone(), &credentials.admin_token))?;
+    let admin =
+        spawn_http(listen(config, 5).await?, admin_router(fleet.clone(), &credentials.admin_token), config.limits)?;
     let ticker = fleet.clone();
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(std::time::Duration::from_millis(TICK_MS));

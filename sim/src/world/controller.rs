@@ -11,7 +11,7 @@ use engine::ports::{self, Endpoint, Journal, JournalError, TransportError};
 use engine::rollout::driver::{Ports, RolloutRequest};
 use engine::rollout::plan::PhaseBounds;
 use engine::rollout::retry::Backoff;
-use fakes::artifacts::{ArtifactKind, ArtifactStore, Capsule, ArtifactError, capsule_set};
+use fakes::artifacts::{ArtifactError, ArtifactKind, ArtifactStore, Capsule, capsule_set};
 use fakes::worker::signature_for;
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
@@ -140,7 +140,9 @@ impl World {
     /// Disarms and reports the death trap when it is armed at `point` of `subsystem`.
     /// Disarms and reports the death trap when it is armed at `point` of `subsystem`.
     pub(crate) fn take_death(self: &Rc<Self>, subsystem: DeathSubsystem, point: DeathPoint) -> bool {
-        let Some((armed_subsystem, armed_point, restart_after_ms)) = self.controller.death_trap.get() else { return false };
+        let Some((armed_subsystem, armed_point, restart_after_ms)) = self.controller.death_trap.get() else {
+            return false;
+        };
         if (armed_subsystem, armed_point) != (subsystem, point) {
             return false;
         }

@@ -21,8 +21,8 @@ use fakes::inventory::{InventoryError, InventoryRequest, InventoryResponse, Reco
 
 use crate::model::faults::{DeathPoint, DeathSubsystem};
 use crate::observe::trace::Body;
-use crate::world::net::HostId;
 use crate::world::controller::SimJournal;
+use crate::world::net::HostId;
 use crate::world::{CONTROLLER_ID, HUB_ID, SimClock, SimSignals, World};
 
 /// How long the hub waits for a node agent to take a task before it answers that the agent is unreachable.

@@ -135,8 +135,13 @@ impl World {
                 HubEvent::Offline { agent, silent_ms } => Body::HubOffline { agent, silent_ms },
                 HubEvent::Tombstoned { agent, silent_ms, epoch_member: _ } => Body::HubTombstoned { agent, silent_ms },
                 HubEvent::EpochOpened { epoch, members: _ } => {
-                    let members =
-                        self.hub.model.borrow().epoch(epoch).map(|e| e.members.iter().cloned().collect()).unwrap_or_default();
+                    let members = self
+                        .hub
+                        .model
+                        .borrow()
+                        .epoch(epoch)
+                        .map(|e| e.members.iter().cloned().collect())
+                        .unwrap_or_default();
                     Body::HubEpochOpened { epoch, members }
                 }
                 HubEvent::EpochClosed { epoch } => Body::HubEpochClosed { epoch },
@@ -185,7 +190,6 @@ impl World {
             let _ = self.hub_request(Request::Dispatch { agent, task: format!("canary-{task}") });
         }
     }
-
 
     /// A driver action reaches the hub only when the hub is up, as an operator's call would.
     pub(crate) fn driver_hub_request(&self, request: Request) {

@@ -6,7 +6,6 @@
 //! comes from the run's seed tree. Virtual time is tokio's paused clock: when every task is idle, time jumps to the
 //! next timer.
 
-
 pub mod controller;
 pub mod decommission;
 pub mod disk;

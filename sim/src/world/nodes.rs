@@ -82,7 +82,10 @@ impl Nodes {
     /// The recovery environment file of `node`'s worker (where its attestation key is enrolled), if it is one.
     pub(crate) fn recovery_env(&self, node: &str) -> Option<String> {
         let workers = self.workers.borrow();
-        workers.iter().find(|endpoint| endpoint.worker.id == node).map(|endpoint| endpoint.worker.recovery_env_content())
+        workers
+            .iter()
+            .find(|endpoint| endpoint.worker.id == node)
+            .map(|endpoint| endpoint.worker.recovery_env_content())
     }
 
     /// `ssh_timeout`: the next `count` SSH connections to `host` time out.
@@ -142,7 +145,11 @@ impl World {
 
     /// The source revision node `index` runs, as its agent reports it (attested by its bearer token).
     fn node_revision(&self, index: u32) -> Option<String> {
-        self.nodes.workers.borrow()[index as usize - 1].worker.installed.as_ref().map(|installed| installed.revision.clone())
+        self.nodes.workers.borrow()[index as usize - 1]
+            .worker
+            .installed
+            .as_ref()
+            .map(|installed| installed.revision.clone())
     }
 
     /// An operator or a fault stops or starts a node's agent service outside any rollout.

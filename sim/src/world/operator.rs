@@ -22,9 +22,9 @@ use engine::ports::Journal;
 use engine::recovery::{AuditRecord, OperatorRequest};
 
 use crate::observe::trace::Body;
-use crate::world::site::{OperatorOrder, SimSiteSsh};
 use crate::world::controller::SimJournal;
 use crate::world::hub::SimHub;
+use crate::world::site::{OperatorOrder, SimSiteSsh};
 use crate::world::{CONTROLLER_ID, SimClock, SimSignals, World};
 
 /// How often a restarting action waits for a run of its workflow already in flight to end.

@@ -12,7 +12,6 @@ use crate::observe::trace::Body;
 use crate::world::World;
 
 impl World {
-
     /// Runs the plan's steps at their times. Not a host task: crashes do not stop it.
     pub async fn run_fault_plan(self: Rc<Self>) {
         let steps = self.spec.steps.clone();

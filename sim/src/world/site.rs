@@ -38,10 +38,10 @@ use crate::model::faults::{
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::OnboardingSpec;
 use crate::observe::trace::Body;
-use crate::world::net::HostId;
-use crate::world::plug::{SiteClients, SitePlug};
 use crate::world::controller::SimJournal;
 use crate::world::hub::SimHub;
+use crate::world::net::HostId;
+use crate::world::plug::{SiteClients, SitePlug};
 use crate::world::{CONTROLLER_ID, Delivery, HUB_ID, SimClock, SimSignals, World};
 
 pub(crate) use fakes::http::{SharedSite, SiteFront};

@@ -380,7 +380,9 @@ impl Oracle for EveryLaneConverged {
     fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
         match &event.body {
             Body::Step { step: Step::StartRollout { .. } } => self.started_ms = Some(event.t_ms),
-            Body::Rollout { event: RolloutBody::LaneCommitted { lane, verdict, .. }, .. } if *verdict == LaneVerdict::Stuck => {
+            Body::Rollout { event: RolloutBody::LaneCommitted { lane, verdict, .. }, .. }
+                if *verdict == LaneVerdict::Stuck =>
+            {
                 self.stuck.push((*lane, event.t_ms));
             }
             Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } => {
@@ -424,7 +426,9 @@ impl Oracle for HoldsAccounted {
             Body::HubHoldReleased { agent, owner } if owner.starts_with(DEPLOY_HOLD_PREFIX) => {
                 self.holds.remove(agent);
             }
-            Body::Rollout { event: RolloutBody::LaneCommitted { verdict, nodes, .. }, .. } if *verdict == LaneVerdict::Stuck => {
+            Body::Rollout { event: RolloutBody::LaneCommitted { verdict, nodes, .. }, .. }
+                if *verdict == LaneVerdict::Stuck =>
+            {
                 self.stuck_nodes.extend(nodes.iter().cloned());
             }
             _ => {}
