@@ -581,6 +581,10 @@ pub struct Region {
     vlans: BTreeMap<u64, Vlan>,
     subnets: BTreeMap<u64, Subnet>,
     events: Vec<EventRecord>,
+    /// Per machine: the indices in `events` of its events, oldest first (an index: the log is never rewritten).
+    events_by_node: BTreeMap<String, Vec<usize>>,
+    /// Per machine: the index in `events` of its newest event at INFO or above (its status message).
+    latest_info: BTreeMap<String, usize>,
     transitions: Vec<TransitionRecord>,
     next_object_id: u64,
     next_static_host: BTreeMap<u64, u32>,
@@ -606,6 +610,8 @@ impl Region {
             vlans: BTreeMap::new(),
             subnets: BTreeMap::new(),
             events: Vec::new(),
+            events_by_node: BTreeMap::new(),
+            latest_info: BTreeMap::new(),
             transitions: Vec::new(),
             next_object_id: 1,
             next_static_host: BTreeMap::new(),
@@ -1027,6 +1033,11 @@ impl Region {
         description: &str,
     ) {
         let hostname = self.machines.get(system_id).map(|record| record.hostname.clone()).unwrap_or_default();
+        let index = self.events.len();
+        self.events_by_node.entry(system_id.to_owned()).or_default().push(index);
+        if level >= EventLevel::Info {
+            self.latest_info.insert(system_id.to_owned(), index);
+        }
         self.events.push(EventRecord {
             id: self.events.len() as u64 + 1,
             node: system_id.to_owned(),
@@ -1069,9 +1080,13 @@ impl Region {
         }
         let limit = limit.max(1) as usize;
         let level = query.level.unwrap_or(EventLevel::Info);
+        // A query for one machine reads only its events (the index), in the log's order.
+        let candidates: Box<dyn Iterator<Item = &EventRecord>> = match &query.system_id {
+            Some(id) => Box::new(self.events_by_node.get(id).into_iter().flatten().map(|&index| &self.events[index])),
+            None => Box::new(self.events.iter()),
+        };
         let matching: Vec<&EventRecord> =
-            self.events
-                .iter()
+            candidates
                 .filter(|event| {
                     if level == EventLevel::Audit { event.level == EventLevel::Audit } else { event.level >= level }
                 })
@@ -1997,10 +2012,9 @@ impl Region {
 
     fn render(&self, record: &MachineRecord) -> MachineView {
         let status_message = self
-            .events
-            .iter()
-            .rev()
-            .find(|event| event.node == record.system_id && event.level >= EventLevel::Info)
+            .latest_info
+            .get(&record.system_id)
+            .map(|&index| &self.events[index])
             .map(|event| {
                 if event.description.is_empty() {
                     event.event_type.clone()

@@ -37,6 +37,13 @@ impl SimDisk {
         }
     }
 
+    /// Appends `bytes` to `key` and fsyncs everything written so far: what writing the grown file and `sync` would
+    /// leave on the platter, without copying the file (a journal append).
+    pub fn append_synced(&mut self, key: &str, bytes: &[u8]) {
+        self.sync();
+        self.durable.entry(key.to_owned()).or_default().extend_from_slice(bytes);
+    }
+
     /// Power loss: unsynced writes are gone.
     pub fn crash(&mut self) {
         self.pending.clear();
@@ -68,5 +75,30 @@ mod tests {
         disk.crash();
         assert_eq!(disk.read("b"), Some(&b"3"[..]));
         assert_eq!(disk.unsynced_writes(), 0);
+    }
+
+    #[test]
+    fn an_appended_sync_leaves_what_a_rewrite_and_a_sync_leave() {
+        let mut appended = SimDisk::default();
+        let mut rewritten = SimDisk::default();
+        for disk in [&mut appended, &mut rewritten] {
+            disk.write("j", b"one\n");
+            disk.sync();
+            disk.write("other", b"unsynced");
+            disk.write("j", b"one\ntwo\n");
+        }
+        appended.append_synced("j", b"three\n");
+        let grown = [rewritten.read("j").unwrap(), b"three\n"].concat();
+        rewritten.write("j", &grown);
+        rewritten.sync();
+        for disk in [&mut appended, &mut rewritten] {
+            disk.crash();
+        }
+        assert_eq!(appended.read("j"), rewritten.read("j"));
+        assert_eq!(appended.read("j"), Some(&b"one\ntwo\nthree\n"[..]));
+        assert_eq!(appended.read("other"), rewritten.read("other"));
+        appended.append_synced("new", b"x\n");
+        appended.crash();
+        assert_eq!(appended.read("new"), Some(&b"x\n"[..]));
     }
 }

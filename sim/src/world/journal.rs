@@ -30,11 +30,10 @@ impl JournalFile {
     /// Writes the record and syncs the disk: when this returns `Ok`, a crash of the disk keeps the record.
     pub fn append(&self, disk: &mut SimDisk, record: &str) -> Result<(), JournalError> {
         check_record(record)?;
-        let mut bytes = disk.read(&self.key).map(<[u8]>::to_vec).unwrap_or_default();
-        bytes.extend_from_slice(record.as_bytes());
-        bytes.push(b'\n');
-        disk.write(&self.key, &bytes);
-        disk.sync();
+        let mut line = Vec::with_capacity(record.len() + 1);
+        line.extend_from_slice(record.as_bytes());
+        line.push(b'\n');
+        disk.append_synced(&self.key, &line);
         Ok(())
     }
 
