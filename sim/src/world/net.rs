@@ -93,20 +93,25 @@ impl NetState {
 
     /// `link_loss`: both directions between `a` and `b` lose requests and answers at these rates.
     pub fn set_loss(&mut self, a: HostId, b: HostId, request_per_mille: u32, response_per_mille: u32) {
-        for (x, y) in [(a, b), (b, a)] {
-            let mut link = self.link(x, y);
+        self.change_both(a, b, |link| {
             link.request_loss_per_mille = request_per_mille;
             link.response_loss_per_mille = response_per_mille;
-            self.set_link(x, y, link);
-        }
+        });
     }
 
     /// `link_latency`: both directions between `a` and `b` take between `min_ms` and `max_ms`.
     pub fn set_latency(&mut self, a: HostId, b: HostId, min_ms: u64, max_ms: u64) {
-        for (x, y) in [(a, b), (b, a)] {
-            let mut link = self.link(x, y);
+        self.change_both(a, b, |link| {
             link.latency_min_ms = min_ms;
             link.latency_max_ms = max_ms;
+        });
+    }
+
+    /// Changes both directions' links between `a` and `b` the same way.
+    fn change_both(&mut self, a: HostId, b: HostId, change: impl Fn(&mut LinkConfig)) {
+        for (x, y) in [(a, b), (b, a)] {
+            let mut link = self.link(x, y);
+            change(&mut link);
             self.set_link(x, y, link);
         }
     }
