@@ -31,7 +31,7 @@ fn serve(dir: &Path) -> (Serve, SocketAddr) {
         .args(["serve", "--port", "0", "--machines", "2", "--speed", "60", "--seed", "11", "--write-site"])
         .arg(dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("serve.stderr")).unwrap())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -48,7 +48,11 @@ fn serve(dir: &Path) -> (Serve, SocketAddr) {
             break;
         }
     }
-    (served, admin.expect("the banner names the admin API"))
+    let Some(admin) = admin else {
+        let stderr = std::fs::read_to_string(dir.join("serve.stderr")).unwrap_or_default();
+        panic!("the banner names no admin API; fleetsim serve said: {stderr}");
+    };
+    (served, admin)
 }
 
 fn get(addr: SocketAddr, path: &str) -> serde_json::Value {

@@ -612,6 +612,28 @@ fn spawn_http(
     Ok(addr)
 }
 
+/// The resolver's UDP socket and its TCP listener on the same port, as a real resolver serves DNS (dig +tcp,
+/// truncated answers). An ephemeral port is the TCP listener's, then taken for UDP too; when another socket already
+/// holds that UDP port (the two protocols' ephemeral ports are drawn apart), another pair is drawn, a few times.
+async fn bind_dns(
+    addr: SocketAddr,
+) -> Result<(tokio::net::UdpSocket, tokio::net::TcpListener, SocketAddr), ServeError> {
+    const ATTEMPTS: u32 = 16;
+    let failed = |addr, error| ServeError::Bind { addr, error };
+    let mut attempt = 1;
+    loop {
+        let tcp = tokio::net::TcpListener::bind(addr).await.map_err(|error| failed(addr, error))?;
+        let bound = tcp.local_addr().map_err(|error| failed(addr, error))?;
+        match tokio::net::UdpSocket::bind(bound).await {
+            Ok(udp) => return Ok((udp, tcp, bound)),
+            Err(error) if addr.port() == 0 && error.kind() == std::io::ErrorKind::AddrInUse && attempt < ATTEMPTS => {
+                attempt += 1;
+            }
+            Err(error) => return Err(failed(bound, error)),
+        }
+    }
+}
+
 /// Binds every service and starts serving on the current tokio runtime (the tasks run until the runtime stops).
 pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> {
     port_of(config, 5)?;
@@ -627,13 +649,8 @@ pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> 
     let inventory = bearer_only(fakes::http::inventory::router(fleet.inventory.clone()), &credentials.inventory_token);
     let hub_router = fakes::http::hub::router(fleet.hub.clone(), clock.clone()).merge(inventory);
     let hub = spawn_http(listen(config, 3).await?, hub_router, config.limits)?;
-    let dns_addr = SocketAddr::new(config.bind, port_of(config, 4)?);
-    let socket =
-        tokio::net::UdpSocket::bind(dns_addr).await.map_err(|error| ServeError::Bind { addr: dns_addr, error })?;
-    let dns = socket.local_addr().map_err(|error| ServeError::Bind { addr: dns_addr, error })?;
+    let (socket, dns_tcp, dns) = bind_dns(SocketAddr::new(config.bind, port_of(config, 4)?)).await?;
     tokio::spawn(fakes::http::dns::serve(socket, fleet.site.clone(), clock.clone()));
-    // DNS over TCP on the same port, as a real resolver serves it (dig +tcp, truncated answers).
-    let dns_tcp = tokio::net::TcpListener::bind(dns).await.map_err(|error| ServeError::Bind { addr: dns, error })?;
     tokio::spawn(fakes::http::dns::serve_tcp(dns_tcp, fleet.site.clone(), clock.clone(), DNS_TCP_CONNECTIONS_MAX));
     let admin =
         spawn_http(listen(config, 5).await?, admin_router(fleet.clone(), &credentials.admin_token), config.limits)?;

@@ -197,7 +197,7 @@ impl World {
             },
             backoff: Backoff::default(),
             agent_ttl_ms: self.spec.hub.agent_ttl_ms,
-            credential_remaining_ms: 24 * 3_600_000,
+            credential_remaining_ms: crate::world::hub::CONTROLLER_CREDENTIAL_LIFETIME_MS,
             hold_lease_ms: 3_600_000,
             lock_lease_ms: 15 * 60_000,
             credential_wait_ms: 10 * 60_000,
