@@ -16,7 +16,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 
@@ -38,21 +37,23 @@ def main():
     if len(blocks) < 4:
         sys.exit(f"{docs}: expected the curl, python-libmaas, Redfish and dig examples, found {len(blocks)} blocks")
     site = tempfile.mkdtemp()
-    banner_path = os.path.join(site, "banner")
-    with open(banner_path, "w") as banner, open(os.path.join(site, "stderr"), "w") as stderr:
-        serve = subprocess.Popen(
-            [fleetsim, "serve", "--port", "0", "--speed", "60", "--machines", "3", "--write-site", site],
-            stdout=banner,
-            stderr=stderr,
-        )
+    stderr = open(os.path.join(site, "stderr"), "w")
+    serve = subprocess.Popen(
+        [fleetsim, "serve", "--port", "0", "--speed", "60", "--machines", "3", "--write-site", site],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
     try:
-        for _ in range(600):
-            if "Ctrl-C stops" in open(banner_path).read():
+        # The banner ends with "Ctrl-C stops."; a serve that exits first ends the pipe.
+        lines = []
+        for line in serve.stdout:
+            lines.append(line)
+            if line.startswith("Ctrl-C stops"):
                 break
-            if serve.poll() is not None:
-                sys.exit("fleetsim serve exited: " + open(os.path.join(site, "stderr")).read())
-            time.sleep(0.05)
-        banner = open(banner_path).read()
+        else:
+            sys.exit("fleetsim serve exited before its banner: " + open(os.path.join(site, "stderr")).read())
+        banner = "".join(lines)
         ports = {
             name: re.search(rf"^  {name} +\w+://127\.0\.0\.1:(\d+)", banner, re.M).group(1)
             for name in ("MAAS", "Redfish", "secrets", "hub", "DNS", "admin")

@@ -20,6 +20,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
+/// How long an accept loop waits after a failed accept before it tries again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
 /// The limits of one listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -132,10 +135,11 @@ pub fn spawn(listener: TcpListener, router: Router, limits: Limits) -> std::io::
         loop {
             let stream = match listener.accept().await {
                 Ok((stream, _)) => stream,
-                // Out of descriptors or a reset before accept: the listener itself goes on.
+                // Out of descriptors or a reset before accept: the listener itself goes on, after a pause, so that
+                // a process out of descriptors does not spin on a failing accept.
                 Err(error) => {
                     tracing::warn!(%addr, %error, "accept failed");
-                    tokio::task::yield_now().await;
+                    tokio::time::sleep(ACCEPT_RETRY).await;
                     continue;
                 }
             };
