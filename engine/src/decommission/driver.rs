@@ -272,15 +272,10 @@ where
         ctx.policy = request.site_policy;
         ctx.failed_runs = history.failed_retryable_runs;
         ctx.fallback_taken = state.fallback_taken;
-        let mut after = AfterFailure::new(ctx, |ctx: &DecideContext| {
+        let after = AfterFailure::new(ctx, |ctx: &DecideContext| {
             decide(Stage::Decommission(stage), failure.class, attempt, ctx)
         });
-        loop {
-            match after.poll() {
-                Decision::RefreshObservedState => after.handle_observed(self.observe(request, state, stage).await),
-                next => return next,
-            }
-        }
+        after.decide(async || self.observe(request, state, stage).await).await
     }
 
     /// A fresh read of the node's inventory record or its machine, judged against what `stage` expects.

@@ -326,16 +326,11 @@ where
         ctx.failed_runs = history.failed_retryable_runs;
         ctx.deploy_attempt_started = state.deploy_started;
         let stage_of = Stage::Onboarding(stage);
-        let mut after = AfterFailure::new(ctx, |ctx: &DecideContext| match request.policy {
+        let after = AfterFailure::new(ctx, |ctx: &DecideContext| match request.policy {
             OnboardingPolicy::Current => decide(stage_of, failure.class, attempt, ctx),
             OnboardingPolicy::Legacy => LegacyConfig::default().decide(stage_of, failure.class, attempt, ctx),
         });
-        loop {
-            match after.poll() {
-                Decision::RefreshObservedState => after.handle_observed(self.observe(request, state, stage).await),
-                next => return next,
-            }
-        }
+        after.decide(async || self.observe(request, state, stage).await).await
     }
 
     /// A fresh read of the node's machine, judged against what `stage` expects.

@@ -43,6 +43,20 @@ impl<F: Fn(&DecideContext) -> Decision> AfterFailure<F> {
     pub fn handle_observed(&mut self, observed: Observed) {
         self.ctx.observed = observed;
     }
+
+    /// The final decision, with `observe` (the driver's fresh read, judged against the stage) awaited each time the
+    /// rule asks for one: the drivers' one loop over [`AfterFailure::poll`]. It does no I/O of its own.
+    pub async fn decide(mut self, mut observe: impl AsyncFnMut() -> Observed) -> Decision {
+        loop {
+            match self.poll() {
+                Decision::RefreshObservedState => {
+                    let observed = observe().await;
+                    self.handle_observed(observed);
+                }
+                decision => return decision,
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -115,6 +129,24 @@ mod tests {
         );
         assert!(matches!(nexts.last(), Some(Decision::Retry { attempt_next: 2, delay_ms: 15_000, .. })), "{nexts:?}");
         assert_eq!(seen, [Observed::Stale, Observed::Stale, Observed::Stale, Observed::AsExpected]);
+    }
+
+    #[test]
+    fn decide_awaits_one_observation_per_request_and_returns_the_final_decision() {
+        let rule = |ctx: &DecideContext| match ctx.observed {
+            Observed::Stale => Decision::RefreshObservedState,
+            _ => Decision::Stop(stop()),
+        };
+        let after = AfterFailure::new(DecideContext::new(NodeState::Enrolling), rule);
+        let mut readings = vec![Observed::Conflicting, Observed::Stale];
+        let mut observed = 0;
+        let decision = futures_util::FutureExt::now_or_never(after.decide(async || {
+            observed += 1;
+            readings.pop().expect("a reading for every observe")
+        }))
+        .expect("no real await");
+        assert_eq!(decision, Decision::Stop(stop()));
+        assert_eq!(observed, 2, "a stale reading is read again, the conflicting one decides");
     }
 
     #[test]
