@@ -198,6 +198,16 @@ impl World {
         }
     }
 
+    /// `open_epoch`: the deployment opens an epoch of `members` at the hub.
+    pub(crate) fn open_epoch(&self, members: &[String]) {
+        self.driver_hub_request(Request::OpenEpoch { members: members.to_vec() });
+    }
+
+    /// `close_epoch`: the deployment closes `epoch`, naming no member untouched.
+    pub(crate) fn close_epoch(&self, epoch: u64) {
+        self.driver_hub_request(Request::CloseEpoch { epoch, untouched: Vec::new() });
+    }
+
     /// `task_lease`: the hub grants a task lease on `agent` for `duration_ms` of the hub's clock.
     pub(crate) fn grant_task_lease(&self, agent: &str, duration_ms: u64) {
         let until_ms = self.host_now_ms(HUB_ID) + duration_ms;

@@ -1,11 +1,10 @@
 //! The fault plan: the scenario's timed steps at their times, the stage-triggered steps at the stage starts they
 //! wait for, and [`World::apply`], which traces a step, counts it when it injects a fault and hands it to the part of
 //! the world that owns what it changes (the network, a host, the nodes, the hub, the controller, the MAAS site). The
-//! match names every kind, by domain, with no catch-all: a new kind does not compile until it has an owner.
+//! match names every kind, grouped by the part that owns it, with no catch-all: a new kind does not compile until it
+//! has an owner.
 
 use std::rc::Rc;
-
-use fakes::hub::Request;
 
 use crate::model::faults::{Step, decommission_step, site_step};
 use crate::observe::trace::Body;
@@ -95,10 +94,8 @@ impl World {
             Step::EndpointIdentityChange { target } => self.change_endpoint_identity(id(target)),
             Step::StorageFault { target, storage } => self.set_worker_storage(id(target), *storage),
             // the hub's
-            Step::OpenEpoch { members } => self.driver_hub_request(Request::OpenEpoch { members: members.clone() }),
-            Step::CloseEpoch { epoch } => {
-                self.driver_hub_request(Request::CloseEpoch { epoch: *epoch, untouched: Vec::new() })
-            }
+            Step::OpenEpoch { members } => self.open_epoch(members),
+            Step::CloseEpoch { epoch } => self.close_epoch(*epoch),
             Step::TaskLease { target, duration_ms } => self.grant_task_lease(target, *duration_ms),
             Step::RouteSwap => self.hub.swap_route_bundle(),
             Step::HubTimeout { count } => self.hub.lose_answers(*count),
