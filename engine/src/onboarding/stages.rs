@@ -4,24 +4,25 @@
 
 use crate::matrix::OnboardingStage;
 
-/// The stages a run walks, in order. `classify_deploy_failure` and `recover_for_datasource_retry` run only when a
-/// deploy fails (they are that failure's handling, not steps of a healthy run).
-pub const MAIN_STAGES: [OnboardingStage; 14] = [
-    OnboardingStage::LoadSiteConfig,
-    OnboardingStage::ResolvePowerCredentials,
-    OnboardingStage::CreateOrFindInMaas,
-    OnboardingStage::CommissionNode,
-    OnboardingStage::WaitForReady,
-    OnboardingStage::ConfigureStorage,
-    OnboardingStage::ApplyRocePhase2,
-    OnboardingStage::EnsurePxeInterfaceAuto,
-    OnboardingStage::RenderCloudInit,
-    OnboardingStage::DeployViaMaas,
-    OnboardingStage::WaitForDeployed,
-    OnboardingStage::EnsureHardwareSyncConfigured,
-    OnboardingStage::WaitForHardwareSyncHealthy,
-    OnboardingStage::WaitForAgentEnrollment,
-];
+/// The stages a run walks, in order: the matrix's stages ([`OnboardingStage::ALL`], in its order) but
+/// `classify_deploy_failure` and `recover_for_datasource_retry`, which run only when a deploy fails (they are that
+/// failure's handling, not steps of a healthy run).
+pub const MAIN_STAGES: [OnboardingStage; 14] = main_stages();
+
+const fn main_stages() -> [OnboardingStage; 14] {
+    let mut main = [OnboardingStage::LoadSiteConfig; 14];
+    let (mut from, mut to) = (0, 0);
+    while from < OnboardingStage::ALL.len() {
+        let stage = OnboardingStage::ALL[from];
+        if !matches!(stage, OnboardingStage::ClassifyDeployFailure | OnboardingStage::RecoverForDatasourceRetry) {
+            main[to] = stage;
+            to += 1;
+        }
+        from += 1;
+    }
+    assert!(to == main.len(), "every stage of the matrix but the deploy failure's two is a main stage");
+    main
+}
 
 /// Waits bounded by the timeouts of section 6 (our defaults where the seed gives none, as in [`crate::matrix`]),
 /// plus a margin past MAAS's own 30-minute `node_timeout` so that MAAS's verdict arrives first.
