@@ -357,12 +357,14 @@ fn quarantine(surfaces: Vec<Contradiction>) -> Verdict {
     Verdict::Quarantined { repair: Repair::OperatorInspect { surfaces: surfaces.clone() }, surfaces }
 }
 
+/// What the preflight's and the selection's tests share: the test trust root and a canonical file.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod fixtures {
+    use super::{Manifest, SignatureVerifier};
+    use crate::ports::{FileFacts, FileKind};
 
     /// The test trust root: a signature is valid when it is `sig-<revision>-<generation>`.
-    struct TestVerifier;
+    pub(crate) struct TestVerifier;
 
     impl SignatureVerifier for TestVerifier {
         fn verify(&self, manifest: &Manifest) -> bool {
@@ -370,9 +372,16 @@ mod tests {
         }
     }
 
-    fn file(content: &str) -> FileFacts {
+    /// A regular file of the canonical mode, owner and link count, holding `content`.
+    pub(crate) fn file(content: &str) -> FileFacts {
         FileFacts { kind: FileKind::Regular, mode: 0o600, owner: "ovswarm".into(), nlink: 1, content: content.into() }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{TestVerifier, file};
+    use super::*;
 
     fn full_env(revision: &str, generation: u64) -> String {
         format!(

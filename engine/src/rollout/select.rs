@@ -147,22 +147,9 @@ impl Selection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ports::NodeObservation;
     use crate::ports::TransportError;
-    use crate::ports::{FileFacts, FileKind, NodeObservation};
-    use crate::rollout::preflight::Manifest;
-
-    /// The test trust root: a signature is valid when it is `sig-<revision>-<generation>`.
-    struct TestVerifier;
-
-    impl SignatureVerifier for TestVerifier {
-        fn verify(&self, manifest: &Manifest) -> bool {
-            manifest.signature == format!("sig-{}-{}", manifest.revision, manifest.generation)
-        }
-    }
-
-    fn file(content: &str) -> FileFacts {
-        FileFacts { kind: FileKind::Regular, mode: 0o600, owner: "ovswarm".into(), nlink: 1, content: content.into() }
-    }
+    use crate::rollout::preflight::fixtures::{TestVerifier, file};
 
     fn endpoint(node: &str) -> Endpoint {
         Endpoint { node: node.into(), host_key: format!("key-{node}") }
