@@ -34,6 +34,10 @@ pub enum NextStep {
     /// Nothing runs: the request was refused, or its effect is the journal lines already appended (`cancel`,
     /// `mark_manual_intervention_required`, an adoption of the last stage). The record is already settled.
     Nothing,
+    /// `cancel` ("stop workflow and compensate where possible") of a workflow resting at `stage` whose row names a
+    /// compensation: the caller has the workflow's driver perform it (`compensate_cancelled`), which journals and
+    /// reports what it did or could not do. The record is already settled (`cancelled`).
+    Compensate { stage: Stage, compensation: crate::matrix::Compensation },
 }
 
 /// What [`apply_operator_action`] did.
@@ -196,7 +200,7 @@ pub async fn apply_operator_action<J: Journal, G: Signals>(
             Workflow::Onboarding => OnboardRecord::Completed {
                 workflow: workflow_id.to_owned(),
                 run: status.run_id,
-                system_id: last_system_id(workflow_id, &lines).unwrap_or_default(),
+                system_id: crate::onboarding::record::last_system_id(workflow_id, &lines).unwrap_or_default(),
             }
             .encode(),
             Workflow::Decommission => DecommissionRecord::Completed {
@@ -207,7 +211,9 @@ pub async fn apply_operator_action<J: Journal, G: Signals>(
             .encode(),
         };
         journal.append(&completion).await?;
-        let event = WorkflowEvent::Completed { system_id: last_system_id(workflow_id, &lines).unwrap_or_default() };
+        let event = WorkflowEvent::Completed {
+            system_id: crate::onboarding::record::last_system_id(workflow_id, &lines).unwrap_or_default(),
+        };
         let workflow_id = workflow_id.to_owned();
         signals.emit(match workflow {
             Workflow::Onboarding => Signal::Onboarding { workflow: workflow_id, event },
@@ -219,7 +225,17 @@ pub async fn apply_operator_action<J: Journal, G: Signals>(
         workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), false).map_err(ApplyError::Corrupt)?;
     let settled = record.settled(after.state);
     journal.append(&settled.encode()).await?;
-    Ok(Applied { record, settled: Some(settled), authorized: Some(authorized), next: NextStep::Nothing })
+    // A running workflow is halted by its own driver at its next stage; a resting one is compensated now.
+    let next = match authorized.compensation {
+        Some(compensation)
+            if authorized.action == RecoveryAction::Cancel
+                && status.state != Lifecycle::Workflow(WorkflowState::Running) =>
+        {
+            NextStep::Compensate { stage: status.stage, compensation }
+        }
+        _ => NextStep::Nothing,
+    };
+    Ok(Applied { record, settled: Some(settled), authorized: Some(authorized), next })
 }
 
 /// Appends `record` settled once the caller's run of the workflow ([`NextStep::Run`]) has returned: `running` when
@@ -237,16 +253,6 @@ pub async fn settle_after_run<J: Journal>(
     let settled = record.settled(actual);
     journal.append(&settled.encode()).await?;
     Ok(settled)
-}
-
-/// The MAAS system id of the workflow's last checkpoint that knew one.
-fn last_system_id(workflow_id: &str, lines: &[String]) -> Option<String> {
-    lines.iter().rev().find_map(|line| match OnboardRecord::decode(line)? {
-        Ok(OnboardRecord::Checkpoint { workflow, system_id: Some(system_id), .. }) if workflow == workflow_id => {
-            Some(system_id)
-        }
-        _ => None,
-    })
 }
 
 /// A fresh observation (section 7: "allow adopt_observed_state when observed state now satisfies the intended

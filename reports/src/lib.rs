@@ -323,6 +323,16 @@ pub fn record_bytes(run: &RunRecord) -> Vec<u8> {
 /// The verdict a run's findings give, in this order: a panic; an unexpected always-violation (safety); an
 /// unexpected eventually-violation (liveness); an expectation unmet; else a pass. The runner judges a run with it and
 /// the report reader checks every record's verdict against it, so the rule is written once.
+/// How a person reads an entry of a run's `unmet`: an oracle name (one word) was to fire and did not; any other
+/// entry (`matrix pair …`, `recovery work […], the run did […]`) names what the expectation was and what happened.
+pub fn unmet_sentence(entry: &str) -> String {
+    if entry.contains(char::is_whitespace) {
+        format!("expected {entry}")
+    } else {
+        format!("{entry} was expected to fire and never did")
+    }
+}
+
 pub fn judge(panicked: bool, violations: &[Firing], unmet: &[String]) -> Verdict {
     if panicked {
         Verdict::fail(FailureKind::Panic)

@@ -56,6 +56,7 @@ async fn body_reads_an_enabled_site(secrets: &impl SiteSecrets) {
         pxe_vlan_vid: 5001,
         roce_vlan_vid: 5002,
         roce_mandatory: false,
+        timeouts: Default::default(),
     };
     assert_eq!(config, expected);
 }

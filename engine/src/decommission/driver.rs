@@ -8,7 +8,7 @@ use crate::decommission::judge::{self, FallbackCall, MaasRecord, ReleaseStart, T
 use crate::decommission::record::{DecommissionHistory, DecommissionRecord};
 use crate::decommission::stages::{POWER_OFF_CHECKS, RELEASE_WAIT_MS, StageWalk};
 use crate::matrix::{Compensation, DecommissionStage, FailureClass, NodeState, Stage, WorkflowState};
-use crate::ports::events::{Evidence, WorkflowEvent};
+use crate::ports::events::{Evidence, RecoveryWork, WorkOutcome, WorkflowEvent};
 use crate::ports::fleet::{Fleet, NodeTask};
 use crate::ports::site::{MaasApi, MaasError, PowerState, SiteSecrets};
 use crate::ports::{Clock, Journal, Signal, Signals};
@@ -164,7 +164,7 @@ where
             match self.decide_after(request, &history, &state, stage, &failure, attempt).await {
                 Decision::Retry { attempt_next, delay_ms, compensation, .. } => {
                     if let Some(compensation) = compensation {
-                        self.compensate(request, &mut state, compensation).await;
+                        self.compensate(request, run, &mut state, stage, compensation).await;
                     }
                     let event = WorkflowEvent::Retrying {
                         stage: Stage::Decommission(stage),
@@ -181,7 +181,7 @@ where
                 }
                 Decision::Stop(stop) => {
                     if let Some(compensation) = stop.compensation {
-                        self.compensate(request, &mut state, compensation).await;
+                        self.compensate(request, run, &mut state, stage, compensation).await;
                     }
                     if stop.workflow_state == WorkflowState::CompletedWithFollowUpRecord {
                         // `remove_maas_record` "retain MAAS record ... if delete unsafe": done, with the record.
@@ -291,23 +291,64 @@ where
         Observed::AsExpected
     }
 
-    /// Runs a compensation of section 5.
-    async fn compensate(&self, request: &DecommissionRequest, state: &mut RunState, compensation: Compensation) {
-        if let Some((from, to)) = judge::compensating_transition(compensation) {
-            let _ = self.fleet.transition(&request.node, from, to).await;
-            return;
-        }
-        if compensation == Compensation::AbortMarkFixedNoEraseRelease {
-            if let Some(system_id) = state.system_id.clone()
-                && let Ok(machine) = self.maas.machine(&system_id).await
-            {
-                let _ = match judge::fallback_call(&machine.status) {
-                    Some(FallbackCall::Abort) => self.maas.abort(&system_id).await.map(|_| ()),
-                    Some(FallbackCall::MarkFixed) => self.maas.mark_fixed(&system_id).await.map(|_| ()),
-                    None => Ok(()),
-                };
+    /// Runs a compensation of section 5, idempotently, then journals and reports what came of it.
+    async fn compensate(
+        &self,
+        request: &DecommissionRequest,
+        run: u32,
+        state: &mut RunState,
+        stage: DecommissionStage,
+        compensation: Compensation,
+    ) {
+        let (outcome, detail) = if let Some((from, to)) = judge::compensating_transition(compensation) {
+            match self.fleet.transition(&request.node, from, to).await {
+                Ok(()) => {
+                    (WorkOutcome::Performed, format!("{} moved {} → {}", request.node, from.as_str(), to.as_str()))
+                }
+                Err(error) => (
+                    WorkOutcome::Failed,
+                    format!("{} not moved {} → {}: {error}", request.node, from.as_str(), to.as_str()),
+                ),
             }
+        } else if compensation == Compensation::AbortMarkFixedNoEraseRelease {
+            // The release that follows is without erase (`fallback_taken`); here MAAS is unstuck for it.
             state.fallback_taken = true;
+            self.unstick_for_no_erase_release(state).await
+        } else {
+            (WorkOutcome::NotDue, format!("{} is not a decommission compensation", compensation.as_str()))
+        };
+        let workflow = request.workflow.as_str();
+        let work = RecoveryWork::Compensation(compensation);
+        self.record(DecommissionRecord::Work { workflow: workflow.to_owned(), run, stage, work, outcome }).await;
+        self.emit(workflow, WorkflowEvent::RecoveryWork { stage: Stage::Decommission(stage), work, outcome, detail });
+    }
+
+    /// "abort/mark-fixed": a machine stuck erasing is aborted, a broken one marked fixed, so that the no-erase
+    /// release can take it; one in any other state needs neither.
+    async fn unstick_for_no_erase_release(&self, state: &RunState) -> (WorkOutcome, String) {
+        let Some(system_id) = state.system_id.clone() else {
+            return (WorkOutcome::NotDue, "no MAAS machine known".to_owned());
+        };
+        let machine = match self.maas.machine(&system_id).await {
+            Ok(machine) => machine,
+            Err(error) => return (WorkOutcome::Failed, format!("{system_id} cannot be read: {error}")),
+        };
+        let status = machine.status.name().to_owned();
+        let (called, answer) = match judge::fallback_call(&machine.status) {
+            Some(FallbackCall::Abort) => ("aborted", self.maas.abort(&system_id).await.map(drop)),
+            Some(FallbackCall::MarkFixed) => ("marked fixed", self.maas.mark_fixed(&system_id).await.map(drop)),
+            None => {
+                return (
+                    WorkOutcome::NotDue,
+                    format!("{system_id} is {status}: nothing to abort or mark fixed; the release goes without erase"),
+                );
+            }
+        };
+        match answer {
+            Ok(()) => {
+                (WorkOutcome::Performed, format!("{system_id} {called} from {status}; the release goes without erase"))
+            }
+            Err(error) => (WorkOutcome::Failed, format!("{system_id} could not be {called} from {status}: {error}")),
         }
     }
 
@@ -616,6 +657,9 @@ mod tests {
             async fn link_subnet_auto(&self, _: &str, _: u64, _: u64) -> Result<(), MaasError> {
                 unreachable!()
             }
+            async fn disconnect_interface(&self, _: &str, _: u64) -> Result<(), MaasError> {
+                unreachable!()
+            }
             async fn deploy(&self, _: &str, _: &Secret, _: bool) -> Result<Machine, MaasError> {
                 unreachable!("a decommission deploys nothing")
             }
@@ -655,6 +699,7 @@ mod tests {
                     pxe_vlan_vid: 1,
                     roce_vlan_vid: 2,
                     roce_mandatory: false,
+                    timeouts: Default::default(),
                 })
             }
             async fn power_credential(&self, _: &str) -> Result<crate::ports::site::PowerCredential, SecretsError> {

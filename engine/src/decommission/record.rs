@@ -1,19 +1,46 @@
-//! The decommission workflow's journal records: one line `decommission <json>` per run start, stage attempt, stop
-//! and completion, and what they say about the workflow's history (the shared fold of [`crate::workflow::record`]).
+//! The decommission workflow's journal records: one line `decommission <json>` per run start, stage attempt, stop,
+//! completion and compensation, and what they say about the workflow's history (the shared fold of [`crate::workflow::record`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::matrix::{DecommissionStage, FailureClass, WorkflowState};
+use crate::ports::events::{RecoveryWork, WorkOutcome};
 use crate::workflow::record::{self, Entry, History, WorkflowRecord};
 
 /// A journal line of a decommission workflow: `decommission <json>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "record", rename_all = "snake_case", deny_unknown_fields)]
 pub enum DecommissionRecord {
-    RunStarted { workflow: String, run: u32 },
-    Checkpoint { workflow: String, run: u32, stage: DecommissionStage, attempt: u32 },
-    Stopped { workflow: String, run: u32, stage: DecommissionStage, class: FailureClass, workflow_state: WorkflowState },
-    Completed { workflow: String, run: u32, workflow_state: WorkflowState },
+    RunStarted {
+        workflow: String,
+        run: u32,
+    },
+    Checkpoint {
+        workflow: String,
+        run: u32,
+        stage: DecommissionStage,
+        attempt: u32,
+    },
+    Stopped {
+        workflow: String,
+        run: u32,
+        stage: DecommissionStage,
+        class: FailureClass,
+        workflow_state: WorkflowState,
+    },
+    Completed {
+        workflow: String,
+        run: u32,
+        workflow_state: WorkflowState,
+    },
+    /// A compensation done for a failure of `stage`, and what came of it.
+    Work {
+        workflow: String,
+        run: u32,
+        stage: DecommissionStage,
+        work: RecoveryWork,
+        outcome: WorkOutcome,
+    },
 }
 
 impl DecommissionRecord {
@@ -44,6 +71,7 @@ impl WorkflowRecord for DecommissionRecord {
             DecommissionRecord::Completed { workflow, workflow_state, .. } => {
                 Entry::Completed { workflow, completion: *workflow_state }
             }
+            DecommissionRecord::Work { workflow, .. } => Entry::Work { workflow },
         }
     }
 }

@@ -556,6 +556,31 @@ pub enum Compensation {
 }
 
 impl Compensation {
+    pub const ALL: [Compensation; 8] = [
+        Compensation::UnlinkRelinkInterface,
+        Compensation::DeletePartialNodeRow,
+        Compensation::ReleaseToReadyIfDeployStarted,
+        Compensation::ReleaseToReady,
+        Compensation::AbortReleaseToCleanDeployableState,
+        Compensation::QuarantineOnFailedValidation,
+        Compensation::AbortMarkFixedNoEraseRelease,
+        Compensation::RevertToRetiredOnUninstallFailure,
+    ];
+
+    /// The snake_case name (serde's), as traces and conformance cases spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compensation::UnlinkRelinkInterface => "unlink_relink_interface",
+            Compensation::DeletePartialNodeRow => "delete_partial_node_row",
+            Compensation::ReleaseToReadyIfDeployStarted => "release_to_ready_if_deploy_started",
+            Compensation::ReleaseToReady => "release_to_ready",
+            Compensation::AbortReleaseToCleanDeployableState => "abort_release_to_clean_deployable_state",
+            Compensation::QuarantineOnFailedValidation => "quarantine_on_failed_validation",
+            Compensation::AbortMarkFixedNoEraseRelease => "abort_mark_fixed_no_erase_release",
+            Compensation::RevertToRetiredOnUninstallFailure => "revert_to_retired_on_uninstall_failure",
+        }
+    }
+
     /// Whether it changes MAAS: section 7 says to "refresh observed MAAS state before destructive or irreversible
     /// steps", so such a compensation waits for a fresh observation.
     pub fn changes_maas(self) -> bool {
@@ -621,6 +646,34 @@ pub enum TimeoutKind {
     AgentEnrollment,
 }
 
+impl TimeoutKind {
+    pub const ALL: [TimeoutKind; 6] = [
+        TimeoutKind::Discovery,
+        TimeoutKind::Commission,
+        TimeoutKind::Deploy,
+        TimeoutKind::HardwareSyncSeed,
+        TimeoutKind::HardwareSyncHealth,
+        TimeoutKind::AgentEnrollment,
+    ];
+
+    /// The snake_case name (`hardware_sync_seed`), as the site setting and the reports spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeoutKind::Discovery => "discovery",
+            TimeoutKind::Commission => "commission",
+            TimeoutKind::Deploy => "deploy",
+            TimeoutKind::HardwareSyncSeed => "hardware_sync_seed",
+            TimeoutKind::HardwareSyncHealth => "hardware_sync_health",
+            TimeoutKind::AgentEnrollment => "agent_enrollment",
+        }
+    }
+}
+
+/// The section 6 row of `kind`.
+pub fn timeout(kind: TimeoutKind) -> &'static TimeoutRow {
+    TIMEOUTS.iter().find(|row| row.timeout == kind).expect("section 6 has a row for every timeout kind")
+}
+
 /// One row of section 6, with the default duration the seed does not give.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeoutRow {
@@ -659,6 +712,15 @@ impl OutOfBandCondition {
         OutOfBandCondition::OperatorChangedMaasState,
         OutOfBandCondition::MachineReappearedWithDifferentState,
     ];
+
+    /// The snake_case name (serde's), as conformance cases spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutOfBandCondition::LateAgentEnrollment => "late_agent_enrollment",
+            OutOfBandCondition::OperatorChangedMaasState => "operator_changed_maas_state",
+            OutOfBandCondition::MachineReappearedWithDifferentState => "machine_reappeared_with_different_state",
+        }
+    }
 
     /// The seed's words.
     pub fn text(self) -> &'static str {

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::{
-    AuditField, DECOMMISSION, FailureClass, ONBOARDING, OutOfBandCondition, OutOfBandRule, RecoveryAction,
-    Retryability, SafeDefault, StageRow, TIMEOUTS, pair_count,
+    AuditField, Compensation, DECOMMISSION, FailureClass, ONBOARDING, OutOfBandCondition, OutOfBandRule,
+    RecoveryAction, Retryability, SafeDefault, StageRow, TIMEOUTS, pair_count,
 };
 
 /// The whole of `docs/recovery-matrix.md`.
@@ -64,15 +64,17 @@ pub fn render_markdown() -> String {
 
     out.push_str(
         "\n## Timeouts\n\n\"Timeouts are product behavior, not only implementation details.\" The seed gives no \
-         durations: each default below says where it comes from.\n\n\
-         | timeout | bounds stage | failure class | default workflow state | recommended default action | default \
-         | source of the default |\n| --- | --- | --- | --- | --- | --- | --- |\n",
+         durations: each default below says where it comes from. Each timeout is a site setting (the key of the site \
+         configuration named below, in ms, `1..=86400000`); the drivers read the site's value, or this default.\n\n\
+         | timeout | site setting | bounds stage | failure class | default workflow state | recommended default action \
+         | default | source of the default |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for row in TIMEOUTS {
         let _ = writeln!(
             out,
-            "| {} | `{}` | {} | {} | {} | {} ms ({} min) | {} |",
+            "| {} | `{}` | `{}` | {} | {} | {} | {} ms ({} min) | {} |",
             row.name,
+            crate::ports::site::StageTimeouts::key(row.timeout),
             row.stage.as_str(),
             row.failure_class_text,
             row.workflow_state_text,
@@ -82,6 +84,21 @@ pub fn render_markdown() -> String {
             row.default_source,
         );
     }
+
+    out.push_str(
+        "\n## Recovery work\n\nWhat the drivers do for each compensation, idempotently and after a fresh read; each is \
+         journaled (`work` records) and traced (`recovery_work` events: `performed`, `not_due` when the state already is \
+         what the work would make it, `failed` with why). `cancel` performs the resting stage's compensation the same \
+         way.\n\n| compensation | what the engine does |\n| --- | --- |\n",
+    );
+    for compensation in Compensation::ALL {
+        let _ = writeln!(out, "| `{}` | {} |", compensation.as_str(), recovery_work_text(compensation));
+    }
+    out.push_str(
+        "| `reseed` (`wait_for_hardware_sync_healthy`'s \"resume with reseed\") | the hardware-sync seed run again \
+         over SSH (a new operation) before the wait is retried; the wait stops for a person only when the sync stays \
+         unhealthy after it |\n",
+    );
 
     out.push_str("\n## Late success and out-of-band changes\n\nFirst-class recovery conditions:\n\n");
     for condition in OutOfBandCondition::ALL {
@@ -148,5 +165,38 @@ fn name<T: Serialize>(value: T) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(name)) => name,
         other => panic!("not a unit variant: {other:?}"),
+    }
+}
+
+/// How the drivers perform `compensation`, for the page.
+fn recovery_work_text(compensation: Compensation) -> &'static str {
+    match compensation {
+        Compensation::UnlinkRelinkInterface => {
+            "on a retry after a hardware mismatch: the PXE interface disconnected (`op=disconnect`) and linked AUTO \
+             to the PXE VLAN's subnet again; not due when it already is linked AUTO there"
+        }
+        Compensation::DeletePartialNodeRow => {
+            "not performed: the onboarding driver writes no node row before `render_cloud_init` succeeds, so no \
+             decision makes it due (`partial_node_row_exists` is never set); recorded `not_due` if asked"
+        }
+        Compensation::ReleaseToReadyIfDeployStarted => {
+            "when MAAS accepted the deploy: abort what is in flight, release (without erase) what is deployed; a \
+             deploy whose answer was lost is adopted by the fresh read instead, so no fault of the simulator makes it \
+             due"
+        }
+        Compensation::ReleaseToReady => "abort what is in flight, release (without erase) a failed deployment",
+        Compensation::AbortReleaseToCleanDeployableState => {
+            "the datasource recovery's own work and compensation: back to Ready before the deploy is tried again"
+        }
+        Compensation::QuarantineOnFailedValidation => {
+            "the inventory transition active → quarantined when the validation keeps failing"
+        }
+        Compensation::AbortMarkFixedNoEraseRelease => {
+            "before the no-erase fallback: abort a machine stuck erasing, mark a broken one fixed, then release \
+             without erase; not due from Failed disk erasing (no fault of the simulator leaves a machine erasing)"
+        }
+        Compensation::RevertToRetiredOnUninstallFailure => {
+            "the inventory transition quarantined → retired when the uninstall failed"
+        }
     }
 }

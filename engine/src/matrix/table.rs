@@ -451,8 +451,8 @@ pub static TIMEOUTS: &[TimeoutRow] = &[
         workflow_state_text: "failed_retryable or failed_manual_intervention",
         actions: &[A::Resume, A::MarkManualInterventionRequired],
         action_text: "resume if transient; otherwise manual fix",
-        default_ms: 30 * MINUTE_MS,
-        default_source: "MAAS node_timeout, 30 min: the timeout of seeds/001 (\"ZERO events for 30 minutes\")",
+        default_ms: 35 * MINUTE_MS,
+        default_source: "MAAS node_timeout (30 min, the timeout of seeds/001: \"ZERO events for 30 minutes\") plus 5 min, so that MAAS's own verdict (Failed commissioning, timed out) arrives first",
     },
     TimeoutRow {
         timeout: TimeoutKind::Deploy,
@@ -465,8 +465,8 @@ pub static TIMEOUTS: &[TimeoutRow] = &[
         workflow_state_text: "failed_retryable or failed_manual_intervention",
         actions: &[A::Resume, A::Rerun],
         action_text: "classify then resume/rerun",
-        default_ms: 30 * MINUTE_MS,
-        default_source: "MAAS node_timeout, 30 min: MAAS fails a deployment that long in Deploying",
+        default_ms: 35 * MINUTE_MS,
+        default_source: "MAAS node_timeout (30 min: MAAS fails a deployment that long in Deploying) plus 5 min, so that MAAS's own verdict arrives first",
     },
     TimeoutRow {
         timeout: TimeoutKind::HardwareSyncSeed,

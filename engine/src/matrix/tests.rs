@@ -125,6 +125,7 @@ fn the_timeouts_are_section_6_of_the_seed() {
     sorted.sort();
     sorted.dedup();
     assert_eq!(kinds, sorted, "each timeout once, in order");
+    assert_eq!(kinds, TimeoutKind::ALL, "TimeoutKind::ALL is section 6 in its order");
 }
 
 #[test]

@@ -22,12 +22,12 @@ use crate::matrix::{Compensation, FailureClass, NodeState, OnboardingStage, Stag
 use crate::onboarding::judge::{self, MachineWait, ToReady};
 use crate::onboarding::legacy::LegacyConfig;
 use crate::onboarding::record::{OnboardHistory, OnboardRecord};
-use crate::onboarding::stages::{
-    AGENT_ENROLLMENT_WAIT_MS, COMMISSION_WAIT_MS, DEPLOY_WAIT_MS, HW_SYNC_HEALTH_WAIT_MS, StageCursor,
-};
+use crate::onboarding::stages::StageCursor;
 use crate::onboarding::stall::UnknownMachine;
-use crate::ports::events::WorkflowEvent;
-use crate::ports::site::{MaasApi, MaasError, Machine, MachineStatus, NewMachine, Resolver, SiteSecrets};
+use crate::ports::events::{RecoveryWork, WorkOutcome, WorkflowEvent};
+use crate::ports::site::{
+    MaasApi, MaasError, Machine, MachineStatus, NewMachine, Resolver, SiteSecrets, StageTimeouts,
+};
 use crate::ports::{Clock, Endpoint, Hub, Journal, Signal, Signals, Ssh, SshRequest};
 use crate::secret::Secret;
 use crate::workflow::after_failure::AfterFailure;
@@ -110,6 +110,10 @@ struct RunState {
     metadata_host: Option<String>,
     pxe_vlan_vid: u16,
     roce_vlan_vid: u16,
+    /// Section 6's timeouts as `load_site_config` read them (the matrix's defaults until it has).
+    timeouts: StageTimeouts,
+    /// `apply_roce_phase2`'s policy as the site sets it.
+    roce_mandatory: bool,
     power: Option<crate::ports::site::PowerCredential>,
     user_data: Option<Secret>,
     deploy_started: bool,
@@ -217,6 +221,10 @@ where
             } else {
                 (stage, failure, attempt)
             };
+            if let Some(timeout) = failure.timeout {
+                let bound_ms = state.timeouts.of(timeout);
+                self.emit(workflow, WorkflowEvent::TimedOut { stage: Stage::Onboarding(stage), timeout, bound_ms });
+            }
             self.emit(
                 workflow,
                 WorkflowEvent::StageFailed {
@@ -228,7 +236,10 @@ where
             match self.decide_after(request, &history, &state, stage, &failure, attempt).await {
                 Decision::Retry { attempt_next, delay_ms, compensation, .. } => {
                     if let Some(compensation) = compensation {
-                        self.compensate(&mut state, compensation).await;
+                        self.compensate(request, run, &mut state, stage, compensation).await;
+                    }
+                    if judge::reseeds_before_retry(stage, failure.class) {
+                        self.reseed(request, run, &state, stage).await;
                     }
                     let event = WorkflowEvent::Retrying {
                         stage: Stage::Onboarding(stage),
@@ -246,7 +257,7 @@ where
                 }
                 Decision::Stop(stop) => {
                     if let Some(compensation) = stop.compensation {
-                        self.compensate(&mut state, compensation).await;
+                        self.compensate(request, run, &mut state, stage, compensation).await;
                     }
                     let record = OnboardRecord::Stopped {
                         workflow: workflow.to_owned(),
@@ -292,6 +303,31 @@ where
         }
     }
 
+    /// `cancel`'s "compensate where possible" for a workflow resting at `stage`: the row's compensation, performed
+    /// as a retry or stop would perform it, from what the journal says the last run reached (its machine, whether it
+    /// asked MAAS to deploy) and the site configuration read now (the PXE VLAN a relink needs). What it did, or why it
+    /// could not, is journaled and reported like any recovery work.
+    pub async fn compensate_cancelled(
+        &self,
+        request: &OnboardRequest,
+        stage: OnboardingStage,
+        compensation: Compensation,
+    ) -> WorkOutcome {
+        let lines =
+            self.journal.replay().await.unwrap_or_else(|error| panic!("onboarding journal unreadable: {error}"));
+        let history = OnboardHistory::of(&request.workflow, lines.iter().map(String::as_str))
+            .unwrap_or_else(|error| panic!("{error}"));
+        let mut state = RunState {
+            system_id: crate::onboarding::record::last_system_id(&request.workflow, &lines),
+            deploy_started: history.reached.contains(&OnboardingStage::DeployViaMaas),
+            ..RunState::default()
+        };
+        if let Ok(site) = self.secrets.site_config().await {
+            state.pxe_vlan_vid = site.pxe_vlan_vid;
+        }
+        self.compensate(request, history.runs.max(1), &mut state, stage, compensation).await
+    }
+
     /// Whether the journal now says the workflow is frozen or cancelled.
     async fn halted_now(&self, workflow: &str) -> Option<String> {
         let lines =
@@ -323,8 +359,11 @@ where
         let mut ctx = DecideContext::new(NodeState::Enrolling);
         ctx.retry = request.retry;
         ctx.policy = request.site_policy;
+        // The site's own setting, as `load_site_config` read it, decides `apply_roce_phase2`'s branch.
+        ctx.policy.roce_mandatory |= state.roce_mandatory;
         ctx.failed_runs = history.failed_retryable_runs;
         ctx.deploy_attempt_started = state.deploy_started;
+        ctx.timed_out = failure.timeout;
         let stage_of = Stage::Onboarding(stage);
         let after = AfterFailure::new(ctx, |ctx: &DecideContext| match request.policy {
             OnboardingPolicy::Current => decide(stage_of, failure.class, attempt, ctx),
@@ -343,21 +382,127 @@ where
         judge::observed_machines(stage, &request.node.bmc_address, system_id, &machines, state.deploy_started)
     }
 
-    /// Runs a compensation, after a fresh read (section 7: refresh before destructive steps): abort what is in
-    /// flight, release what is deployed.
-    async fn compensate(&self, state: &mut RunState, compensation: Compensation) {
-        let Some(system_id) = state.system_id.clone() else { return };
+    /// Runs the compensation a decision calls for, idempotently and after a fresh read (section 7: refresh before
+    /// destructive steps), then journals and reports what came of it.
+    async fn compensate(
+        &self,
+        request: &OnboardRequest,
+        run: u32,
+        state: &mut RunState,
+        stage: OnboardingStage,
+        compensation: Compensation,
+    ) -> WorkOutcome {
+        let (outcome, detail) = match compensation {
+            Compensation::UnlinkRelinkInterface => self.relink_pxe_interface(request, state).await,
+            Compensation::ReleaseToReadyIfDeployStarted
+            | Compensation::ReleaseToReady
+            | Compensation::AbortReleaseToCleanDeployableState => self.release_to_ready(state, compensation).await,
+            // `render_cloud_init` writes nothing before the token and the user data exist: no partial row is left.
+            Compensation::DeletePartialNodeRow => {
+                (WorkOutcome::NotDue, "render_cloud_init wrote no node row before it failed: nothing to delete".into())
+            }
+            // The decommission's compensations.
+            Compensation::QuarantineOnFailedValidation
+            | Compensation::AbortMarkFixedNoEraseRelease
+            | Compensation::RevertToRetiredOnUninstallFailure => {
+                (WorkOutcome::NotDue, format!("{} is not an onboarding compensation", compensation.as_str()))
+            }
+        };
+        self.record_work(request, run, stage, RecoveryWork::Compensation(compensation), outcome, detail).await;
+        outcome
+    }
+
+    async fn record_work(
+        &self,
+        request: &OnboardRequest,
+        run: u32,
+        stage: OnboardingStage,
+        work: RecoveryWork,
+        outcome: WorkOutcome,
+        detail: String,
+    ) {
+        let workflow = request.workflow.as_str();
+        self.record(OnboardRecord::Work { workflow: workflow.to_owned(), run, stage, work, outcome }).await;
+        self.emit(workflow, WorkflowEvent::RecoveryWork { stage: Stage::Onboarding(stage), work, outcome, detail });
+    }
+
+    /// "Release back to Ready" (and "abort/release to a clean deployable state"): abort what is in flight, release
+    /// what is deployed, leave a machine already Ready or on its way there.
+    async fn release_to_ready(&self, state: &mut RunState, compensation: Compensation) -> (WorkOutcome, String) {
+        let Some(system_id) = state.system_id.clone() else {
+            return (WorkOutcome::NotDue, "no machine in MAAS yet".to_owned());
+        };
         if !judge::compensates(compensation, state.deploy_started) {
-            return;
-        }
-        if let Ok(machine) = self.maas.machine(&system_id).await {
-            let _ = match judge::to_ready(&machine.status) {
-                ToReady::Abort => self.maas.abort(&system_id).await.map(|_| ()),
-                ToReady::Release => self.maas.release(&system_id, false).await.map(|_| ()),
-                ToReady::Ready | ToReady::Wait => Ok(()),
-            };
+            return (WorkOutcome::NotDue, format!("no deploy attempt of {system_id} started"));
         }
         state.deploy_started = false;
+        let machine = match self.maas.machine(&system_id).await {
+            Ok(machine) => machine,
+            Err(error) => return (WorkOutcome::Failed, format!("{system_id} cannot be read: {error}")),
+        };
+        let status = machine.status.name().to_owned();
+        let (called, answer) = match judge::to_ready(&machine.status) {
+            ToReady::Abort => ("aborted", self.maas.abort(&system_id).await.map(drop)),
+            ToReady::Release => ("released without erase", self.maas.release(&system_id, false).await.map(drop)),
+            ToReady::Ready => return (WorkOutcome::NotDue, format!("{system_id} is already Ready")),
+            ToReady::Wait => return (WorkOutcome::NotDue, format!("{system_id} is {status}: MAAS is moving it")),
+        };
+        match answer {
+            Ok(()) => (WorkOutcome::Performed, format!("{system_id} {called} from {status}")),
+            Err(error) => (WorkOutcome::Failed, format!("{system_id} could not be {called} from {status}: {error}")),
+        }
+    }
+
+    /// `ensure_pxe_interface_auto`'s "unlink/relink": the node's PXE interface disconnected (its links deleted, off
+    /// its VLAN) and linked AUTO again to the PXE VLAN's subnet, so the retry finds it as the stage leaves it. An
+    /// interface already linked AUTO on the PXE VLAN is left alone.
+    async fn relink_pxe_interface(&self, request: &OnboardRequest, state: &RunState) -> (WorkOutcome, String) {
+        let Some(system_id) = state.system_id.clone() else {
+            return (WorkOutcome::NotDue, "no machine in MAAS yet".to_owned());
+        };
+        let failed = |what: &str, error: MaasError| (WorkOutcome::Failed, format!("{what} of {system_id}: {error}"));
+        let interfaces = match self.maas.interfaces(&system_id).await {
+            Ok(interfaces) => interfaces,
+            Err(error) => return failed("cannot read the interfaces", error),
+        };
+        let pxe_mac = request.node.pxe_mac.to_lowercase();
+        let Some(interface) = interfaces.iter().find(|interface| interface.mac.to_lowercase() == pxe_mac) else {
+            return (WorkOutcome::NotDue, format!("{system_id} has no interface with the PXE MAC {pxe_mac}"));
+        };
+        if interface.auto_linked && interface.vlan_vid == Some(state.pxe_vlan_vid) {
+            return (
+                WorkOutcome::NotDue,
+                format!("{} is already linked AUTO on vlan {}", interface.name, state.pxe_vlan_vid),
+            );
+        }
+        let subnets = match self.maas.subnets().await {
+            Ok(subnets) => subnets,
+            Err(error) => return failed("cannot read the subnets", error),
+        };
+        let Some(subnet) = subnets.iter().find(|subnet| subnet.vlan_vid == state.pxe_vlan_vid) else {
+            return (WorkOutcome::Failed, format!("no subnet on the PXE vlan {}", state.pxe_vlan_vid));
+        };
+        if let Err(error) = self.maas.disconnect_interface(&system_id, interface.id).await {
+            return failed(&format!("cannot unlink {}", interface.name), error);
+        }
+        if let Err(error) = self.maas.link_subnet_auto(&system_id, interface.id, subnet.id).await {
+            return failed(&format!("cannot relink {}", interface.name), error);
+        }
+        (WorkOutcome::Performed, format!("{} unlinked and relinked AUTO to {}", interface.name, subnet.cidr))
+    }
+
+    /// `wait_for_hardware_sync_healthy`'s "resume with reseed": the hardware-sync seed run again (a new operation)
+    /// before the next wait, so that a sync that stopped reporting is restarted rather than waited on again.
+    async fn reseed(&self, request: &OnboardRequest, run: u32, state: &RunState, stage: OnboardingStage) {
+        let attempt = state.attempts.get(&stage).copied().unwrap_or(1);
+        let system_id = state.system_id.clone().unwrap_or_default();
+        let operation_id = format!("{}/hw-sync-reseed/{system_id}/{attempt}", request.workflow);
+        let endpoint = Endpoint { node: request.node.name.clone(), host_key: String::new() };
+        let (outcome, detail) = match self.ssh.run(&endpoint, SshRequest::SeedHardwareSync { operation_id }).await {
+            Ok(_) => (WorkOutcome::Performed, format!("hardware sync of {system_id} reseeded")),
+            Err(error) => (WorkOutcome::Failed, format!("the reseed of {system_id} failed: {error}")),
+        };
+        self.record_work(request, run, stage, RecoveryWork::Reseed, outcome, detail).await;
     }
 
     /// `classify_deploy_failure` (best effort): MAAS's recent events for the machine name the failure.
@@ -432,7 +577,8 @@ where
     async fn back_to_ready(&self, request: &OnboardRequest, state: &mut RunState) -> Result<(), StageFailure> {
         let system_id = state.system_id()?;
         state.deploy_started = false;
-        let deadline_ms = self.clock.monotonic_ms() + DEPLOY_WAIT_MS;
+        let bound_ms = state.timeouts.deploy_ms;
+        let deadline_ms = self.clock.monotonic_ms() + bound_ms;
         let mut read_failures = ReadFailures::default();
         while self.clock.monotonic_ms() < deadline_ms {
             let acted = match self.maas.machine(&system_id).await {
@@ -455,7 +601,7 @@ where
             }
             self.clock.sleep_ms(request.poll_ms).await;
         }
-        Err(judge::not_back_to_ready(&system_id, DEPLOY_WAIT_MS))
+        Err(judge::not_back_to_ready(&system_id, bound_ms))
     }
 
     /// The read before an irreversible call (commission, deploy): `false` when the machine's observed state already
@@ -471,7 +617,12 @@ where
     /// The discovery poll after a create: within the stall window the machine's events show either MAAS's power
     /// action failing or the machine's PXE boot; a stranger MAAS enlisted on this node's BMC means the node booted
     /// with MACs MAAS does not know; silence is a discovery failure.
-    async fn confirm_discovery(&self, request: &OnboardRequest, system_id: &str) -> Result<(), StageFailure> {
+    async fn confirm_discovery(
+        &self,
+        request: &OnboardRequest,
+        system_id: &str,
+        discovery_timeout_ms: u64,
+    ) -> Result<(), StageFailure> {
         let started_ms = self.clock.monotonic_ms();
         loop {
             if let Ok(events) = self.maas.events(system_id, None).await
@@ -483,7 +634,7 @@ where
                 return Err(judge::discovery_stranger(system_id, stranger));
             }
             let waited_ms = self.clock.monotonic_ms().saturating_sub(started_ms);
-            if let Some(failure) = judge::discovery_silent(system_id, waited_ms, request.stall_window_ms) {
+            if let Some(failure) = judge::discovery_silent(system_id, waited_ms, discovery_timeout_ms) {
                 return Err(failure);
             }
             self.clock.sleep_ms(request.poll_ms).await;
@@ -533,6 +684,8 @@ where
                 state.metadata_host = Some(site.metadata_host);
                 state.pxe_vlan_vid = site.pxe_vlan_vid;
                 state.roce_vlan_vid = site.roce_vlan_vid;
+                state.timeouts = site.timeouts;
+                state.roce_mandatory = site.roce_mandatory;
                 Ok(())
             }
             S::ResolvePowerCredentials => {
@@ -562,7 +715,7 @@ where
                 // MAAS commissions a machine an admin creates, at once: the discovery poll sees it power on and
                 // PXE-boot (the shell of `legacy` did not look).
                 if request.policy == OnboardingPolicy::Current {
-                    self.confirm_discovery(request, &machine.system_id).await?;
+                    self.confirm_discovery(request, &machine.system_id, state.timeouts.discovery_ms).await?;
                 }
                 Ok(())
             }
@@ -595,7 +748,8 @@ where
                     return Ok(());
                 }
                 let system_id = state.system_id()?;
-                self.wait_for(request, state, &system_id, stage, MachineStatus::Ready, COMMISSION_WAIT_MS).await?;
+                let bound_ms = state.timeouts.commission_ms;
+                self.wait_for(request, state, &system_id, stage, MachineStatus::Ready, bound_ms).await?;
                 Ok(())
             }
             S::ConfigureStorage => {
@@ -649,7 +803,8 @@ where
             }
             S::WaitForDeployed => {
                 let system_id = state.system_id()?;
-                self.wait_for(request, state, &system_id, stage, MachineStatus::Deployed, DEPLOY_WAIT_MS).await?;
+                let bound_ms = state.timeouts.deploy_ms;
+                self.wait_for(request, state, &system_id, stage, MachineStatus::Deployed, bound_ms).await?;
                 Ok(())
             }
             S::EnsureHardwareSyncConfigured => {
@@ -661,14 +816,24 @@ where
                 let endpoint = Endpoint { node: request.node.name.clone(), host_key: String::new() };
                 let attempt = state.attempts.get(&stage).copied().unwrap_or(1);
                 let operation_id = format!("{workflow}/hw-sync-seed/{system_id}/{attempt}");
-                match self.ssh.run(&endpoint, SshRequest::SeedHardwareSync { operation_id }).await {
-                    Ok(_) => Ok(()),
-                    Err(error) => Err(judge::seed_failed(&request.node.name, &error)),
+                // Section 6's hardware sync seed timeout bounds the seed however long the SSH transport would wait.
+                let bound_ms = state.timeouts.hardware_sync_seed_ms;
+                let seed = std::pin::pin!(self.ssh.run(&endpoint, SshRequest::SeedHardwareSync { operation_id }));
+                let timeout = std::pin::pin!(self.clock.sleep_ms(bound_ms));
+                match futures_util::future::select(seed, timeout).await {
+                    futures_util::future::Either::Left((Ok(_), _)) => Ok(()),
+                    futures_util::future::Either::Left((Err(error), _)) => {
+                        Err(judge::seed_failed(&request.node.name, &error))
+                    }
+                    futures_util::future::Either::Right(((), _)) => {
+                        Err(judge::seed_timed_out(&request.node.name, bound_ms))
+                    }
                 }
             }
             S::WaitForHardwareSyncHealthy => {
                 let system_id = state.system_id()?;
-                let deadline_ms = self.clock.monotonic_ms() + HW_SYNC_HEALTH_WAIT_MS;
+                let bound_ms = state.timeouts.hardware_sync_health_ms;
+                let deadline_ms = self.clock.monotonic_ms() + bound_ms;
                 let mut read_failures = ReadFailures::default();
                 loop {
                     match self.maas.machine(&system_id).await {
@@ -682,14 +847,15 @@ where
                         }
                     }
                     if self.clock.monotonic_ms() >= deadline_ms {
-                        return Err(judge::hardware_sync_unhealthy(HW_SYNC_HEALTH_WAIT_MS));
+                        return Err(judge::hardware_sync_unhealthy(bound_ms));
                     }
                     self.clock.sleep_ms(request.poll_ms).await;
                 }
             }
             S::WaitForAgentEnrollment => {
                 let system_id = state.system_id()?;
-                let deadline_ms = self.clock.monotonic_ms() + AGENT_ENROLLMENT_WAIT_MS;
+                let bound_ms = state.timeouts.agent_enrollment_ms;
+                let deadline_ms = self.clock.monotonic_ms() + bound_ms;
                 let mut read_failures = ReadFailures::default();
                 loop {
                     match self.hub.read_heartbeats().await {
@@ -711,7 +877,7 @@ where
                         return Err(failure);
                     }
                     if self.clock.monotonic_ms() >= deadline_ms {
-                        return Err(judge::agent_not_enrolled(&request.node.name, AGENT_ENROLLMENT_WAIT_MS));
+                        return Err(judge::agent_not_enrolled(&request.node.name, bound_ms));
                     }
                     self.clock.sleep_ms(request.poll_ms).await;
                 }

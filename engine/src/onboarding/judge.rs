@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::matrix::{Compensation, FailureClass, OnboardingStage};
+use crate::matrix::{Compensation, FailureClass, OnboardingStage, TimeoutKind};
 use crate::onboarding::stall::{self, ProgressEvidence, ResolverProbe, StallClassifier, StallVerdict, UnknownMachine};
 use crate::ports::events::Evidence;
 use crate::ports::site::{
@@ -145,9 +145,9 @@ pub fn discovery_stranger(system_id: &str, stranger: UnknownMachine) -> StageFai
     failure
 }
 
-/// Silence past the stall window after the power-on: the machine made no PXE request.
-pub fn discovery_silent(system_id: &str, waited_ms: u64, stall_window_ms: u64) -> Option<StageFailure> {
-    if waited_ms < stall_window_ms {
+/// Silence past section 6's discovery timeout after the power-on: the machine made no PXE request.
+pub fn discovery_silent(system_id: &str, waited_ms: u64, discovery_timeout_ms: u64) -> Option<StageFailure> {
+    if waited_ms < discovery_timeout_ms {
         return None;
     }
     let mut failure = StageFailure::new(
@@ -155,7 +155,7 @@ pub fn discovery_silent(system_id: &str, waited_ms: u64, stall_window_ms: u64) -
         format!("machine {system_id} powered on but made no PXE request within {waited_ms} ms"),
     );
     failure.evidence.push(Evidence::NoPxeBoot { system_id: system_id.to_owned(), waited_ms });
-    Some(failure)
+    Some(failure.timed_out(TimeoutKind::Discovery))
 }
 
 // Refresh before destructive steps (commission, deploy) and the safe full rerun
@@ -278,6 +278,7 @@ pub fn not_back_to_ready(system_id: &str, bound_ms: u64) -> StageFailure {
         FailureClass::DeployCloudInitFailure,
         format!("machine {system_id} not back to Ready within {bound_ms} ms"),
     )
+    .timed_out(TimeoutKind::Deploy)
 }
 
 /// Whether a compensation of the matrix is onboarding's to run: the releases and aborts back to a deployable state
@@ -430,8 +431,25 @@ pub fn seed_failed(node: &str, error: &SshError) -> StageFailure {
     }
 }
 
+/// Section 6's hardware sync seed timeout: the seed did not answer within it (the row: `hardware_sync_failure`,
+/// `failed_manual_intervention`, "operator fix then resume").
+pub fn seed_timed_out(node: &str, bound_ms: u64) -> StageFailure {
+    StageFailure::new(
+        FailureClass::HardwareSyncFailure,
+        format!("the hardware-sync seed on {node} did not complete within the seed timeout of {bound_ms} ms"),
+    )
+    .timed_out(TimeoutKind::HardwareSyncSeed)
+}
+
+/// Whether a retry of `stage` after a failure of `class` is preceded by a reseed: the hardware-sync health wait's
+/// safe default ("resume with reseed") for a sync that did not become healthy.
+pub fn reseeds_before_retry(stage: OnboardingStage, class: FailureClass) -> bool {
+    stage == OnboardingStage::WaitForHardwareSyncHealthy && class == FailureClass::HardwareSyncFailure
+}
+
 pub fn hardware_sync_unhealthy(bound_ms: u64) -> StageFailure {
     StageFailure::new(FailureClass::HardwareSyncFailure, format!("hardware sync not healthy within {bound_ms} ms"))
+        .timed_out(TimeoutKind::HardwareSyncHealth)
 }
 
 /// The node's agent is registered at the hub.
@@ -459,6 +477,7 @@ pub fn awaited_agent_machine(system_id: &str, read: &Result<Machine, MaasError>)
 
 pub fn agent_not_enrolled(node: &str, bound_ms: u64) -> StageFailure {
     StageFailure::new(FailureClass::AgentEnrollmentFailure, format!("no agent {node} enrolled within {bound_ms} ms"))
+        .timed_out(TimeoutKind::AgentEnrollment)
 }
 
 /// The stall classifier's evidence, as the workflow reports it.
@@ -617,6 +636,7 @@ impl MachineWait {
                 class,
                 error: format!("{} stalled", self.stage.as_str()),
                 evidence: evidence.iter().map(reported_evidence).collect(),
+                timeout: None,
             }),
             StallVerdict::Slow { .. } => None,
         }
@@ -627,11 +647,20 @@ impl MachineWait {
         if now_ms.saturating_sub(self.started_ms) < self.bound_ms {
             return None;
         }
-        let class = match self.stage {
-            OnboardingStage::WaitForDeployed => FailureClass::DeployCloudInitFailure,
+        // Section 6: the deploy timeout is `deploy_cloud_init_failure`; the commission timeout is
+        // "upstream_transient or hardware_mismatch depending on MAAS status": a machine MAAS has failed or broken is
+        // the hardware's (a manual fix), one still commissioning or silent is MAAS's (resume).
+        let class = match (self.stage, &self.last_status) {
+            (OnboardingStage::WaitForDeployed, _) => FailureClass::DeployCloudInitFailure,
+            (OnboardingStage::WaitForReady, Some(MachineStatus::FailedCommissioning | MachineStatus::Broken)) => {
+                FailureClass::HardwareMismatch
+            }
             _ => FailureClass::UpstreamTransient,
         };
-        Some(StageFailure::new(class, format!("{} not reached within {} ms", self.want.name(), self.bound_ms)))
+        let timeout =
+            if self.stage == OnboardingStage::WaitForDeployed { TimeoutKind::Deploy } else { TimeoutKind::Commission };
+        let error = format!("{} not reached within {} ms", self.want.name(), self.bound_ms);
+        Some(StageFailure::new(class, error).timed_out(timeout))
     }
 }
 
@@ -673,6 +702,7 @@ mod tests {
             pxe_vlan_vid: 10,
             roce_vlan_vid: 20,
             roce_mandatory: false,
+            timeouts: Default::default(),
         }
     }
 

@@ -1,9 +1,10 @@
-//! The onboarding workflow's journal records: one line `onboard <json>` per run start, stage attempt, stop and
-//! completion, and what they say about the workflow's history (the shared fold of [`crate::workflow::record`]).
+//! The onboarding workflow's journal records: one line `onboard <json>` per run start, stage attempt, stop,
+//! completion and piece of recovery work, and what they say about the workflow's history (the shared fold of [`crate::workflow::record`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::matrix::{FailureClass, OnboardingStage, WorkflowState};
+use crate::ports::events::{RecoveryWork, WorkOutcome};
 use crate::workflow::record::{self, Entry, History, WorkflowRecord};
 
 /// A journal line of an onboarding workflow: `onboard <json>`, next to the other subsystems' records.
@@ -35,6 +36,14 @@ pub enum OnboardRecord {
         run: u32,
         system_id: String,
     },
+    /// Recovery work done for a failure of `stage` (a compensation, a reseed), and what came of it.
+    Work {
+        workflow: String,
+        run: u32,
+        stage: OnboardingStage,
+        work: RecoveryWork,
+        outcome: WorkOutcome,
+    },
 }
 
 impl OnboardRecord {
@@ -65,6 +74,7 @@ impl WorkflowRecord for OnboardRecord {
             OnboardRecord::Completed { workflow, system_id, .. } => {
                 Entry::Completed { workflow, completion: system_id.clone() }
             }
+            OnboardRecord::Work { workflow, .. } => Entry::Work { workflow },
         }
     }
 }
@@ -74,6 +84,16 @@ impl WorkflowRecord for OnboardRecord {
 /// the last run's controller died after it, and a deploy it sent may be in flight or done, to be adopted instead of
 /// undone and sent again.
 pub type OnboardHistory = History<OnboardRecord>;
+
+/// The MAAS machine the last checkpoint of `workflow_id` in the journal's `lines` names, if one does.
+pub fn last_system_id(workflow_id: &str, lines: &[String]) -> Option<String> {
+    lines.iter().rev().find_map(|line| match OnboardRecord::decode(line)? {
+        Ok(OnboardRecord::Checkpoint { workflow, system_id: Some(system_id), .. }) if workflow == workflow_id => {
+            Some(system_id)
+        }
+        _ => None,
+    })
+}
 
 #[cfg(test)]
 mod tests {

@@ -24,13 +24,6 @@ const fn main_stages() -> [OnboardingStage; 14] {
     main
 }
 
-/// Waits bounded by the timeouts of section 6 (our defaults where the seed gives none, as in [`crate::matrix`]),
-/// plus a margin past MAAS's own 30-minute `node_timeout` so that MAAS's verdict arrives first.
-pub const COMMISSION_WAIT_MS: u64 = 35 * 60_000;
-pub const DEPLOY_WAIT_MS: u64 = 35 * 60_000;
-pub const HW_SYNC_HEALTH_WAIT_MS: u64 = 20 * 60_000;
-pub const AGENT_ENROLLMENT_WAIT_MS: u64 = 15 * 60_000;
-
 /// Where a retry of `stage` re-enters the run: a wait is retried by redoing what it waits for.
 pub fn retry_from(stage: OnboardingStage) -> OnboardingStage {
     match stage {

@@ -53,6 +53,63 @@ pub enum WorkflowEvent {
     Completed {
         system_id: String,
     },
+    /// A timeout of section 6 ended the stage's attempt after `bound_ms` (the site's setting, or the matrix's
+    /// default); the `stage_failed` that follows carries its class.
+    TimedOut {
+        stage: Stage,
+        timeout: crate::matrix::TimeoutKind,
+        bound_ms: u64,
+    },
+    /// Recovery work a decision called for besides its retry or stop: a compensation of the matrix's Compensation
+    /// column, or a safe default's own work (the hardware-sync reseed), with what came of it.
+    RecoveryWork {
+        stage: Stage,
+        work: RecoveryWork,
+        outcome: WorkOutcome,
+        detail: String,
+    },
+}
+
+/// What recovery work a workflow did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryWork {
+    /// The stage row's compensation.
+    Compensation(crate::matrix::Compensation),
+    /// `wait_for_hardware_sync_healthy`'s "resume with reseed": the hardware-sync seed run again before the wait.
+    Reseed,
+}
+
+impl RecoveryWork {
+    /// The snake_case name a trace and a conformance case use (`unlink_relink_interface`, `reseed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecoveryWork::Compensation(compensation) => compensation.as_str(),
+            RecoveryWork::Reseed => "reseed",
+        }
+    }
+}
+
+/// What came of recovery work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkOutcome {
+    /// The work changed what it was to change.
+    Performed,
+    /// The state already was what the work would make it (idempotent: nothing to do, nothing called).
+    NotDue,
+    /// The work was tried and could not be done; the detail says why (a person may have to finish it).
+    Failed,
+}
+
+impl WorkOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkOutcome::Performed => "performed",
+            WorkOutcome::NotDue => "not_due",
+            WorkOutcome::Failed => "failed",
+        }
+    }
 }
 
 /// What a workflow's classification rests on, for the person who acts on it. Each reads (and serialises) as the

@@ -7,6 +7,7 @@
 
 use std::future::Future;
 
+use crate::matrix::TimeoutKind;
 use crate::ports::{SecretsError, TransportError};
 use crate::secret::Secret;
 
@@ -187,6 +188,9 @@ pub trait MaasApi {
         interface_id: u64,
         subnet_id: u64,
     ) -> impl Future<Output = Result<(), MaasError>>;
+    /// `op=disconnect`: deletes the interface's links and takes it off its VLAN (the unlink half of
+    /// `ensure_pxe_interface_auto`'s "unlink/relink" compensation).
+    fn disconnect_interface(&self, system_id: &str, interface_id: u64) -> impl Future<Output = Result<(), MaasError>>;
     fn deploy(
         &self,
         system_id: &str,
@@ -239,6 +243,95 @@ pub struct SiteConfig {
     pub roce_vlan_vid: u16,
     /// Whether a node without its RoCE interfaces may go on (`apply_roce_phase2`'s policy).
     pub roce_mandatory: bool,
+    /// Section 6's timeouts, as the site sets them (the matrix's defaults where it does not).
+    pub timeouts: StageTimeouts,
+}
+
+/// Section 6 of the recovery matrix: "Timeouts are product behavior, not only implementation details." Each is a site
+/// setting (the site configuration's `<kind>_timeout_ms`, e.g. `discovery_timeout_ms`), with the default of its
+/// [`crate::matrix::TIMEOUTS`] row when the site does not set it; the drivers read these, never a constant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StageTimeouts {
+    /// `create_or_find_in_maas`: no discovery event (power-on, PXE boot) for this long is a `pxe_discovery_failure`.
+    pub discovery_ms: u64,
+    /// `wait_for_ready`: commissioning that has not reached Ready.
+    pub commission_ms: u64,
+    /// `wait_for_deployed` (and a release back to Ready): a deploy that has not reached Deployed.
+    pub deploy_ms: u64,
+    /// `ensure_hardware_sync_configured`: the SSH seed that has not answered.
+    pub hardware_sync_seed_ms: u64,
+    /// `wait_for_hardware_sync_healthy`: one wait for the sync fields to report healthy.
+    pub hardware_sync_health_ms: u64,
+    /// `wait_for_agent_enrollment`: one wait for the agent's first heartbeat.
+    pub agent_enrollment_ms: u64,
+}
+
+/// The longest timeout a site may set: a day (a larger value is a typo, and would let a wait run without bound).
+pub const TIMEOUT_MAX_MS: u64 = 24 * 60 * 60_000;
+
+impl Default for StageTimeouts {
+    fn default() -> StageTimeouts {
+        let default_of = |kind: TimeoutKind| crate::matrix::timeout(kind).default_ms;
+        StageTimeouts {
+            discovery_ms: default_of(TimeoutKind::Discovery),
+            commission_ms: default_of(TimeoutKind::Commission),
+            deploy_ms: default_of(TimeoutKind::Deploy),
+            hardware_sync_seed_ms: default_of(TimeoutKind::HardwareSyncSeed),
+            hardware_sync_health_ms: default_of(TimeoutKind::HardwareSyncHealth),
+            agent_enrollment_ms: default_of(TimeoutKind::AgentEnrollment),
+        }
+    }
+}
+
+impl StageTimeouts {
+    /// The timeout of `kind`.
+    pub fn of(&self, kind: TimeoutKind) -> u64 {
+        match kind {
+            TimeoutKind::Discovery => self.discovery_ms,
+            TimeoutKind::Commission => self.commission_ms,
+            TimeoutKind::Deploy => self.deploy_ms,
+            TimeoutKind::HardwareSyncSeed => self.hardware_sync_seed_ms,
+            TimeoutKind::HardwareSyncHealth => self.hardware_sync_health_ms,
+            TimeoutKind::AgentEnrollment => self.agent_enrollment_ms,
+        }
+    }
+
+    fn slot(&mut self, kind: TimeoutKind) -> &mut u64 {
+        match kind {
+            TimeoutKind::Discovery => &mut self.discovery_ms,
+            TimeoutKind::Commission => &mut self.commission_ms,
+            TimeoutKind::Deploy => &mut self.deploy_ms,
+            TimeoutKind::HardwareSyncSeed => &mut self.hardware_sync_seed_ms,
+            TimeoutKind::HardwareSyncHealth => &mut self.hardware_sync_health_ms,
+            TimeoutKind::AgentEnrollment => &mut self.agent_enrollment_ms,
+        }
+    }
+
+    /// The site configuration key of `kind` (`discovery_timeout_ms`, ...).
+    pub fn key(kind: TimeoutKind) -> String {
+        format!("{}_timeout_ms", kind.as_str())
+    }
+
+    /// The timeouts a site configuration sets (`value(key)` reads one of its keys), over the matrix's defaults. A
+    /// value that is not a whole number of milliseconds in `1..=TIMEOUT_MAX_MS` is refused with the key named: a
+    /// site misconfigured is an `input_config_error` at `load_site_config`, never a wait without bound.
+    pub fn from_settings<S: AsRef<str>>(value: impl Fn(&str) -> Option<S>) -> Result<StageTimeouts, String> {
+        let mut timeouts = StageTimeouts::default();
+        for kind in TimeoutKind::ALL {
+            let key = StageTimeouts::key(kind);
+            let Some(text) = value(&key) else { continue };
+            let text = text.as_ref();
+            match text.trim().parse::<u64>() {
+                Ok(ms) if (1..=TIMEOUT_MAX_MS).contains(&ms) => *timeouts.slot(kind) = ms,
+                _ => {
+                    return Err(format!(
+                        "the site configuration's {key} is not a timeout in ms between 1 and {TIMEOUT_MAX_MS}: {text:?}"
+                    ));
+                }
+            }
+        }
+        Ok(timeouts)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,4 +353,29 @@ pub trait SiteSecrets {
     /// Deletes the node's power-credential override and revokes its unredeemed bootstrap tokens (idempotent);
     /// answers how many secrets went.
     fn delete_node_secrets(&self, node: &str) -> impl Future<Output = Result<u32, SecretsError>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_site_sets_each_timeout_by_its_key_over_the_matrixs_defaults() {
+        let defaults = StageTimeouts::default();
+        for kind in TimeoutKind::ALL {
+            assert_eq!(defaults.of(kind), crate::matrix::timeout(kind).default_ms, "{}", kind.as_str());
+        }
+        assert_eq!(defaults.hardware_sync_health_ms, 15 * 60_000, "the matrix page says 15 minutes");
+        let set = StageTimeouts::from_settings(|key| (key == "hardware_sync_seed_timeout_ms").then_some(" 90000 "));
+        assert_eq!(set, Ok(StageTimeouts { hardware_sync_seed_ms: 90_000, ..defaults }));
+        assert_eq!(StageTimeouts::key(TimeoutKind::AgentEnrollment), "agent_enrollment_timeout_ms");
+    }
+
+    #[test]
+    fn a_timeout_that_is_zero_negative_unbounded_or_not_a_number_is_refused_with_its_key() {
+        for bad in ["0", "-5", "abc", "1.5", "86400001", "99999999999999999999"] {
+            let error = StageTimeouts::from_settings(|key| (key == "discovery_timeout_ms").then_some(bad)).unwrap_err();
+            assert!(error.contains("discovery_timeout_ms") && error.contains(bad), "{error}");
+        }
+    }
 }

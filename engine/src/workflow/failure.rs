@@ -18,11 +18,19 @@ pub struct StageFailure {
     pub error: String,
     /// What a person needs to act, beyond the error: the evidence the classification rests on.
     pub evidence: Vec<Evidence>,
+    /// The section 6 timeout that ended the attempt, when one did.
+    pub timeout: Option<crate::matrix::TimeoutKind>,
 }
 
 impl StageFailure {
     pub fn new(class: FailureClass, error: impl Into<String>) -> StageFailure {
-        StageFailure { class, error: error.into(), evidence: Vec::new() }
+        StageFailure { class, error: error.into(), evidence: Vec::new(), timeout: None }
+    }
+
+    /// The failure as the end of section 6's `timeout` of `bound_ms`.
+    pub fn timed_out(mut self, timeout: crate::matrix::TimeoutKind) -> StageFailure {
+        self.timeout = Some(timeout);
+        self
     }
 
     pub fn maas(error: &MaasError, bmc: BmcAnswer) -> StageFailure {
@@ -88,6 +96,9 @@ pub fn maas_class(error: &MaasError, bmc: BmcAnswer) -> FailureClass {
             FailureClass::BmcPowerFailure
         }
         _ if error.is_transient() => FailureClass::UpstreamTransient,
+        // A key MAAS does not accept (wrong, regenerated, revoked) or one without the rights: no retry fixes it
+        // (`load_site_config`'s manual-intervention boundary, "invalid token").
+        MaasError::Http { status: 401 | 403, .. } => FailureClass::InputConfigError,
         MaasError::Http { status: 404 | 409, .. } => FailureClass::StateAmbiguity,
         MaasError::Http { .. } | MaasError::Transport(_) => FailureClass::UpstreamTransient,
     }
@@ -144,6 +155,8 @@ mod tests {
             (http(409, "cannot commission a deployed machine"), F::StateAmbiguity, F::StateAmbiguity),
             (http(400, "Failed to render preseed"), F::UpstreamTransient, F::UpstreamTransient),
             (http(500, "internal error"), F::UpstreamTransient, F::UpstreamTransient),
+            (http(401, "Authorization Error: Invalid API key."), F::InputConfigError, F::InputConfigError),
+            (http(403, "Forbidden"), F::InputConfigError, F::InputConfigError),
             (MaasError::Transport(TransportError::Timeout), F::UpstreamTransient, F::UpstreamTransient),
             (MaasError::Transport(TransportError::ConnectionRefused), F::UpstreamTransient, F::UpstreamTransient),
         ];

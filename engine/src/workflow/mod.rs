@@ -95,6 +95,8 @@ pub struct DecideContext {
     pub partial_node_row_exists: bool,
     /// `release_maas_node`: the no-erase fallback already ran in this run.
     pub fallback_taken: bool,
+    /// The section 6 timeout that ended the failed attempt, if one did.
+    pub timed_out: Option<crate::matrix::TimeoutKind>,
 }
 
 impl DecideContext {
@@ -109,6 +111,7 @@ impl DecideContext {
             deploy_attempt_started: false,
             partial_node_row_exists: false,
             fallback_taken: false,
+            timed_out: None,
         }
     }
 }
@@ -219,7 +222,16 @@ pub fn decide(stage: Stage, failure: FailureClass, attempt: u32, ctx: &DecideCon
         FailureClass::StateAmbiguity => FailureClass::UpstreamTransient,
         other => other,
     };
-    let decision = decide_by_row(row, class, attempt, ctx);
+    let mut decision = decide_by_row(row, class, attempt, ctx);
+    // Section 6: a timeout whose default workflow state is `failed_manual_intervention` alone stops for a person,
+    // once the recovery work its stage's safe default names first (the health wait's reseed) has had its attempt.
+    if let Some(kind) = ctx.timed_out {
+        let manual_only = crate::matrix::timeout(kind).workflow_states == [WorkflowState::FailedManualIntervention];
+        let work_first = row.safe_default.qualifier == Some(Qualifier::Reseed) && attempt < 2;
+        if manual_only && !work_first && decision.is_retry() {
+            decision = decide_by_row(row, class, attempt.max(ctx.retry.attempts_max), ctx);
+        }
+    }
     if ctx.observed == Observed::Stale && decision.compensation().is_some_and(Compensation::changes_maas) {
         return Decision::RefreshObservedState;
     }

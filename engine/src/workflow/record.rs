@@ -35,6 +35,11 @@ pub enum Entry<'a, S, C> {
         workflow: &'a str,
         completion: C,
     },
+    /// Recovery work was done (a compensation, a reseed): kept for the audit and a restarted controller's reading,
+    /// it moves no checkpoint.
+    Work {
+        workflow: &'a str,
+    },
 }
 
 impl<S, C> Entry<'_, S, C> {
@@ -43,7 +48,8 @@ impl<S, C> Entry<'_, S, C> {
             Entry::RunStarted { workflow, .. }
             | Entry::Checkpoint { workflow, .. }
             | Entry::Stopped { workflow, .. }
-            | Entry::Completed { workflow, .. } => workflow,
+            | Entry::Completed { workflow, .. }
+            | Entry::Work { workflow } => workflow,
         }
     }
 }
@@ -150,6 +156,7 @@ impl<R: WorkflowRecord> History<R> {
                     history.completed = Some(completion);
                     history.end_run();
                 }
+                Entry::Work { .. } => {}
             }
         }
         Ok(history)

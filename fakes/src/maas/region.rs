@@ -44,7 +44,16 @@ pub const EVENTS_LIMIT_MAX: u32 = 1000;
 pub const ERASE_MS: u64 = 8 * 60_000;
 
 /// The commissioning scripts a node runs, named after MAAS's builtin scripts (the ones the 2026-07-20 record
-/// suspects of hanging on virtual hardware are among them).
+/// suspects of hanging on virtual hardware are among them), one after the other: 131 s in all, which with the boot
+/// ([`super::machine::BootTimings`]) puts a commissioning at seed 001's "canary Ready in ~3 min".
+///
+/// The durations are our figures (no source times MAAS's scripts one by one; in MAAS 2.0's walk through a qemu-kvm
+/// commissioning, `docs/development/notes/anatomy-of-recommissioning-in-maas-2.0.rst`, its nine scripts and the rest
+/// of cloud-init ran in the 90 s after the metadata request), except `maas-capture-lldpd`'s: its script waits until lldpd "has been running for 60 seconds"
+/// (`lldpd_capture("/var/run/lldpd.socket", 60)` in `capture_lldpd.py`, counted from the lldpd socket's mtime, that
+/// is from `20-maas-01-install-lldpd`), and the three scripts between take 70 s, so it only runs `lldpctl`: 1 s.
+/// Deviation from real MAAS: scripts run one at a time (`parallel: any` scripts such as `maas-capture-lldpd` may
+/// run beside others in MAAS).
 pub fn default_commissioning_scripts() -> Vec<ScriptSpec> {
     [
         ("maas-support-info", 15_000),
@@ -53,7 +62,7 @@ pub fn default_commissioning_scripts() -> Vec<ScriptSpec> {
         ("30-maas-01-bmc-config", 30_000),
         ("40-maas-01-network-interfaces", 10_000),
         ("50-maas-01-commissioning", 30_000),
-        ("maas-capture-lldpd", 60_000),
+        ("maas-capture-lldpd", 1_000),
         ("maas-kernel-cmdline", 5_000),
     ]
     .into_iter()
@@ -589,6 +598,8 @@ pub struct Region {
     next_object_id: u64,
     next_static_host: BTreeMap<u64, u32>,
     fail_next: VecDeque<(u16, u32)>,
+    /// Every API key was revoked: each request answers 401.
+    keys_revoked: bool,
     /// Deploys still to fail rendering their preseed.
     preseed_failures: u32,
     /// Fault: the next wipes fail ("Failed to erase disks.").
@@ -616,6 +627,7 @@ impl Region {
             next_object_id: 1,
             next_static_host: BTreeMap::new(),
             fail_next: VecDeque::new(),
+            keys_revoked: false,
             preseed_failures: 0,
             erase_failures: 0,
             reachable: true,
@@ -684,6 +696,12 @@ impl Region {
     // ---- fault knobs -------------------------------------------------------------------------------------------
 
     /// Fault: the next API request answers 503 with `Retry-After: retry_after_s` and has no effect. Calls queue.
+    /// Fault: every API key is revoked (a person regenerated them): each request answers 401 with piston's text for
+    /// an unknown consumer, `Authorization Error: Invalid API key.` (`reference/maas-api-notes.md` §4).
+    pub fn revoke_api_keys(&mut self) {
+        self.keys_revoked = true;
+    }
+
     pub fn fail_next_with_503(&mut self, retry_after_s: u32) {
         self.fail_next.push_back((503, retry_after_s));
     }
@@ -777,6 +795,9 @@ impl Region {
     pub fn handle(&mut self, now_ms: u64, caller: &str, request: MaasRequest, bmc: &mut Bmc) -> Option<MaasResponse> {
         if !self.reachable {
             return None;
+        }
+        if self.keys_revoked {
+            return Some(MaasResponse::text(401, "Authorization Error: Invalid API key."));
         }
         if let Some((status, retry_after_s)) = self.fail_next.pop_front() {
             // Deviation from real MAAS: the body text of these two answers was not read; the fake sends a short

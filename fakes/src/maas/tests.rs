@@ -194,7 +194,8 @@ fn hardware_sync_that_stops_goes_unhealthy_and_a_reseed_repairs_it() {
     site.advance(seeded_ms + 60 * MINUTE_MS);
     let later_ms = site.now_ms();
     assert!(!view(&site, &id).is_sync_healthy(later_ms));
-    site.machine_mut("node-01").unwrap().reseed_hw_sync(later_ms);
+    // The engine's reseed is the seed run again: it restarts the stopped service.
+    site.machine_mut("node-01").unwrap().seed_hw_sync(later_ms).unwrap();
     site.advance(later_ms + 1);
     assert!(view(&site, &id).is_sync_healthy(later_ms + 1));
 }
@@ -290,6 +291,39 @@ fn a_hung_script_is_silent_from_its_start_and_times_out() {
     assert_eq!(results.len(), 6, "the scripts before the hung one reported: {results:?}");
     assert!(!results.iter().any(|name| name == "maas-capture-lldpd" || name == "maas-kernel-cmdline"));
     assert_eq!(view(&site, &id).status_name, "Failed commissioning");
+}
+
+#[test]
+fn slow_scripts_report_a_steady_trickle_and_reach_ready_within_the_node_timeout() {
+    let interval_ms = 2 * MINUTE_MS;
+    let mut site = site();
+    site.machine_mut("node-01").unwrap().faults.script_interval_ms = Some(interval_ms);
+    let mut events = Vec::new();
+    let id = create(&mut site, true, &mut events);
+    events.extend(site.advance(30 * MINUTE_MS));
+    let debug = node_events(&site, &id, EventLevel::Debug);
+    let gathering_ms = debug.iter().find(|e| e.event_type == "Gathering information").unwrap().created_ms;
+    let results: Vec<&EventRecord> = debug.iter().filter(|e| e.event_type == "Script result").collect();
+    let scripts = region::default_commissioning_scripts();
+    assert_eq!(results.len(), scripts.len(), "every script reports, late");
+    for (index, (result, script)) in results.iter().zip(&scripts).enumerate() {
+        assert_eq!(result.created_ms, gathering_ms + (index as u64 + 1) * interval_ms, "{}", script.name);
+        assert_eq!(result.description, format!("{} changed status from 'Running' to 'Passed'", script.name));
+    }
+    // Slow, never silent: no two consecutive events of the node (DEBUG and up, what the engine reads) are further
+    // apart than the interval, which is well inside the engine's five-minute stall window.
+    let gaps: Vec<u64> = debug.windows(2).map(|pair| pair[1].created_ms - pair[0].created_ms).collect();
+    assert!(gaps.iter().all(|gap| *gap <= interval_ms), "{gaps:?}");
+    let ready = debug.iter().find(|e| e.event_type == "Ready").unwrap();
+    assert_eq!(ready.created_ms, results.last().unwrap().created_ms);
+    assert!((12 * MINUTE_MS..30 * MINUTE_MS).contains(&ready.created_ms), "Ready at {} ms", ready.created_ms);
+    assert_eq!(view(&site, &id).status_name, "Ready", "inside MAAS's 30-minute node_timeout");
+    assert!(!events.iter().any(|e| matches!(e.kind, SiteEventKind::Stalled { .. })));
+    // The same machine without the fault is Ready in a fraction of the time, with the scripts' own durations.
+    let mut fast = self::site();
+    let id = commissioned(&mut fast, &mut Vec::new());
+    let fast_ready_ms = node_events(&fast, &id, EventLevel::Info).last().unwrap().created_ms;
+    assert!(fast_ready_ms * 3 < ready.created_ms, "{fast_ready_ms} ms against {} ms", ready.created_ms);
 }
 
 #[test]

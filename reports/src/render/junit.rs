@@ -44,7 +44,7 @@ fn run_body(run: &RunRecord) -> String {
         ));
     }
     for name in &run.unmet {
-        body.push_str(&format!("{name} was expected to fire and never did\n"));
+        body.push_str(&format!("{}\n", crate::unmet_sentence(name)));
     }
     if let Some(panic) = &run.panic {
         body.push_str(&format!("panic: {panic}\n"));

@@ -125,7 +125,7 @@ pub(crate) fn headline(run: &RunRecord) -> Option<String> {
         Status::Fail(FailureKind::ExpectationUnmet) => Some(if run.unmet.is_empty() {
             "no unmet expectation kept in the record".to_owned()
         } else {
-            format!("{} expected to fire and never did", run.unmet.join(", "))
+            run.unmet.iter().map(|entry| crate::unmet_sentence(entry)).collect::<Vec<_>>().join("; ")
         }),
         Status::Fail(FailureKind::Panic) => {
             Some(format!("panic: {}", run.panic.as_deref().unwrap_or("no message kept in the record")))

@@ -504,6 +504,11 @@ impl From<crate::run::conformance::CommandError> for CliError {
                 position: None,
                 message: "not a conformance case: [expect] matrix_pairs names no stage/failure_class pair".to_owned(),
             }),
+            CommandError::BadInput(SuiteError::NoWork { file }) => CliError::BadInput(SpecError {
+                path: file.display().to_string(),
+                position: None,
+                message: "a conformance case asserts its work: [expect] needs recovery_work (`[]` when none is due) and workflow_state".to_owned(),
+            }),
             CommandError::Output { path, error } => CliError::Output { path, error },
         }
     }

@@ -106,7 +106,7 @@ pub fn render_run(record: &RunRecord) -> String {
         }
     }
     for name in &record.unmet {
-        text.push_str(&format!("  unmet         {name} was expected to fire and never did\n"));
+        text.push_str(&format!("  unmet         {}\n", reports::unmet_sentence(name)));
     }
     if let Some(panic) = &record.panic {
         text.push_str(&format!("  panic         {panic}\n"));

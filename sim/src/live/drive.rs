@@ -695,7 +695,15 @@ pub async fn execute(
                 engine::recovery::AuditOutcome::Refused { text, .. } => text.clone(),
             };
             let _ = writeln!(out, "{name}: {} {verdict} ({detail})", action.as_str());
-            if applied.next == NextStep::Nothing {
+            if let NextStep::Compensate { stage: engine::matrix::Stage::Onboarding(stage), compensation } = applied.next
+            {
+                let ports = adapters.onboard_ports(&journal);
+                let outcome =
+                    ports.compensate_cancelled(&site.onboard_request(&name, &spec), stage, compensation).await;
+                let _ = writeln!(out, "{name}: cancel's {} {}", compensation.as_str(), outcome.as_str());
+                return Ok(crate::model::exit::EXIT_PASS);
+            }
+            if matches!(applied.next, NextStep::Nothing | NextStep::Compensate { .. }) {
                 return Ok(if applied.authorized.is_some() {
                     crate::model::exit::EXIT_PASS
                 } else {

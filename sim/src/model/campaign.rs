@@ -258,6 +258,11 @@ pub struct FaultMix {
     /// Off unless configured, so that older onboarding campaigns draw the plans they drew before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub onboarding_controller_death: Option<Rate>,
+    /// Before the run, a machine's commissioning is set to be slow but progressing: one script result every
+    /// `duration_ms` (drawn; default 1 to 3 min, inside the engine's five-minute stall window). Drawn after every
+    /// other site kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commissioning_slow: Option<Rate>,
 }
 
 impl FaultMix {
@@ -276,7 +281,7 @@ impl FaultMix {
     }
 
     /// The site's kinds, with whether each is configured.
-    fn site_kinds(&self) -> [(SiteKnob, Option<Rate>); 15] {
+    fn site_kinds(&self) -> [(SiteKnob, Option<Rate>); 16] {
         [
             (SiteKnob::MacDrift, self.mac_drift),
             (SiteKnob::ResolverServfail, self.resolver_servfail),
@@ -294,6 +299,8 @@ impl FaultMix {
             (SiteKnob::InterfaceDisconnected, self.interface_disconnected),
             // Last: drawn after every older kind, so adding it changed no older plan.
             (SiteKnob::OnboardingControllerDeath, self.onboarding_controller_death),
+            // After it, for the same reason.
+            (SiteKnob::CommissioningSlow, self.commissioning_slow),
         ]
     }
 }
@@ -316,6 +323,7 @@ enum SiteKnob {
     PreseedFailure,
     InterfaceDisconnected,
     OnboardingControllerDeath,
+    CommissioningSlow,
 }
 
 impl SiteKnob {
@@ -337,6 +345,7 @@ impl SiteKnob {
             SiteKnob::PreseedFailure => "preseed_failure",
             SiteKnob::InterfaceDisconnected => "interface_disconnected",
             SiteKnob::OnboardingControllerDeath => "onboarding_controller_death",
+            SiteKnob::CommissioningSlow => "commissioning_slow",
         }
     }
 }
@@ -443,7 +452,7 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         network: spec::resolve_network(&source, &file.network)?,
         steps: Vec::new(),
         stage_steps: Vec::new(),
-        expect: Expectations { must_hold: Vec::new(), must_fire: Vec::new(), matrix_pairs: Vec::new() },
+        expect: Expectations::default(),
         onboarding,
     };
     let (faults, faults_span) = match &file.faults {
@@ -631,6 +640,12 @@ fn validate_mix(
         if let Some(range) = rate.duration_ms {
             if range.min > range.max || range.max >= window_end_ms - window_start_ms {
                 return error(format!("faults.{kind}.duration_ms: needs min <= max inside the fault window"));
+            }
+            let interval_max = spec::COMMISSIONING_SLOW_INTERVAL_MAX_MS;
+            if knob == SiteKnob::CommissioningSlow && (range.min == 0 || range.max >= interval_max) {
+                return error(format!(
+                    "faults.{kind}.duration_ms: the interval between script results needs 0 < min and max < {interval_max} (MAAS's 30-minute node_timeout)"
+                ));
             }
         }
     }
@@ -965,6 +980,11 @@ impl Campaign {
                         let at_ms = in_window(rng);
                         steps.push(TimedStep { at_ms, step: Step::InterfaceDisconnected { target } });
                     }
+                    SiteKnob::CommissioningSlow => {
+                        let interval = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 180_000 });
+                        let event_interval_ms = rng.random_range(interval.min..=interval.max);
+                        steps.push(TimedStep { at_ms: 0, step: Step::CommissioningSlow { target, event_interval_ms } });
+                    }
                     SiteKnob::OnboardingControllerDeath => {
                         let point =
                             *[DeathPoint::AfterIntent, DeathPoint::AfterRemoteMutation, DeathPoint::BeforeCompletion]
@@ -1247,6 +1267,35 @@ sometimes = ["instance_silent_raised"]
             let plain_spec = plain.run_spec(index);
             let before: Vec<&TimedStep> = plain_spec.steps.iter().collect();
             assert_eq!(others, before, "the site's draws come after the others");
+        }
+    }
+
+    #[test]
+    fn commissioning_slow_draws_an_interval_inside_the_stall_window_after_every_older_kind() {
+        let site = "mac_drift = { per_mille = 1000 }\n";
+        let base =
+            format!("{}\n[onboarding]\nnodes = 2\n", CAMPAIGN.replace("[oracles]", &format!("{site}\n[oracles]")));
+        let with = base.replace("mac_drift = ", "commissioning_slow = { per_mille = 1000 }\nmac_drift = ");
+        let (without, with) = (parse_campaign("c.toml", &base).unwrap(), parse_campaign("c.toml", &with).unwrap());
+        for index in 0..10 {
+            let (plain, spec) = (without.run_spec(index), with.run_spec(index));
+            let slow: Vec<&TimedStep> =
+                spec.steps.iter().filter(|t| matches!(t.step, Step::CommissioningSlow { .. })).collect();
+            assert_eq!(slow.len(), 1, "per_mille 1000 always bites, once with count_max 1");
+            let Step::CommissioningSlow { event_interval_ms, .. } = slow[0].step else { unreachable!() };
+            assert_eq!(slow[0].at_ms, 0);
+            assert!((60_000..=180_000).contains(&event_interval_ms), "{event_interval_ms}");
+            let others: Vec<&TimedStep> =
+                spec.steps.iter().filter(|t| !matches!(t.step, Step::CommissioningSlow { .. })).collect();
+            assert_eq!(others, plain.steps.iter().collect::<Vec<_>>(), "drawn after every older kind");
+        }
+        for range in ["{ min = 0, max = 60_000 }", "{ min = 60_000, max = 1_800_000 }"] {
+            let text = base.replace(
+                "mac_drift = ",
+                &format!("commissioning_slow = {{ per_mille = 1, duration_ms = {range} }}\nmac_drift = "),
+            );
+            let error = parse_campaign("c.toml", &text).unwrap_err().to_string();
+            assert!(error.contains("faults.commissioning_slow.duration_ms: the interval between script results needs 0 < min and max < 1800000"), "{error}");
         }
     }
 

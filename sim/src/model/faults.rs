@@ -234,6 +234,12 @@ pub enum Step {
     ScriptFailure {
         target: String,
     },
+    /// The machine's commissioning is slow but progresses: each of its commissioning scripts reports
+    /// `event_interval_ms` after the one before (a trickle of script results, late, never silent).
+    CommissioningSlow {
+        target: String,
+        event_interval_ms: u64,
+    },
     /// cloud-init on the machine fails after reaching the metadata service (every boot).
     DatasourceFailure {
         target: String,
@@ -269,6 +275,9 @@ pub enum Step {
     },
     /// The site's secrets store loses its bootstrap-token role: no node can be given a token.
     TokenPolicyMissing,
+    /// The controller's MAAS API key is revoked (a person regenerated it, or the configuration holds a wrong one):
+    /// every region answer is 401 `Authorization Error: Invalid API key.` until the run ends.
+    MaasKeyRevoked,
     /// The region's next `count` deploys fail to render their preseed (400).
     PreseedFailure {
         count: u32,
@@ -595,6 +604,7 @@ catalogue! {
         ResolverRepair "resolver_repair" [] [] Never;
         ScriptHang "script_hang" [target] ["script_hang"] Always;
         ScriptFailure "script_failure" [target] [] Always;
+        CommissioningSlow "commissioning_slow" [target] ["commissioning_slow"] Always;
         DatasourceFailure "datasource_failure" [target] ["datasource_failure"] Always;
         HardwareMissing "hardware_missing" [target] ["hardware_missing"] Always;
         AgentEnrolDelay "agent_enrol_delay" [target] ["agent_enrol_delay"] Always;
@@ -604,6 +614,7 @@ catalogue! {
         MaasUnavailable "maas_unavailable" [] ["maas_unavailable"] Always;
         PreseedFailure "preseed_failure" [] ["preseed_failure"] Always;
         TokenPolicyMissing "token_policy_missing" [] [] Always;
+        MaasKeyRevoked "maas_key_revoked" [] [] Always;
         MaasUnreachable "maas_unreachable" [] [] When { down } *down;
         VaultUnavailable "vault_unavailable" [] [] Always;
         PowerCredentialMissing "power_credential_missing" [target] [] Always;

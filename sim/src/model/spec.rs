@@ -3,7 +3,7 @@
 //!
 //! Both formats are versioned (`schema_version`), reject unknown keys, and tag steps with `kind`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
@@ -234,6 +234,14 @@ pub struct OnboardingSpec {
     /// `remove_maas_record`: the site requires the MAAS record deleted (else it is retained, with a follow-up).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub maas_delete_required: bool,
+    /// `apply_roce_phase2`: the site's configuration says RoCE is mandatory (absent from the configuration when
+    /// false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub roce_mandatory: bool,
+    /// Section 6's timeouts the site's configuration sets, by kind (`discovery`, ...), in ms; the rest keep the
+    /// matrix's defaults. Absent from the configuration when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub timeouts: BTreeMap<String, u64>,
 }
 
 impl OnboardingSpec {
@@ -251,7 +259,7 @@ impl OnboardingSpec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Expectations {
     pub must_hold: Vec<String>,
     pub must_fire: Vec<String>,
@@ -259,6 +267,27 @@ pub struct Expectations {
     /// scripts. Absent from the configuration when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub matrix_pairs: Vec<String>,
+    /// Conformance: exactly the recovery work the run does, `stage/work/outcome` (`[]`: none is due).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_work: Option<Vec<String>>,
+    /// Conformance: how every workflow of the run ends (`completed`, `failed_manual_intervention`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_state: Option<String>,
+    /// Conformance: the node state every workflow of the run stops in (`enrolling`, `quarantined`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_state: Option<String>,
+    /// Conformance: no stage attempt beyond this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts_max: Option<u64>,
+    /// Conformance: the section 6 timeouts the run must meet (`discovery`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeouts: Vec<String>,
+    /// Conformance: the section 7 conditions the run exercises (`late_agent_enrollment`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<String>,
+    /// Conformance: the operator actions the run writes an audit record for (`resume`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audits: Vec<String>,
 }
 
 /// Everything one run executes, resolved: defaults filled in, steps materialised and ordered.
@@ -355,6 +384,34 @@ pub(crate) struct OnboardingFile {
     concurrency: Option<Spanned<u32>>,
     no_erase_release_allowed: Option<bool>,
     maas_delete_required: Option<bool>,
+    roce_mandatory: Option<bool>,
+    timeouts: Option<TimeoutsFile>,
+}
+
+/// `[onboarding.timeouts]`: section 6's timeouts the site sets, in ms (each absent one keeps the matrix's default).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TimeoutsFile {
+    discovery_ms: Option<Spanned<u64>>,
+    commission_ms: Option<Spanned<u64>>,
+    deploy_ms: Option<Spanned<u64>>,
+    hardware_sync_seed_ms: Option<Spanned<u64>>,
+    hardware_sync_health_ms: Option<Spanned<u64>>,
+    agent_enrollment_ms: Option<Spanned<u64>>,
+}
+
+impl TimeoutsFile {
+    fn get(&self, kind: engine::matrix::TimeoutKind) -> Option<&Spanned<u64>> {
+        use engine::matrix::TimeoutKind as K;
+        match kind {
+            K::Discovery => self.discovery_ms.as_ref(),
+            K::Commission => self.commission_ms.as_ref(),
+            K::Deploy => self.deploy_ms.as_ref(),
+            K::HardwareSyncSeed => self.hardware_sync_seed_ms.as_ref(),
+            K::HardwareSyncHealth => self.hardware_sync_health_ms.as_ref(),
+            K::AgentEnrollment => self.agent_enrollment_ms.as_ref(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -406,6 +463,16 @@ struct ExpectFile {
     must_fire: Vec<Spanned<String>>,
     #[serde(default)]
     matrix_pairs: Vec<Spanned<String>>,
+    recovery_work: Option<Vec<Spanned<String>>>,
+    workflow_state: Option<Spanned<String>>,
+    node_state: Option<Spanned<String>>,
+    attempts_max: Option<Spanned<u64>>,
+    #[serde(default)]
+    timeouts: Vec<Spanned<String>>,
+    #[serde(default)]
+    conditions: Vec<Spanned<String>>,
+    #[serde(default)]
+    audits: Vec<Spanned<String>>,
 }
 
 /// A scenario's `seed`: an integer, or a string of decimal digits for a seed above TOML's largest integer
@@ -699,7 +766,28 @@ pub(crate) fn resolve_onboarding(
         concurrency,
         no_erase_release_allowed: table.no_erase_release_allowed.unwrap_or(false),
         maas_delete_required: table.maas_delete_required.unwrap_or(false),
+        roce_mandatory: table.roce_mandatory.unwrap_or(false),
+        timeouts: site_timeouts(source, table.timeouts.as_ref())?,
     }))
+}
+
+/// `[onboarding.timeouts]`, checked: each set one is a whole number of ms in `1..=TIMEOUT_MAX_MS`.
+fn site_timeouts(source: &Source, file: Option<&TimeoutsFile>) -> Result<BTreeMap<String, u64>, SpecError> {
+    let mut timeouts = BTreeMap::new();
+    let Some(file) = file else { return Ok(timeouts) };
+    for kind in engine::matrix::TimeoutKind::ALL {
+        let Some(value) = file.get(kind) else { continue };
+        let ms = *value.get_ref();
+        let max = engine::ports::site::TIMEOUT_MAX_MS;
+        if !(1..=max).contains(&ms) {
+            return Err(source.error_at(
+                Some(value.span()),
+                format!("onboarding.timeouts.{}_ms: must be 1 to {max} ms, not {ms}", kind.as_str()),
+            ));
+        }
+        timeouts.insert(kind.as_str().to_owned(), ms);
+    }
+    Ok(timeouts)
 }
 
 pub(crate) fn check_schema_version(source: &Source, version: &Spanned<u32>) -> Result<(), SpecError> {
@@ -936,6 +1024,10 @@ fn parse_stage_trigger(
     Ok((workflow, stage, occurrence))
 }
 
+/// The bound on a `commissioning_slow` step's `event_interval_ms` (exclusive): MAAS's `node_timeout` (30 minutes). A
+/// script slower than that never reports before the status monitor fails the commissioning.
+pub(crate) const COMMISSIONING_SLOW_INTERVAL_MAX_MS: u64 = fakes::maas::region::NODE_TIMEOUT_MIN * 60_000;
+
 pub(crate) fn validate_step(
     source: &Source,
     key: &str,
@@ -1017,6 +1109,16 @@ pub(crate) fn validate_step(
         Step::MaasUnavailable { count: 0, .. } | Step::VaultUnavailable { count: 0 } => {
             Some(format!("{key}.count: must be at least 1"))
         }
+        Step::CommissioningSlow { event_interval_ms: 0, .. } => {
+            Some(format!("{key}.event_interval_ms: must be at least 1 (a slow commissioning still takes time)"))
+        }
+        Step::CommissioningSlow { event_interval_ms, .. }
+            if *event_interval_ms >= COMMISSIONING_SLOW_INTERVAL_MAX_MS =>
+        {
+            Some(format!(
+                "{key}.event_interval_ms: {event_interval_ms} must be less than {COMMISSIONING_SLOW_INTERVAL_MAX_MS}, MAAS's 30-minute node_timeout: a script that slow never reports before MAAS fails the commissioning (that is script_hang)"
+            ))
+        }
         Step::ResolverServfail { zones: Some(zones) } if zones.is_empty() => {
             Some(format!("{key}.zones: name at least one zone, or leave zones out for every query"))
         }
@@ -1068,6 +1170,7 @@ pub(crate) fn validate_step(
         | Step::ResolverRepair
         | Step::ScriptHang { .. }
         | Step::ScriptFailure { .. }
+        | Step::CommissioningSlow { .. }
         | Step::DatasourceFailure { .. }
         | Step::HardwareMissing { .. }
         | Step::AgentEnrolDelay { .. }
@@ -1077,6 +1180,7 @@ pub(crate) fn validate_step(
         | Step::MaasUnavailable { .. }
         | Step::PreseedFailure { .. }
         | Step::TokenPolicyMissing
+        | Step::MaasKeyRevoked
         | Step::MaasUnreachable { .. }
         | Step::VaultUnavailable { .. }
         | Step::PowerCredentialMissing { .. }
@@ -1204,7 +1308,59 @@ fn resolve_expect(source: &Source, file: &ExpectFile) -> Result<Expectations, Sp
         }
         matrix_pairs.push(pair.get_ref().clone());
     }
-    Ok(Expectations { must_hold, must_fire, matrix_pairs })
+    let one_of = |key: &str, value: &Spanned<String>, known: &[&str]| -> Result<String, SpecError> {
+        if known.contains(&value.get_ref().as_str()) {
+            return Ok(value.get_ref().clone());
+        }
+        Err(source.error_at(
+            Some(value.span()),
+            format!("expect.{key}: \"{}\" is not one of {}", value.get_ref(), known.join(", ")),
+        ))
+    };
+    let mut recovery_work = None;
+    if let Some(entries) = &file.recovery_work {
+        let mut checked = Vec::new();
+        for entry in entries {
+            if !crate::model::pairs::is_recovery_work(entry.get_ref()) {
+                return Err(source.error_at(
+                    Some(entry.span()),
+                    format!(
+                        "expect.recovery_work: \"{}\" is not stage/work/outcome (work: a compensation of the matrix or reseed; outcome: performed, not_due or failed)",
+                        entry.get_ref()
+                    ),
+                ));
+            }
+            checked.push(entry.get_ref().clone());
+        }
+        checked.sort();
+        checked.dedup();
+        recovery_work = Some(checked);
+    }
+    let workflow_states: Vec<&str> = engine::matrix::WorkflowState::ALL.iter().map(|state| state.as_str()).collect();
+    let node_states: Vec<&str> = engine::matrix::NodeState::ALL.iter().map(|state| state.as_str()).collect();
+    let timeouts_known: Vec<&str> = engine::matrix::TimeoutKind::ALL.iter().map(|kind| kind.as_str()).collect();
+    let conditions_known: Vec<&str> =
+        engine::matrix::OutOfBandCondition::ALL.iter().map(|condition| condition.as_str()).collect();
+    let actions_known: Vec<&str> = engine::matrix::RecoveryAction::ALL.iter().map(|action| action.as_str()).collect();
+    let list = |key: &str, values: &[Spanned<String>], known: &[&str]| -> Result<Vec<String>, SpecError> {
+        values.iter().map(|value| one_of(key, value, known)).collect()
+    };
+    Ok(Expectations {
+        must_hold,
+        must_fire,
+        matrix_pairs,
+        recovery_work,
+        workflow_state: file
+            .workflow_state
+            .as_ref()
+            .map(|v| one_of("workflow_state", v, &workflow_states))
+            .transpose()?,
+        node_state: file.node_state.as_ref().map(|v| one_of("node_state", v, &node_states)).transpose()?,
+        attempts_max: file.attempts_max.as_ref().map(|value| *value.get_ref()),
+        timeouts: list("timeouts", &file.timeouts, &timeouts_known)?,
+        conditions: list("conditions", &file.conditions, &conditions_known)?,
+        audits: list("audits", &file.audits, &actions_known)?,
+    })
 }
 
 pub(crate) fn known_oracle(
@@ -1447,6 +1603,30 @@ nodes = 2
         assert_eq!(parse_scenario("s.toml", &big).unwrap().seed, u64::MAX);
         assert!(err(&MINIMAL.replace("seed = 3", "seed = \"x1\"")).contains("seed: \"x1\" is not a whole number"));
         assert!(err(&MINIMAL.replace("seed = 3", "seed = -1")).contains("seed: must be 0 or more"));
+    }
+
+    #[test]
+    fn a_slow_commissioning_needs_an_interval_inside_the_node_timeout() {
+        let site = format!("{MINIMAL}\n[onboarding]\nnodes = 1\n");
+        let step = |interval: &str| {
+            format!("{site}\n[[step]]\nat_ms = 0\nkind = \"commissioning_slow\"\ntarget = \"node-03\"\n{interval}\n")
+        };
+        let scenario = parse_scenario("s.toml", &step("event_interval_ms = 120_000")).unwrap();
+        assert_eq!(
+            scenario.run.steps[0].step,
+            Step::CommissioningSlow { target: "node-03".into(), event_interval_ms: 120_000 }
+        );
+        let zero = err(&step("event_interval_ms = 0"));
+        assert!(zero.starts_with("s.toml:13:1: step[0].event_interval_ms: must be at least 1"), "{zero}");
+        let long = err(&step("event_interval_ms = 1_800_000"));
+        assert!(
+            long.contains(
+                "step[0].event_interval_ms: 1800000 must be less than 1800000, MAAS's 30-minute node_timeout"
+            ),
+            "{long}"
+        );
+        let missing = err(&step(""));
+        assert!(missing.contains("step[0]: missing field `event_interval_ms`"), "{missing}");
     }
 
     #[test]

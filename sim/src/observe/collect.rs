@@ -14,6 +14,19 @@ pub struct Collectors {
     /// Recovery-matrix pairs the workflows hit: `stage/failure_class` (decommission pairs prefixed) → stage failures
     /// classified so.
     pub matrix_pairs: BTreeMap<String, u64>,
+    /// The recovery work the workflows did: `stage/work/outcome` (decommission ones prefixed) → how often.
+    pub recovery_work: BTreeMap<String, u64>,
+    /// The section 6 timeouts that ended an attempt: kind → how often.
+    pub timeouts: BTreeMap<String, u64>,
+    /// The highest attempt any workflow stage started.
+    pub attempt_max: u64,
+    /// Each workflow's last end (`(workflow state, node state)`), keyed by the workflow (a decommission's prefixed
+    /// as its pairs are).
+    pub ends: BTreeMap<String, (String, String)>,
+    /// The operator actions an audit record was written for (`resume`, `adopt_observed_state`, ...).
+    pub audits: BTreeSet<String>,
+    /// Stage attempts that adopted an observed state (late success, an out-of-band change).
+    pub adopted: u64,
     /// What `availability_floor` counts (set up at `run.start`).
     counted: crate::observe::oracles::rollout::Availability,
     pub availability: Vec<reports::AvailabilityPoint>,
@@ -44,11 +57,41 @@ impl Sink for Collectors {
             }
             _ => {}
         }
+        self.on_workflow_event(event);
         self.on_series_event(event);
     }
 }
 
 impl Collectors {
+    /// What conformance asks of a workflow's run: its recovery work, timeouts, attempts, end and audit records.
+    fn on_workflow_event(&mut self, event: &Event) {
+        let (workflow, body, prefix) = match &event.body {
+            Body::Onboarding { workflow, event } => (workflow, event, ""),
+            Body::Decommission { workflow, event } => (workflow, event, crate::model::pairs::DECOMMISSION_PAIR_PREFIX),
+            Body::Audit { record } => {
+                self.audits.insert(record.requested_action.as_str().to_owned());
+                return;
+            }
+            _ => return,
+        };
+        match body {
+            OnboardingBody::RecoveryWork { stage, work, outcome, .. } => {
+                *self.recovery_work.entry(format!("{prefix}{stage}/{work}/{outcome}")).or_default() += 1;
+            }
+            OnboardingBody::TimedOut { timeout, .. } => *self.timeouts.entry(timeout.clone()).or_default() += 1,
+            OnboardingBody::StageStarted { attempt, .. } => self.attempt_max = self.attempt_max.max(*attempt),
+            OnboardingBody::StageDone { adopted: true, .. } => self.adopted += 1,
+            OnboardingBody::Stopped { workflow_state, node_state, .. } => {
+                self.ends.insert(format!("{prefix}{workflow}"), (workflow_state.clone(), node_state.clone()));
+            }
+            OnboardingBody::Completed { .. } => {
+                let node_state = if prefix.is_empty() { "active" } else { "" };
+                self.ends.insert(format!("{prefix}{workflow}"), ("completed".to_owned(), node_state.to_owned()));
+            }
+            _ => {}
+        }
+    }
+
     fn on_series_event(&mut self, event: &Event) {
         let t_ms = event.t_ms;
         match &event.body {
@@ -188,7 +231,9 @@ impl Collectors {
             | OnboardingBody::Observed { .. }
             | OnboardingBody::Stalled { .. }
             | OnboardingBody::StageFailed { .. }
-            | OnboardingBody::Retrying { .. } => return,
+            | OnboardingBody::Retrying { .. }
+            | OnboardingBody::TimedOut { .. }
+            | OnboardingBody::RecoveryWork { .. } => return,
         };
         self.workflows_in_flight.remove(workflow);
         if let Some(index) = self.workflow_index.get(workflow) {

@@ -244,6 +244,19 @@ pub enum OnboardingBody {
     Completed {
         system_id: String,
     },
+    /// A timeout of section 6 (`discovery`, `commission`, ...) ended a stage's attempt.
+    TimedOut {
+        stage: String,
+        timeout: String,
+        bound_ms: u64,
+    },
+    /// A compensation or a reseed, and what came of it (`performed`, `not_due`, `failed`).
+    RecoveryWork {
+        stage: String,
+        work: String,
+        outcome: String,
+        detail: String,
+    },
 }
 
 impl From<engine::ports::events::WorkflowEvent> for OnboardingBody {
@@ -271,6 +284,15 @@ impl From<engine::ports::events::WorkflowEvent> for OnboardingBody {
                 evidence,
             },
             E::Completed { system_id } => OnboardingBody::Completed { system_id },
+            E::TimedOut { stage, timeout, bound_ms } => {
+                OnboardingBody::TimedOut { stage: name(stage), timeout: timeout.as_str().into(), bound_ms }
+            }
+            E::RecoveryWork { stage, work, outcome, detail } => OnboardingBody::RecoveryWork {
+                stage: name(stage),
+                work: work.as_str().into(),
+                outcome: outcome.as_str().into(),
+                detail,
+            },
         }
     }
 }

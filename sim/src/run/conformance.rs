@@ -26,6 +26,14 @@ pub struct CaseOutcome {
     pub declared: Vec<String>,
     /// Every `stage/failure_class` pair the run exercised, with its count (declared or not).
     pub exercised: BTreeMap<String, u64>,
+    /// The recovery work (`stage/work/outcome`) the case asserts, the section 6 timeouts and section 7 conditions
+    /// it declares.
+    #[serde(default)]
+    pub recovery_work: Vec<String>,
+    #[serde(default)]
+    pub timeouts: Vec<String>,
+    #[serde(default)]
+    pub conditions: Vec<String>,
     pub passed: bool,
     /// The verdict's label (`pass`, `fail (expectation_unmet)`, ...).
     pub verdict: String,
@@ -47,8 +55,31 @@ pub struct ConformanceReport {
     pub covered: Vec<String>,
     /// Listed pairs no passing case declares.
     pub uncovered: Vec<String>,
+    /// Coverage of the matrix's other three kinds, each `kind → (listed, uncovered)`: `timeouts` (section 6),
+    /// `conditions` (section 7) and `compensations` (the Compensation column, covered by a passing case that asserts
+    /// it performed).
+    #[serde(default)]
+    pub kinds: BTreeMap<String, KindCoverage>,
     pub cases: Vec<CaseOutcome>,
     pub passed: bool,
+}
+
+/// One kind's coverage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindCoverage {
+    pub listed: Vec<String>,
+    pub uncovered: Vec<String>,
+}
+
+impl KindCoverage {
+    fn of(listed: Vec<String>, covered: impl Fn(&str) -> bool) -> KindCoverage {
+        let uncovered = listed.iter().filter(|item| !covered(item)).cloned().collect();
+        KindCoverage { listed, uncovered }
+    }
+
+    pub fn figure(&self) -> String {
+        format!("{}/{}", self.listed.len() - self.uncovered.len(), self.listed.len())
+    }
 }
 
 impl ConformanceReport {
@@ -69,6 +100,8 @@ pub enum SuiteError {
     NoPairs { file: PathBuf },
     /// The directory holds no case.
     Empty { dir: PathBuf },
+    /// A case asserts no recovery work (`recovery_work = []` when none is due) or no resulting workflow state.
+    NoWork { file: PathBuf },
 }
 
 impl std::fmt::Display for SuiteError {
@@ -82,6 +115,11 @@ impl std::fmt::Display for SuiteError {
                 file.display()
             ),
             SuiteError::Empty { dir } => write!(f, "{}: no *.toml case in the directory", dir.display()),
+            SuiteError::NoWork { file } => write!(
+                f,
+                "{}: a conformance case asserts its work: [expect] needs recovery_work (`[]` when none is due) and workflow_state",
+                file.display()
+            ),
         }
     }
 }
@@ -108,6 +146,9 @@ pub fn load_cases(dir: &Path) -> Result<Vec<(PathBuf, Scenario)>, SuiteError> {
         let scenario = spec::load_scenario(&file).map_err(SuiteError::Case)?;
         if scenario.run.expect.matrix_pairs.is_empty() {
             return Err(SuiteError::NoPairs { file });
+        }
+        if scenario.run.expect.recovery_work.is_none() || scenario.run.expect.workflow_state.is_none() {
+            return Err(SuiteError::NoWork { file });
         }
         cases.push((file, scenario));
     }
@@ -140,7 +181,10 @@ pub fn run_suite(dir: &Path, on_case: &mut dyn FnMut(&CaseOutcome)) -> Result<Co
             repro: format!("fleetsim run {source} --seed {}", scenario.seed),
         };
         let output = runner::run(&scenario.run, scenario.seed, &identity, false);
-        let outcome = case_outcome(source, &scenario.run.expect.matrix_pairs, &output.record);
+        let mut outcome = case_outcome(source, &scenario.run.expect.matrix_pairs, &output.record);
+        outcome.recovery_work = scenario.run.expect.recovery_work.clone().unwrap_or_default();
+        outcome.timeouts = scenario.run.expect.timeouts.clone();
+        outcome.conditions = scenario.run.expect.conditions.clone();
         on_case(&outcome);
         outcomes.push(outcome);
     }
@@ -152,6 +196,9 @@ fn case_outcome(file: String, declared: &[String], record: &RunRecord) -> CaseOu
         file,
         declared: declared.to_vec(),
         exercised: record.matrix_pairs.clone(),
+        recovery_work: Vec::new(),
+        timeouts: Vec::new(),
+        conditions: Vec::new(),
         passed: record.verdict.passed(),
         verdict: record.verdict.label(),
         unmet: record.unmet.clone(),
@@ -169,6 +216,33 @@ pub fn judge(dir: &Path, cases: Vec<CaseOutcome>) -> ConformanceReport {
     let listed: Vec<String> = workflows.into_iter().flat_map(crate::model::pairs::workflow_listed_pairs).collect();
     let (covered, uncovered): (Vec<String>, Vec<String>) =
         listed.iter().cloned().partition(|pair| cases.iter().any(|case| case.passed && case.declared.contains(pair)));
+    let passing: Vec<&CaseOutcome> = cases.iter().filter(|case| case.passed).collect();
+    let mut kinds = BTreeMap::new();
+    let timeouts = engine::matrix::TimeoutKind::ALL.iter().map(|kind| kind.as_str().to_owned()).collect();
+    kinds.insert(
+        "timeouts".to_owned(),
+        KindCoverage::of(timeouts, |kind| passing.iter().any(|case| case.timeouts.iter().any(|t| t == kind))),
+    );
+    let conditions = engine::matrix::OutOfBandCondition::ALL.iter().map(|c| c.as_str().to_owned()).collect();
+    kinds.insert(
+        "conditions".to_owned(),
+        KindCoverage::of(conditions, |condition| {
+            passing.iter().any(|case| case.conditions.iter().any(|c| c == condition))
+        }),
+    );
+    let compensations = engine::matrix::Compensation::ALL.iter().map(|c| c.as_str().to_owned()).collect();
+    kinds.insert(
+        "compensations".to_owned(),
+        KindCoverage::of(compensations, |compensation| {
+            passing.iter().any(|case| {
+                case.recovery_work
+                    .iter()
+                    .any(|work| crate::model::pairs::performed_compensation(work) == Some(compensation))
+            })
+        }),
+    );
+    // The pairs decide the verdict; the other kinds' coverage is reported beside them (`docs/recovery-matrix.md`
+    // says which are not yet full, and why).
     let passed = uncovered.is_empty() && cases.iter().all(|case| case.passed);
     ConformanceReport {
         schema_version: SCHEMA_VERSION,
@@ -178,6 +252,7 @@ pub fn judge(dir: &Path, cases: Vec<CaseOutcome>) -> ConformanceReport {
         listed,
         covered,
         uncovered,
+        kinds,
         cases,
         passed,
     }
@@ -191,6 +266,9 @@ pub fn render_text(report: &ConformanceReport) -> String {
     let passing = report.cases.iter().filter(|case| case.passed).count();
     let _ = writeln!(out, "conformance {}: {verdict}", report.directory);
     let _ = writeln!(out, "  coverage      {} listed pairs covered by a passing case", report.coverage());
+    for (kind, coverage) in &report.kinds {
+        let _ = writeln!(out, "  {kind:<13} {} covered", coverage.figure());
+    }
     let _ = writeln!(out, "  cases         {passing}/{} passed", report.cases.len());
     for case in report.cases.iter().filter(|case| !case.passed) {
         let _ = writeln!(out, "  failed        {}  {}", case.file, case.verdict);
@@ -201,6 +279,11 @@ pub fn render_text(report: &ConformanceReport) -> String {
     }
     for pair in &report.uncovered {
         let _ = writeln!(out, "  uncovered     {pair}");
+    }
+    for (kind, coverage) in &report.kinds {
+        for item in &coverage.uncovered {
+            let _ = writeln!(out, "  uncovered     {kind}: {item}");
+        }
     }
     out
 }
@@ -255,6 +338,9 @@ mod tests {
             file: file.to_owned(),
             declared: declared.iter().map(|pair| (*pair).to_owned()).collect(),
             exercised: BTreeMap::new(),
+            recovery_work: Vec::new(),
+            timeouts: Vec::new(),
+            conditions: Vec::new(),
             passed,
             verdict: if passed { "pass".into() } else { "fail (expectation_unmet)".into() },
             unmet: if passed { vec![] } else { vec!["matrix pair wait_for_ready/hardware_mismatch".into()] },

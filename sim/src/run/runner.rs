@@ -171,6 +171,8 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
             .map(|pair| format!("matrix pair {pair}")),
     );
 
+    unmet.extend(conformance_unmet(&spec.expect, &outcome.collectors));
+
     let verdict = reports::judge(outcome.ended.panic.is_some(), &violations, &unmet);
     let collectors = outcome.collectors;
     let ended = outcome.ended;
@@ -214,10 +216,145 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
     }
 }
 
+/// What a conformance case's `[expect]` asks of the run's typed events and the run did not show: the exact recovery
+/// work, every workflow's end, the attempt bound, the section 6 timeouts, the section 7 conditions and the audit
+/// records.
+pub fn conformance_unmet(
+    expect: &crate::model::spec::Expectations,
+    seen: &crate::observe::collect::Collectors,
+) -> Vec<String> {
+    let mut unmet = Vec::new();
+    // A case's end is its workflow's: the decommission's when it names decommission pairs, else onboarding's.
+    let prefix = crate::model::pairs::DECOMMISSION_PAIR_PREFIX;
+    let decommission = expect.matrix_pairs.iter().any(|pair| pair.starts_with(prefix));
+    let ends: Vec<(&String, &(String, String))> =
+        seen.ends.iter().filter(|(workflow, _)| workflow.starts_with(prefix) == decommission).collect();
+    if let Some(expected) = &expect.recovery_work {
+        let did: Vec<&String> = seen.recovery_work.keys().collect();
+        if did.iter().map(|entry| entry.as_str()).ne(expected.iter().map(String::as_str)) {
+            let did: Vec<&str> = did.iter().map(|entry| entry.as_str()).collect();
+            unmet.push(format!("recovery work [{}], the run did [{}]", expected.join(", "), did.join(", ")));
+        }
+    }
+    if let Some(state) = &expect.workflow_state {
+        let wrong: Vec<String> = ends
+            .iter()
+            .filter(|(_, (ended, _))| ended != state)
+            .map(|(workflow, (ended, _))| format!("{workflow} {ended}"))
+            .collect();
+        if ends.is_empty() || !wrong.is_empty() {
+            unmet.push(format!("workflow state {state}, the run ended [{}]", wrong.join(", ")));
+        }
+    }
+    if let Some(state) = &expect.node_state {
+        let wrong: Vec<String> = ends
+            .iter()
+            .filter(|(_, (_, node))| node != state)
+            .map(|(workflow, (_, node))| format!("{workflow} {node}"))
+            .collect();
+        if ends.is_empty() || !wrong.is_empty() {
+            unmet.push(format!("node state {state}, the run left [{}]", wrong.join(", ")));
+        }
+    }
+    if let Some(bound) = expect.attempts_max
+        && seen.attempt_max > bound
+    {
+        unmet.push(format!("attempts at most {bound}, the run reached {}", seen.attempt_max));
+    }
+    for timeout in &expect.timeouts {
+        if !seen.timeouts.contains_key(timeout) {
+            unmet.push(format!("timeout {timeout}"));
+        }
+    }
+    for condition in &expect.conditions {
+        if !condition_shown(condition, seen) {
+            unmet.push(format!("condition {condition}"));
+        }
+    }
+    for action in &expect.audits {
+        if !seen.audits.contains(action) {
+            unmet.push(format!("audit record of {action}"));
+        }
+    }
+    unmet
+}
+
+/// Whether the run's typed events show a section 7 condition, and the engine meeting it: the out-of-band change
+/// was made to MAAS (a fault step applied) and the workflow adopted the observed state or
+/// stopped it as an ambiguity; a late enrolment was adopted by an operator after the workflow had failed.
+fn condition_shown(condition: &str, seen: &crate::observe::collect::Collectors) -> bool {
+    let applied = |kinds: &[&str]| seen.step_phases.iter().any(|(step, _)| kinds.contains(&step.kind()));
+    let ambiguity = seen.matrix_pairs.keys().any(|pair| pair.ends_with("/state_ambiguity"));
+    let completed = seen.ends.values().any(|(state, _)| state == "completed");
+    match condition {
+        "late_agent_enrollment" => {
+            seen.matrix_pairs.contains_key("wait_for_agent_enrollment/agent_enrollment_failure")
+                && seen.audits.contains("adopt_observed_state")
+                && completed
+        }
+        "operator_changed_maas_state" => {
+            applied(&["machine_advanced", "interface_disconnected", "machine_deleted"])
+                && (seen.adopted > 0 || ambiguity || seen.recovery_work.keys().any(|work| work.ends_with("/performed")))
+        }
+        "machine_reappeared_with_different_state" => applied(&["machine_hidden"]) && (seen.adopted > 0 || ambiguity),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use reports::{FailureKind, Verdict};
+
+    #[test]
+    fn each_conformance_expectation_is_unmet_when_the_run_shows_otherwise() {
+        use crate::model::spec::Expectations;
+        use crate::observe::collect::Collectors;
+        let mut seen = Collectors::default();
+        seen.recovery_work.insert("ensure_pxe_interface_auto/unlink_relink_interface/performed".into(), 1);
+        seen.timeouts.insert("discovery".into(), 1);
+        seen.attempt_max = 2;
+        seen.ends.insert("onboard-node-02".into(), ("completed".into(), "active".into()));
+        seen.ends.insert(
+            "decommission:decommission-node-02".into(),
+            ("failed_manual_intervention".into(), "quarantined".into()),
+        );
+        seen.audits.insert("resume".into());
+        let met = Expectations {
+            recovery_work: Some(vec!["ensure_pxe_interface_auto/unlink_relink_interface/performed".into()]),
+            workflow_state: Some("completed".into()),
+            node_state: Some("active".into()),
+            attempts_max: Some(2),
+            timeouts: vec!["discovery".into()],
+            audits: vec!["resume".into()],
+            ..Expectations::default()
+        };
+        assert_eq!(conformance_unmet(&met, &seen), Vec::<String>::new());
+        // Each one broken on its own is one unmet entry.
+        let broken = [
+            Expectations { recovery_work: Some(vec![]), ..met.clone() },
+            Expectations { workflow_state: Some("failed_manual_intervention".into()), ..met.clone() },
+            Expectations { node_state: Some("enrolling".into()), ..met.clone() },
+            Expectations { attempts_max: Some(1), ..met.clone() },
+            Expectations { timeouts: vec!["deploy".into()], ..met.clone() },
+            Expectations { conditions: vec!["late_agent_enrollment".into()], ..met.clone() },
+            Expectations { audits: vec!["cancel".into()], ..met.clone() },
+        ];
+        for expect in &broken {
+            assert_eq!(conformance_unmet(expect, &seen).len(), 1, "{expect:?}");
+        }
+        // A decommission case is judged by the decommission's end, not the onboarding's.
+        let decommission = Expectations {
+            matrix_pairs: vec!["decommission:release_maas_node/state_ambiguity".into()],
+            workflow_state: Some("failed_manual_intervention".into()),
+            node_state: Some("quarantined".into()),
+            ..Expectations::default()
+        };
+        assert_eq!(conformance_unmet(&decommission, &seen), Vec::<String>::new());
+        // A run that did nothing meets only the attempt bound: a state expectation cannot be met by nothing.
+        let nothing = Collectors::default();
+        assert_eq!(conformance_unmet(&met, &nothing).len(), 5, "{:?}", conformance_unmet(&met, &nothing));
+    }
 
     fn spec() -> RunSpec {
         let text =

@@ -63,6 +63,10 @@ impl World {
             if let Some(settled) = settled {
                 world.record(CONTROLLER_ID, Body::Audit { record: settled });
             }
+            if let NextStep::Compensate { stage, compensation } = next {
+                world.compensate_cancelled(workflow, &target, stage, compensation, &onboarding_running).await;
+                return;
+            }
             if next == NextStep::Nothing {
                 return;
             }
@@ -118,6 +122,41 @@ impl World {
             Ok(settled) => self.record(CONTROLLER_ID, Body::Audit { record: settled }),
             Err(error) => tracing::warn!(workflow = %record.workflow_id, %error, "operator action not settled"),
         }
+    }
+
+    /// `cancel`'s compensation of a resting workflow, by its driver. A decommission's compensations are its
+    /// failures' own (quarantine on a failed validation, revert to retired on a failed uninstall, the no-erase
+    /// fallback): none is a cancel's to make, and the cancel records so.
+    async fn compensate_cancelled(
+        self: &Rc<Self>,
+        workflow: Workflow,
+        machine: &str,
+        stage: engine::matrix::Stage,
+        compensation: engine::matrix::Compensation,
+        running: &Rc<RefCell<BTreeSet<String>>>,
+    ) {
+        let engine::matrix::Stage::Onboarding(stage) = stage else {
+            let detail = format!("{} is the decommission's own compensation, not a cancel's", compensation.as_str());
+            tracing::info!(%machine, ?workflow, %detail, "cancel compensates nothing");
+            return;
+        };
+        while !running.borrow_mut().insert(machine.to_owned()) {
+            tokio::time::sleep(std::time::Duration::from_millis(IN_FLIGHT_POLL_MS)).await;
+        }
+        let world = self.clone();
+        let request = world.onboard_request(machine);
+        let ports = OnboardPorts {
+            clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
+            maas: &world.site_maas(CONTROLLER_ID, &request.workflow),
+            resolver: &world.site_resolver(CONTROLLER_ID),
+            secrets: &world.site_secrets(CONTROLLER_ID),
+            hub: &SimHub::new(world.clone(), CONTROLLER_ID),
+            ssh: &SimSiteSsh { world: world.clone(), from: CONTROLLER_ID },
+            journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
+            signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
+        };
+        ports.compensate_cancelled(&request, stage, compensation).await;
+        running.borrow_mut().remove(machine);
     }
 
     async fn run_onboarding_for_operator(

@@ -138,6 +138,13 @@ impl SiteWorld {
     /// The site of `spec`, its machines racked, seeded from the run's `Site` stream.
     pub fn new(host: HostId, spec: &OnboardingSpec, seeds: &SeedTree) -> SiteWorld {
         let mut site = Site::new(SiteConfig::new(seeds.rng(Consumer::Site).next_u64()));
+        // The site's own settings, where the engine reads them: its configuration in the secrets store.
+        if spec.roce_mandatory {
+            site.vault.set_site_value("roce_mandatory", "true");
+        }
+        for (kind, ms) in &spec.timeouts {
+            site.vault.set_site_value(&format!("{kind}_timeout_ms"), &ms.to_string());
+        }
         let mut racked = BTreeMap::new();
         for name in &spec.machines {
             let credential = site.add_machine(name);
@@ -587,6 +594,9 @@ impl World {
             Step::ScriptFailure { target } => {
                 site.set_fault(|_, model| machine(model, target).faults.fail_script = Some(FAULTED_SCRIPT.into()))
             }
+            Step::CommissioningSlow { target, event_interval_ms } => {
+                site.set_fault(|_, model| machine(model, target).faults.script_interval_ms = Some(*event_interval_ms))
+            }
             Step::DatasourceFailure { target } => {
                 site.set_fault(|_, model| machine(model, target).faults.datasource_failure = true)
             }
@@ -622,6 +632,7 @@ impl World {
                 machine(model, target).faults.hw_sync = HwSyncFault::StopsAfter { syncs: *after_syncs }
             }),
             Step::TokenPolicyMissing => site.set_fault(|_, model| model.vault.set_token_policy(false)),
+            Step::MaasKeyRevoked => site.set_fault(|_, model| model.region.revoke_api_keys()),
             Step::MaasUnavailable { count, retry_after_s } => site.set_fault(|_, model| {
                 for _ in 0..*count {
                     model.region.fail_next_with_503(*retry_after_s);
@@ -1132,6 +1143,11 @@ impl port::MaasApi for SimMaas {
         self.request("link_subnet", Some(system_id), request, |_, _, _| Some(())).await
     }
 
+    async fn disconnect_interface(&self, system_id: &str, interface_id: u64) -> Result<(), MaasError> {
+        let request = MaasRequest::DisconnectInterface { system_id: system_id.to_owned(), interface_id };
+        self.request("disconnect", Some(system_id), request, |_, _, _| Some(())).await
+    }
+
     async fn deploy(
         &self,
         system_id: &str,
@@ -1287,14 +1303,16 @@ pub(crate) fn secrets_error(error: VaultError) -> SecretsError {
 /// Deviation (adapter): the fake's configuration names neither the metadata host nor the VLANs; the adapter gives
 /// the rack resolver's metadata host (`fakes::maas::dns::METADATA_HOST`) and the site's VLAN ids (see
 /// [`vlan_number`]).
-pub(crate) fn site_config(values: &BTreeMap<String, String>) -> port::SiteConfig {
-    port::SiteConfig {
+pub(crate) fn site_config(values: &BTreeMap<String, String>) -> Result<port::SiteConfig, String> {
+    let timeouts = port::StageTimeouts::from_settings(|key| values.get(key).map(String::as_str))?;
+    Ok(port::SiteConfig {
         enabled: values.get("enabled").is_none_or(|value| value != "false"),
         metadata_host: values.get("metadata_host").cloned().unwrap_or_else(|| fakes::maas::METADATA_HOST.to_owned()),
         pxe_vlan_vid: u16::try_from(fakes::maas::PXE_VLAN_ID).unwrap_or(u16::MAX),
         roce_vlan_vid: u16::try_from(fakes::maas::ROCE_VLAN_ID).unwrap_or(u16::MAX),
         roce_mandatory: values.get("roce_mandatory").is_some_and(|value| value == "true"),
-    }
+        timeouts,
+    })
 }
 
 impl SimSiteSecrets {
@@ -1316,7 +1334,7 @@ fn unexpected(what: &str) -> SecretsError {
 impl port::SiteSecrets for SimSiteSecrets {
     async fn site_config(&self) -> Result<port::SiteConfig, SecretsError> {
         match self.ask(VaultRequest::ReadSiteConfig).await? {
-            VaultResponse::SiteConfig(values) => Ok(site_config(&values)),
+            VaultResponse::SiteConfig(values) => site_config(&values).map_err(SecretsError::Refused),
             _ => Err(unexpected("site configuration")),
         }
     }
@@ -1430,6 +1448,9 @@ impl port::MaasApi for SiteMaas {
     async fn link_subnet_auto(&self, system_id: &str, interface_id: u64, subnet_id: u64) -> Result<(), MaasError> {
         either!(SiteMaas, self.link_subnet_auto(system_id, interface_id, subnet_id))
     }
+    async fn disconnect_interface(&self, system_id: &str, interface_id: u64) -> Result<(), MaasError> {
+        either!(SiteMaas, self.disconnect_interface(system_id, interface_id))
+    }
     async fn deploy(
         &self,
         system_id: &str,
@@ -1518,6 +1539,10 @@ impl port::MaasApi for WireMaas {
     async fn link_subnet_auto(&self, system_id: &str, interface_id: u64, subnet_id: u64) -> Result<(), MaasError> {
         let call = self.wire.maas.link_subnet_auto(system_id, interface_id, subnet_id);
         self.traced("link_subnet", Some(system_id), call).await
+    }
+    async fn disconnect_interface(&self, system_id: &str, interface_id: u64) -> Result<(), MaasError> {
+        let call = self.wire.maas.disconnect_interface(system_id, interface_id);
+        self.traced("disconnect", Some(system_id), call).await
     }
     async fn deploy(
         &self,

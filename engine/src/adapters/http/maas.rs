@@ -616,6 +616,11 @@ impl<T: HttpTransport, C: Clock> MaasApi for MaasClient<T, C> {
         self.call("link_subnet", Method::Post, path, Some(form)).await.map(drop)
     }
 
+    async fn disconnect_interface(&self, system_id: &str, interface_id: u64) -> Result<(), MaasError> {
+        let path = format!("{}interfaces/{interface_id}/?{}", node_path(system_id), query(&[("op", "disconnect")]));
+        self.call("disconnect", Method::Post, path, Some(Form::new())).await.map(drop)
+    }
+
     async fn deploy(&self, system_id: &str, user_data: &Secret, enable_hw_sync: bool) -> Result<Machine, MaasError> {
         let form = Form::new()
             .field("user_data", &base64_encode(user_data.expose().as_bytes()))

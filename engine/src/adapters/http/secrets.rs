@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::{HttpRequest, HttpResponse, HttpTransport, Method};
 use crate::ports::SecretsError;
-use crate::ports::site::{PowerCredential, SiteConfig, SiteSecrets};
+use crate::ports::site::{PowerCredential, SiteConfig, SiteSecrets, StageTimeouts};
 use crate::secret::Secret;
 
 /// The node-secrets path the capability probe asks about (Vault's `sys/capabilities-self`).
@@ -156,6 +156,7 @@ fn site_config(
         pxe_vlan_vid: vid("pxe_vlan_vid", defaults.map(|defaults| defaults.pxe_vlan_vid))?,
         roce_vlan_vid: vid("roce_vlan_vid", defaults.map(|defaults| defaults.roce_vlan_vid))?,
         roce_mandatory: text("roce_mandatory").is_some_and(|value| value == "true"),
+        timeouts: StageTimeouts::from_settings(text).map_err(SecretsError::Refused)?,
     })
 }
 
@@ -296,7 +297,7 @@ pub(crate) mod tests {
     #[test]
     fn the_site_configuration_reads_as_the_simulator_reads_it() {
         let body = json!({"data": {"data": {"enabled": "true", "maas_url": "http://maas", "metadata_host": "meta.x",
-            "pxe_vlan_vid": "5001", "roce_vlan_vid": 5002, "roce_mandatory": "true"}}});
+            "pxe_vlan_vid": "5001", "roce_vlan_vid": 5002, "roce_mandatory": "true", "deploy_timeout_ms": 600000}}});
         let stub = Stub::answering(vec![json(200, body)]);
         let config = now(client(&stub).site_config()).unwrap();
         assert_eq!(
@@ -306,7 +307,8 @@ pub(crate) mod tests {
                 metadata_host: "meta.x".into(),
                 pxe_vlan_vid: 5001,
                 roce_vlan_vid: 5002,
-                roce_mandatory: true
+                roce_mandatory: true,
+                timeouts: StageTimeouts { deploy_ms: 600_000, ..StageTimeouts::default() },
             }
         );
         assert_eq!(stub.last().path_and_query, "/v1/secret/data/site/config");

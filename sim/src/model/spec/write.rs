@@ -209,6 +209,15 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
         if onboarding.maas_delete_required {
             let _ = writeln!(out, "maas_delete_required = true");
         }
+        if onboarding.roce_mandatory {
+            let _ = writeln!(out, "roce_mandatory = true");
+        }
+        if !onboarding.timeouts.is_empty() {
+            let _ = writeln!(out, "\n[onboarding.timeouts]");
+            for (kind, ms) in &onboarding.timeouts {
+                let _ = writeln!(out, "{kind}_ms = {}", int(*ms));
+            }
+        }
     }
 
     for timed in &spec.steps {
@@ -225,7 +234,7 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
     }
 
     let expect = &spec.expect;
-    if !expect.must_hold.is_empty() || !expect.must_fire.is_empty() || !expect.matrix_pairs.is_empty() {
+    if *expect != crate::model::spec::Expectations::default() {
         let _ = writeln!(out, "\n[expect]");
         if !expect.must_hold.is_empty() {
             let _ = writeln!(out, "must_hold = {}", strings(&expect.must_hold));
@@ -235,6 +244,25 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
         }
         if !expect.matrix_pairs.is_empty() {
             let _ = writeln!(out, "matrix_pairs = {}", strings(&expect.matrix_pairs));
+        }
+        if let Some(work) = &expect.recovery_work {
+            let _ = writeln!(out, "recovery_work = {}", strings(work));
+        }
+        if let Some(state) = &expect.workflow_state {
+            let _ = writeln!(out, "workflow_state = {}", string(state));
+        }
+        if let Some(state) = &expect.node_state {
+            let _ = writeln!(out, "node_state = {}", string(state));
+        }
+        if let Some(bound) = expect.attempts_max {
+            let _ = writeln!(out, "attempts_max = {}", int(bound));
+        }
+        for (key, values) in
+            [("timeouts", &expect.timeouts), ("conditions", &expect.conditions), ("audits", &expect.audits)]
+        {
+            if !values.is_empty() {
+                let _ = writeln!(out, "{key} = {}", strings(values));
+            }
         }
     }
     Ok(out)

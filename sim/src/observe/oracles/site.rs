@@ -141,11 +141,19 @@ pub(super) struct FollowsTheMatrix {
     pending: BTreeMap<String, (String, String)>,
     /// workflow → the node's state as its completed stages left it (decommission: active, then quarantined, ...).
     node_state: BTreeMap<String, engine::matrix::NodeState>,
+    /// workflow → the stage an accepted `cancel` found it resting at: its row's compensation is the cancel's.
+    cancelled_at: BTreeMap<String, engine::matrix::Stage>,
 }
 
 impl FollowsTheMatrix {
     pub(super) fn new(workflow: engine::matrix::Workflow, ctx: &OracleContext) -> FollowsTheMatrix {
-        FollowsTheMatrix { workflow, policy: ctx.site_policy, pending: BTreeMap::new(), node_state: BTreeMap::new() }
+        FollowsTheMatrix {
+            workflow,
+            policy: ctx.site_policy,
+            pending: BTreeMap::new(),
+            node_state: BTreeMap::new(),
+            cancelled_at: BTreeMap::new(),
+        }
     }
 
     /// The node state a decommission's completed stage leaves behind.
@@ -249,6 +257,16 @@ impl FollowsTheMatrix {
 
 impl Oracle for FollowsTheMatrix {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if let Body::Audit { record } = &event.body {
+            if record.requested_action == engine::matrix::RecoveryAction::Cancel
+                && record.is_accepted()
+                && record.actual_next_state.is_none()
+                && record.prior_stage.workflow() == self.workflow
+            {
+                self.cancelled_at.insert(record.workflow_id.clone(), record.prior_stage);
+            }
+            return;
+        }
         let (workflow, body) = match (&event.body, self.workflow) {
             (Body::Onboarding { workflow, event }, engine::matrix::Workflow::Onboarding)
             | (Body::Decommission { workflow, event }, engine::matrix::Workflow::Decommission) => (workflow, event),
@@ -259,6 +277,37 @@ impl Oracle for FollowsTheMatrix {
             engine::matrix::Workflow::Decommission => engine::matrix::NodeState::Active,
         };
         let prior = self.node_state.get(workflow).copied().unwrap_or(initial);
+        // Recovery work comes between a failure and its decision: it is the failed stage's row's compensation, or
+        // the hardware-sync wait's reseed, and the decision it precedes is judged when it comes.
+        if let OnboardingBody::RecoveryWork { stage: worked, work, .. } = body {
+            let Some((stage, _)) = self.pending.get(workflow) else {
+                // `cancel`'s "compensate where possible": the resting stage's row's compensation, at that stage.
+                let cancel = self
+                    .cancelled_at
+                    .get(workflow)
+                    .filter(|at| at.as_str() == worked && at.row().compensation.is_some_and(|c| c.as_str() == work));
+                if cancel.is_none() {
+                    let evidence = format!("{workflow}: {work} with no failure to recover and no cancel to compensate");
+                    out.push(Finding { t_ms: event.t_ms, evidence });
+                }
+                return;
+            };
+            let row_compensation = engine::matrix::Stage::all()
+                .find(|s| s.workflow() == self.workflow && s.as_str() == stage)
+                .and_then(|s| s.row().compensation);
+            let allowed = worked == stage
+                && (row_compensation.is_some_and(|c| c.as_str() == work)
+                    || (work == "reseed" && stage == "wait_for_hardware_sync_healthy"));
+            if !allowed {
+                out.push(Finding {
+                    t_ms: event.t_ms,
+                    evidence: format!(
+                        "{workflow}: {stage} failed, then {work} at {worked}: not its row's recovery work"
+                    ),
+                });
+            }
+            return;
+        }
         if let Some((stage, class)) = self.pending.remove(workflow) {
             if let Err(evidence) = self.judge(&stage, &class, prior, body) {
                 out.push(Finding { t_ms: event.t_ms, evidence: format!("{workflow}: {evidence}") });
@@ -351,6 +400,8 @@ impl Oracle for EveryNodeOnboardedOrDiagnosed {
                     workflow_state.clone()
                 }
             }
+            // Recovery work changes no workflow state (a cancel's compensation follows the stop it rests in).
+            OnboardingBody::RecoveryWork { .. } => return,
             _ => "running".to_owned(),
         };
         self.last.insert(workflow.clone(), Some(state));

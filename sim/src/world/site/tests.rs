@@ -99,7 +99,7 @@ fn resolver_and_secrets_errors_map_to_the_ports() {
     assert!(matches!(secrets_error(VaultError::NoPowerCredential { node: "n".into() }), SecretsError::NotFound(_)));
     assert!(matches!(secrets_error(VaultError::SiteDisabled), SecretsError::Refused(_)));
     assert!(matches!(secrets_error(VaultError::TokenExpired { token_id: "bt-1".into() }), SecretsError::Refused(_)));
-    let config = site_config(&BTreeMap::from([("enabled".to_owned(), "true".to_owned())]));
+    let config = site_config(&BTreeMap::from([("enabled".to_owned(), "true".to_owned())])).unwrap();
     assert_eq!(
         (config.metadata_host.as_str(), config.pxe_vlan_vid, config.roce_vlan_vid, config.roce_mandatory),
         (fakes::maas::METADATA_HOST, 5001, 5002, false)
