@@ -28,13 +28,16 @@ const SCENARIOS: &[&str] = &[
     "onboarding-controller-killed-after-a-checkpoint-reruns-and-completes.toml",
     "onboarding-controller-killed-after-the-deploy-call-adopts-the-deploy.toml",
     "onboarding-controller-killed-before-completion-adopts-the-deployed-machine.toml",
+    "onboarding-region-workflow-wedged-is-diagnosed-from-the-region.toml",
     "onboarding-resumed-after-a-stop-mid-deploy-releases-then-reruns.toml",
     "onboarding-slow-commissioning-is-not-silent.toml",
     "onboarding-two-machines-deploy-and-enrol-their-agents.toml",
     "operator-actions-refused-while-running-and-without-an-observation.toml",
+    "operator-adopts-a-decommission-whose-release-finished-out-of-sight.toml",
     "operator-adopts-a-late-agent-enrolment-without-redoing-the-deploy.toml",
     "operator-cancel-compensates-the-resting-stage-and-records-it.toml",
     "operator-freeze-refuses-automation-until-a-person-resolves-it.toml",
+    "operator-restart-clean-compensates-then-reruns.toml",
     "operator-resumes-a-decommission-stopped-past-the-manual-boundary.toml",
     "operator-resumes-a-workflow-stopped-for-manual-intervention.toml",
     "ovswarm-2026-09-21-under-lanes.toml",
@@ -498,6 +501,30 @@ fn onboarding<'a>(trace: &'a [String], event: &str) -> Vec<&'a String> {
 }
 
 #[test]
+fn onboarding_region_workflow_wedged_is_diagnosed_from_the_region() {
+    let (record, trace) = run_file("onboarding-region-workflow-wedged-is-diagnosed-from-the-region.toml");
+    assert!(record.violations.is_empty(), "{:#?}", record.violations);
+    let dead = "the region's temporal-worker service is dead: Not enough hosts to serve the request";
+    // Every stall of both workflows, the discovery's and the commissioning waits', names the region's dead worker
+    // and is classed MAAS's transient.
+    let stalls = onboarding(&trace, "stalled");
+    assert!(stalls.len() >= 4, "{stalls:?}");
+    for stall in &stalls {
+        assert!(stall.contains(dead) && stall.contains("\"class\":\"upstream_transient\""), "{stall}");
+    }
+    assert!(stalls.iter().any(|line| line.contains("\"stage\":\"create_or_find_in_maas\"")));
+    assert!(stalls.iter().any(|line| line.contains("\"stage\":\"wait_for_ready\"")));
+    // The reruns read the region first and create nothing; both workflows rest for a person with the evidence.
+    let creates = events(&trace, "site.request").into_iter().filter(|line| line.contains("\"op\":\"create\"")).count();
+    assert_eq!(creates, 2, "one create per machine, none by the reruns");
+    let stops = onboarding(&trace, "stopped");
+    let last: Vec<&&String> = stops.iter().filter(|line| line.contains("failed_manual_intervention")).collect();
+    assert_eq!(last.len(), 2, "{stops:?}");
+    assert!(last.iter().all(|line| line.contains(dead) && line.contains("\"stage\":\"load_site_config\"")));
+    assert!(onboarding(&trace, "completed").is_empty());
+}
+
+#[test]
 fn onboarding_slow_commissioning_is_waited_out_without_a_stall() {
     // tests/tests/slow_commissioning.rs checks the trickle and the contrast with a silent, hung commissioning.
     let (record, trace) = run_file("onboarding-slow-commissioning-is-not-silent.toml");
@@ -747,6 +774,146 @@ fn operator_cancel_compensates_the_resting_stage_and_records_it() {
         .filter(|line| t_of(line) >= 3_600_000 && t_of(line) <= t_of(work[0]) && line.contains("\"op\":\"read\""))
         .count();
     assert!(reads >= 1, "the compensation reads the machine before it releases it");
+}
+
+#[test]
+fn operator_restart_clean_compensates_then_reruns() {
+    let (record, trace) = run_file("operator-restart-clean-compensates-then-reruns.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let restart_ms = 900_000;
+    // The workflow rests for a person at deploy_via_maas, its machine left Allocated by the refused deploys.
+    let stopped = onboarding(&trace, "stopped");
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert!(stopped[0].contains("\"stage\":\"deploy_via_maas\"") && stopped[0].contains("failed_manual_intervention"));
+    assert!(t_of(stopped[0]) < restart_ms);
+    // Audited before anything is done, accepted, and settled `running` once the rerun returned.
+    let audits = audits(&trace);
+    assert_eq!(audits.len(), 2, "requested, then settled: {audits:?}");
+    let (t_requested, requested) = &audits[0];
+    assert_eq!(*t_requested, restart_ms);
+    assert_eq!(requested.requested_action.as_str(), "restart_clean");
+    assert!(requested.missing_fields().is_empty());
+    assert_eq!(
+        (requested.prior_state.as_str(), requested.prior_stage.as_str()),
+        ("failed_manual_intervention", "deploy_via_maas")
+    );
+    assert_eq!((requested.expected_next_state.as_str(), outcome_word(requested).as_str()), ("running", "accepted"));
+    assert_eq!(requested.actual_next_state, None, "audited before acting");
+    let (t_settled, settled) = &audits[1];
+    assert_eq!(settled.actual_next_state.map(|s| s.as_str()), Some("running"));
+    // The compensation: the resting stage's row's, once, performed (released from Allocated) after the audit record
+    // and before the rerun's first stage.
+    let position = |needle: &dyn Fn(&String) -> bool| trace.iter().position(|l| t_of(l) >= restart_ms && needle(l));
+    let audit_at = position(&|l| l.contains("engine.audit")).unwrap();
+    let work: Vec<&String> =
+        onboarding(&trace, "recovery_work").into_iter().filter(|l| t_of(l) >= restart_ms).collect();
+    assert_eq!(work.len(), 1, "{work:?}");
+    for needle in [
+        "\"stage\":\"deploy_via_maas\"",
+        "release_to_ready_if_deploy_started",
+        "\"outcome\":\"performed\"",
+        "Allocated",
+    ] {
+        assert!(work[0].contains(needle), "{needle}: {}", work[0]);
+    }
+    let work_at = position(&|l| l.contains("\"event\":\"recovery_work\"")).unwrap();
+    let rerun_at = position(&|l| l.contains("\"event\":\"stage_started\"")).unwrap();
+    assert!(audit_at < work_at && work_at < rerun_at, "audit {audit_at}, compensation {work_at}, rerun {rerun_at}");
+    // It read the machine before it released it, and released it once.
+    let site = |op: &str| -> Vec<usize> {
+        let needle = format!("\"op\":\"{op}\"");
+        (audit_at..rerun_at).filter(|i| trace[*i].contains("site.request") && trace[*i].contains(&needle)).collect()
+    };
+    let (reads, releases) = (site("read"), site("release"));
+    assert_eq!(releases.len(), 1, "{releases:?}");
+    assert!(reads.first().is_some_and(|read| *read < releases[0]), "a fresh read first: {reads:?}");
+    // The rerun: from the top, the Ready machine's commissioning adopted, one deploy, no failure, completed.
+    let rerun: Vec<&String> = trace[rerun_at..].iter().filter(|l| l.contains("engine.onboarding")).collect();
+    assert!(rerun[0].contains("\"stage\":\"load_site_config\""), "{}", rerun[0]);
+    assert!(rerun.iter().any(|l| l.contains("\"stage\":\"commission_node\",\"adopted\":true")));
+    assert!(rerun.iter().all(|l| !l.contains("stage_failed") && !l.contains("recovery_work")), "{rerun:?}");
+    let deploys = trace[rerun_at..]
+        .iter()
+        .filter(|l| l.contains("site.request") && l.contains("\"op\":\"deploy\"") && l.contains("\"status\":200"))
+        .count();
+    assert_eq!(deploys, 1);
+    let completed = onboarding(&trace, "completed");
+    assert_eq!(completed.len(), 1);
+    assert!(t_of(completed[0]) > restart_ms && t_of(completed[0]) <= *t_settled);
+}
+
+#[test]
+fn operator_adopts_a_decommission_whose_release_finished_out_of_sight() {
+    let (record, trace) = run_file("operator-adopts-a-decommission-whose-release-finished-out-of-sight.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let (hidden_ms, refused_ms, adopted_ms) = (2_200_000, 2_600_000, 2_760_000);
+    let stopped = decommission(&trace, "stopped");
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert!(stopped[0].contains("release_maas_node") && stopped[0].contains("failed_manual_intervention"));
+    assert!((hidden_ms..refused_ms).contains(&t_of(stopped[0])));
+    // Two requests, each audited before acting and settled: refused while the machine is hidden (the fresh read finds
+    // none), accepted once it is back Ready.
+    let audits = audits(&trace);
+    // (Each record follows the request's fresh read, a few ms after the step.)
+    let summary: Vec<(u64, &str, String, Option<&str>)> = audits
+        .iter()
+        .map(|(t, r)| {
+            (*t / 1_000 * 1_000, r.requested_action.as_str(), outcome_word(r), r.actual_next_state.map(|s| s.as_str()))
+        })
+        .collect();
+    assert_eq!(summary.len(), 4, "{summary:?}");
+    assert_eq!(
+        summary[0],
+        (refused_ms, "adopt_observed_state", "observation_does_not_satisfy_checkpoint".into(), None)
+    );
+    assert_eq!(summary[1].3, Some("failed_manual_intervention"), "a refusal changes nothing");
+    assert_eq!(summary[2], (adopted_ms, "adopt_observed_state", "accepted".into(), None));
+    assert_eq!(summary[3].3, Some("running"));
+    for (_, requested) in &audits {
+        assert!(requested.missing_fields().is_empty());
+        assert_eq!(requested.prior_stage.as_str(), "release_maas_node");
+    }
+    // Each request read MAAS afresh (the machine list) before its audit record.
+    for at in [refused_ms, adopted_ms] {
+        let read = events(&trace, "site.request").into_iter().any(|l| {
+            t_of(l) >= at && t_of(l) < at + 1_000 && l.contains("decommission-node-02") && l.contains("\"op\":\"list\"")
+        });
+        assert!(read, "a fresh read at {at}");
+    }
+    // The refusal ran nothing; the adoption entered the run at the stage after the release (after the site read):
+    // release_maas_node and the node tasks before it are not run again.
+    let started: Vec<&String> =
+        decommission(&trace, "stage_started").into_iter().filter(|l| t_of(l) >= refused_ms).collect();
+    assert!(started.iter().all(|l| t_of(l) >= adopted_ms), "{started:?}");
+    assert!(
+        started[0].contains("\"load_site_config\"") && started[1].contains("\"power_off_maas_node\""),
+        "{started:?}"
+    );
+    for stage in ["disable_node", "force_release_allocations", "drain_node", "cleanup_storage", "release_maas_node"] {
+        assert!(started.iter().all(|l| !l.contains(stage)), "{stage}: {started:?}");
+    }
+    // The power-off found the power off: adopted too.
+    assert!(
+        decommission(&trace, "stage_done")
+            .iter()
+            .any(|l| t_of(l) >= adopted_ms && l.contains("\"stage\":\"power_off_maas_node\",\"adopted\":true"))
+    );
+    // No destructive MAAS call repeated: one release in the whole run, and none after the stop.
+    let mutations: Vec<&String> = events(&trace, "site.request")
+        .into_iter()
+        .filter(|l| l.contains("decommission-node-02"))
+        .filter(|l| {
+            ["release", "abort", "mark_fixed", "power_off", "delete"]
+                .iter()
+                .any(|op| l.contains(&format!("\"op\":\"{op}\"")))
+        })
+        .collect();
+    assert_eq!(mutations.len(), 1, "{mutations:?}");
+    assert!(mutations[0].contains("\"op\":\"release\"") && t_of(mutations[0]) < hidden_ms);
+    assert_eq!(events(&trace, "inventory.task").iter().filter(|l| l.contains("\"task\":\"drain\"")).count(), 1);
+    let completed = decommission(&trace, "completed");
+    assert_eq!(completed.len(), 1);
+    assert!(t_of(completed[0]) > adopted_ms);
 }
 
 #[test]

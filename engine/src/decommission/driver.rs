@@ -654,6 +654,9 @@ mod tests {
             async fn subnets(&self) -> Result<Vec<crate::ports::site::Subnet>, MaasError> {
                 Ok(Vec::new())
             }
+            async fn region_services(&self) -> Result<Vec<crate::ports::site::RegionService>, MaasError> {
+                Ok(Vec::new())
+            }
             async fn link_subnet_auto(&self, _: &str, _: u64, _: u64) -> Result<(), MaasError> {
                 unreachable!()
             }

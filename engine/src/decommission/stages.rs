@@ -14,8 +14,8 @@ pub const POWER_OFF_CHECKS: u32 = 6;
 ///
 /// After a controller death the run resumes at the stage the dead one had reached: the stages before it are done,
 /// and the node tasks among them cannot run again once the machine is released (its agent is gone). An operator's
-/// `resume` or `retry_stage` enters the run at its authorized stage. `load_site_config` only reads, and the later
-/// stages need the machine it finds, so it always runs.
+/// `resume`, `retry_stage` or `adopt_observed_state` enters the run at its authorized stage. `load_site_config` only
+/// reads, and the later stages need the machine it finds, so it always runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StageWalk {
     index: usize,

@@ -635,6 +635,18 @@ where
             }
             let waited_ms = self.clock.monotonic_ms().saturating_sub(started_ms);
             if let Some(failure) = judge::discovery_silent(system_id, waited_ms, discovery_timeout_ms) {
+                // A machine MAAS never powered on may be the region's doing: a wedged workflow engine accepts the
+                // create and never dispatches its power action.
+                let region_workflow = match self.maas.region_services().await {
+                    Ok(services) => judge::unhealthy_workflow_service(&services),
+                    Err(_) => None,
+                };
+                let failure = judge::discovery_failure(failure, region_workflow);
+                if failure.class == FailureClass::UpstreamTransient {
+                    let stage = Stage::Onboarding(OnboardingStage::CreateOrFindInMaas);
+                    let (class, evidence) = (failure.class, failure.evidence.clone());
+                    self.emit(&request.workflow, WorkflowEvent::Stalled { stage, class, evidence });
+                }
                 return Err(failure);
             }
             self.clock.sleep_ms(request.poll_ms).await;
@@ -673,6 +685,15 @@ where
                     self.emit(workflow, WorkflowEvent::Observed { what: format!("vlan {}", subnet.vlan_vid), value });
                 }
                 judge::site_vlans(&site, &subnets)?;
+                let services = self.maas.region_services().await.map_err(|error| judge::maas(&error))?;
+                for service in services
+                    .iter()
+                    .filter(|service| crate::ports::site::WORKFLOW_SERVICES.contains(&service.name.as_str()))
+                {
+                    let what = format!("region service {}", service.name);
+                    self.emit(workflow, WorkflowEvent::Observed { what, value: service.status.clone() });
+                }
+                judge::region_workflow(&services)?;
                 let answer = self.resolver.resolve(&site.metadata_host).await;
                 let value = judge::resolver_answer(&answer);
                 self.emit(
@@ -927,7 +948,11 @@ where
                     Some(host) => Some(judge::resolver_probe(host, &self.resolver.resolve(host).await)),
                     None => None,
                 };
-                if let Some(failure) = wait.handle_evidence(unknown_machine, metadata_resolver) {
+                let region_workflow = match self.maas.region_services().await {
+                    Ok(services) => judge::unhealthy_workflow_service(&services),
+                    Err(_) => None,
+                };
+                if let Some(failure) = wait.handle_evidence(unknown_machine, metadata_resolver, region_workflow) {
                     self.emit(
                         workflow,
                         WorkflowEvent::Stalled {

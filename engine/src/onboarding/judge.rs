@@ -9,7 +9,7 @@ use crate::matrix::{Compensation, FailureClass, OnboardingStage, TimeoutKind};
 use crate::onboarding::stall::{self, ProgressEvidence, ResolverProbe, StallClassifier, StallVerdict, UnknownMachine};
 use crate::ports::events::Evidence;
 use crate::ports::site::{
-    Disk, DnsAnswer, Interface, MaasError, MaasEvent, Machine, MachineStatus, SiteConfig, Subnet,
+    Disk, DnsAnswer, Interface, MaasError, MaasEvent, Machine, MachineStatus, RegionService, SiteConfig, Subnet,
 };
 use crate::ports::{HeartbeatSnapshot, SshError, TransportError};
 use crate::secret::Secret;
@@ -491,7 +491,47 @@ pub fn reported_evidence(evidence: &stall::Evidence) -> Evidence {
         stall::Evidence::ResolverServFail { host } => {
             Evidence::ResolverAnswer { host: host.clone(), answer: "SERVFAIL".to_owned() }
         }
+        stall::Evidence::RegionWorkflow(service) => region_service_evidence(service),
     }
+}
+
+fn region_service_evidence(service: &RegionService) -> Evidence {
+    Evidence::RegionService {
+        service: service.name.clone(),
+        status: service.status.clone(),
+        info: service.status_info.clone(),
+    }
+}
+
+/// The region's workflow services, read before any mutation (seed 001's first zero-cost read: "region Temporal worker
+/// health"): one that does not run is MAAS's trouble (`upstream_transient`: resume once it is back), and the
+/// workflow creates nothing a wedged region would accept and never carry out.
+pub fn region_workflow(services: &[RegionService]) -> Result<(), StageFailure> {
+    let Some(service) = services.iter().find(|service| service.is_unhealthy_workflow_service()) else { return Ok(()) };
+    let mut failure = StageFailure::new(
+        FailureClass::UpstreamTransient,
+        format!(
+            "the region's workflow service {} is {}: MAAS would accept commands and not run them",
+            service.name, service.status
+        ),
+    );
+    failure.evidence.push(region_service_evidence(service));
+    Err(failure)
+}
+
+/// A discovery that timed out, with the region's workflow service when it does not run: then the machine was never
+/// powered on by MAAS, and the class is MAAS's transient (`create_or_find_in_maas` lists it), not the PXE path's.
+pub fn discovery_failure(mut failure: StageFailure, region_workflow: Option<RegionService>) -> StageFailure {
+    if let Some(service) = region_workflow {
+        failure.class = FailureClass::UpstreamTransient;
+        failure.evidence.push(region_service_evidence(&service));
+    }
+    failure
+}
+
+/// The first region workflow service that is not running, for a silent wait's evidence.
+pub fn unhealthy_workflow_service(services: &[RegionService]) -> Option<RegionService> {
+    services.iter().find(|service| service.is_unhealthy_workflow_service()).cloned()
 }
 
 fn unknown_machine_evidence(machine: UnknownMachine) -> Evidence {
@@ -626,8 +666,10 @@ impl MachineWait {
         &mut self,
         unknown_machine: Option<UnknownMachine>,
         metadata_resolver: Option<ResolverProbe>,
+        region_workflow: Option<RegionService>,
     ) -> Option<StageFailure> {
         self.progress.unknown_machine = unknown_machine;
+        self.progress.region_workflow = region_workflow;
         if let Some(probe) = metadata_resolver {
             self.progress.metadata_resolver = probe;
         }
@@ -1001,6 +1043,65 @@ mod tests {
     }
 
     #[test]
+    fn a_region_whose_workflow_worker_is_dead_is_maas_trouble_named_with_its_service() {
+        let service = |name: &str, status: &str| RegionService {
+            name: name.into(),
+            status: status.into(),
+            status_info: if status == "dead" { "Not enough hosts to serve the request".into() } else { String::new() },
+        };
+        let healthy =
+            [service("regiond", "running"), service("temporal", "running"), service("temporal-worker", "running")];
+        assert_eq!(region_workflow(&healthy), Ok(()));
+        // A region service that is not a workflow service does not stop the workflow.
+        assert_eq!(region_workflow(&[service("bind9", "dead"), service("temporal-worker", "running")]), Ok(()));
+        let wedged = [service("temporal", "running"), service("temporal-worker", "dead")];
+        let failure = region_workflow(&wedged).unwrap_err();
+        assert_eq!(failure.class, F::UpstreamTransient);
+        assert_eq!(
+            sentences(&failure.evidence),
+            ["the region's temporal-worker service is dead: Not enough hosts to serve the request"]
+        );
+        // A discovery that timed out while the region was wedged is MAAS's transient with the service as evidence;
+        // without a dead service it stays the PXE path's failure.
+        let silent = discovery_silent("abc", 1_200_000, 1_200_000).unwrap();
+        assert_eq!(discovery_failure(silent.clone(), None).class, F::PxeDiscoveryFailure);
+        let wedged_discovery = discovery_failure(silent, unhealthy_workflow_service(&wedged));
+        assert_eq!(wedged_discovery.class, F::UpstreamTransient);
+        assert_eq!(wedged_discovery.evidence.len(), 2, "no PXE boot, and the dead worker");
+        assert_eq!(wedged_discovery.timeout, Some(TimeoutKind::Discovery));
+        // A silent wait's stall names the dead worker too.
+        let mut wait = MachineWait::new(S::WaitForReady, M::Ready, 35 * 60_000, true, 300_000, 0);
+        wait.handle_machine(0, &machine("abc", M::Commissioning));
+        assert!(wait.is_silent(300_001));
+        let stall = wait.handle_evidence(None, None, unhealthy_workflow_service(&wedged)).expect("a stall");
+        assert_eq!(stall.class, F::UpstreamTransient);
+        assert!(sentences(&stall.evidence).iter().any(|s| s.contains("temporal-worker service is dead")), "{stall:?}");
+    }
+
+    #[test]
+    fn timeouts_are_typed_and_the_commission_timeout_is_classed_by_the_machines_status() {
+        assert_eq!(seed_timed_out("node-01", 600_000).timeout, Some(TimeoutKind::HardwareSyncSeed));
+        assert_eq!(seed_timed_out("node-01", 600_000).class, F::HardwareSyncFailure);
+        assert_eq!(hardware_sync_unhealthy(1).timeout, Some(TimeoutKind::HardwareSyncHealth));
+        assert_eq!(agent_not_enrolled("node-01", 1).timeout, Some(TimeoutKind::AgentEnrollment));
+        assert_eq!(not_back_to_ready("abc", 1).timeout, Some(TimeoutKind::Deploy));
+        let mut still_commissioning = MachineWait::new(S::WaitForReady, M::Ready, 1_000, true, 300_000, 0);
+        still_commissioning.handle_machine(0, &machine("abc", M::Commissioning));
+        let timed_out = still_commissioning.timed_out(1_000).unwrap();
+        assert_eq!((timed_out.class, timed_out.timeout), (F::UpstreamTransient, Some(TimeoutKind::Commission)));
+        let mut broken = MachineWait::new(S::WaitForReady, M::Ready, 1_000, true, 300_000, 0);
+        broken.handle_machine(0, &machine("abc", M::Broken));
+        assert_eq!(broken.timed_out(1_000).unwrap().class, F::HardwareMismatch);
+        let mut deploying = MachineWait::new(S::WaitForDeployed, M::Deployed, 1_000, true, 300_000, 0);
+        deploying.handle_machine(0, &machine("abc", M::Deploying));
+        let deploy = deploying.timed_out(1_000).unwrap();
+        assert_eq!((deploy.class, deploy.timeout), (F::DeployCloudInitFailure, Some(TimeoutKind::Deploy)));
+        assert!(reseeds_before_retry(S::WaitForHardwareSyncHealthy, F::HardwareSyncFailure));
+        assert!(!reseeds_before_retry(S::WaitForHardwareSyncHealthy, F::UpstreamTransient));
+        assert!(!reseeds_before_retry(S::EnsureHardwareSyncConfigured, F::HardwareSyncFailure));
+    }
+
+    #[test]
     fn a_failed_commissioning_carries_the_last_event_as_evidence() {
         let mut wait = wait(true);
         wait.handle_machine(0, &machine("abc", M::Commissioning));
@@ -1020,7 +1121,7 @@ mod tests {
         assert!(!wait.is_silent(500_000));
         assert!(wait.is_silent(500_001));
         let servfail = ResolverProbe::ServFail { host: "maas-internal".into() };
-        let failure = wait.handle_evidence(None, Some(servfail)).expect("a stall");
+        let failure = wait.handle_evidence(None, Some(servfail), None).expect("a stall");
         assert_eq!((failure.class, failure.error.as_str()), (F::SiteCapabilityMissing, "wait_for_ready stalled"));
         assert_eq!(
             sentences(&failure.evidence),

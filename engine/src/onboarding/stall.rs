@@ -41,6 +41,8 @@ pub struct ProgressEvidence {
     pub last_status_change_ms: Option<u64>,
     pub unknown_machine: Option<UnknownMachine>,
     pub metadata_resolver: ResolverProbe,
+    /// A region workflow service that is not running (`temporal-worker dead`), when the driver read one.
+    pub region_workflow: Option<crate::ports::site::RegionService>,
 }
 
 impl ProgressEvidence {
@@ -54,6 +56,7 @@ impl ProgressEvidence {
             last_status_change_ms: None,
             unknown_machine: None,
             metadata_resolver: ResolverProbe::NotProbed,
+            region_workflow: None,
         }
     }
 
@@ -79,6 +82,8 @@ pub enum Evidence {
     MacDrift(UnknownMachine),
     /// The metadata host does not resolve through the node's resolver: seed 001's second fault.
     ResolverServFail { host: String },
+    /// The region's workflow engine does not run: the commands MAAS accepted are never carried out.
+    RegionWorkflow(crate::ports::site::RegionService),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +145,9 @@ impl StallClassifier {
         if silent {
             if let ResolverProbe::ServFail { host } = &progress.metadata_resolver {
                 evidence.push(Evidence::ResolverServFail { host: host.clone() });
+            }
+            if let Some(service) = &progress.region_workflow {
+                evidence.push(Evidence::RegionWorkflow(service.clone()));
             }
             evidence.push(Evidence::Silent { quiet_for_ms, stall_window_ms: self.stall_window_ms });
         }

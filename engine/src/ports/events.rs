@@ -133,6 +133,9 @@ pub enum Evidence {
     DeployEvent { level: String, text: String, description: String },
     /// The stage's error itself (a decommission's stop rests on it alone).
     Error { error: String },
+    /// A region service MAAS's work runs on is not running (seed 001: "region Temporal worker health", a zero-cost
+    /// read).
+    RegionService { service: String, status: String, info: String },
 }
 
 impl fmt::Display for Evidence {
@@ -154,6 +157,12 @@ impl fmt::Display for Evidence {
                 write!(f, "{}", format!("{level}: {text} {description}").to_lowercase())
             }
             Evidence::Error { error } => f.write_str(error),
+            Evidence::RegionService { service, status, info } if info.is_empty() => {
+                write!(f, "the region's {service} service is {status}")
+            }
+            Evidence::RegionService { service, status, info } => {
+                write!(f, "the region's {service} service is {status}: {info}")
+            }
         }
     }
 }

@@ -135,6 +135,25 @@ pub struct Subnet {
 }
 
 /// What an operator's inventory says about a node, for `create_or_find_in_maas`.
+/// One service of a region controller, as MAAS's `service_set` reports it: `status` is `running`, `degraded`,
+/// `dead`, `off` or `unknown`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionService {
+    pub name: String,
+    pub status: String,
+    pub status_info: String,
+}
+
+/// The region's workflow services (MAAS 3.5+ runs commissioning and deploys as Temporal workflows on the region).
+pub const WORKFLOW_SERVICES: [&str; 2] = ["temporal", "temporal-worker"];
+
+impl RegionService {
+    /// A workflow service that is not running: MAAS accepts commands it will not carry out.
+    pub fn is_unhealthy_workflow_service(&self) -> bool {
+        WORKFLOW_SERVICES.contains(&self.name.as_str()) && self.status != "running"
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewMachine {
     pub hostname: String,
@@ -181,6 +200,8 @@ pub trait MaasApi {
     fn set_boot_disk(&self, system_id: &str, disk_id: u64) -> impl Future<Output = Result<(), MaasError>>;
     fn interfaces(&self, system_id: &str) -> impl Future<Output = Result<Vec<Interface>, MaasError>>;
     fn subnets(&self) -> impl Future<Output = Result<Vec<Subnet>, MaasError>>;
+    /// `GET /regioncontrollers/`: every region controller's services (a zero-cost read of the region's health).
+    fn region_services(&self) -> impl Future<Output = Result<Vec<RegionService>, MaasError>>;
     /// `link_subnet` with mode AUTO.
     fn link_subnet_auto(
         &self,

@@ -518,3 +518,30 @@ fn no_row_lists_an_empty_set_of_states() {
         }
     }
 }
+
+#[test]
+fn a_timeout_whose_state_is_manual_alone_stops_for_a_person_once_its_recovery_work_had_its_attempt() {
+    let fresh = |timed_out: Option<TimeoutKind>| {
+        let mut ctx = DecideContext::new(NodeState::Enrolling);
+        ctx.observed = Observed::AsExpected;
+        ctx.timed_out = timed_out;
+        ctx
+    };
+    let seed = Stage::Onboarding(O::EnsureHardwareSyncConfigured);
+    // A refused seed is retried within the bound; a seed that timed out is "operator fix then resume" at once.
+    assert!(decide(seed, F::HardwareSyncFailure, 1, &fresh(None)).is_retry());
+    let stop = decide(seed, F::HardwareSyncFailure, 1, &fresh(Some(TimeoutKind::HardwareSyncSeed)));
+    assert_eq!(stop.workflow_state(), WorkflowState::FailedManualIntervention);
+    // The health wait's timeout is "reseed or operator intervention": its first attempt is retried (with the
+    // reseed), a second stops.
+    let health = Stage::Onboarding(O::WaitForHardwareSyncHealthy);
+    let timed_out = fresh(Some(TimeoutKind::HardwareSyncHealth));
+    assert!(decide(health, F::HardwareSyncFailure, 1, &timed_out).is_retry());
+    assert_eq!(
+        decide(health, F::HardwareSyncFailure, 2, &timed_out).workflow_state(),
+        WorkflowState::FailedManualIntervention
+    );
+    // A timeout whose state may be retryable (agent enrolment) keeps the row's bounded retries.
+    let agent = Stage::Onboarding(O::WaitForAgentEnrollment);
+    assert!(decide(agent, F::AgentEnrollmentFailure, 1, &fresh(Some(TimeoutKind::AgentEnrollment))).is_retry());
+}

@@ -339,6 +339,7 @@ fn route(method: &Method, path: &str, query: &Params, body: &Params) -> Result<R
             model(MaasRequest::SetBootDisk { system_id: (*system_id).to_owned(), block_device_id })
         }
         (["subnets"], "GET", None) => model(MaasRequest::ListSubnets),
+        (["regioncontrollers"], "GET", None) => model(MaasRequest::ListRegionControllers),
         (["subnets", id], "GET", None) => model(MaasRequest::ReadSubnet { id: object_id(id, "Subnet")? }),
         (["vlans", id], "GET", None) => model(MaasRequest::ReadVlan { id: object_id(id, "VLAN")? }),
         // Deviation: real MAAS updates a VLAN at `/fabrics/{fabric}/vlans/{vid}/`; the fake takes the VLAN's id
@@ -372,6 +373,7 @@ fn known_endpoint(path: &str) -> bool {
             | ["subnets"]
             | ["subnets", _]
             | ["vlans", _]
+            | ["regioncontrollers"]
             | ["events"]
     )
 }
@@ -630,6 +632,29 @@ fn render(site: &Site, epoch_unix_ms: u64, query: &Params, response: MaasRespons
             json_response(status, Value::Array(views.iter().filter_map(|view| subnet_json(site, view.id)).collect()))
         }
         MaasBody::Subnet(view) => json_response(status, subnet_json(site, view.id).unwrap_or(Value::Null)),
+        MaasBody::RegionControllers(controllers) => json_response(
+            status,
+            Value::Array(
+                controllers
+                    .iter()
+                    .map(|controller| {
+                        let services: Vec<Value> = controller
+                            .service_set
+                            .iter()
+                            .map(|s| json!({"name": s.name, "status": s.status, "status_info": s.status_info}))
+                            .collect();
+                        json!({
+                            "system_id": controller.system_id,
+                            "hostname": controller.hostname,
+                            "node_type": 3,
+                            "node_type_name": "Region controller",
+                            "service_set": services,
+                            "resource_uri": format!("/MAAS/api/2.0/regioncontrollers/{}/", controller.system_id),
+                        })
+                    })
+                    .collect(),
+            ),
+        ),
         MaasBody::Vlan(vlan) => json_response(status, vlan_json(&vlan)),
         MaasBody::Events(page) => json_response(status, events_json(epoch_unix_ms, &page, query)),
         MaasBody::Text(message) => text(status, message),

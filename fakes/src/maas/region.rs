@@ -237,6 +237,26 @@ pub struct SubnetView {
     pub dns_servers: Vec<String>,
 }
 
+/// A region controller as `GET /regioncontrollers/` shows it (the fields the fake models).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionControllerView {
+    pub system_id: String,
+    pub hostname: String,
+    pub service_set: Vec<ServiceView>,
+}
+
+/// One entry of a controller's `service_set`: MAAS's `Service` (`name`, `status`: `running`, `degraded`, `dead`,
+/// `off` or `unknown`, and `status_info`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceView {
+    pub name: String,
+    pub status: String,
+    pub status_info: String,
+}
+
+/// The region's services the fake reports: MAAS 3.5+'s region daemons and its Temporal workflow engine.
+pub const REGION_SERVICES: [&str; 4] = ["regiond", "bind9", "temporal", "temporal-worker"];
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Link {
     pub id: u64,
@@ -442,6 +462,8 @@ pub enum MaasRequest {
         block_device_id: u64,
     },
     ListSubnets,
+    /// `GET /regioncontrollers/`: the region controllers with their `service_set`.
+    ListRegionControllers,
     ReadSubnet {
         id: u64,
     },
@@ -468,6 +490,8 @@ pub enum MaasBody {
     BlockDevices(Vec<BlockDevice>),
     Subnets(Vec<SubnetView>),
     Subnet(SubnetView),
+    /// The region controllers: one, with its services.
+    RegionControllers(Vec<RegionControllerView>),
     Vlan(Vlan),
     Events(EventsPage),
     /// `op=power_parameters`; `None` for a machine without a power type or with `manual` (MAAS answers `{}`).
@@ -600,6 +624,9 @@ pub struct Region {
     fail_next: VecDeque<(u16, u32)>,
     /// Every API key was revoked: each request answers 401.
     keys_revoked: bool,
+    /// The region's Temporal workers are wedged: workflows (a commission's or a deploy's power action) are accepted
+    /// and never dispatched.
+    workflows_wedged: bool,
     /// Deploys still to fail rendering their preseed.
     preseed_failures: u32,
     /// Fault: the next wipes fail ("Failed to erase disks.").
@@ -628,6 +655,7 @@ impl Region {
             next_static_host: BTreeMap::new(),
             fail_next: VecDeque::new(),
             keys_revoked: false,
+            workflows_wedged: false,
             preseed_failures: 0,
             erase_failures: 0,
             reachable: true,
@@ -696,6 +724,30 @@ impl Region {
     // ---- fault knobs -------------------------------------------------------------------------------------------
 
     /// Fault: the next API request answers 503 with `Retry-After: retry_after_s` and has no effect. Calls queue.
+    /// Fault: the region's Temporal workflow engine is wedged (seed 001's "Temporal was region-wide WEDGED", the
+    /// `Not enough hosts to serve the request` of its log): `temporal-worker` reports `dead` with that text, and a
+    /// commission is accepted, moves the status, and its power action never runs, so the machine stays silent until
+    /// MAAS's own timeout. `false` repairs it (`snap restart maas`).
+    pub fn set_workflows_wedged(&mut self, wedged: bool) {
+        self.workflows_wedged = wedged;
+    }
+
+    /// The region controller and its services (`GET /regioncontrollers/`).
+    pub fn region_controllers(&self) -> Vec<RegionControllerView> {
+        let service_set = REGION_SERVICES
+            .iter()
+            .map(|name| {
+                let wedged = self.workflows_wedged && *name == "temporal-worker";
+                ServiceView {
+                    name: (*name).to_owned(),
+                    status: if wedged { "dead" } else { "running" }.to_owned(),
+                    status_info: if wedged { "Not enough hosts to serve the request" } else { "" }.to_owned(),
+                }
+            })
+            .collect();
+        vec![RegionControllerView { system_id: "r3gi0n".into(), hostname: "maas-region".into(), service_set }]
+    }
+
     /// Fault: every API key is revoked (a person regenerated them): each request answers 401 with piston's text for
     /// an unknown consumer, `Authorization Error: Invalid API key.` (`reference/maas-api-notes.md` §4).
     pub fn revoke_api_keys(&mut self) {
@@ -948,6 +1000,9 @@ impl Region {
                 }
                 record.boot_disk_id = Some(block_device_id);
                 MaasResponse::ok(MaasBody::Text("OK".into()))
+            }
+            MaasRequest::ListRegionControllers => {
+                MaasResponse::ok(MaasBody::RegionControllers(self.region_controllers()))
             }
             MaasRequest::ListSubnets => MaasResponse::ok(MaasBody::Subnets(
                 self.subnets.values().filter_map(|s| self.subnet_view(s.id)).collect(),
@@ -1243,6 +1298,10 @@ impl Region {
             return MaasResponse::text(409, message);
         }
         self.start_timer(now_ms, system_id);
+        // A wedged workflow engine accepts the commission and never dispatches its power action.
+        if self.workflows_wedged {
+            return self.machine_response(system_id);
+        }
         // Deviation from real MAAS: the power action runs synchronously after the status change commits; a failure
         // is an ERROR event and the status monitor's timeout, the request itself still succeeds (as the async
         // power action of real MAAS does).
@@ -2474,6 +2533,22 @@ mod tests {
         bmc.rotate_credential("node-01", credential());
         let query = call(&mut region, &mut bmc, 0, MaasRequest::QueryPowerState { system_id: id.clone() });
         assert_eq!(query.body, MaasBody::PowerState { state: "off".into() });
+    }
+
+    #[test]
+    fn wedged_workflows_report_a_dead_worker_and_never_dispatch_a_commission() {
+        let (mut region, _) = region();
+        let healthy = region.region_controllers();
+        assert!(healthy[0].service_set.iter().all(|service| service.status == "running"));
+        region.set_workflows_wedged(true);
+        let wedged = region.region_controllers();
+        let worker = wedged[0].service_set.iter().find(|service| service.name == "temporal-worker").unwrap();
+        assert_eq!(
+            (worker.status.as_str(), worker.status_info.as_str()),
+            ("dead", "Not enough hosts to serve the request")
+        );
+        region.set_workflows_wedged(false);
+        assert_eq!(region.region_controllers(), healthy);
     }
 
     #[test]

@@ -22,7 +22,8 @@ use engine::decommission::driver::{DecommissionOutcome, DecommissionPorts, Decom
 use engine::matrix::{RecoveryAction, Workflow, WorkflowState};
 use engine::onboarding::driver::{NodeSpec, OnboardOutcome, OnboardPorts, OnboardRequest, OnboardingPolicy};
 use engine::operator::{
-    NextStep, apply_operator_action, observe_onboarding_checkpoint, settle_after_run, workflow_status,
+    NextStep, apply_operator_action, observe_decommission_checkpoint, observe_onboarding_checkpoint, settle_after_run,
+    workflow_status,
 };
 use engine::ports::{Endpoint, Journal, Signal, Signals, SshError, SshRequest, SshResponse, TransportError};
 use engine::recovery::{ActorRole, AuditRecord, OperatorRequest};
@@ -657,14 +658,24 @@ pub async fn execute(
                 format!("{workflow_id}/{}/{}", action.as_str(), engine::ports::Clock::now_ms(&adapters.clock));
             let request =
                 OperatorRequest { actor_id: actor, actor_role: role, action, reason, correlation_id, resolves_freeze };
-            let observed = if action == RecoveryAction::AdoptObservedState && workflow == Workflow::Onboarding {
+            let observed = if action == RecoveryAction::AdoptObservedState {
                 let lines = journal.replay().await.map_err(|error| error.to_string())?;
-                match workflow_status(workflow, &workflow_id, lines.iter().map(String::as_str), false) {
-                    Ok(status) => {
+                match (workflow, workflow_status(workflow, &workflow_id, lines.iter().map(String::as_str), false)) {
+                    (Workflow::Onboarding, Ok(status)) => {
                         observe_onboarding_checkpoint(&adapters.maas, &adapters.hub, &name, &spec.pxe_mac, status.stage)
                             .await
                     }
-                    Err(_) => false,
+                    (Workflow::Decommission, Ok(status)) => {
+                        observe_decommission_checkpoint(
+                            &adapters.maas,
+                            &adapters.fleet,
+                            &name,
+                            &spec.hostname,
+                            status.stage,
+                        )
+                        .await
+                    }
+                    (_, Err(_)) => false,
                 }
             } else {
                 false
@@ -695,13 +706,19 @@ pub async fn execute(
                 engine::recovery::AuditOutcome::Refused { text, .. } => text.clone(),
             };
             let _ = writeln!(out, "{name}: {} {verdict} ({detail})", action.as_str());
-            if let NextStep::Compensate { stage: engine::matrix::Stage::Onboarding(stage), compensation } = applied.next
+            // `cancel` and `restart_clean` compensate the resting stage first (onboarding: a decommission's
+            // compensations are its failures' own).
+            if let NextStep::Compensate { stage: engine::matrix::Stage::Onboarding(stage), compensation }
+            | NextStep::CompensateThenRun { stage: engine::matrix::Stage::Onboarding(stage), compensation } =
+                applied.next
             {
                 let ports = adapters.onboard_ports(&journal);
                 let outcome =
                     ports.compensate_cancelled(&site.onboard_request(&name, &spec), stage, compensation).await;
-                let _ = writeln!(out, "{name}: cancel's {} {}", compensation.as_str(), outcome.as_str());
-                return Ok(crate::model::exit::EXIT_PASS);
+                let _ = writeln!(out, "{name}: {}'s {} {}", action.as_str(), compensation.as_str(), outcome.as_str());
+                if matches!(applied.next, NextStep::Compensate { .. }) {
+                    return Ok(crate::model::exit::EXIT_PASS);
+                }
             }
             if matches!(applied.next, NextStep::Nothing | NextStep::Compensate { .. }) {
                 return Ok(if applied.authorized.is_some() {
@@ -720,7 +737,12 @@ pub async fn execute(
                         .authorized
                         .as_ref()
                         .filter(|authorized| {
-                            matches!(authorized.action, RecoveryAction::Resume | RecoveryAction::RetryStage)
+                            matches!(
+                                authorized.action,
+                                RecoveryAction::Resume
+                                    | RecoveryAction::RetryStage
+                                    | RecoveryAction::AdoptObservedState
+                            )
                         })
                         .and_then(|authorized| match authorized.restart_at {
                             Some(engine::matrix::Stage::Decommission(stage)) => Some(stage),

@@ -319,6 +319,11 @@ pub enum Step {
     MachineAdvanced {
         target: String,
     },
+    /// The region's Temporal workflow engine wedges (`wedged = true`: its worker reports `dead`, and a commission's
+    /// power action is never dispatched) or is restarted (`false`).
+    RegionWorkflowWedged {
+        wedged: bool,
+    },
     /// The machine's MAAS record disappears from the API (`hidden = true`) or reappears.
     MachineHidden {
         target: String,
@@ -626,6 +631,7 @@ catalogue! {
         MachineAdvanced "machine_advanced" [target] [] Always;
         InterfaceDisconnected "interface_disconnected" [target] ["interface_disconnected"] Always;
         MachineHidden "machine_hidden" [target] [] When { hidden } *hidden;
+        RegionWorkflowWedged "region_workflow_wedged" [] [] When { wedged } *wedged;
         RegisterMacs "register_macs" [target] [] DriverAction;
         ResumeOnboarding "resume_onboarding" [target] [] DriverAction;
         Operator "operator" [target] ["operator_action"] DriverAction;

@@ -1192,6 +1192,7 @@ pub(crate) fn validate_step(
         | Step::MachineAdvanced { .. }
         | Step::InterfaceDisconnected { .. }
         | Step::MachineHidden { .. }
+        | Step::RegionWorkflowWedged { .. }
         | Step::RegisterMacs { .. }
         | Step::ResumeOnboarding { .. }
         | Step::Operator { .. }

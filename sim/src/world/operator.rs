@@ -5,24 +5,27 @@
 //! record once the workflow's state after the action is known.
 //!
 //! Every restarting action on an onboarding workflow is a rerun from the top with status-aware adoption (see
-//! `engine::operator`); a decommission's `resume` and `retry_stage` enter the run at the authorized stage
-//! (`run_decommission_from`), its other restarting actions rerun from the top. A run waits for a run of the same workflow already in flight on this controller to end first, as
-//! `resume_onboarding` does.
+//! `engine::operator`); `restart_clean` has the driver perform the resting stage's compensation first, as a `cancel`
+//! does. A decommission's `resume`, `retry_stage` and `adopt_observed_state` enter the run at the authorized stage
+//! (`run_decommission_from`), its `rerun` and `restart_clean` rerun from the top. A run waits for a run of the same
+//! workflow already in flight on this controller to end first, as `resume_onboarding` does.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
-use engine::matrix::{RecoveryAction, Workflow};
+use engine::matrix::{RecoveryAction, Workflow, WorkflowState};
 use engine::onboarding::driver::OnboardPorts;
 use engine::operator::{
-    Applied, NextStep, apply_operator_action, observe_onboarding_checkpoint, settle_after_run, workflow_status,
+    Applied, NextStep, apply_operator_action, observe_decommission_checkpoint, observe_onboarding_checkpoint,
+    settle_after_run, workflow_status,
 };
 use engine::ports::Journal;
-use engine::recovery::{AuditRecord, OperatorRequest};
+use engine::recovery::{AuditRecord, Lifecycle, OperatorRequest};
 
 use crate::observe::trace::Body;
 use crate::world::controller::SimJournal;
+use crate::world::decommission::SimFleet;
 use crate::world::hub::SimHub;
 use crate::world::site::{OperatorOrder, SimSiteSsh};
 use crate::world::{CONTROLLER_ID, SimClock, SimSignals, World};
@@ -63,23 +66,34 @@ impl World {
             if let Some(settled) = settled {
                 world.record(CONTROLLER_ID, Body::Audit { record: settled });
             }
-            if let NextStep::Compensate { stage, compensation } = next {
-                world.compensate_cancelled(workflow, &target, stage, compensation, &onboarding_running).await;
-                return;
-            }
-            if next == NextStep::Nothing {
-                return;
+            match next {
+                NextStep::Nothing => return,
+                NextStep::Compensate { stage, compensation } => {
+                    world.compensate_resting(workflow, &target, stage, compensation, &onboarding_running).await;
+                    return;
+                }
+                // `restart_clean`: "explicitly compensate/reset progress, then start again".
+                NextStep::CompensateThenRun { stage, compensation } => {
+                    world.compensate_resting(workflow, &target, stage, compensation, &onboarding_running).await;
+                }
+                NextStep::Run => {}
             }
             match workflow {
                 Workflow::Onboarding => {
                     world.run_onboarding_for_operator(&target, &permits, &onboarding_running).await;
                 }
                 Workflow::Decommission => {
-                    // A decommission is entered at the authorized stage for `resume` and `retry_stage`: its rerun
-                    // from the top redoes the node tasks, which a powered-off node cannot take.
+                    // A decommission is entered at the authorized stage for `resume`, `retry_stage` and
+                    // `adopt_observed_state`: its rerun from the top redoes the node tasks, which a powered-off node
+                    // cannot take.
                     let start_at = authorized
                         .filter(|authorized| {
-                            matches!(authorized.action, RecoveryAction::Resume | RecoveryAction::RetryStage)
+                            matches!(
+                                authorized.action,
+                                RecoveryAction::Resume
+                                    | RecoveryAction::RetryStage
+                                    | RecoveryAction::AdoptObservedState
+                            )
                         })
                         .and_then(|authorized| match authorized.restart_at {
                             Some(engine::matrix::Stage::Decommission(stage)) => Some(stage),
@@ -94,8 +108,10 @@ impl World {
         });
     }
 
-    /// The fresh observation `adopt_observed_state` needs (section 7); no other action reads it. A decommission's
-    /// checkpoints are not observed here: its adoption is refused unless its own rerun adopts.
+    /// The fresh observation `adopt_observed_state` needs (section 7); no other action reads it. An onboarding's
+    /// checkpoint is read at the hub or in MAAS (`observe_onboarding_checkpoint`), a decommission's in MAAS or the
+    /// inventory (`observe_decommission_checkpoint`, the machine and the node named as the site machine), and only
+    /// while the decommission rests stopped: a running or ended one is refused whatever is observed.
     async fn observe_checkpoint(
         self: &Rc<Self>,
         workflow: Workflow,
@@ -103,17 +119,32 @@ impl World {
         machine: &str,
         action: RecoveryAction,
     ) -> bool {
-        if action != RecoveryAction::AdoptObservedState || workflow != Workflow::Onboarding {
+        if action != RecoveryAction::AdoptObservedState {
             return false;
         }
         let lines = SimJournal { world: self.clone(), host: CONTROLLER_ID }.replay().await.unwrap_or_default();
         let Ok(status) = workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), false) else {
             return false;
         };
-        let request = self.onboard_request(machine);
         let maas = self.site_maas(CONTROLLER_ID, workflow_id);
-        let hub = SimHub::new(self.clone(), CONTROLLER_ID);
-        observe_onboarding_checkpoint(&maas, &hub, machine, &request.node.pxe_mac, status.stage).await
+        match workflow {
+            Workflow::Onboarding => {
+                let request = self.onboard_request(machine);
+                let hub = SimHub::new(self.clone(), CONTROLLER_ID);
+                observe_onboarding_checkpoint(&maas, &hub, machine, &request.node.pxe_mac, status.stage).await
+            }
+            Workflow::Decommission => {
+                let stopped = matches!(
+                    status.state,
+                    Lifecycle::Workflow(WorkflowState::FailedRetryable | WorkflowState::FailedManualIntervention)
+                );
+                if !stopped {
+                    return false;
+                }
+                let fleet = SimFleet { world: self.clone(), from: CONTROLLER_ID };
+                observe_decommission_checkpoint(&maas, &fleet, machine, machine, status.stage).await
+            }
+        }
     }
 
     async fn settle(self: &Rc<Self>, workflow: Workflow, record: &AuditRecord) {
@@ -124,10 +155,11 @@ impl World {
         }
     }
 
-    /// `cancel`'s compensation of a resting workflow, by its driver. A decommission's compensations are its
-    /// failures' own (quarantine on a failed validation, revert to retired on a failed uninstall, the no-erase
-    /// fallback): none is a cancel's to make, and the cancel records so.
-    async fn compensate_cancelled(
+    /// The resting stage's compensation of a `cancel` or a `restart_clean`, by the workflow's driver
+    /// (`compensate_cancelled`: after a fresh read, journaled and traced as `recovery_work`). A decommission's
+    /// compensations are its failures' own (quarantine on a failed validation, revert to retired on a failed
+    /// uninstall, the no-erase fallback): none is an operator action's to make, and nothing is done.
+    async fn compensate_resting(
         self: &Rc<Self>,
         workflow: Workflow,
         machine: &str,
@@ -136,8 +168,9 @@ impl World {
         running: &Rc<RefCell<BTreeSet<String>>>,
     ) {
         let engine::matrix::Stage::Onboarding(stage) = stage else {
-            let detail = format!("{} is the decommission's own compensation, not a cancel's", compensation.as_str());
-            tracing::info!(%machine, ?workflow, %detail, "cancel compensates nothing");
+            let detail =
+                format!("{} is the decommission's own compensation, not an operator action's", compensation.as_str());
+            tracing::info!(%machine, ?workflow, %detail, "the operator action compensates nothing");
             return;
         };
         while !running.borrow_mut().insert(machine.to_owned()) {

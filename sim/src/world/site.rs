@@ -686,6 +686,9 @@ impl World {
                     state.agents_unreachable.remove(target);
                 }
             }),
+            Step::RegionWorkflowWedged { wedged } => {
+                site.set_fault(|_, model| model.region.set_workflows_wedged(*wedged));
+            }
             Step::MachineHidden { target, hidden } => site.set_fault(|_, model| {
                 for system_id in own_records(model, target) {
                     if *hidden {
@@ -1114,6 +1117,20 @@ impl port::MaasApi for SimMaas {
         .await
     }
 
+    async fn region_services(&self) -> Result<Vec<port::RegionService>, MaasError> {
+        self.request("regioncontrollers", None, MaasRequest::ListRegionControllers, |_, _, body| match body {
+            MaasBody::RegionControllers(controllers) => Some(
+                controllers
+                    .into_iter()
+                    .flat_map(|controller| controller.service_set)
+                    .map(|s| port::RegionService { name: s.name, status: s.status, status_info: s.status_info })
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .await
+    }
+
     async fn subnets(&self) -> Result<Vec<port::Subnet>, MaasError> {
         self.request("subnets", None, MaasRequest::ListSubnets, |_, _, body| match body {
             MaasBody::Subnets(views) => Some(
@@ -1445,6 +1462,9 @@ impl port::MaasApi for SiteMaas {
     async fn subnets(&self) -> Result<Vec<port::Subnet>, MaasError> {
         either!(SiteMaas, self.subnets())
     }
+    async fn region_services(&self) -> Result<Vec<port::RegionService>, MaasError> {
+        either!(SiteMaas, self.region_services())
+    }
     async fn link_subnet_auto(&self, system_id: &str, interface_id: u64, subnet_id: u64) -> Result<(), MaasError> {
         either!(SiteMaas, self.link_subnet_auto(system_id, interface_id, subnet_id))
     }
@@ -1535,6 +1555,9 @@ impl port::MaasApi for WireMaas {
     }
     async fn subnets(&self) -> Result<Vec<port::Subnet>, MaasError> {
         self.traced("subnets", None, self.wire.maas.subnets()).await
+    }
+    async fn region_services(&self) -> Result<Vec<port::RegionService>, MaasError> {
+        self.traced("regioncontrollers", None, self.wire.maas.region_services()).await
     }
     async fn link_subnet_auto(&self, system_id: &str, interface_id: u64, subnet_id: u64) -> Result<(), MaasError> {
         let call = self.wire.maas.link_subnet_auto(system_id, interface_id, subnet_id);

@@ -28,7 +28,8 @@ use super::oauth::{ApiKey, HeaderStyle, NonceSource, authorization_header, perce
 use super::{HttpRequest, HttpResponse, HttpTransport, Method};
 use crate::ports::Clock;
 use crate::ports::site::{
-    Disk, Interface, MaasApi, MaasError, MaasEvent, Machine, MachineStatus, NewMachine, PowerState, Subnet,
+    Disk, Interface, MaasApi, MaasError, MaasEvent, Machine, MachineStatus, NewMachine, PowerState, RegionService,
+    Subnet,
 };
 use crate::secret::Secret;
 
@@ -384,6 +385,20 @@ struct SubnetWire {
 }
 
 #[derive(Deserialize)]
+struct RegionControllerWire {
+    #[serde(default)]
+    service_set: Vec<ServiceWire>,
+}
+
+#[derive(Deserialize)]
+struct ServiceWire {
+    name: String,
+    status: String,
+    #[serde(default)]
+    status_info: String,
+}
+
+#[derive(Deserialize)]
 struct EventsWire {
     events: Vec<EventWire>,
 }
@@ -594,6 +609,16 @@ impl<T: HttpTransport, C: Clock> MaasApi for MaasClient<T, C> {
                 name: wire.name,
                 mac: wire.mac_address.unwrap_or_default().to_ascii_lowercase(),
             })
+            .collect())
+    }
+
+    async fn region_services(&self) -> Result<Vec<RegionService>, MaasError> {
+        let wires: Vec<RegionControllerWire> =
+            self.get("regioncontrollers", format!("{API_ROOT}regioncontrollers/")).await?;
+        Ok(wires
+            .into_iter()
+            .flat_map(|controller| controller.service_set)
+            .map(|wire| RegionService { name: wire.name, status: wire.status, status_info: wire.status_info })
             .collect())
     }
 

@@ -141,8 +141,9 @@ pub(super) struct FollowsTheMatrix {
     pending: BTreeMap<String, (String, String)>,
     /// workflow → the node's state as its completed stages left it (decommission: active, then quarantined, ...).
     node_state: BTreeMap<String, engine::matrix::NodeState>,
-    /// workflow → the stage an accepted `cancel` found it resting at: its row's compensation is the cancel's.
-    cancelled_at: BTreeMap<String, engine::matrix::Stage>,
+    /// workflow → the stage an accepted `cancel` or `restart_clean` found it resting at: its row's compensation is
+    /// the action's, until the workflow starts a stage again (a restart_clean's rerun).
+    compensating_at: BTreeMap<String, engine::matrix::Stage>,
 }
 
 impl FollowsTheMatrix {
@@ -152,7 +153,7 @@ impl FollowsTheMatrix {
             policy: ctx.site_policy,
             pending: BTreeMap::new(),
             node_state: BTreeMap::new(),
-            cancelled_at: BTreeMap::new(),
+            compensating_at: BTreeMap::new(),
         }
     }
 
@@ -258,12 +259,16 @@ impl FollowsTheMatrix {
 impl Oracle for FollowsTheMatrix {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         if let Body::Audit { record } = &event.body {
-            if record.requested_action == engine::matrix::RecoveryAction::Cancel
+            let compensates = matches!(
+                record.requested_action,
+                engine::matrix::RecoveryAction::Cancel | engine::matrix::RecoveryAction::RestartClean
+            );
+            if compensates
                 && record.is_accepted()
                 && record.actual_next_state.is_none()
                 && record.prior_stage.workflow() == self.workflow
             {
-                self.cancelled_at.insert(record.workflow_id.clone(), record.prior_stage);
+                self.compensating_at.insert(record.workflow_id.clone(), record.prior_stage);
             }
             return;
         }
@@ -281,13 +286,16 @@ impl Oracle for FollowsTheMatrix {
         // the hardware-sync wait's reseed, and the decision it precedes is judged when it comes.
         if let OnboardingBody::RecoveryWork { stage: worked, work, .. } = body {
             let Some((stage, _)) = self.pending.get(workflow) else {
-                // `cancel`'s "compensate where possible": the resting stage's row's compensation, at that stage.
-                let cancel = self
-                    .cancelled_at
+                // `cancel`'s "compensate where possible" and `restart_clean`'s "explicitly compensate/reset progress,
+                // then start again": the resting stage's row's compensation, at that stage, before any stage runs.
+                let operator = self
+                    .compensating_at
                     .get(workflow)
                     .filter(|at| at.as_str() == worked && at.row().compensation.is_some_and(|c| c.as_str() == work));
-                if cancel.is_none() {
-                    let evidence = format!("{workflow}: {work} with no failure to recover and no cancel to compensate");
+                if operator.is_none() {
+                    let evidence = format!(
+                        "{workflow}: {work} with no failure to recover and no cancel or restart_clean to compensate"
+                    );
                     out.push(Finding { t_ms: event.t_ms, evidence });
                 }
                 return;
@@ -307,6 +315,10 @@ impl Oracle for FollowsTheMatrix {
                 });
             }
             return;
+        }
+        if matches!(body, OnboardingBody::StageStarted { .. }) {
+            // A restart_clean's rerun has begun: its compensation is behind it.
+            self.compensating_at.remove(workflow);
         }
         if let Some((stage, class)) = self.pending.remove(workflow) {
             if let Err(evidence) = self.judge(&stage, &class, prior, body) {

@@ -85,6 +85,58 @@ fn onboarding_decisions_are_judged_against_the_stage_row() {
 }
 
 #[test]
+fn an_operator_s_cancel_or_restart_clean_may_compensate_the_resting_stage_before_any_stage_runs() {
+    use engine::matrix::{OnboardingStage, RecoveryAction, Stage, WorkflowState};
+    use engine::recovery::{ActorRole, AuditOutcome, AuditRecord, FreezeChange, Lifecycle};
+    let w = "onboard-node-02";
+    let audit = |action: RecoveryAction| Body::Audit {
+        record: AuditRecord {
+            actor_id: "alice".into(),
+            actor_role: ActorRole::Operator,
+            workflow_id: w.into(),
+            run_id: 1,
+            prior_state: Lifecycle::Workflow(WorkflowState::FailedManualIntervention),
+            prior_stage: Stage::Onboarding(OnboardingStage::DeployViaMaas),
+            requested_action: action,
+            reason: "ticket".into(),
+            expected_next_state: Lifecycle::Workflow(WorkflowState::Running),
+            correlation_id: "c".into(),
+            outcome: AuditOutcome::Accepted { freeze: FreezeChange::Unchanged },
+            actual_next_state: None,
+        },
+    };
+    let work = |stage: &str, work: &str| Body::Onboarding {
+        workflow: w.into(),
+        event: OnboardingBody::RecoveryWork {
+            stage: stage.into(),
+            work: work.into(),
+            outcome: "performed".into(),
+            detail: String::new(),
+        },
+    };
+    let compensation = "release_to_ready_if_deploy_started";
+    let events = [
+        // Legal: restart_clean's compensation of the resting stage, then its rerun.
+        ev(1, "controller", audit(RecoveryAction::RestartClean)),
+        ev(2, "controller", work("deploy_via_maas", compensation)),
+        ev(3, "controller", stage(w, "load_site_config", 1)),
+        // Illegal: the rerun is under way and nothing failed.
+        ev(4, "controller", work("deploy_via_maas", compensation)),
+        // Illegal: a rerun compensates nothing; nor does restart_clean another stage's compensation.
+        ev(5, "controller", audit(RecoveryAction::Rerun)),
+        ev(6, "controller", work("deploy_via_maas", compensation)),
+        ev(7, "controller", audit(RecoveryAction::RestartClean)),
+        ev(8, "controller", work("wait_for_deployed", "release_to_ready")),
+        // Legal: a cancel's.
+        ev(9, "controller", audit(RecoveryAction::Cancel)),
+        ev(10, "controller", work("deploy_via_maas", compensation)),
+    ];
+    let findings = run(&mut FollowsTheMatrix::new(engine::matrix::Workflow::Onboarding, &ctx()), &events, 20);
+    assert_eq!(findings.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [4, 6, 8], "{findings:#?}");
+    assert!(findings[0].evidence.contains("no cancel or restart_clean"), "{}", findings[0].evidence);
+}
+
+#[test]
 fn a_decommission_s_destructive_call_needs_a_read_in_its_own_stage_attempt() {
     let w = "decommission-node-02";
     let started = |t_ms, stage: &str| {
