@@ -15,7 +15,6 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use engine::matrix::{RecoveryAction, Workflow, WorkflowState};
-use engine::onboarding::driver::OnboardPorts;
 use engine::operator::{
     Applied, NextStep, apply_operator_action, observe_decommission_checkpoint, observe_onboarding_checkpoint,
     settle_after_run, workflow_status,
@@ -27,8 +26,8 @@ use crate::observe::trace::Body;
 use crate::world::controller::SimJournal;
 use crate::world::decommission::SimFleet;
 use crate::world::hub::SimHub;
-use crate::world::site::{OperatorOrder, SimSiteSsh};
-use crate::world::{CONTROLLER_ID, SimClock, SimSignals, World};
+use crate::world::site::OperatorOrder;
+use crate::world::{CONTROLLER_ID, SimSignals, World};
 
 /// How often a restarting action waits for a run of its workflow already in flight to end.
 const IN_FLIGHT_POLL_MS: u64 = 30_000;
@@ -176,19 +175,9 @@ impl World {
         while !running.borrow_mut().insert(machine.to_owned()) {
             tokio::time::sleep(std::time::Duration::from_millis(IN_FLIGHT_POLL_MS)).await;
         }
-        let world = self.clone();
-        let request = world.onboard_request(machine);
-        let ports = OnboardPorts {
-            clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
-            maas: &world.site_maas(CONTROLLER_ID, &request.workflow),
-            resolver: &world.site_resolver(CONTROLLER_ID),
-            secrets: &world.site_secrets(CONTROLLER_ID),
-            hub: &SimHub::new(world.clone(), CONTROLLER_ID),
-            ssh: &SimSiteSsh { world: world.clone(), from: CONTROLLER_ID },
-            journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
-            signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
-        };
-        ports.compensate_cancelled(&request, stage, compensation).await;
+        let request = self.onboard_request(machine);
+        let adapters = self.controller_onboard_adapters(&request.workflow);
+        adapters.ports().compensate_cancelled(&request, stage, compensation).await;
         running.borrow_mut().remove(machine);
     }
 
@@ -203,19 +192,8 @@ impl World {
         }
         {
             let _permit = permits.acquire().await.expect("the semaphore is never closed");
-            let world = self.clone();
-            let request = world.onboard_request(machine);
-            let ports = OnboardPorts {
-                clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
-                maas: &world.site_maas(CONTROLLER_ID, &request.workflow),
-                resolver: &world.site_resolver(CONTROLLER_ID),
-                secrets: &world.site_secrets(CONTROLLER_ID),
-                hub: &SimHub::new(world.clone(), CONTROLLER_ID),
-                ssh: &SimSiteSsh { world: world.clone(), from: CONTROLLER_ID },
-                journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
-                signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
-            };
-            ports.run_onboarding(&request).await;
+            let request = self.onboard_request(machine);
+            self.controller_onboard_adapters(&request.workflow).ports().run_onboarding(&request).await;
         }
         running.borrow_mut().remove(machine);
     }

@@ -134,6 +134,38 @@ pub(crate) struct SiteWorld {
     plug: RefCell<Option<Rc<dyn SitePlug>>>,
 }
 
+/// The controller's adapters of the onboarding driver's ports, owned (one workflow's: its MAAS calls are traced
+/// under its id).
+pub(crate) struct ControllerOnboardAdapters {
+    clock: SimClock,
+    maas: SiteMaas,
+    resolver: SiteResolver,
+    secrets: SiteSecretsPort,
+    hub: SimHub,
+    ssh: SimSiteSsh,
+    journal: SimJournal,
+    signals: SimSignals,
+}
+
+/// The onboarding driver over the controller's adapters.
+pub(crate) type ControllerOnboardPorts<'a> =
+    OnboardPorts<'a, SimClock, SiteMaas, SiteResolver, SiteSecretsPort, SimHub, SimSiteSsh, SimJournal, SimSignals>;
+
+impl ControllerOnboardAdapters {
+    pub(crate) fn ports(&self) -> ControllerOnboardPorts<'_> {
+        OnboardPorts {
+            clock: &self.clock,
+            maas: &self.maas,
+            resolver: &self.resolver,
+            secrets: &self.secrets,
+            hub: &self.hub,
+            ssh: &self.ssh,
+            journal: &self.journal,
+            signals: &self.signals,
+        }
+    }
+}
+
 impl SiteWorld {
     /// The site of `spec`, its machines racked, seeded from the run's `Site` stream.
     pub fn new(host: HostId, spec: &OnboardingSpec, seeds: &SeedTree) -> SiteWorld {
@@ -472,18 +504,8 @@ impl World {
         self.spawn_on(CONTROLLER_ID, async move {
             let _permit = permits.acquire().await.expect("the semaphore is never closed");
             let request = world.onboard_request(&machine);
-            let clock = SimClock { world: world.clone(), host: CONTROLLER_ID };
-            let maas = world.site_maas(CONTROLLER_ID, &request.workflow);
-            let ports = OnboardPorts {
-                clock: &clock,
-                maas: &maas,
-                resolver: &world.site_resolver(CONTROLLER_ID),
-                secrets: &world.site_secrets(CONTROLLER_ID),
-                hub: &SimHub::new(world.clone(), CONTROLLER_ID),
-                ssh: &SimSiteSsh { world: world.clone(), from: CONTROLLER_ID },
-                journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
-                signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
-            };
+            let adapters = world.controller_onboard_adapters(&request.workflow);
+            let ports = adapters.ports();
             for run in 1..=RUNS_PER_REQUEST_MAX {
                 let outcome = ports.run_onboarding(&request).await;
                 if outcome.workflow_state != WorkflowState::FailedRetryable || run == RUNS_PER_REQUEST_MAX {
@@ -493,6 +515,21 @@ impl World {
             }
             running.borrow_mut().remove(&machine);
         });
+    }
+
+    /// The onboarding driver's ports as the controller holds them for `workflow`, owned; the driver borrows them
+    /// through [`ControllerOnboardAdapters::ports`].
+    pub(crate) fn controller_onboard_adapters(self: &Rc<Self>, workflow: &str) -> ControllerOnboardAdapters {
+        ControllerOnboardAdapters {
+            clock: SimClock { world: self.clone(), host: CONTROLLER_ID },
+            maas: self.site_maas(CONTROLLER_ID, workflow),
+            resolver: self.site_resolver(CONTROLLER_ID),
+            secrets: self.site_secrets(CONTROLLER_ID),
+            hub: SimHub::new(self.clone(), CONTROLLER_ID),
+            ssh: SimSiteSsh { world: self.clone(), from: CONTROLLER_ID },
+            journal: SimJournal { world: self.clone(), host: CONTROLLER_ID },
+            signals: SimSignals { world: self.clone(), host: CONTROLLER_ID },
+        }
     }
 
     pub(crate) fn onboard_request(&self, machine: &str) -> OnboardRequest {
