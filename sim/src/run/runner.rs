@@ -236,26 +236,20 @@ pub fn conformance_unmet(
             unmet.push(format!("recovery work [{}], the run did [{}]", expected.join(", "), did.join(", ")));
         }
     }
-    if let Some(state) = &expect.workflow_state {
+    // Every workflow of the case's kind must end as expected; a run in which none ended meets nothing.
+    let mut every_end = |expected: Option<&String>, what: &str, verb: &str, of: fn(&(String, String)) -> &String| {
+        let Some(expected) = expected else { return };
         let wrong: Vec<String> = ends
             .iter()
-            .filter(|(_, (ended, _))| ended != state)
-            .map(|(workflow, (ended, _))| format!("{workflow} {ended}"))
+            .filter(|(_, end)| of(end) != expected)
+            .map(|(workflow, end)| format!("{workflow} {}", of(end)))
             .collect();
         if ends.is_empty() || !wrong.is_empty() {
-            unmet.push(format!("workflow state {state}, the run ended [{}]", wrong.join(", ")));
+            unmet.push(format!("{what} {expected}, the run {verb} [{}]", wrong.join(", ")));
         }
-    }
-    if let Some(state) = &expect.node_state {
-        let wrong: Vec<String> = ends
-            .iter()
-            .filter(|(_, (_, node))| node != state)
-            .map(|(workflow, (_, node))| format!("{workflow} {node}"))
-            .collect();
-        if ends.is_empty() || !wrong.is_empty() {
-            unmet.push(format!("node state {state}, the run left [{}]", wrong.join(", ")));
-        }
-    }
+    };
+    every_end(expect.workflow_state.as_ref(), "workflow state", "ended", |(workflow_state, _)| workflow_state);
+    every_end(expect.node_state.as_ref(), "node state", "left", |(_, node_state)| node_state);
     if let Some(bound) = expect.attempts_max
         && seen.attempt_max > bound
     {
