@@ -449,3 +449,40 @@ fn a_credential_in_any_trace_line_is_caught() {
     let leak = ev(1, "node-01", Body::AgentHeartbeatFailed { error: format!("bad token {SECRET_MARKER}x") });
     assert_eq!(run(&mut SecretsNeverInTrace, &[hb(0), leak], 0).len(), 1);
 }
+
+#[test]
+fn recovery_work_between_a_failure_and_its_decision_must_be_the_failed_rows() {
+    let w = "onboard-node-02";
+    let on = |event: OnboardingBody| Body::Onboarding { workflow: w.into(), event };
+    let failed = |stage: &str, class: &str| {
+        on(OnboardingBody::StageFailed { stage: stage.into(), class: class.into(), error: "e".into() })
+    };
+    let work = |stage: &str, work: &str| {
+        on(OnboardingBody::RecoveryWork {
+            stage: stage.into(),
+            work: work.into(),
+            outcome: "performed".into(),
+            detail: String::new(),
+        })
+    };
+    let retrying = |stage: &str| on(OnboardingBody::Retrying { stage: stage.into(), attempt: 2, delay_ms: 1 });
+    let events = [
+        // Legal: the row's unlink/relink, then its retry; the health wait's reseed, then its retry.
+        ev(1, "controller", failed("ensure_pxe_interface_auto", "hardware_mismatch")),
+        ev(2, "controller", work("ensure_pxe_interface_auto", "unlink_relink_interface")),
+        ev(3, "controller", retrying("ensure_pxe_interface_auto")),
+        ev(4, "controller", failed("wait_for_hardware_sync_healthy", "hardware_sync_failure")),
+        ev(5, "controller", work("wait_for_hardware_sync_healthy", "reseed")),
+        ev(6, "controller", retrying("wait_for_hardware_sync_healthy")),
+        // Illegal: another row's compensation, and a reseed where the row names none.
+        ev(7, "controller", failed("ensure_pxe_interface_auto", "hardware_mismatch")),
+        ev(8, "controller", work("ensure_pxe_interface_auto", "release_to_ready")),
+        ev(9, "controller", retrying("ensure_pxe_interface_auto")),
+        ev(10, "controller", failed("configure_storage", "upstream_transient")),
+        ev(11, "controller", work("configure_storage", "reseed")),
+        ev(12, "controller", retrying("configure_storage")),
+    ];
+    let findings = run(&mut FollowsTheMatrix::new(engine::matrix::Workflow::Onboarding, &ctx()), &events, 20);
+    assert_eq!(findings.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [8, 11], "{findings:#?}");
+    assert!(findings[0].evidence.contains("not its row's recovery work"), "{}", findings[0].evidence);
+}
