@@ -36,6 +36,7 @@ const SCENARIOS: &[&str] = &[
     "operator-adopts-a-decommission-whose-release-finished-out-of-sight.toml",
     "operator-adopts-a-late-agent-enrolment-without-redoing-the-deploy.toml",
     "operator-cancel-compensates-the-resting-stage-and-records-it.toml",
+    "operator-cancel-of-a-decommission-records-what-it-did-not-compensate.toml",
     "operator-freeze-refuses-automation-until-a-person-resolves-it.toml",
     "operator-restart-clean-compensates-then-reruns.toml",
     "operator-resumes-a-decommission-stopped-past-the-manual-boundary.toml",
@@ -744,6 +745,26 @@ fn operator_resumes_a_workflow_stopped_for_manual_intervention() {
     assert!(t_of(completed[0]) <= *t_settled);
 }
 
+/// A decommission's cancel compensates nothing (its row's compensation follows the stage's own failure) and says so:
+/// one `recovery_work` `not_due` after the cancel's audit (its `work` journal record is the driver's unit test's), and
+/// no MAAS call after the cancel.
+#[test]
+fn operator_cancel_of_a_decommission_records_what_it_did_not_compensate() {
+    let (record, trace) = run_file("operator-cancel-of-a-decommission-records-what-it-did-not-compensate.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let audits = audits(&trace);
+    assert_eq!(audits.last().and_then(|(_, r)| r.actual_next_state).map(|s| s.as_str()), Some("cancelled"));
+    let work: Vec<&String> = events(&trace, "engine.decommission")
+        .into_iter()
+        .filter(|line| line.contains("\"event\":\"recovery_work\"") && t_of(line) >= 2_000_000)
+        .collect();
+    assert_eq!(work.len(), 1, "{work:?}");
+    assert!(work[0].contains("\"outcome\":\"not_due\"") && work[0].contains("revert_to_retired_on_uninstall_failure"));
+    assert!(work[0].contains("nothing was done"), "{}", work[0]);
+    let calls = events(&trace, "site.request").into_iter().filter(|line| t_of(line) >= 2_000_000).count();
+    assert_eq!(calls, 0, "a cancel that compensates nothing calls nothing");
+}
+
 #[test]
 fn operator_cancel_compensates_the_resting_stage_and_records_it() {
     let (record, trace) = run_file("operator-cancel-compensates-the-resting-stage-and-records-it.toml");
@@ -781,7 +802,8 @@ fn operator_restart_clean_compensates_then_reruns() {
     let (record, trace) = run_file("operator-restart-clean-compensates-then-reruns.toml");
     assert!(record.violations.is_empty(), "{:?}", record.violations);
     let restart_ms = 900_000;
-    // The workflow rests for a person at deploy_via_maas, its machine left Allocated by the refused deploys.
+    // The workflow rests for a person at deploy_via_maas; each refused deploy's allocation was released (before each
+    // retry and as it stopped), so the machine rests Ready.
     let stopped = onboarding(&trace, "stopped");
     assert_eq!(stopped.len(), 1, "{stopped:?}");
     assert!(stopped[0].contains("\"stage\":\"deploy_via_maas\"") && stopped[0].contains("failed_manual_intervention"));
@@ -801,8 +823,13 @@ fn operator_restart_clean_compensates_then_reruns() {
     assert_eq!(requested.actual_next_state, None, "audited before acting");
     let (t_settled, settled) = &audits[1];
     assert_eq!(settled.actual_next_state.map(|s| s.as_str()), Some("running"));
-    // The compensation: the resting stage's row's, once, performed (released from Allocated) after the audit record
-    // and before the rerun's first stage.
+    let released_before: Vec<&String> = onboarding(&trace, "recovery_work")
+        .into_iter()
+        .filter(|l| t_of(l) < restart_ms && l.contains("\"outcome\":\"performed\"") && l.contains("from Allocated"))
+        .collect();
+    assert_eq!(released_before.len(), 3, "two retries and the stop: {released_before:?}");
+    // The compensation: the resting stage's row's, once, after the audit record and before the rerun's first stage;
+    // not due (idempotent): the machine is already Ready.
     let position = |needle: &dyn Fn(&String) -> bool| trace.iter().position(|l| t_of(l) >= restart_ms && needle(l));
     let audit_at = position(&|l| l.contains("engine.audit")).unwrap();
     let work: Vec<&String> =
@@ -811,22 +838,22 @@ fn operator_restart_clean_compensates_then_reruns() {
     for needle in [
         "\"stage\":\"deploy_via_maas\"",
         "release_to_ready_if_deploy_started",
-        "\"outcome\":\"performed\"",
-        "Allocated",
+        "\"outcome\":\"not_due\"",
+        "already Ready",
     ] {
         assert!(work[0].contains(needle), "{needle}: {}", work[0]);
     }
     let work_at = position(&|l| l.contains("\"event\":\"recovery_work\"")).unwrap();
     let rerun_at = position(&|l| l.contains("\"event\":\"stage_started\"")).unwrap();
     assert!(audit_at < work_at && work_at < rerun_at, "audit {audit_at}, compensation {work_at}, rerun {rerun_at}");
-    // It read the machine before it released it, and released it once.
+    // It read the machine, and released nothing.
     let site = |op: &str| -> Vec<usize> {
         let needle = format!("\"op\":\"{op}\"");
         (audit_at..rerun_at).filter(|i| trace[*i].contains("site.request") && trace[*i].contains(&needle)).collect()
     };
     let (reads, releases) = (site("read"), site("release"));
-    assert_eq!(releases.len(), 1, "{releases:?}");
-    assert!(reads.first().is_some_and(|read| *read < releases[0]), "a fresh read first: {reads:?}");
+    assert_eq!(releases.len(), 0, "{releases:?}");
+    assert!(!reads.is_empty(), "a fresh read: {reads:?}");
     // The rerun: from the top, the Ready machine's commissioning adopted, one deploy, no failure, completed.
     let rerun: Vec<&String> = trace[rerun_at..].iter().filter(|l| l.contains("engine.onboarding")).collect();
     assert!(rerun[0].contains("\"stage\":\"load_site_config\""), "{}", rerun[0]);

@@ -76,6 +76,28 @@ fn every_site_scenario_ends_the_same_on_the_wire_as_on_the_fast_transport() {
     assert!(differences.is_empty(), "{}", differences.join("\n\n"));
 }
 
+/// The conformance cases whose faults live in the secrets store's and the region's front ends (a token answer lost:
+/// the store's HTTP front end answers nothing; the revoke over `POST /v1/auth/bootstrap/revoke`; a wipe that outlasts
+/// the release waits) end the same, and pass, on the wire.
+#[test]
+fn the_compensation_cases_end_the_same_on_the_wire() {
+    let paths: Vec<PathBuf> = [
+        "conformance/onboarding/render-cloud-init--upstream-transient--token-answer-lost.toml",
+        "conformance/onboarding/deploy-via-maas--deploy-cloud-init-failure.toml",
+        "conformance/decommission/release-maas-node--upstream-transient--erase-slow.toml",
+    ]
+    .into_iter()
+    .map(|case| root().join(case))
+    .collect();
+    let differences = differences(&paths, false);
+    assert!(differences.is_empty(), "{}", differences.join("\n\n"));
+    for path in &paths {
+        let scenario = load_scenario(path).unwrap();
+        let wire = run_on(&scenario.run, scenario.seed, &identity(path), false, Transport::Wire).record;
+        assert!(wire.verdict.passed(), "{}: {:?} {:?}", path.display(), wire.verdict, wire.unmet);
+    }
+}
+
 #[test]
 fn every_scenario_without_a_site_gives_the_fast_transports_trace_on_the_wire() {
     let paths = scenarios(false);

@@ -291,6 +291,33 @@ where
         Observed::AsExpected
     }
 
+    /// A `cancel` ("stop workflow and compensate where possible") of a decommission resting at `stage`: its row's
+    /// compensation is the stage's failure's own (quarantine on a failed validation, revert to retired on a failed
+    /// uninstall, the no-erase fallback), none of which an operator's cancel may make, so nothing is done; that is
+    /// journaled and reported as recovery work `not_due`, with why, so the cancel's record says what it did not do.
+    pub async fn record_cancel_uncompensated(
+        &self,
+        request: &DecommissionRequest,
+        stage: DecommissionStage,
+        compensation: Compensation,
+    ) {
+        let workflow = request.workflow.as_str();
+        let lines =
+            self.journal.replay().await.unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
+        let history = DecommissionHistory::of(workflow, lines.iter().map(String::as_str))
+            .unwrap_or_else(|error| panic!("{error}"));
+        let run = history.runs.max(1);
+        let work = RecoveryWork::Compensation(compensation);
+        let outcome = WorkOutcome::NotDue;
+        let detail = format!(
+            "cancelled at {}: {} follows the stage's own failure, not an operator's cancel; nothing was done",
+            stage.as_str(),
+            compensation.as_str()
+        );
+        self.record(DecommissionRecord::Work { workflow: workflow.to_owned(), run, stage, work, outcome }).await;
+        self.emit(workflow, WorkflowEvent::RecoveryWork { stage: Stage::Decommission(stage), work, outcome, detail });
+    }
+
     /// Runs a compensation of section 5, idempotently, then journals and reports what came of it.
     async fn compensate(
         &self,
@@ -717,6 +744,9 @@ mod tests {
             async fn delete_node_secrets(&self, _: &str) -> Result<u32, SecretsError> {
                 Ok(1)
             }
+            async fn revoke_bootstrap_tokens(&self, _: &str) -> Result<u32, SecretsError> {
+                unreachable!("a decommission revokes through delete_node_secrets")
+            }
         }
 
         struct Inventory(RefCell<Option<FleetRecord>>);
@@ -838,6 +868,41 @@ mod tests {
             let power_offs = maas.calls.borrow().iter().filter(|op| **op == "power_off").count();
             assert_eq!(power_offs, RetryPolicy::default().attempts_max as usize, "one power-off per bounded attempt");
             assert!(fleet.0.borrow().is_some(), "nothing past the stop ran: the record is kept");
+        }
+
+        #[test]
+        fn a_cancel_compensates_nothing_and_journals_and_reports_that_it_did_not() {
+            let (maas, fleet, journal, signals) =
+                (deployed(PowerState::On), active(), Journal::default(), Signals::default());
+            run(&maas, &fleet, &journal, &signals, true);
+            let (calls_before, lines_before) = (maas.calls.borrow().len(), journal.0.borrow().len());
+            let clock = Clock::default();
+            let ports = DecommissionPorts {
+                clock: &clock,
+                maas: &maas,
+                secrets: &Secrets,
+                fleet: &fleet,
+                journal: &journal,
+                signals: &signals,
+            };
+            let stage = DecommissionStage::RemoveGpuaasNodeRecord;
+            let compensation = Compensation::RevertToRetiredOnUninstallFailure;
+            ports.record_cancel_uncompensated(&request(true), stage, compensation).now_or_never().expect("no wait");
+            assert_eq!(maas.calls.borrow().len(), calls_before, "nothing is called");
+            let lines = journal.0.borrow();
+            assert_eq!(lines.len(), lines_before + 1, "one work record");
+            let work =
+                DecommissionRecord::decode(&lines[lines_before]).expect("a record").expect("a decommission record");
+            assert!(
+                matches!(work, DecommissionRecord::Work { stage: s, outcome: WorkOutcome::NotDue, .. } if s == stage),
+                "{work:?}"
+            );
+            let reported = signals.0.borrow().iter().any(|signal| {
+                matches!(signal, Signal::Decommission {
+                    event: WorkflowEvent::RecoveryWork { outcome: WorkOutcome::NotDue, work, detail, .. }, ..
+                } if *work == RecoveryWork::Compensation(compensation) && detail.contains("nothing was done"))
+            });
+            assert!(reported, "the trace says what the cancel did not do");
         }
 
         #[test]

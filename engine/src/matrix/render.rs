@@ -176,13 +176,16 @@ fn recovery_work_text(compensation: Compensation) -> &'static str {
              to the PXE VLAN's subnet again; not due when it already is linked AUTO there"
         }
         Compensation::DeletePartialNodeRow => {
-            "not performed: the onboarding driver writes no node row before `render_cloud_init` succeeds, so no \
-             decision makes it due (`partial_node_row_exists` is never set); recorded `not_due` if asked"
+            "the node row a render leaves is its bootstrap token in the site's secrets store: when a token request got \
+             no answer (the store may have minted one nobody will redeem), the node's unredeemed tokens are revoked \
+             (`revoke_bootstrap_tokens`) before the render is retried or the workflow stops; `not_due` when every \
+             token request was answered, or the revoke found none"
         }
         Compensation::ReleaseToReadyIfDeployStarted => {
-            "when MAAS accepted the deploy: abort what is in flight, release (without erase) what is deployed; a \
-             deploy whose answer was lost is adopted by the fresh read instead, so no fault of the simulator makes it \
-             due"
+            "once a deploy was sent (a refused one may have allocated the machine: MAAS allocates before it renders \
+             the preseed): after a fresh read, release (without erase) an Allocated or failed machine, abort one \
+             Deploying; not due when the machine is still Ready. A deploy under way after a lost answer is adopted \
+             by the refresh (its checkpoint satisfied), not released"
         }
         Compensation::ReleaseToReady => "abort what is in flight, release (without erase) a failed deployment",
         Compensation::AbortReleaseToCleanDeployableState => {
@@ -192,8 +195,9 @@ fn recovery_work_text(compensation: Compensation) -> &'static str {
             "the inventory transition active → quarantined when the validation keeps failing"
         }
         Compensation::AbortMarkFixedNoEraseRelease => {
-            "before the no-erase fallback: abort a machine stuck erasing, mark a broken one fixed, then release \
-             without erase; not due from Failed disk erasing (no fault of the simulator leaves a machine erasing)"
+            "before the no-erase fallback: after a fresh read, abort a machine still erasing (a wipe that outlasts \
+             the release waits), mark a broken one fixed, then release without erase; not due from Failed disk \
+             erasing, which the release takes as it is"
         }
         Compensation::RevertToRetiredOnUninstallFailure => {
             "the inventory transition quarantined → retired when the uninstall failed"

@@ -28,7 +28,7 @@ use crate::ports::events::{RecoveryWork, WorkOutcome, WorkflowEvent};
 use crate::ports::site::{
     MaasApi, MaasError, Machine, MachineStatus, NewMachine, Resolver, SiteSecrets, StageTimeouts,
 };
-use crate::ports::{Clock, Endpoint, Hub, Journal, Signal, Signals, Ssh, SshRequest};
+use crate::ports::{Clock, Endpoint, Hub, Journal, SecretsError, Signal, Signals, Ssh, SshRequest};
 use crate::secret::Secret;
 use crate::workflow::after_failure::AfterFailure;
 use crate::workflow::failure::{ReadFailures, StageFailure, known_machine, site_enabled};
@@ -116,6 +116,10 @@ struct RunState {
     roce_mandatory: bool,
     power: Option<crate::ports::site::PowerCredential>,
     user_data: Option<Secret>,
+    /// A bootstrap token was asked for and no answer came: the store may hold one nobody will redeem (the matrix's
+    /// "partial node row"), until `delete_partial_node_row` revokes it.
+    partial_node_row: bool,
+    /// A deploy was sent (whatever came back): MAAS may have allocated or begun deploying the machine.
     deploy_started: bool,
     /// An earlier run of this workflow deployed (or began to): the safe full rerun releases a machine it left in a
     /// deploy state before commissioning it again.
@@ -320,6 +324,9 @@ where
         let mut state = RunState {
             system_id: crate::onboarding::record::last_system_id(&request.workflow, &lines),
             deploy_started: history.reached.contains(&OnboardingStage::DeployViaMaas),
+            // A run resting at render_cloud_init never handed MAAS user data: any token it may have minted is
+            // unredeemable, and revoking the node's unredeemed tokens is safe (idempotent: 0 is `not_due`).
+            partial_node_row: stage == OnboardingStage::RenderCloudInit,
             ..RunState::default()
         };
         if let Ok(site) = self.secrets.site_config().await {
@@ -363,6 +370,7 @@ where
         ctx.policy.roce_mandatory |= state.roce_mandatory;
         ctx.failed_runs = history.failed_retryable_runs;
         ctx.deploy_attempt_started = state.deploy_started;
+        ctx.partial_node_row_exists = state.partial_node_row;
         ctx.timed_out = failure.timeout;
         let stage_of = Stage::Onboarding(stage);
         let after = AfterFailure::new(ctx, |ctx: &DecideContext| match request.policy {
@@ -397,10 +405,7 @@ where
             Compensation::ReleaseToReadyIfDeployStarted
             | Compensation::ReleaseToReady
             | Compensation::AbortReleaseToCleanDeployableState => self.release_to_ready(state, compensation).await,
-            // `render_cloud_init` writes nothing before the token and the user data exist: no partial row is left.
-            Compensation::DeletePartialNodeRow => {
-                (WorkOutcome::NotDue, "render_cloud_init wrote no node row before it failed: nothing to delete".into())
-            }
+            Compensation::DeletePartialNodeRow => self.delete_partial_node_row(request, state).await,
             // The decommission's compensations.
             Compensation::QuarantineOnFailedValidation
             | Compensation::AbortMarkFixedNoEraseRelease
@@ -424,6 +429,29 @@ where
         let workflow = request.workflow.as_str();
         self.record(OnboardRecord::Work { workflow: workflow.to_owned(), run, stage, work, outcome }).await;
         self.emit(workflow, WorkflowEvent::RecoveryWork { stage: Stage::Onboarding(stage), work, outcome, detail });
+    }
+
+    /// `render_cloud_init`'s "delete partial node row": a token request that got no answer may have minted a token
+    /// the controller never saw, valid until its TTL for whoever reads it; the node's unredeemed tokens are revoked
+    /// before another is minted (none of them is in user data MAAS holds: the render had not finished).
+    async fn delete_partial_node_row(&self, request: &OnboardRequest, state: &mut RunState) -> (WorkOutcome, String) {
+        let node = request.node.name.as_str();
+        if !state.partial_node_row {
+            return (WorkOutcome::NotDue, format!("every bootstrap token asked for {node} was answered"));
+        }
+        match self.secrets.revoke_bootstrap_tokens(node).await {
+            Ok(0) => {
+                state.partial_node_row = false;
+                (WorkOutcome::NotDue, format!("the unanswered token request minted no token for {node}"))
+            }
+            Ok(count) => {
+                state.partial_node_row = false;
+                (WorkOutcome::Performed, format!("{count} unredeemed bootstrap token(s) of {node} revoked"))
+            }
+            Err(error) => {
+                (WorkOutcome::Failed, format!("the bootstrap tokens of {node} could not be revoked: {error}"))
+            }
+        }
     }
 
     /// "Release back to Ready" (and "abort/release to a clean deployable state"): abort what is in flight, release
@@ -803,11 +831,15 @@ where
                 Ok(())
             }
             S::RenderCloudInit => {
-                let token = self
-                    .secrets
-                    .bootstrap_token(&request.node.name, request.bootstrap_token_ttl_ms)
-                    .await
-                    .map_err(|error| StageFailure::secrets(&error))?;
+                let token = match self.secrets.bootstrap_token(&request.node.name, request.bootstrap_token_ttl_ms).await
+                {
+                    Ok(token) => token,
+                    Err(error) => {
+                        // No answer is not "no token": the store may have minted one.
+                        state.partial_node_row |= matches!(error, SecretsError::Transport(_));
+                        return Err(StageFailure::secrets(&error));
+                    }
+                };
                 let metadata_host = state.metadata_host.clone().unwrap_or_default();
                 state.user_data = Some(judge::user_data(&request.node.name, &metadata_host, &token));
                 Ok(())
@@ -818,8 +850,11 @@ where
                     return Ok(());
                 }
                 let user_data = judge::produced(state.user_data.as_ref(), "cloud-init rendered")?;
-                self.maas.deploy(&system_id, user_data, true).await.map_err(|error| judge::deploy_refused(&error))?;
+                // Started once sent: a refused deploy may still have allocated the machine (MAAS allocates a Ready
+                // machine before it renders the preseed), and a lost answer may hide a deploy under way. The
+                // compensation's fresh read tells which ("release back to Ready if deploy attempt started").
                 state.deploy_started = true;
+                self.maas.deploy(&system_id, user_data, true).await.map_err(|error| judge::deploy_refused(&error))?;
                 Ok(())
             }
             S::WaitForDeployed => {

@@ -374,6 +374,9 @@ pub trait SiteSecrets {
     /// Deletes the node's power-credential override and revokes its unredeemed bootstrap tokens (idempotent);
     /// answers how many secrets went.
     fn delete_node_secrets(&self, node: &str) -> impl Future<Output = Result<u32, SecretsError>>;
+    /// Revokes the node's unredeemed bootstrap tokens and nothing else (idempotent); answers how many went.
+    /// `render_cloud_init`'s "delete partial node row": a token minted for a render that never finished.
+    fn revoke_bootstrap_tokens(&self, node: &str) -> impl Future<Output = Result<u32, SecretsError>>;
 }
 
 #[cfg(test)]

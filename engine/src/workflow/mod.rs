@@ -427,10 +427,10 @@ fn compensation_on_retry(row: &StageRow, class: FailureClass, ctx: &DecideContex
         // The stage's own work ("abort/release"), run again.
         Compensation::AbortReleaseToCleanDeployableState => true,
         Compensation::RevertToRetiredOnUninstallFailure => class == FailureClass::AgentEnrollmentFailure,
-        // Not retried (render failures), or only at the end (validation), or only as the fallback (no-erase).
-        Compensation::DeletePartialNodeRow
-        | Compensation::QuarantineOnFailedValidation
-        | Compensation::AbortMarkFixedNoEraseRelease => false,
+        // A render retried after a token request that got no answer: the token it may have minted goes first.
+        Compensation::DeletePartialNodeRow => ctx.partial_node_row_exists,
+        // Only at the end (validation), or only as the fallback (no-erase).
+        Compensation::QuarantineOnFailedValidation | Compensation::AbortMarkFixedNoEraseRelease => false,
     };
     applies.then_some(compensation)
 }

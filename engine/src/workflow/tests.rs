@@ -399,6 +399,14 @@ fn render_failures_delete_a_partial_node_row_if_one_was_written() {
     let partial = DecideContext { partial_node_row_exists: true, ..clean };
     let Decision::Stop(stop) = decide(stage, F::InputConfigError, 1, &partial) else { panic!("not retried") };
     assert_eq!(stop.compensation, Some(Compensation::DeletePartialNodeRow));
+    // "yes if transient dependency": a token request that got no answer is retried, its possible token revoked first.
+    let retried = decide(stage, F::UpstreamTransient, 1, &partial);
+    assert!(
+        matches!(retried, Decision::Retry { compensation: Some(Compensation::DeletePartialNodeRow), .. }),
+        "{retried:?}"
+    );
+    let retried = decide(stage, F::UpstreamTransient, 1, &clean);
+    assert!(matches!(retried, Decision::Retry { compensation: None, .. }), "{retried:?}");
 }
 
 #[test]

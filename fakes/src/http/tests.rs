@@ -411,6 +411,14 @@ async fn the_secrets_routes_answer_the_spec_shapes_and_map_errors() {
     assert_eq!(redeemed.json(), json!({ "node": "n1", "token_id": issued["auth"]["accessor"] }));
     let spent = secrets(&fx, Method::POST, "/v1/auth/bootstrap/redeem", token, json!({ "token": value })).await;
     assert_eq!(spent.status, StatusCode::FORBIDDEN);
+    // A lost answer: the token is minted and nothing is written back (the request never completes).
+    lock(&fx.shared).site.vault.lose_token_answers("n1", 1);
+    let lost = secrets(&fx, Method::POST, "/v1/auth/bootstrap/token", token, json!({ "node": "n1", "ttl_ms": 60_000 }));
+    assert!(futures_util::FutureExt::now_or_never(lost).is_none(), "no answer for a lost token");
+    assert_eq!(lock(&fx.shared).site.vault.unredeemed_tokens_of("n1"), 1);
+    let revoke = || secrets(&fx, Method::POST, "/v1/auth/bootstrap/revoke", token, json!({ "node": "n1" }));
+    assert_eq!(revoke().await.json(), json!({ "revoked": 1 }));
+    assert_eq!(revoke().await.json(), json!({ "revoked": 0 }), "idempotent");
     let capabilities =
         secrets(&fx, Method::POST, "/v1/sys/capabilities-self", token, json!({ "paths": ["secret/data/nodes"] }));
     let capabilities = capabilities.await.json()["capabilities"].clone();

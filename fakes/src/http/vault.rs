@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{Clock, SharedSite, lock};
+use super::{Clock, SharedSite, lock, no_answer};
 use crate::maas::vault::CredentialSource;
 use crate::maas::{Secret, VaultError, VaultRequest, VaultResponse};
 
@@ -46,17 +46,18 @@ pub fn router(shared: SharedSite, clock: Clock) -> Router {
         .route("/v1/secret/data/power/{node}", get(power_credential))
         .route("/v1/auth/bootstrap/token", post(bootstrap_token))
         .route("/v1/auth/bootstrap/redeem", post(redeem))
+        .route("/v1/auth/bootstrap/revoke", post(revoke))
         .route("/v1/secret/data/nodes/{node}", delete(delete_node_secrets))
         .route("/v1/sys/capabilities-self", post(capabilities))
         .with_state(VaultState { shared, clock })
 }
 
 async fn site_config(State(state): State<VaultState>, headers: HeaderMap) -> Response {
-    ask(&state, &headers, VaultRequest::ReadSiteConfig)
+    ask(&state, &headers, VaultRequest::ReadSiteConfig).await
 }
 
 async fn power_credential(State(state): State<VaultState>, Path(node): Path<String>, headers: HeaderMap) -> Response {
-    ask(&state, &headers, VaultRequest::ResolvePowerCredential { node })
+    ask(&state, &headers, VaultRequest::ResolvePowerCredential { node }).await
 }
 
 #[derive(Deserialize)]
@@ -67,7 +68,9 @@ struct TokenBody {
 
 async fn bootstrap_token(State(state): State<VaultState>, headers: HeaderMap, body: Bytes) -> Response {
     match parse::<TokenBody>(&body) {
-        Ok(body) => ask(&state, &headers, VaultRequest::IssueBootstrapToken { node: body.node, ttl_ms: body.ttl_ms }),
+        Ok(body) => {
+            ask(&state, &headers, VaultRequest::IssueBootstrapToken { node: body.node, ttl_ms: body.ttl_ms }).await
+        }
         Err(response) => response,
     }
 }
@@ -79,7 +82,19 @@ struct RedeemBody {
 
 async fn redeem(State(state): State<VaultState>, headers: HeaderMap, body: Bytes) -> Response {
     match parse::<RedeemBody>(&body) {
-        Ok(body) => ask(&state, &headers, VaultRequest::RedeemToken { value: Secret::new(body.token) }),
+        Ok(body) => ask(&state, &headers, VaultRequest::RedeemToken { value: Secret::new(body.token) }).await,
+        Err(response) => response,
+    }
+}
+
+#[derive(Deserialize)]
+struct RevokeBody {
+    node: String,
+}
+
+async fn revoke(State(state): State<VaultState>, headers: HeaderMap, body: Bytes) -> Response {
+    match parse::<RevokeBody>(&body) {
+        Ok(body) => ask(&state, &headers, VaultRequest::RevokeBootstrapTokens { node: body.node }).await,
         Err(response) => response,
     }
 }
@@ -89,7 +104,7 @@ async fn delete_node_secrets(
     Path(node): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    ask(&state, &headers, VaultRequest::DeleteNodeSecrets { node })
+    ask(&state, &headers, VaultRequest::DeleteNodeSecrets { node }).await
 }
 
 #[derive(Deserialize)]
@@ -110,7 +125,7 @@ async fn capabilities(State(state): State<VaultState>, headers: HeaderMap, body:
         }
         return json_response(200, json!({ "capabilities": ["deny"] }));
     }
-    ask(&state, &headers, VaultRequest::NodeSecretsCapabilities)
+    ask(&state, &headers, VaultRequest::NodeSecretsCapabilities).await
 }
 
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Response> {
@@ -126,8 +141,8 @@ fn check_token(state: &VaultState, headers: &HeaderMap) -> Result<(), Response> 
     }
 }
 
-/// Checks the token and asks the model, under one lock.
-fn ask(state: &VaultState, headers: &HeaderMap, request: VaultRequest) -> Response {
+/// Checks the token and asks the model, under one lock; a lost answer is no answer at all.
+async fn ask(state: &VaultState, headers: &HeaderMap, request: VaultRequest) -> Response {
     if let Err(response) = check_token(state, headers) {
         return response;
     }
@@ -139,6 +154,7 @@ fn ask(state: &VaultState, headers: &HeaderMap, request: VaultRequest) -> Respon
     };
     match result {
         Ok(response) => render(response),
+        Err(VaultError::AnswerLost) => no_answer().await,
         Err(error) => error_response(&error),
     }
 }
@@ -163,6 +179,7 @@ fn render(response: VaultResponse) -> Response {
         VaultResponse::Redeemed { node, token_id } => json!({ "node": node, "token_id": token_id }),
         VaultResponse::Deleted { count } => json!({ "deleted": count }),
         VaultResponse::Capabilities(capabilities) => json!({ "capabilities": capabilities }),
+        VaultResponse::Revoked { count } => json!({ "revoked": count }),
         // No route sends `PutPowerCredential`; answered as Vault answers a write.
         VaultResponse::Stored => return empty(204),
     };
@@ -179,6 +196,8 @@ pub fn error_status(error: &VaultError) -> u16 {
         | VaultError::UnknownToken
         | VaultError::DeleteDenied { .. } => 403,
         VaultError::NoTokenPolicy => 501,
+        // Never sent (the front end answers nothing); Vault's gateway-timeout status if a caller ever maps it.
+        VaultError::AnswerLost => 504,
     }
 }
 

@@ -631,6 +631,8 @@ pub struct Region {
     preseed_failures: u32,
     /// Fault: the next wipes fail ("Failed to erase disks.").
     erase_failures: u32,
+    /// Fault: how long a wipe of the machine of this hostname takes, where it is not [`ERASE_MS`].
+    erase_ms_by_hostname: BTreeMap<String, u64>,
     reachable: bool,
     monitor_alive: bool,
     monitor_last_tick_ms: u64,
@@ -658,6 +660,7 @@ impl Region {
             workflows_wedged: false,
             preseed_failures: 0,
             erase_failures: 0,
+            erase_ms_by_hostname: BTreeMap::new(),
             reachable: true,
             monitor_alive: true,
             monitor_last_tick_ms: 0,
@@ -768,6 +771,13 @@ impl Region {
     /// "Failed to erase disks." (FAILED_DISK_ERASING).
     pub fn fail_next_erases(&mut self, count: u32) {
         self.erase_failures += count;
+    }
+
+    /// Fault: every wipe of the machine named `hostname` takes `erase_ms` (a full overwrite of large disks, which
+    /// MAAS runs when neither secure nor quick erase applies). The wipe's progress keeps MAAS's status timeout from
+    /// firing while it runs, so the machine stays DISK_ERASING until it ends.
+    pub fn slow_erases_of(&mut self, hostname: &str, erase_ms: u64) {
+        self.erase_ms_by_hostname.insert(hostname.to_owned(), erase_ms);
     }
 
     /// Fault: the next API request answers 409 (a serialisation conflict that outlived the server's retries) with
@@ -1430,10 +1440,11 @@ impl Region {
         self.log(now_ms, system_id, "", EventLevel::Info, "Disk erasing", "");
         self.set_status(now_ms, system_id, NodeStatus::DiskErasing);
         let _ = self.power_off(now_ms, system_id, bmc);
+        let erase_ms = self.erase_ms_by_hostname.get(&self.machines[system_id].hostname).copied().unwrap_or(ERASE_MS);
         let record = self.record_mut(system_id);
-        record.erase_done_ms = Some(now_ms + ERASE_MS);
+        record.erase_done_ms = Some(now_ms + erase_ms);
         // Timed like a release, with the wipe's own length on top, so the monitor ticks until it ends.
-        record.status_expires_ms = Some(now_ms + ERASE_MS + 30 * 60_000);
+        record.status_expires_ms = Some(now_ms + erase_ms + 30 * 60_000);
     }
 
     /// The wipe of an erasing machine ended at the monitor's tick: disks erased and the release goes on, or MAAS

@@ -111,6 +111,11 @@ pub enum VaultRequest {
     },
     /// Vault's `sys/capabilities-self`: what the caller's token may do on the node-secrets path.
     NodeSecretsCapabilities,
+    /// Revokes `node`'s unredeemed bootstrap tokens and nothing else (onboarding's "delete partial node row": a
+    /// token minted whose answer never reached the controller). Idempotent: answers how many went, 0 the second time.
+    RevokeBootstrapTokens {
+        node: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +137,10 @@ pub enum VaultResponse {
     },
     /// Vault's capability names (`read`, `list`, `delete`, ...), sorted.
     Capabilities(Vec<String>),
+    /// How many unredeemed bootstrap tokens a revoke removed (0 when there were none).
+    Revoked {
+        count: u32,
+    },
 }
 
 /// Errors; the HTTP status each maps to is in the comment.
@@ -151,6 +160,9 @@ pub enum VaultError {
     NoTokenPolicy,
     /// 403 (Vault's "permission denied"): the controller's policy does not grant `delete` on node secrets.
     DeleteDenied { node: String },
+    /// No answer: the store carried the request out and its answer was lost (the `token_answer_lost` fault). Never
+    /// rendered: the HTTP front end sends nothing and the caller's own timeout fires, as the fast transport's hang.
+    AnswerLost,
 }
 
 impl std::fmt::Display for VaultError {
@@ -165,6 +177,7 @@ impl std::fmt::Display for VaultError {
             VaultError::TokenExpired { token_id } => write!(f, "bootstrap token {token_id} has expired"),
             VaultError::UnknownToken => write!(f, "unknown bootstrap token"),
             VaultError::DeleteDenied { node } => write!(f, "permission denied: delete on the secrets of {node}"),
+            VaultError::AnswerLost => write!(f, "the request was carried out and its answer lost"),
         }
     }
 }
@@ -183,6 +196,8 @@ pub struct Vault {
     token_policy: bool,
     /// Whether the controller's policy grants `delete` on node secrets.
     delete_policy: bool,
+    /// Fault: per node, how many more token issuances are carried out with their answers lost.
+    lost_token_answers: BTreeMap<String, u32>,
 }
 
 impl Vault {
@@ -198,7 +213,20 @@ impl Vault {
             fail_next: 0,
             token_policy: true,
             delete_policy: true,
+            lost_token_answers: BTreeMap::new(),
         }
+    }
+
+    /// Fault: the next `count` bootstrap tokens issued for `node` are minted and stored, and their answers lost
+    /// ([`VaultError::AnswerLost`]): the controller never learns the token, which stays valid until revoked or
+    /// expired. Used up by `count` issuances.
+    pub fn lose_token_answers(&mut self, node: &str, count: u32) {
+        *self.lost_token_answers.entry(node.to_owned()).or_insert(0) += count;
+    }
+
+    /// The unredeemed bootstrap tokens of `node` (for oracles and tests).
+    pub fn unredeemed_tokens_of(&self, node: &str) -> usize {
+        self.tokens.values().filter(|row| row.node == node).count()
     }
 
     /// Fault: the controller's policy loses (or regains) `delete` on node secrets: the capability probe no longer
@@ -280,6 +308,10 @@ impl Vault {
                 self.next_token += 1;
                 let expires_ms = now_ms.saturating_add(ttl_ms);
                 self.tokens.insert(token_id.clone(), TokenRow { node: node.clone(), value: value.clone(), expires_ms });
+                if let Some(lost) = self.lost_token_answers.get_mut(&node).filter(|lost| **lost > 0) {
+                    *lost -= 1;
+                    return Err(VaultError::AnswerLost);
+                }
                 Ok(VaultResponse::Token(TokenGrant { token_id, node, value, expires_ms }))
             }
             VaultRequest::RedeemToken { value } => {
@@ -304,6 +336,11 @@ impl Vault {
                 self.tokens.retain(|_, row| row.node != node);
                 count += (before - self.tokens.len()) as u32;
                 Ok(VaultResponse::Deleted { count })
+            }
+            VaultRequest::RevokeBootstrapTokens { node } => {
+                let before = self.tokens.len();
+                self.tokens.retain(|_, row| row.node != node);
+                Ok(VaultResponse::Revoked { count: (before - self.tokens.len()) as u32 })
             }
             VaultRequest::NodeSecretsCapabilities => {
                 let mut capabilities = vec!["create", "list", "read", "update"];
@@ -378,6 +415,24 @@ mod tests {
                 source: CredentialSource::SiteDefault
             })
         );
+    }
+
+    #[test]
+    fn a_lost_token_answer_still_mints_the_token_and_a_revoke_removes_only_that_node_s_tokens() {
+        let mut vault = vault();
+        let issue = |node: &str| VaultRequest::IssueBootstrapToken { node: node.into(), ttl_ms: 60_000 };
+        vault.lose_token_answers("node-01", 1);
+        assert_eq!(vault.handle(0, issue("node-01")), Err(VaultError::AnswerLost));
+        assert_eq!(vault.unredeemed_tokens_of("node-01"), 1, "minted although its answer was lost");
+        assert!(matches!(vault.handle(0, issue("node-01")), Ok(VaultResponse::Token(_))), "used up by one issuance");
+        assert!(matches!(vault.handle(0, issue("node-02")), Ok(VaultResponse::Token(_))));
+        let put = VaultRequest::PutPowerCredential { node: Some("node-01".into()), credential: credential("root", 2) };
+        vault.handle(0, put).unwrap();
+        let revoke = || VaultRequest::RevokeBootstrapTokens { node: "node-01".into() };
+        assert_eq!(vault.handle(0, revoke()), Ok(VaultResponse::Revoked { count: 2 }));
+        assert_eq!(vault.handle(0, revoke()), Ok(VaultResponse::Revoked { count: 0 }), "idempotent");
+        assert_eq!(vault.unredeemed_tokens_of("node-02"), 1, "another node's token is kept");
+        assert!(vault.holds_secrets_of("node-01"), "the power-credential override is not the revoke's");
     }
 
     #[test]

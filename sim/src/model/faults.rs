@@ -268,6 +268,12 @@ pub enum Step {
         target: String,
         count: u32,
     },
+    /// The secrets store mints the next `count` bootstrap tokens of `target` and their answers are lost: the
+    /// controller times out on a token that exists (`render_cloud_init`'s partial node row).
+    TokenAnswerLost {
+        target: String,
+        count: u32,
+    },
     /// The region's next `count` answers are 503 with `Retry-After: retry_after_s`.
     MaasUnavailable {
         count: u32,
@@ -387,6 +393,12 @@ pub enum Step {
     /// The region's next `count` disk wipes fail ("Failed to erase disks.").
     EraseFailure {
         count: u32,
+    },
+    /// Every disk wipe of `target` takes `erase_ms` (a full overwrite of large disks), still DISK_ERASING
+    /// meanwhile.
+    EraseSlow {
+        target: String,
+        erase_ms: u64,
     },
     /// The controller's secrets policy loses `delete` on node secrets.
     SecretsDeleteDenied,
@@ -616,6 +628,7 @@ catalogue! {
         HwSyncFailure "hw_sync_failure" [target] ["hw_sync_failure"] Always;
         HwSyncStops "hw_sync_stops" [target] ["hw_sync_stops"] Always;
         SshUnreachable "ssh_unreachable" [target] ["ssh_unreachable"] Always;
+        TokenAnswerLost "token_answer_lost" [target] [] Always;
         MaasUnavailable "maas_unavailable" [] ["maas_unavailable"] Always;
         PreseedFailure "preseed_failure" [] ["preseed_failure"] Always;
         TokenPolicyMissing "token_policy_missing" [] [] Always;
@@ -644,6 +657,7 @@ catalogue! {
         AgentUnreachable "agent_unreachable" [target] ["agent_unreachable"] When { down } *down;
         InventoryUnavailable "inventory_unavailable" [] ["inventory_unavailable"] Always;
         EraseFailure "erase_failure" [] ["erase_failure"] Always;
+        EraseSlow "erase_slow" [target] [] Always;
         SecretsDeleteDenied "secrets_delete_denied" [] [] Always;
         NodeReactivated "node_reactivated" [target] [] Always;
     }

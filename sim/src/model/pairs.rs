@@ -37,6 +37,23 @@ pub fn listed_pair_workflow(pair: &str) -> Option<engine::matrix::Workflow> {
         .find(|workflow| workflow_listed_pairs(*workflow).iter().any(|listed| listed == pair))
 }
 
+/// The workflow of an implied pair: `stage/upstream_transient` (or `decommission:stage/upstream_transient`) of a row
+/// that lists other classes but retries "only a transient cause" ("yes if transient dependency", "usually no": only a
+/// transient read is retried). Such a row's transient is handled by the row (retried, its compensation run), but it
+/// is not among the 60 listed pairs coverage counts; a conformance case may declare it.
+pub fn implied_transient_pair_workflow(pair: &str) -> Option<engine::matrix::Workflow> {
+    use engine::matrix::{FailureClass, Retryability, Stage};
+    let (workflow, rest) = match pair.strip_prefix(DECOMMISSION_PAIR_PREFIX) {
+        Some(rest) => (engine::matrix::Workflow::Decommission, rest),
+        None => (engine::matrix::Workflow::Onboarding, pair),
+    };
+    let stage = rest.strip_suffix(&format!("/{}", FailureClass::UpstreamTransient.as_str()))?;
+    let stage = Stage::all().find(|known| known.workflow() == workflow && known.as_str() == stage)?;
+    let row = stage.row();
+    let transient_only = matches!(row.retryability, Retryability::TransientOnly | Retryability::UsuallyNo);
+    (transient_only && !row.failure_classes.contains(&FailureClass::UpstreamTransient)).then_some(workflow)
+}
+
 /// The recovery work a run can name, `stage/work/outcome` (decommission stages prefixed as in a pair): a stage of
 /// the workflow, a compensation of the matrix or `reseed`, and `performed`, `not_due` or `failed`.
 pub fn is_recovery_work(entry: &str) -> bool {
@@ -61,6 +78,18 @@ pub fn performed_compensation(entry: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transient_is_implied_only_where_the_row_retries_transients_and_does_not_list_them() {
+        let onboarding = Some(engine::matrix::Workflow::Onboarding);
+        assert_eq!(implied_transient_pair_workflow("render_cloud_init/upstream_transient"), onboarding);
+        assert_eq!(listed_pair_workflow("render_cloud_init/upstream_transient"), None);
+        // Listed already, another class, a row that retries everything, an unknown stage: not implied.
+        assert_eq!(implied_transient_pair_workflow("load_site_config/upstream_transient"), None);
+        assert_eq!(implied_transient_pair_workflow("render_cloud_init/hardware_mismatch"), None);
+        assert_eq!(implied_transient_pair_workflow("decommission:render_cloud_init/upstream_transient"), None);
+        assert_eq!(implied_transient_pair_workflow("no_such_stage/upstream_transient"), None);
+    }
 
     #[test]
     fn the_listed_matrix_pairs_are_the_onboarding_table() {

@@ -1028,6 +1028,9 @@ fn parse_stage_trigger(
 /// script slower than that never reports before the status monitor fails the commissioning.
 pub(crate) const COMMISSIONING_SLOW_INTERVAL_MAX_MS: u64 = fakes::maas::region::NODE_TIMEOUT_MIN * 60_000;
 
+/// The longest wipe `erase_slow` may ask for: a day.
+pub(crate) const ERASE_SLOW_MAX_MS: u64 = 24 * 60 * 60_000;
+
 pub(crate) fn validate_step(
     source: &Source,
     key: &str,
@@ -1106,9 +1109,12 @@ pub(crate) fn validate_step(
         Step::StartRollout { revision } if revision.is_empty() || revision == PRIOR_REVISION => {
             Some(format!("{key}.revision: must name a new revision (the fleet runs {PRIOR_REVISION})"))
         }
-        Step::MaasUnavailable { count: 0, .. } | Step::VaultUnavailable { count: 0 } => {
-            Some(format!("{key}.count: must be at least 1"))
-        }
+        Step::MaasUnavailable { count: 0, .. }
+        | Step::VaultUnavailable { count: 0 }
+        | Step::TokenAnswerLost { count: 0, .. } => Some(format!("{key}.count: must be at least 1")),
+        Step::EraseSlow { erase_ms, .. } if *erase_ms == 0 || *erase_ms > ERASE_SLOW_MAX_MS => Some(format!(
+            "{key}.erase_ms: {erase_ms} must be from 1 to {ERASE_SLOW_MAX_MS} (a day: a full overwrite of the largest disks)"
+        )),
         Step::CommissioningSlow { event_interval_ms: 0, .. } => {
             Some(format!("{key}.event_interval_ms: must be at least 1 (a slow commissioning still takes time)"))
         }
@@ -1177,6 +1183,7 @@ pub(crate) fn validate_step(
         | Step::HwSyncFailure { .. }
         | Step::HwSyncStops { .. }
         | Step::SshUnreachable { .. }
+        | Step::TokenAnswerLost { .. }
         | Step::MaasUnavailable { .. }
         | Step::PreseedFailure { .. }
         | Step::TokenPolicyMissing
@@ -1203,6 +1210,7 @@ pub(crate) fn validate_step(
         | Step::AgentUnreachable { .. }
         | Step::InventoryUnavailable { .. }
         | Step::EraseFailure { .. }
+        | Step::EraseSlow { .. }
         | Step::SecretsDeleteDenied
         | Step::NodeReactivated { .. } => None,
     };
@@ -1298,11 +1306,13 @@ fn resolve_expect(source: &Source, file: &ExpectFile) -> Result<Expectations, Sp
     }
     let mut matrix_pairs = Vec::new();
     for pair in &file.matrix_pairs {
-        if crate::model::pairs::listed_pair_workflow(pair.get_ref()).is_none() {
+        let pairs = crate::model::pairs::listed_pair_workflow(pair.get_ref())
+            .or_else(|| crate::model::pairs::implied_transient_pair_workflow(pair.get_ref()));
+        if pairs.is_none() {
             return Err(source.error_at(
                 Some(pair.span()),
                 format!(
-                    "expect.matrix_pairs: \"{}\" is not a pair the recovery matrix lists (stage/failure_class, decommission:stage/failure_class; see docs/recovery-matrix.md)",
+                    "expect.matrix_pairs: \"{}\" is not a pair the recovery matrix lists or implies (stage/failure_class, decommission:stage/failure_class; see docs/recovery-matrix.md)",
                     pair.get_ref()
                 ),
             ));
@@ -1479,7 +1489,7 @@ nodes = 2
         let pair = err(&format!("{site}\n[expect]\nmatrix_pairs = [\"commission_node/hardware_mismatch\"]\n"));
         assert!(pair.starts_with("s.toml:14:"), "{pair}");
         assert!(
-            pair.contains("\"commission_node/hardware_mismatch\" is not a pair the recovery matrix lists"),
+            pair.contains("\"commission_node/hardware_mismatch\" is not a pair the recovery matrix lists or implies"),
             "{pair}"
         );
         let ok = parse_scenario(

@@ -207,30 +207,65 @@ fn case_outcome(file: String, declared: &[String], record: &RunRecord) -> CaseOu
     }
 }
 
-/// Coverage of the listed pairs by the passing cases' declarations.
+/// The workflow a section 7 condition is proved in: an agent enrolling late and an operator moving the machine in
+/// MAAS are onboarding's cases, a machine that reappears with another state is a decommission's.
+fn condition_workflow(condition: engine::matrix::OutOfBandCondition) -> engine::matrix::Workflow {
+    use engine::matrix::{OutOfBandCondition as C, Workflow};
+    match condition {
+        C::LateAgentEnrollment | C::OperatorChangedMaasState => Workflow::Onboarding,
+        C::MachineReappearedWithDifferentState => Workflow::Decommission,
+    }
+}
+
+/// The workflow whose row names a compensation.
+fn compensation_workflow(compensation: engine::matrix::Compensation) -> Option<engine::matrix::Workflow> {
+    engine::matrix::Stage::all()
+        .find(|stage| stage.row().compensation == Some(compensation))
+        .map(|stage| stage.workflow())
+}
+
+/// Coverage of the listed pairs by the passing cases' declarations, and of the other three kinds (section 6's
+/// timeouts, section 7's conditions, the Compensation column) by what the passing cases assert, each for the
+/// workflows the cases address. The suite passes when every case passes and all four kinds are covered in full.
 pub fn judge(dir: &Path, cases: Vec<CaseOutcome>) -> ConformanceReport {
+    use crate::model::pairs::{implied_transient_pair_workflow, listed_pair_workflow};
     let workflows: std::collections::BTreeSet<engine::matrix::Workflow> = cases
         .iter()
-        .flat_map(|case| case.declared.iter().filter_map(|pair| crate::model::pairs::listed_pair_workflow(pair)))
+        .flat_map(|case| {
+            case.declared.iter().filter_map(|pair| listed_pair_workflow(pair).or(implied_transient_pair_workflow(pair)))
+        })
         .collect();
-    let listed: Vec<String> = workflows.into_iter().flat_map(crate::model::pairs::workflow_listed_pairs).collect();
+    let listed: Vec<String> = workflows.iter().copied().flat_map(crate::model::pairs::workflow_listed_pairs).collect();
     let (covered, uncovered): (Vec<String>, Vec<String>) =
         listed.iter().cloned().partition(|pair| cases.iter().any(|case| case.passed && case.declared.contains(pair)));
     let passing: Vec<&CaseOutcome> = cases.iter().filter(|case| case.passed).collect();
+    let addressed = |workflow: Option<engine::matrix::Workflow>| workflow.is_some_and(|w| workflows.contains(&w));
     let mut kinds = BTreeMap::new();
-    let timeouts = engine::matrix::TimeoutKind::ALL.iter().map(|kind| kind.as_str().to_owned()).collect();
+    let timeouts = engine::matrix::TimeoutKind::ALL
+        .iter()
+        .filter(|_| addressed(Some(engine::matrix::Workflow::Onboarding)))
+        .map(|kind| kind.as_str().to_owned())
+        .collect();
     kinds.insert(
         "timeouts".to_owned(),
         KindCoverage::of(timeouts, |kind| passing.iter().any(|case| case.timeouts.iter().any(|t| t == kind))),
     );
-    let conditions = engine::matrix::OutOfBandCondition::ALL.iter().map(|c| c.as_str().to_owned()).collect();
+    let conditions = engine::matrix::OutOfBandCondition::ALL
+        .iter()
+        .filter(|condition| addressed(Some(condition_workflow(**condition))))
+        .map(|c| c.as_str().to_owned())
+        .collect();
     kinds.insert(
         "conditions".to_owned(),
         KindCoverage::of(conditions, |condition| {
             passing.iter().any(|case| case.conditions.iter().any(|c| c == condition))
         }),
     );
-    let compensations = engine::matrix::Compensation::ALL.iter().map(|c| c.as_str().to_owned()).collect();
+    let compensations = engine::matrix::Compensation::ALL
+        .iter()
+        .filter(|compensation| addressed(compensation_workflow(**compensation)))
+        .map(|c| c.as_str().to_owned())
+        .collect();
     kinds.insert(
         "compensations".to_owned(),
         KindCoverage::of(compensations, |compensation| {
@@ -241,9 +276,8 @@ pub fn judge(dir: &Path, cases: Vec<CaseOutcome>) -> ConformanceReport {
             })
         }),
     );
-    // The pairs decide the verdict; the other kinds' coverage is reported beside them (`docs/recovery-matrix.md`
-    // says which are not yet full, and why).
-    let passed = uncovered.is_empty() && cases.iter().all(|case| case.passed);
+    let kinds_full = kinds.values().all(|coverage| coverage.uncovered.is_empty());
+    let passed = uncovered.is_empty() && kinds_full && cases.iter().all(|case| case.passed);
     ConformanceReport {
         schema_version: SCHEMA_VERSION,
         tool_version: runner::TOOL_VERSION.to_owned(),
@@ -368,6 +402,45 @@ mod tests {
         assert!(text.contains("coverage      1/39"), "{text}");
         assert!(text.contains("reproduce: fleetsim run b.toml --seed 1"), "{text}");
         assert!(text.contains("uncovered     wait_for_ready/hardware_mismatch"), "{text}");
+    }
+
+    /// Every onboarding pair covered by passing cases, and still a FAIL while one compensation, one timeout or one
+    /// condition is asserted by no passing case; full only when all four kinds are.
+    #[test]
+    fn the_suite_fails_while_any_kind_is_not_full() {
+        let onboarding = crate::model::pairs::workflow_listed_pairs(engine::matrix::Workflow::Onboarding);
+        let full = || {
+            let mut all = case("all.toml", &onboarding.iter().map(String::as_str).collect::<Vec<_>>(), true);
+            all.timeouts = engine::matrix::TimeoutKind::ALL.iter().map(|k| k.as_str().to_owned()).collect();
+            all.conditions = vec!["late_agent_enrollment".into(), "operator_changed_maas_state".into()];
+            all.recovery_work = [
+                "ensure_pxe_interface_auto/unlink_relink_interface/performed",
+                "render_cloud_init/delete_partial_node_row/performed",
+                "deploy_via_maas/release_to_ready_if_deploy_started/performed",
+                "wait_for_deployed/release_to_ready/performed",
+                "recover_for_datasource_retry/abort_release_to_clean_deployable_state/performed",
+            ]
+            .map(str::to_owned)
+            .to_vec();
+            all
+        };
+        let report = judge(Path::new("cases"), vec![full()]);
+        assert!(report.passed, "{}", render_text(&report));
+        assert_eq!(report.kinds["compensations"].figure(), "5/5", "onboarding's compensations only");
+        assert_eq!(report.kinds["conditions"].figure(), "2/2");
+
+        let mut one_not_due = full();
+        one_not_due.recovery_work[1] = "render_cloud_init/delete_partial_node_row/not_due".into();
+        let report = judge(Path::new("cases"), vec![one_not_due]);
+        assert!(!report.passed && report.uncovered.is_empty());
+        assert!(render_text(&report).contains("uncovered     compensations: delete_partial_node_row"));
+
+        let mut no_timeout = full();
+        no_timeout.timeouts.pop();
+        assert!(!judge(Path::new("cases"), vec![no_timeout]).passed);
+        let mut no_condition = full();
+        no_condition.conditions.clear();
+        assert!(!judge(Path::new("cases"), vec![no_condition]).passed);
     }
 
     #[test]

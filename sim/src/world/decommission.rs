@@ -23,7 +23,12 @@ use crate::model::faults::{DeathPoint, DeathSubsystem};
 use crate::observe::trace::Body;
 use crate::world::controller::SimJournal;
 use crate::world::net::HostId;
+use crate::world::site::{SiteMaas, SiteSecretsPort};
 use crate::world::{CONTROLLER_ID, HUB_ID, SimClock, SimSignals, World};
+
+/// The decommission driver over the controller's adapters.
+pub(crate) type ControllerDecommissionPorts<'a> =
+    DecommissionPorts<'a, SimClock, SiteMaas, SiteSecretsPort, SimFleet, SimJournal, SimSignals>;
 
 /// How long the hub waits for a node agent to take a task before it answers that the agent is unreachable.
 pub const TASK_DISPATCH_TIMEOUT_MS: u64 = 60_000;
@@ -251,16 +256,31 @@ impl World {
         machine: &str,
         start_at: Option<engine::matrix::DecommissionStage>,
     ) -> engine::decommission::driver::DecommissionOutcome {
-        let world = self.clone();
-        let onboarding = world.spec.onboarding.clone().expect("a site run");
-        let request = DecommissionRequest {
+        let request = self.decommission_request(machine);
+        self.with_decommission_ports(&request, async |ports| ports.run_decommission_from(&request, start_at).await)
+            .await
+    }
+
+    /// `machine`'s decommission as the controller runs it.
+    pub(crate) fn decommission_request(&self, machine: &str) -> DecommissionRequest {
+        let onboarding = self.spec.onboarding.clone().expect("a site run");
+        DecommissionRequest {
             workflow: crate::model::ids::decommission_workflow_id(machine),
             node: machine.to_owned(),
             hostname: machine.to_owned(),
             poll_ms: onboarding.poll_ms,
             retry: RetryPolicy::default(),
             site_policy: onboarding.site_policy(),
-        };
+        }
+    }
+
+    /// Lends the controller's decommission adapters for `request` to `body`.
+    pub(crate) async fn with_decommission_ports<T>(
+        self: &Rc<Self>,
+        request: &DecommissionRequest,
+        body: impl AsyncFnOnce(&ControllerDecommissionPorts<'_>) -> T,
+    ) -> T {
+        let world = self.clone();
         let ports = DecommissionPorts {
             clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
             maas: &world.site_maas(CONTROLLER_ID, &request.workflow),
@@ -269,7 +289,7 @@ impl World {
             journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
             signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
         };
-        ports.run_decommission_from(&request, start_at).await
+        body(&ports).await
     }
 
     /// Reads the journal for the controller's restart.

@@ -68,12 +68,12 @@ impl World {
             match next {
                 NextStep::Nothing => return,
                 NextStep::Compensate { stage, compensation } => {
-                    world.compensate_resting(workflow, &target, stage, compensation, &onboarding_running).await;
+                    world.compensate_resting(&target, stage, compensation, &onboarding_running).await;
                     return;
                 }
                 // `restart_clean`: "explicitly compensate/reset progress, then start again".
                 NextStep::CompensateThenRun { stage, compensation } => {
-                    world.compensate_resting(workflow, &target, stage, compensation, &onboarding_running).await;
+                    world.compensate_resting(&target, stage, compensation, &onboarding_running).await;
                 }
                 NextStep::Run => {}
             }
@@ -157,20 +157,25 @@ impl World {
     /// The resting stage's compensation of a `cancel` or a `restart_clean`, by the workflow's driver
     /// (`compensate_cancelled`: after a fresh read, journaled and traced as `recovery_work`). A decommission's
     /// compensations are its failures' own (quarantine on a failed validation, revert to retired on a failed
-    /// uninstall, the no-erase fallback): none is an operator action's to make, and nothing is done.
+    /// uninstall, the no-erase fallback): none is an operator action's to make; nothing is done, and the driver
+    /// journals and traces that (`record_cancel_uncompensated`, recovery work `not_due`).
     async fn compensate_resting(
         self: &Rc<Self>,
-        workflow: Workflow,
         machine: &str,
         stage: engine::matrix::Stage,
         compensation: engine::matrix::Compensation,
         running: &Rc<RefCell<BTreeSet<String>>>,
     ) {
-        let engine::matrix::Stage::Onboarding(stage) = stage else {
-            let detail =
-                format!("{} is the decommission's own compensation, not an operator action's", compensation.as_str());
-            tracing::info!(%machine, ?workflow, %detail, "the operator action compensates nothing");
-            return;
+        let stage = match stage {
+            engine::matrix::Stage::Onboarding(stage) => stage,
+            engine::matrix::Stage::Decommission(stage) => {
+                let request = self.decommission_request(machine);
+                self.with_decommission_ports(&request, async |ports| {
+                    ports.record_cancel_uncompensated(&request, stage, compensation).await
+                })
+                .await;
+                return;
+            }
         };
         while !running.borrow_mut().insert(machine.to_owned()) {
             tokio::time::sleep(std::time::Duration::from_millis(IN_FLIGHT_POLL_MS)).await;

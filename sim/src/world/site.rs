@@ -676,6 +676,9 @@ impl World {
                 }
             }),
             Step::VaultUnavailable { count } => site.set_fault(|_, model| model.vault.fail_next(*count)),
+            Step::TokenAnswerLost { target, count } => {
+                site.set_fault(|_, model| model.vault.lose_token_answers(target, *count))
+            }
             Step::PowerCredentialMissing { target } => site.set_fault(|_, model| {
                 model.vault.remove_power_credential(target);
             }),
@@ -703,6 +706,9 @@ impl World {
             Step::SiteDisabled => site.set_fault(|_, model| model.vault.set_site_value("enabled", "false")),
             Step::SecretsDeleteDenied => site.set_fault(|_, model| model.vault.set_delete_policy(false)),
             Step::EraseFailure { count } => site.set_fault(|_, model| model.region.fail_next_erases(*count)),
+            Step::EraseSlow { target, erase_ms } => {
+                site.set_fault(|_, model| model.region.slow_erases_of(target, *erase_ms))
+            }
             Step::AllocationStuck { target, count } => {
                 site.set_fault(|state, _| state.inventory.stick_allocations(target, *count))
             }
@@ -1349,6 +1355,8 @@ pub(crate) fn secrets_error(error: VaultError) -> SecretsError {
         }
         VaultError::NoTokenPolicy => SecretsError::Unsupported(error.to_string()),
         VaultError::DeleteDenied { .. } => SecretsError::Refused(error.to_string()),
+        // `ask` turns a lost answer into the caller's timeout before it gets here.
+        VaultError::AnswerLost => SecretsError::Transport(TransportError::Timeout),
     }
 }
 
@@ -1373,8 +1381,12 @@ impl SimSiteSecrets {
     async fn ask(&self, request: VaultRequest) -> Result<VaultResponse, SecretsError> {
         let world = &self.world;
         let answer = world
-            .call(self.from, world.site().host, world.spec.engine.call_timeout_ms, move |world| {
-                world.at_site(|site, now_ms, events| site.handle_vault(now_ms, request, events))
+            .call_with(self.from, world.site().host, world.spec.engine.call_timeout_ms, move |world| {
+                match world.at_site(|site, now_ms, events| site.handle_vault(now_ms, request, events)) {
+                    // The store carried it out; its answer never arrives, and the caller times out.
+                    Err(VaultError::AnswerLost) => Delivery::Hang,
+                    answer => Delivery::Reply(answer),
+                }
             })
             .await?;
         answer.map_err(secrets_error)
@@ -1421,6 +1433,13 @@ impl port::SiteSecrets for SimSiteSecrets {
         match self.ask(VaultRequest::DeleteNodeSecrets { node: node.to_owned() }).await? {
             VaultResponse::Deleted { count } => Ok(count),
             _ => Err(unexpected("delete")),
+        }
+    }
+
+    async fn revoke_bootstrap_tokens(&self, node: &str) -> Result<u32, SecretsError> {
+        match self.ask(VaultRequest::RevokeBootstrapTokens { node: node.to_owned() }).await? {
+            VaultResponse::Revoked { count } => Ok(count),
+            _ => Err(unexpected("revoke")),
         }
     }
 }
@@ -1682,6 +1701,12 @@ impl port::SiteSecrets for SiteSecretsPort {
         match self {
             SiteSecretsPort::Fast(inner) => inner.delete_node_secrets(node).await,
             SiteSecretsPort::Wire(wire) => wire.secrets.delete_node_secrets(node).await,
+        }
+    }
+    async fn revoke_bootstrap_tokens(&self, node: &str) -> Result<u32, SecretsError> {
+        match self {
+            SiteSecretsPort::Fast(inner) => inner.revoke_bootstrap_tokens(node).await,
+            SiteSecretsPort::Wire(wire) => wire.secrets.revoke_bootstrap_tokens(node).await,
         }
     }
 }

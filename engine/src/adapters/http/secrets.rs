@@ -214,6 +214,16 @@ impl<T: HttpTransport> SiteSecrets for SecretsClient<T> {
             .and_then(|count| u32::try_from(count).ok())
             .ok_or_else(|| unexpected(what))
     }
+
+    async fn revoke_bootstrap_tokens(&self, node: &str) -> Result<u32, SecretsError> {
+        let what = "revoke";
+        let request = self.json_request(Method::Post, "/v1/auth/bootstrap/revoke", &json!({ "node": node }));
+        let body = self.call(request, what).await?;
+        body.get("revoked")
+            .and_then(Value::as_u64)
+            .and_then(|count| u32::try_from(count).ok())
+            .ok_or_else(|| unexpected(what))
+    }
 }
 
 #[cfg(test)]
@@ -355,6 +365,16 @@ pub(crate) mod tests {
         );
         let stub = Stub::answering(vec![json(200, json!({"unexpected": true}))]);
         assert!(matches!(now(client(&stub).delete_node_secrets("n1")), Err(SecretsError::Refused(_))));
+    }
+
+    #[test]
+    fn a_revoke_posts_the_node_and_reads_how_many_tokens_went() {
+        let stub = Stub::answering(vec![json(200, json!({"revoked": 2})), json(200, json!({"revoked": "two"}))]);
+        assert_eq!(now(client(&stub).revoke_bootstrap_tokens("n1")), Ok(2));
+        let request = stub.requests.borrow()[0].clone();
+        assert_eq!(request.path_and_query, "/v1/auth/bootstrap/revoke");
+        assert_eq!(serde_json::from_slice::<Value>(&request.body).unwrap(), json!({"node": "n1"}));
+        assert!(matches!(now(client(&stub).revoke_bootstrap_tokens("n1")), Err(SecretsError::Refused(_))));
     }
 
     #[test]
