@@ -25,6 +25,7 @@ const SCENARIOS: &[&str] = &[
     "legacy-rollout-without-faults-breaks-the-rcca-invariants.toml",
     "maas-commissioning-2026-07-20-under-the-matrix.toml",
     "maas-commissioning-2026-07-20.toml",
+    "onboarding-commissioning-a-wedged-region-never-started-is-commissioned-afresh.toml",
     "onboarding-controller-killed-after-a-checkpoint-reruns-and-completes.toml",
     "onboarding-controller-killed-after-the-deploy-call-adopts-the-deploy.toml",
     "onboarding-controller-killed-before-completion-adopts-the-deployed-machine.toml",
@@ -499,6 +500,35 @@ fn two_machines_deploy_through_maas_and_enrol_their_agents() {
 fn onboarding<'a>(trace: &'a [String], event: &str) -> Vec<&'a String> {
     let needle = format!("\"event\":\"{event}\"");
     events(trace, "engine.onboarding").into_iter().filter(|l| l.contains(&needle)).collect()
+}
+
+/// A commissioning the wedged region accepted and never started is aborted, after fresh reads of the machine, its
+/// events and the region's services, once the region is healthy, and commissioned afresh: New → Commissioning →
+/// New → Commissioning → Ready, never Failed commissioning, and the onboarding completes.
+#[test]
+fn onboarding_commissioning_a_wedged_region_never_started_is_commissioned_afresh() {
+    let (record, trace) =
+        run_file("onboarding-commissioning-a-wedged-region-never-started-is-commissioned-afresh.toml");
+    assert!(record.violations.is_empty(), "{:#?}", record.violations);
+    let requests = events(&trace, "site.request");
+    let at = |op: &str| requests.iter().position(|l| l.contains(&format!("\"op\":\"{op}\"")) && t_of(l) > 1_210_000);
+    let abort = at("abort").expect("the never-started commissioning is aborted");
+    assert_eq!(requests.iter().filter(|l| l.contains("\"op\":\"abort\"")).count(), 1);
+    let commission = at("commission").expect("and commissioned afresh");
+    assert!(abort < commission, "aborted, then commissioned");
+    let before = &requests[..abort];
+    for op in ["\"op\":\"read\"", "\"op\":\"events\"", "\"op\":\"regioncontrollers\""] {
+        assert!(before.iter().any(|l| t_of(l) > 1_210_000 && l.contains(op)), "{op} before the abort");
+    }
+    let observed = onboarding(&trace, "observed");
+    assert!(observed.iter().any(|l| l.contains("commissioning never started")), "{observed:?}");
+    let statuses: Vec<String> = events(&trace, "site.status")
+        .iter()
+        .map(|l| l.split("\"to\":\"").nth(1).unwrap().split('"').next().unwrap().to_owned())
+        .take(5)
+        .collect();
+    assert_eq!(statuses, ["new", "commissioning", "new", "commissioning", "ready"]);
+    assert_eq!(onboarding(&trace, "completed").len(), 1);
 }
 
 #[test]

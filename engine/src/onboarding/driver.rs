@@ -24,7 +24,7 @@ use crate::onboarding::legacy::LegacyConfig;
 use crate::onboarding::record::{OnboardHistory, OnboardRecord};
 use crate::onboarding::stages::StageCursor;
 use crate::onboarding::stall::UnknownMachine;
-use crate::ports::events::{RecoveryWork, WorkOutcome, WorkflowEvent};
+use crate::ports::events::{Evidence, RecoveryWork, WorkOutcome, WorkflowEvent};
 use crate::ports::site::{
     MaasApi, MaasError, Machine, MachineStatus, NewMachine, Resolver, SiteSecrets, StageTimeouts,
 };
@@ -129,6 +129,9 @@ struct RunState {
     interrupted_after_deploy: bool,
     /// This run adopted the deploy a dead controller sent: the commissioning wait is already behind the machine.
     deploy_adopted: bool,
+    /// A failure of this run named an unhealthy region workflow service: a commissioning MAAS accepted meanwhile may
+    /// never have started.
+    region_workflow_unhealthy: bool,
     /// The stage attempt under way found its checkpoint already satisfied and adopted it (reported with its
     /// `stage_done`).
     adopted: bool,
@@ -211,6 +214,8 @@ where
                 }
                 Err(failure) => failure,
             };
+            state.region_workflow_unhealthy |=
+                failure.evidence.iter().any(|evidence| matches!(evidence, Evidence::RegionService { .. }));
             // A failed deploy is classified from MAAS's events first (best effort); a datasource failure gets its own
             // bounded recovery (back to a clean deployable state, then deploy again), whose next attempt the detour
             // starts if the matrix retries.
@@ -642,6 +647,30 @@ where
         Ok(needs_action)
     }
 
+    /// Before a commissioning is adopted again after its wait failed: one that MAAS accepted and never started (no PXE
+    /// boot since its "Commissioning" event: a region whose workflow engine was wedged never dispatched its power
+    /// action) is aborted, once the region's workflow service is healthy again, so that `commission_node` commissions
+    /// afresh instead of waiting on it until MAAS's own timeout. While the region is still unhealthy the commissioning
+    /// is left as it is (a new one would not start either); a failed read leaves it too.
+    async fn restart_undispatched_commissioning(&self, workflow: &str, system_id: &str) -> Result<(), StageFailure> {
+        let Ok(machine) = self.maas.machine(system_id).await else { return Ok(()) };
+        if machine.status != MachineStatus::Commissioning {
+            return Ok(());
+        }
+        let Ok(events) = self.maas.events(system_id, None).await else { return Ok(()) };
+        if !judge::commissioning_never_dispatched(&events) {
+            return Ok(());
+        }
+        match self.maas.region_services().await {
+            Ok(services) if judge::unhealthy_workflow_service(&services).is_none() => {}
+            _ => return Ok(()),
+        }
+        self.maas.abort(system_id).await.map_err(|error| judge::maas(&error))?;
+        let value = format!("{system_id}'s commissioning never started (no PXE boot since it was accepted): aborted");
+        self.emit(workflow, WorkflowEvent::Observed { what: "commissioning".to_owned(), value });
+        Ok(())
+    }
+
     /// The discovery poll after a create: within the stall window the machine's events show either MAAS's power
     /// action failing or the machine's PXE boot; a stranger MAAS enlisted on this node's BMC means the node booted
     /// with MACs MAAS does not know; silence is a discovery failure.
@@ -779,6 +808,9 @@ where
                         return Ok(());
                     }
                     self.release_earlier_deploy(request, state).await?;
+                }
+                if state.region_workflow_unhealthy {
+                    self.restart_undispatched_commissioning(workflow, &system_id).await?;
                 }
                 if !self.refreshed_needs_action(stage, state).await? {
                     return Ok(());

@@ -135,6 +135,20 @@ pub fn discovery(events: &[MaasEvent]) -> Option<Result<(), StageFailure>> {
     events.iter().any(|event| event.text == "Performing PXE boot").then_some(Ok(()))
 }
 
+/// Whether the newest commissioning in MAAS's events (newest first) never started: no PXE boot and no power failure
+/// since its "Commissioning" event. Unknown (no such event) is not "never".
+pub fn commissioning_never_dispatched(events: &[MaasEvent]) -> bool {
+    for event in events {
+        match event.text.as_str() {
+            "Commissioning" => return true,
+            "Performing PXE boot" => return false,
+            _ if power_failure(std::slice::from_ref(event)).is_some() => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// A stranger MAAS enlisted on the node's BMC during discovery: the node booted with MACs MAAS does not know.
 pub fn discovery_stranger(system_id: &str, stranger: UnknownMachine) -> StageFailure {
     let mut failure = StageFailure::new(
@@ -1148,6 +1162,27 @@ mod tests {
             (failure.class, failure.error.as_str()),
             (F::DeployCloudInitFailure, "Deployed not reached within 1000 ms")
         );
+    }
+
+    #[test]
+    fn a_commissioning_never_dispatched_has_no_pxe_boot_and_no_power_failure_since_it_was_accepted() {
+        let event = |text: &str, level: &str| MaasEvent {
+            id: 0,
+            level: level.into(),
+            text: text.into(),
+            description: String::new(),
+        };
+        let accepted = [event("Commissioning", "INFO"), event("User starting node commissioning", "DEBUG")];
+        assert!(commissioning_never_dispatched(&accepted));
+        let booted = [event("Performing PXE boot", "INFO"), event("Commissioning", "INFO")];
+        assert!(!commissioning_never_dispatched(&booted));
+        let power = [event("Failed to power cycle node", "ERROR"), event("Commissioning", "INFO")];
+        assert!(!commissioning_never_dispatched(&power), "a power failure is its own diagnosis");
+        // The newest commissioning counts: an older one that booted says nothing of it.
+        let again =
+            [event("Commissioning", "INFO"), event("Performing PXE boot", "INFO"), event("Commissioning", "INFO")];
+        assert!(commissioning_never_dispatched(&again));
+        assert!(!commissioning_never_dispatched(&[]), "no event: unknown, not never");
     }
 
     #[test]
