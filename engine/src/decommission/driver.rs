@@ -623,6 +623,9 @@ mod tests {
             }
             async fn sleep_ms(&self, duration_ms: u64) {
                 self.0.set(self.0.get() + duration_ms);
+                // Every wait and retry of a decommission is bounded: a run past a virtual week never ends (a retry
+                // bound broken in `decide` would spin here for ever; cargo-mutants found that, docs/testing.md).
+                assert!(self.0.get() < 7 * 24 * 3_600_000, "the run's virtual clock passed a week: an unbounded loop");
             }
         }
 

@@ -88,14 +88,14 @@ pub enum BmcAnswer {
 }
 
 /// The class of a MAAS error: no answer or 503 is transient (unless it names the BMC and `bmc` says that is the
-/// BMC's failure); 404 means the machine went away under the workflow and 409 an illegal transition (MAAS's state is
-/// not what the workflow believed), both `state_ambiguity`; any other answer is transient.
+/// BMC's failure); 401 and 403 a key a person must fix; 404 means the machine went away under the workflow and 409 an
+/// illegal transition (MAAS's state is not what the workflow believed), both `state_ambiguity`; any other answer is
+/// transient.
 pub fn maas_class(error: &MaasError, bmc: BmcAnswer) -> FailureClass {
     match error {
         MaasError::Http { status: 503, message, .. } if bmc == BmcAnswer::PowerFailure && names_the_bmc(message) => {
             FailureClass::BmcPowerFailure
         }
-        _ if error.is_transient() => FailureClass::UpstreamTransient,
         // A key MAAS does not accept (wrong, regenerated, revoked) or one without the rights: no retry fixes it
         // (`load_site_config`'s manual-intervention boundary, "invalid token").
         MaasError::Http { status: 401 | 403, .. } => FailureClass::InputConfigError,

@@ -388,6 +388,20 @@ fn a_failed_deploy_classification_falls_back_to_a_generic_deploy_failure() {
     assert_eq!(stop.workflow_state, WorkflowState::FailedRetryable);
     assert_eq!(stop.reason, StopReason::BestEffort);
     assert_eq!(stop.qualifier, Some(Qualifier::GenericDeployFailure));
+    assert_eq!(stop.compensation, None);
+}
+
+/// Found by cargo-mutants (`docs/testing.md`): `wait_for_deployed`'s "release back to Ready" is due as the workflow
+/// stops only after a failed deploy, not after MAAS was unreachable.
+#[test]
+fn a_deploy_that_failed_for_good_is_released_back_to_ready_as_the_workflow_stops() {
+    let stage = Stage::Onboarding(O::WaitForDeployed);
+    let last = RetryPolicy::default().attempts_max;
+    let clean = ctx(NodeState::Enrolling, Observed::AsExpected);
+    let Decision::Stop(stop) = decide(stage, F::DeployCloudInitFailure, last, &clean) else { panic!("not stopped") };
+    assert_eq!(stop.compensation, Some(Compensation::ReleaseToReady));
+    let Decision::Stop(stop) = decide(stage, F::UpstreamTransient, last, &clean) else { panic!("not stopped") };
+    assert_eq!(stop.compensation, None);
 }
 
 #[test]
