@@ -177,11 +177,6 @@ impl WorkflowState {
             other => other.as_str(),
         }
     }
-
-    /// Automation has stopped: nothing runs until a resume, a rerun or an operator.
-    pub fn is_failed(self) -> bool {
-        matches!(self, WorkflowState::FailedRetryable | WorkflowState::FailedManualIntervention)
-    }
 }
 
 /// A node's inventory state, as the "Resulting node state" columns name them (`MAAS_Node_State_Model_v1.md`, which

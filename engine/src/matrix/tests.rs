@@ -230,3 +230,25 @@ fn the_rendered_document_names_every_stage_class_and_timeout() {
     }
     assert!(markdown.contains("60 pairs in all"));
 }
+
+/// Found by cargo-mutants (`docs/testing.md`): a row lists exactly its typical classes, and each section 7 condition's
+/// name is its serde name, the one conformance cases spell.
+#[test]
+fn a_row_lists_only_its_classes_and_each_condition_is_named_as_serde_names_it() {
+    for stage in Stage::all() {
+        let row = stage.row();
+        for class in FailureClass::ALL {
+            assert_eq!(row.lists(class), row.failure_classes.contains(&class), "{} {}", stage.as_str(), class.as_str());
+        }
+    }
+    assert!(!Stage::Onboarding(OnboardingStage::RenderCloudInit).row().lists(FailureClass::UpstreamTransient));
+    let mut names = Vec::new();
+    for condition in OutOfBandCondition::ALL {
+        assert_eq!(serde_json::to_value(condition).unwrap(), serde_json::json!(condition.as_str()));
+        names.push(condition.as_str());
+    }
+    assert_eq!(
+        names,
+        ["late_agent_enrollment", "operator_changed_maas_state", "machine_reappeared_with_different_state"]
+    );
+}

@@ -1172,8 +1172,12 @@ mod tests {
             text: text.into(),
             description: String::new(),
         };
-        let accepted = [event("Commissioning", "INFO"), event("User starting node commissioning", "DEBUG")];
-        assert!(commissioning_never_dispatched(&accepted));
+        let accepted = [
+            event("Node changed status", "DEBUG"),
+            event("Commissioning", "INFO"),
+            event("User starting node commissioning", "DEBUG"),
+        ];
+        assert!(commissioning_never_dispatched(&accepted), "other events since it was accepted do not start it");
         let booted = [event("Performing PXE boot", "INFO"), event("Commissioning", "INFO")];
         assert!(!commissioning_never_dispatched(&booted));
         let power = [event("Failed to power cycle node", "ERROR"), event("Commissioning", "INFO")];
@@ -1183,6 +1187,26 @@ mod tests {
             [event("Commissioning", "INFO"), event("Performing PXE boot", "INFO"), event("Commissioning", "INFO")];
         assert!(commissioning_never_dispatched(&again));
         assert!(!commissioning_never_dispatched(&[]), "no event: unknown, not never");
+    }
+
+    /// Found by cargo-mutants (`docs/testing.md`): MAAS's power failure counts only since the newest commissioning or
+    /// deploy began, not from an earlier attempt.
+    #[test]
+    fn a_power_failure_of_an_earlier_attempt_is_not_this_one_s() {
+        let event = |text: &str, level: &str| MaasEvent {
+            id: 0,
+            level: level.into(),
+            text: text.into(),
+            description: String::new(),
+        };
+        let earlier = [
+            event("Performing PXE boot", "INFO"),
+            event("Commissioning", "INFO"),
+            event("Failed to power cycle node", "ERROR"),
+        ];
+        assert!(power_failure(&earlier).is_none());
+        let now = [event("Failed to power cycle node", "ERROR"), event("Deploying", "INFO")];
+        assert_eq!(power_failure(&now).map(|failure| failure.class), Some(FailureClass::BmcPowerFailure));
     }
 
     #[test]
