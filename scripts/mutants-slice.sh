@@ -7,10 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The files accounted for in docs/testing.md (a regex over cargo-mutants' mutant names). Widen it only together with
-# the table there.
-ACCOUNTED='^engine/src/(workflow/|matrix/mod\.rs|onboarding/(judge|stall)\.rs)'
-SHARDS=8
+# The files accounted for in docs/testing.md (a regex over cargo-mutants' mutant names): every file that
+# .cargo/mutants.toml names, each with its row there and every survivor accounted for.
+ACCOUNTED='^engine/src/'
+SHARDS=12
 VERSION=27.1.0
 
 shard=${1:-$(( $(git rev-list --count HEAD) % SHARDS ))}

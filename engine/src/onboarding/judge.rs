@@ -1207,6 +1207,11 @@ mod tests {
         assert!(power_failure(&earlier).is_none());
         let now = [event("Failed to power cycle node", "ERROR"), event("Deploying", "INFO")];
         assert_eq!(power_failure(&now).map(|failure| failure.class), Some(FailureClass::BmcPowerFailure));
+        // Only MAAS's power failure, at its ERROR level: another error, or the same words logged lower, is not one.
+        let other_error = [event("Script result failed", "ERROR"), event("Commissioning", "INFO")];
+        assert!(power_failure(&other_error).is_none());
+        let not_an_error = [event("Failed to power cycle node", "INFO"), event("Commissioning", "INFO")];
+        assert!(power_failure(&not_an_error).is_none());
     }
 
     #[test]

@@ -234,6 +234,8 @@ fn stage_after_walks_each_workflow_to_its_end_and_the_deploy_failure_back_to_the
         while let Some(next) = stage_after(stage) {
             stages.push(next.as_str());
             stage = next;
+            // A walk that does not end fails here, at once (cargo-mutants found one that spun, docs/testing.md).
+            assert!(stages.len() <= OnboardingStage::ALL.len(), "no end: {stages:?}");
         }
         stages
     };
@@ -426,6 +428,21 @@ fn act(lines: &mut Vec<String>, status: &mut WorkflowStatus, request: &OperatorR
         lines.push(record.settled(authorized.next_state).encode());
     }
     decision
+}
+
+/// Found by cargo-mutants (`docs/testing.md`): the same refused request made twice is two requests in the trail, not
+/// one settling the other (only a line that repeats a record with its actual next state settles it).
+#[test]
+fn the_same_refused_request_twice_is_two_requests() {
+    let mut lines = Vec::new();
+    let mut status = status(Stage::Onboarding(O::WaitForAgentEnrollment), WorkflowState::Running.into());
+    let resume = request(ActorRole::Operator, RecoveryAction::Resume);
+    assert!(act(&mut lines, &mut status, &resume).is_err(), "a running workflow is not resumed");
+    assert!(act(&mut lines, &mut status, &resume).is_err());
+    assert_eq!(lines[0], lines[1], "the same words twice");
+    let trail = AuditTrail::of(&status.workflow_id, lines.iter().map(String::as_str)).unwrap();
+    assert_eq!(trail.records.len(), 2);
+    assert!(trail.records.iter().all(|record| record.actual_next_state.is_none()));
 }
 
 #[test]

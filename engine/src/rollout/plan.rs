@@ -169,6 +169,12 @@ mod tests {
         let plan = plan(&slow).unwrap();
         assert_eq!(plan.lane_size, 4);
         assert!(plan.lane_bound_ms < slow.hold_lease_ms);
+        // A lane must end strictly inside the lease: a lease of exactly three waves (3 × 360 s) takes only two.
+        // Found by cargo-mutants (docs/testing.md): the bound once let a lane end on the lease's last millisecond.
+        slow.hold_lease_ms = 3 * 360_000;
+        let plan = super::plan(&slow).unwrap();
+        assert_eq!(plan.lane_size, 4, "two waves of fan-out 2");
+        assert!(plan.lane_bound_ms < slow.hold_lease_ms);
     }
 
     #[test]
@@ -179,6 +185,8 @@ mod tests {
         let mut credentials = input(50);
         credentials.credential_remaining_ms = 3_600_000;
         assert!(plan(&credentials).is_ok(), "7 lanes × 360 s = 2,520 s fits in an hour");
+        credentials.credential_remaining_ms = 2_520_000;
+        assert!(plan(&credentials).is_ok(), "a rollout that ends as the credential does still fits");
         credentials.credential_remaining_ms = 2_000_000;
         assert_eq!(
             plan(&credentials),

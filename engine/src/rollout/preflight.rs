@@ -204,12 +204,6 @@ pub enum Verdict {
     },
 }
 
-impl Verdict {
-    pub fn is_quarantined(&self) -> bool {
-        matches!(self, Verdict::Quarantined { .. })
-    }
-}
-
 /// Decodes an environment file: `KEY=VALUE` lines, no duplicates, no blank keys.
 pub fn classify_env(content: &str) -> EnvClass {
     let mut keys = BTreeMap::new();
@@ -509,6 +503,15 @@ mod tests {
             classify_env(&full_env("abc", 9)),
             EnvClass::FullInstalled { revision: "abc".into(), generation: 9 }
         );
+        // Found by cargo-mutants (docs/testing.md): a blank key and a key with a space are each malformed, and the
+        // installed set with one key more is not the installed set.
+        let recovery = "MAC_ATTESTATION_KEY=k\nMAC_STARTUP_CLEAR_HOLD=0\n";
+        for bad in ["=1", "MAC KEY=1"] {
+            let env = format!("{recovery}{bad}\n");
+            assert!(matches!(classify_env(&env), EnvClass::Malformed { .. }), "{bad}: {:?}", classify_env(&env));
+        }
+        let more = format!("{}\nMAC_EXTRA=1\n", full_env("abc", 9).trim_end());
+        assert!(!matches!(classify_env(&more), EnvClass::FullInstalled { .. }), "{:?}", classify_env(&more));
     }
 
     #[test]

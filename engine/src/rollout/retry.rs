@@ -51,7 +51,8 @@ impl Backoff {
             AttemptFailure::Transient => {
                 let exponent = attempt.saturating_sub(1).min(32);
                 let delay = self.base_ms.saturating_mul(self.factor.saturating_pow(exponent)).min(self.cap_ms);
-                let jitter_ms = if delay < 2 { 0 } else { jitter % (delay / 2) };
+                // Up to half the step; a step too short to halve gets none.
+                let jitter_ms = jitter.checked_rem(delay / 2).unwrap_or(0);
                 RetryDecision::RetryAfter { delay_ms: delay + jitter_ms }
             }
         }
@@ -87,6 +88,24 @@ mod tests {
                 RetryDecision::Exhausted,
             ]
         );
+    }
+
+    /// Found by cargo-mutants (`docs/testing.md`): the jitter is added, a delay too short to halve gets none (and
+    /// never a division by zero), and the budget is exactly each retry's step and a half.
+    #[test]
+    fn jitter_is_added_below_half_the_step_and_the_budget_is_exact() {
+        let backoff = Backoff::default();
+        assert_eq!(
+            backoff.after_failure(1, AttemptFailure::Transient, 7),
+            RetryDecision::RetryAfter { delay_ms: 1_007 }
+        );
+        assert_eq!(
+            backoff.after_failure(2, AttemptFailure::Transient, 1_003),
+            RetryDecision::RetryAfter { delay_ms: 2_003 }
+        );
+        let tiny = Backoff { base_ms: 1, factor: 1, ..backoff };
+        assert_eq!(tiny.after_failure(1, AttemptFailure::Transient, 5), RetryDecision::RetryAfter { delay_ms: 1 });
+        assert_eq!(backoff.worst_case_wait_ms(), 1_500 + 3_000 + 6_000 + 12_000);
     }
 
     #[test]
