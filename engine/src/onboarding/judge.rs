@@ -1166,12 +1166,7 @@ mod tests {
 
     #[test]
     fn a_commissioning_never_dispatched_has_no_pxe_boot_and_no_power_failure_since_it_was_accepted() {
-        let event = |text: &str, level: &str| MaasEvent {
-            id: 0,
-            level: level.into(),
-            text: text.into(),
-            description: String::new(),
-        };
+        let event = |text: &str, level: &str| event(0, level, text);
         let accepted = [
             event("Node changed status", "DEBUG"),
             event("Commissioning", "INFO"),
@@ -1193,12 +1188,7 @@ mod tests {
     /// deploy began, not from an earlier attempt.
     #[test]
     fn a_power_failure_of_an_earlier_attempt_is_not_this_one_s() {
-        let event = |text: &str, level: &str| MaasEvent {
-            id: 0,
-            level: level.into(),
-            text: text.into(),
-            description: String::new(),
-        };
+        let event = |text: &str, level: &str| event(0, level, text);
         let earlier = [
             event("Performing PXE boot", "INFO"),
             event("Commissioning", "INFO"),
