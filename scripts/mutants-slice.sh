@@ -3,7 +3,8 @@
 # set has been run and every survivor accounted for, tested in place with the engine's unit tests. Fails on a missed
 # or timed-out mutant. Installs the pinned cargo-mutants when it is missing.
 #
-# usage: scripts/mutants-slice.sh [SHARD]      SHARD in 0..SHARDS-1; default: the commit count modulo SHARDS
+# usage: scripts/mutants-slice.sh [SHARD]      SHARD in 0..SHARDS-1; default: the commit's hash modulo SHARDS (the same
+#                                             in a shallow clone as in a full one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +14,7 @@ ACCOUNTED='^engine/src/'
 SHARDS=12
 VERSION=27.1.0
 
-shard=${1:-$(( $(git rev-list --count HEAD) % SHARDS ))}
+shard=${1:-$(( 16#$(git rev-parse --short=8 HEAD) % SHARDS ))}
 if ! [[ "$shard" =~ ^[0-9]+$ ]] || (( shard >= SHARDS )); then
     echo "mutants-slice: SHARD must be 0 to $((SHARDS - 1)), not '$shard'" >&2
     exit 2
