@@ -224,7 +224,7 @@ impl Vault {
         *self.lost_token_answers.entry(node.to_owned()).or_insert(0) += count;
     }
 
-    /// The unredeemed bootstrap tokens of `node` (for oracles and tests).
+    /// The unredeemed bootstrap tokens of `node` (for tests).
     pub fn unredeemed_tokens_of(&self, node: &str) -> usize {
         self.tokens.values().filter(|row| row.node == node).count()
     }

@@ -243,7 +243,9 @@ pub fn judge(dir: &Path, cases: Vec<CaseOutcome>) -> ConformanceReport {
     let mut kinds = BTreeMap::new();
     let timeouts = engine::matrix::TimeoutKind::ALL
         .iter()
-        .filter(|_| addressed(Some(engine::matrix::Workflow::Onboarding)))
+        .filter(|kind| {
+            addressed(Some(engine::matrix::Stage::Onboarding(engine::matrix::timeout(**kind).stage).workflow()))
+        })
         .map(|kind| kind.as_str().to_owned())
         .collect();
     kinds.insert(

@@ -41,14 +41,21 @@ fn request(op: &str, system_id: Option<&str>, status: Option<u16>) -> Body {
     }
 }
 
+/// An event of node-02's onboarding workflow.
+fn on(event: OnboardingBody) -> Body {
+    Body::Onboarding { workflow: "onboard-node-02".into(), event }
+}
+
+fn failed(stage: &str, class: &str) -> Body {
+    on(OnboardingBody::StageFailed { stage: stage.into(), class: class.into(), error: "e".into() })
+}
+
+fn retrying(stage: &str) -> Body {
+    on(OnboardingBody::Retrying { stage: stage.into(), attempt: 2, delay_ms: 1 })
+}
+
 #[test]
 fn onboarding_decisions_are_judged_against_the_stage_row() {
-    let w = "onboard-node-02";
-    let on = |event: OnboardingBody| Body::Onboarding { workflow: w.into(), event };
-    let failed = |stage: &str, class: &str| {
-        on(OnboardingBody::StageFailed { stage: stage.into(), class: class.into(), error: "e".into() })
-    };
-    let retrying = |stage: &str| on(OnboardingBody::Retrying { stage: stage.into(), attempt: 2, delay_ms: 1 });
     let stopped = |stage: &str, class: &str, workflow_state: &str| {
         on(OnboardingBody::Stopped {
             stage: stage.into(),
@@ -452,11 +459,6 @@ fn a_credential_in_any_trace_line_is_caught() {
 
 #[test]
 fn recovery_work_between_a_failure_and_its_decision_must_be_the_failed_rows() {
-    let w = "onboard-node-02";
-    let on = |event: OnboardingBody| Body::Onboarding { workflow: w.into(), event };
-    let failed = |stage: &str, class: &str| {
-        on(OnboardingBody::StageFailed { stage: stage.into(), class: class.into(), error: "e".into() })
-    };
     let work = |stage: &str, work: &str| {
         on(OnboardingBody::RecoveryWork {
             stage: stage.into(),
@@ -465,7 +467,6 @@ fn recovery_work_between_a_failure_and_its_decision_must_be_the_failed_rows() {
             detail: String::new(),
         })
     };
-    let retrying = |stage: &str| on(OnboardingBody::Retrying { stage: stage.into(), attempt: 2, delay_ms: 1 });
     let events = [
         // Legal: the row's unlink/relink, then its retry; the health wait's reseed, then its retry.
         ev(1, "controller", failed("ensure_pxe_interface_auto", "hardware_mismatch")),
