@@ -22,6 +22,8 @@ use crate::matrix::{Compensation, FailureClass, NodeState, OnboardingStage, Stag
 use crate::onboarding::judge::{self, MachineWait, ToReady};
 use crate::onboarding::legacy::LegacyConfig;
 use crate::onboarding::record::{OnboardHistory, OnboardRecord};
+pub use crate::onboarding::rules::Matrix;
+use crate::onboarding::rules::Rules;
 use crate::onboarding::stages::StageCursor;
 use crate::onboarding::stall::UnknownMachine;
 use crate::ports::events::{Evidence, RecoveryWork, WorkOutcome, WorkflowEvent};
@@ -101,6 +103,8 @@ pub struct OnboardPorts<'a, C, M, R, K, H, S, J, G> {
     pub ssh: &'a S,
     pub journal: &'a J,
     pub signals: &'a G,
+    /// The decisions; production passes [`Matrix`].
+    pub rules: &'a dyn Rules,
 }
 
 /// What a run has learnt so far.
@@ -641,6 +645,9 @@ where
     /// satisfies `stage` (adopt it), `true` when the workflow is to act.
     async fn refreshed_needs_action(&self, stage: OnboardingStage, state: &mut RunState) -> Result<bool, StageFailure> {
         let system_id = state.system_id()?;
+        if !self.rules.reads_before(stage, state.attempts.get(&stage).copied().unwrap_or(1)) {
+            return Ok(true);
+        }
         let machine = self.maas.machine(&system_id).await.map_err(|error| judge::maas(&error))?;
         let needs_action = judge::needs_action(stage, &system_id, &machine, state.deploy_started)?;
         state.adopted |= !needs_action;
@@ -987,7 +994,7 @@ where
         bound_ms: u64,
     ) -> Result<Machine, StageFailure> {
         let workflow = request.workflow.as_str();
-        let stall_detection = request.policy == OnboardingPolicy::Current;
+        let stall_detection = self.rules.stall_detection(request.policy);
         let started_ms = self.clock.monotonic_ms();
         let mut wait = MachineWait::new(stage, want, bound_ms, stall_detection, request.stall_window_ms, started_ms);
         loop {

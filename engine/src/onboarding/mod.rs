@@ -6,6 +6,8 @@
 //! - [`judge`]: each stage's judgement of what the ports answered (done, adopted, or failed with which class and
 //!   evidence), [`stall`] the stall classifier ("slow is not silent", `seeds/001_5e13b5e5e5d7ab8b.txt`) and
 //!   [`legacy`] the shell-era behaviour of that incident, kept for replay. All three are pure.
+//! - [`rules`]: the driver's decisions behind one seam ([`rules::Matrix`] in production), so a test can put a
+//!   historical defect in place of one.
 //! - [`driver`]: the stages run against the ports, applying what the pure code says.
 //!
 //! The decision after a failed stage is the workflow core's ([`crate::workflow::decide`]), shared with
@@ -15,5 +17,6 @@ pub mod driver;
 pub mod judge;
 pub mod legacy;
 pub mod record;
+pub mod rules;
 pub mod stages;
 pub mod stall;

@@ -22,9 +22,11 @@ use crate::ports::{
 use crate::rollout::holds::HoldOwner;
 use crate::rollout::journal::{self, Adopted, Record};
 use crate::rollout::lane::{LaneVerdict, NodeMachine, NodeState, NodeStep, lane_verdict, operation_id};
-use crate::rollout::plan::{PhaseBounds, PlanInput, plan};
+use crate::rollout::plan::{PhaseBounds, PlanInput};
 use crate::rollout::preflight::{self, Expectation, MAC_ENV, MARKER, Repair, SignatureVerifier, Verdict};
 use crate::rollout::retry::{AttemptFailure, Backoff, RetryDecision};
+pub use crate::rollout::rules::Rcca;
+use crate::rollout::rules::{InstalledIdentity, Rules, Staging};
 use crate::rollout::select::{NodeSelection, Selection};
 use crate::secret::Secret;
 
@@ -81,6 +83,8 @@ pub struct Ports<'a, C, H, S, J, G, X, K, A> {
     pub secrets: &'a K,
     pub artifacts: &'a A,
     pub verifier: &'a dyn SignatureVerifier,
+    /// Every decision; production passes [`Rcca`].
+    pub rules: &'a dyn Rules,
 }
 
 /// How a rollout ended.
@@ -100,13 +104,6 @@ fn failure_class(error: &SshError) -> AttemptFailure {
         SshError::HostKeyMismatch { .. } => AttemptFailure::IdentityChanged,
         SshError::Refused(_) => AttemptFailure::Permanent,
     }
-}
-
-/// The one canonical installed environment the controller emits.
-fn render_env(node: &str, hub_url: &str, revision: &str, generation: u64, attestation_key: &str) -> String {
-    format!(
-        "MAC_ATTESTATION_KEY={attestation_key}\nMAC_STARTUP_CLEAR_HOLD=1\nMAC_WORKER_ID={node}\nMAC_HUB_URL={hub_url}\nMAC_DEPLOYED_REVISION={revision}\nMAC_GENERATION={generation}\n"
-    )
 }
 
 /// Whether a step's effect is already visible on the node (so a replay must not run it again).
@@ -213,7 +210,7 @@ where
         error: &str,
     ) -> bool {
         let RetryDecision::RetryAfter { delay_ms } =
-            request.backoff.after_failure(*attempt, failure, self.jitter.draw())
+            self.rules.after_failure(&request.backoff, *attempt, failure, self.jitter.draw())
         else {
             return false;
         };
@@ -236,13 +233,16 @@ where
         loop {
             match self.observe(endpoint).await {
                 Ok(report) => return Ok(report),
-                Err(error) => match request.backoff.after_failure(attempt, failure_class(&error), self.jitter.draw()) {
-                    RetryDecision::RetryAfter { delay_ms } if request.policy == RolloutPolicy::Lanes => {
-                        self.clock.sleep_ms(delay_ms).await;
-                        attempt += 1;
+                Err(error) => {
+                    match self.rules.after_failure(&request.backoff, attempt, failure_class(&error), self.jitter.draw())
+                    {
+                        RetryDecision::RetryAfter { delay_ms } if request.policy == RolloutPolicy::Lanes => {
+                            self.clock.sleep_ms(delay_ms).await;
+                            attempt += 1;
+                        }
+                        _ => return Err(error),
                     }
-                    _ => return Err(error),
-                },
+                }
             }
         }
     }
@@ -259,7 +259,9 @@ where
                 return RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: RolloutEnd::Refused };
             }
         };
-        let mut selection = Selection::of(id, &request.nodes, reports, &holds, self.verifier);
+        let mut selection = Selection::of(id, &request.nodes, reports, &holds, &|observation| {
+            self.rules.classify(observation, self.verifier)
+        });
         for (node, verdict) in &selection.preflight {
             let node = node.clone();
             match verdict {
@@ -303,12 +305,14 @@ where
 
         // 3. Every capsule on every eligible node, with bounded fan-out, before anything is planned or stopped: after
         // the barrier a fetch is a protocol violation, and a node that cannot be staged is quarantined now.
-        let mut staged = Vec::with_capacity(selection.eligible.len());
-        for batch in selection.eligible.chunks(request.fan_out.max(1)) {
-            staged.extend(join_all(batch.iter().map(|endpoint| self.stage_node(request, endpoint))).await);
-        }
-        for (node, surfaces) in selection.handle_staged(staged) {
-            self.emit(id, RolloutEvent::Quarantined { node, surfaces });
+        if self.rules.staging() == Staging::BeforeQuiescence {
+            let mut staged = Vec::with_capacity(selection.eligible.len());
+            for batch in selection.eligible.chunks(request.fan_out.max(1)) {
+                staged.extend(join_all(batch.iter().map(|endpoint| self.stage_node(request, endpoint))).await);
+            }
+            for (node, surfaces) in selection.handle_staged(staged) {
+                self.emit(id, RolloutEvent::Quarantined { node, surfaces });
+            }
         }
 
         // 4. Authenticated repairs, one node at a time under a deployment dispatch hold (the fence), before the plan: a
@@ -367,7 +371,7 @@ where
             credential_remaining_ms: request.credential_remaining_ms,
             hold_lease_ms: request.hold_lease_ms.min(request.lock_lease_ms),
         };
-        let plan = match plan(&input) {
+        let plan = match self.rules.plan(&input) {
             Ok(plan) => plan,
             Err(error) => {
                 self.emit(id, RolloutEvent::PlanRefused { reason: error.to_string() });
@@ -401,7 +405,7 @@ where
         }
 
         // 8. The epoch pins every member against expiry before the first stop.
-        let members: Vec<String> = plan.lanes.iter().flatten().cloned().collect();
+        let members = self.rules.epoch_members(&plan.lanes);
         let Ok(epoch) = self.hub_retrying(request, || self.hub.open_epoch(&members)).await else {
             self.emit(id, RolloutEvent::Terminal { outcome: TerminalOutcome::Failed(RolloutFailure::EpochNotOpened) });
             return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: RolloutEnd::Failed };
@@ -442,10 +446,8 @@ where
                     .attestation_key(&endpoint.node)
                     .await
                     .map_err(|error| format!("repair impossible: {error}"))?;
-                vec![
-                    (MAC_ENV.to_owned(), "MAC_STARTUP_CLEAR_HOLD=0\n".to_owned()),
-                    (MAC_ENV.to_owned(), format!("MAC_ATTESTATION_KEY={}\nMAC_STARTUP_CLEAR_HOLD=0\n", key.expose())),
-                ]
+                let writes = self.rules.recovery_env_writes(key.expose());
+                writes.into_iter().map(|content| (MAC_ENV.to_owned(), content)).collect()
             }
             Repair::OperatorInspect { .. } => return Err("only an operator can repair this node".into()),
         };
@@ -553,7 +555,7 @@ where
                             AttemptFailure::Permanent
                         }
                     };
-                    match request.backoff.after_failure(attempt, failure, self.jitter.draw()) {
+                    match self.rules.after_failure(&request.backoff, attempt, failure, self.jitter.draw()) {
                         RetryDecision::RetryAfter { delay_ms } => {
                             self.clock.sleep_ms(delay_ms).await;
                             attempt += 1;
@@ -593,7 +595,7 @@ where
             adopted.fence = Some(fence);
         }
         if adopted.epoch.is_none() {
-            let members: Vec<String> = adopted.lanes.iter().flatten().cloned().collect();
+            let members = self.rules.epoch_members(&adopted.lanes);
             if let Ok(epoch) = self.hub_retrying(&request, || self.hub.open_epoch(&members)).await {
                 self.record(Record::EpochOpened { rollout: adopted.rollout.clone(), epoch }).await;
                 adopted.epoch = Some(epoch);
@@ -894,7 +896,12 @@ where
                 match self.ssh.run(endpoint, op).await {
                     Ok(_) => break,
                     Err(error) => {
-                        match request.backoff.after_failure(attempt, failure_class(&error), self.jitter.draw()) {
+                        match self.rules.after_failure(
+                            &request.backoff,
+                            attempt,
+                            failure_class(&error),
+                            self.jitter.draw(),
+                        ) {
                             RetryDecision::RetryAfter { delay_ms } => {
                                 self.clock.sleep_ms(delay_ms).await;
                                 attempt += 1;
@@ -960,6 +967,9 @@ where
                 .map(|_| ())
                 .map_err(Into::into),
             NodeStep::Install => {
+                if self.rules.staging() == Staging::AtInstall {
+                    self.stage_node(request, endpoint).await?;
+                }
                 let op = SshRequest::RunInstaller {
                     operation_id: op_id.to_owned(),
                     revision: request.revision.clone(),
@@ -984,7 +994,13 @@ where
                         &fetched
                     }
                 };
-                let env = render_env(node, &request.hub_url, &request.revision, request.generation, key.expose());
+                let env = self.rules.installed_env(&InstalledIdentity {
+                    node,
+                    hub_url: &request.hub_url,
+                    revision: &request.revision,
+                    generation: request.generation,
+                    attestation_key: key.expose(),
+                });
                 let writes = [
                     (format!("{op_id}/env"), MAC_ENV, env),
                     (format!("{op_id}/marker"), MARKER, format!("{}\n", request.revision)),

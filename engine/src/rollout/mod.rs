@@ -3,7 +3,8 @@
 //! repairs), the dispatch holds' owners, lane planning with an availability floor and a duration budget, bounded
 //! retry, the per-node state machine and lane verdicts, and the journal that lets a new controller adopt a dead one's
 //! rollout. [`driver`] runs them against the `Ssh`, `Hub`, `Journal`, `Clock`, `Signals`, `Jitter`, `Secrets` and
-//! `Artifacts` ports.
+//! `Artifacts` ports,
+//! asking [`rules::Rules`] for each decision.
 
 pub mod driver;
 pub mod holds;
@@ -12,4 +13,5 @@ pub mod lane;
 pub mod plan;
 pub mod preflight;
 pub mod retry;
+pub mod rules;
 pub mod select;

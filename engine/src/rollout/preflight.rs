@@ -204,6 +204,23 @@ pub enum Verdict {
     },
 }
 
+/// The recovery-only environment's writes, in order (the RCCA's "recovery hold precedes recovery identity"):
+/// `MAC_STARTUP_CLEAR_HOLD=0` alone, durable before the attestation key is written beside it.
+pub fn recovery_env_writes(attestation_key: &str) -> Vec<String> {
+    vec![
+        "MAC_STARTUP_CLEAR_HOLD=0\n".to_owned(),
+        format!("MAC_ATTESTATION_KEY={attestation_key}\nMAC_STARTUP_CLEAR_HOLD=0\n"),
+    ]
+}
+
+/// The one canonical installed environment the controller emits.
+pub fn render_env(identity: &crate::rollout::rules::InstalledIdentity<'_>) -> String {
+    let crate::rollout::rules::InstalledIdentity { node, hub_url, revision, generation, attestation_key } = identity;
+    format!(
+        "MAC_ATTESTATION_KEY={attestation_key}\nMAC_STARTUP_CLEAR_HOLD=1\nMAC_WORKER_ID={node}\nMAC_HUB_URL={hub_url}\nMAC_DEPLOYED_REVISION={revision}\nMAC_GENERATION={generation}\n"
+    )
+}
+
 /// Decodes an environment file: `KEY=VALUE` lines, no duplicates, no blank keys.
 pub fn classify_env(content: &str) -> EnvClass {
     let mut keys = BTreeMap::new();
@@ -492,6 +509,27 @@ mod tests {
             Verdict::Repairable { repair: Repair::RecreateRecoveryEnvHoldFirst, .. } => {}
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_recovery_env_is_written_hold_first_and_ends_recovery_only() {
+        let writes = recovery_env_writes("k");
+        assert_eq!(writes, ["MAC_STARTUP_CLEAR_HOLD=0\n", "MAC_ATTESTATION_KEY=k\nMAC_STARTUP_CLEAR_HOLD=0\n"]);
+        assert_eq!(classify_env(&writes[1]), EnvClass::RecoveryOnly);
+    }
+
+    #[test]
+    fn the_rendered_env_is_the_full_installed_identity_it_names() {
+        let identity = crate::rollout::rules::InstalledIdentity {
+            node: "worker-07",
+            hub_url: "https://hub",
+            revision: "7f3bbd12",
+            generation: 4,
+            attestation_key: "k",
+        };
+        let env = render_env(&identity);
+        assert_eq!(env, full_env("7f3bbd12", 4).replace("MAC_WORKER_ID=w", "MAC_WORKER_ID=worker-07"));
+        assert_eq!(classify_env(&env), EnvClass::FullInstalled { revision: "7f3bbd12".into(), generation: 4 });
     }
 
     #[test]

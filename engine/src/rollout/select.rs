@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::ports::{Endpoint, NodeReport, SshError};
+use crate::ports::{Endpoint, NodeObservation, NodeReport, SshError};
 use crate::rollout::holds::HoldOwner;
-use crate::rollout::preflight::{self, Contradiction, Expectation, Repair, SignatureVerifier, Verdict};
+use crate::rollout::preflight::{Contradiction, Repair, Verdict};
 use crate::secret::Secret;
 
 /// What the preflight makes of one selected node.
@@ -41,14 +41,14 @@ pub struct Selection {
 }
 
 impl Selection {
-    /// The preflight's verdict on `nodes` (in rollout order) from what each observation returned and the hub's
-    /// holds, by agent.
+    /// The preflight's verdict on `nodes` (in rollout order) from what each observation returned, the hub's holds,
+    /// by agent, and `classify`, the verdict on one observed identity.
     pub fn of(
         rollout: &str,
         nodes: &[Endpoint],
         reports: Vec<Result<NodeReport, SshError>>,
         holds: &BTreeMap<String, Vec<String>>,
-        verifier: &dyn SignatureVerifier,
+        classify: &dyn Fn(&NodeObservation) -> Verdict,
     ) -> Selection {
         let mut selection = Selection {
             preflight: Vec::with_capacity(nodes.len()),
@@ -74,7 +74,7 @@ impl Selection {
                 continue;
             }
             let verdict = match &report {
-                Ok(report) => preflight::classify(&report.identity, &Expectation::default(), verifier),
+                Ok(report) => classify(&report.identity),
                 Err(error) => {
                     let surfaces = vec![Contradiction::Unreachable { error: error.to_string() }];
                     Verdict::Quarantined { repair: Repair::OperatorInspect { surfaces: surfaces.clone() }, surfaces }
@@ -150,6 +150,7 @@ mod tests {
     use crate::ports::NodeObservation;
     use crate::ports::TransportError;
     use crate::rollout::preflight::fixtures::{TestVerifier, file};
+    use crate::rollout::preflight::{self, Expectation};
 
     fn endpoint(node: &str) -> Endpoint {
         Endpoint { node: node.into(), host_key: format!("key-{node}") }
@@ -181,7 +182,9 @@ mod tests {
             .iter()
             .map(|(node, owners)| ((*node).to_owned(), owners.iter().map(|o| (*o).to_owned()).collect()))
             .collect();
-        Selection::of("r1", &nodes, reports, &holds, &TestVerifier)
+        Selection::of("r1", &nodes, reports, &holds, &|observation| {
+            preflight::classify(observation, &Expectation::default(), &TestVerifier)
+        })
     }
 
     fn names(endpoints: &[Endpoint]) -> Vec<&str> {

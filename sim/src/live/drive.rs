@@ -415,6 +415,7 @@ impl Adapters {
             ssh: &self.ssh,
             journal,
             signals: &self.signals,
+            rules: &engine::onboarding::driver::Matrix,
         }
     }
 

@@ -50,6 +50,18 @@ pub fn run_on(spec: &RunSpec, seed: u64, identity: &RunIdentity, keep_trace: boo
     run_with(spec, seed, identity, keep_trace, transport, |_| {})
 }
 
+/// [`run`] with the engine's decisions `rules` in place of production's: how a test measures whether the harness
+/// catches a historical defect. Production never calls it.
+pub fn run_with_rules(
+    spec: &RunSpec,
+    seed: u64,
+    identity: &RunIdentity,
+    keep_trace: bool,
+    rules: crate::world::EngineRules,
+) -> RunOutput {
+    run_with(spec, seed, identity, keep_trace, Transport::Fast, move |world| world.set_rules(rules))
+}
+
 /// [`run`], with `setup` called on the booted world before time starts (tests use it to add host tasks).
 pub(crate) fn run_with(
     spec: &RunSpec,

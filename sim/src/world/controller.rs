@@ -215,6 +215,7 @@ impl World {
                 let lines = journal.replay().await.unwrap_or_default();
                 let finished = format!("\"record\":\"terminal\",\"rollout\":\"{}\"", request.rollout);
                 if !lines.iter().any(|line| line.contains(&finished)) {
+                    let rules = self.rules().rollout;
                     let ports = Ports {
                         clock: &SimClock { world: self.clone(), host: CONTROLLER_ID },
                         hub: &SimHub::new(self.clone(), CONTROLLER_ID),
@@ -225,6 +226,7 @@ impl World {
                         secrets: &SimSecrets { world: self.clone() },
                         artifacts: &SimArtifacts { world: self.clone() },
                         verifier: &SimVerifier,
+                        rules: rules.as_ref(),
                     };
                     // Refused, partial or failed rollouts are not retried here: a new request, or a restarted
                     // controller adopting the journal, starts the next attempt.

@@ -91,6 +91,25 @@ pub struct World {
     controller: Controller,
     /// The MAAS site, in runs with `[onboarding]`.
     pub(crate) site: Option<crate::world::site::SiteWorld>,
+    /// The engine's decisions the controller runs with (production's unless a test replaced one).
+    rules: RefCell<EngineRules>,
+}
+
+/// The engine's decision seams the controller's workflows run with: production's ([`Default`]), or a test's with one
+/// decision replaced by a historical defect (`tests/tests/historical_bugs.rs`).
+#[derive(Clone)]
+pub struct EngineRules {
+    pub rollout: Rc<dyn engine::rollout::rules::Rules>,
+    pub onboarding: Rc<dyn engine::onboarding::rules::Rules>,
+}
+
+impl Default for EngineRules {
+    fn default() -> EngineRules {
+        EngineRules {
+            rollout: Rc::new(engine::rollout::rules::Rcca),
+            onboarding: Rc::new(engine::onboarding::rules::Matrix),
+        }
+    }
 }
 
 /// What a delivered request does at its destination.
@@ -144,7 +163,18 @@ impl World {
             stage_steps_fired: RefCell::new(vec![false; stage_steps]),
             stage_starts: RefCell::new(BTreeMap::new()),
             stopped: Cell::new(false),
+            rules: RefCell::new(EngineRules::default()),
         })
+    }
+
+    /// The engine's decisions the controller's workflows run with.
+    pub(crate) fn rules(&self) -> EngineRules {
+        self.rules.borrow().clone()
+    }
+
+    /// Replaces the engine's decisions; before time starts, so every workflow of the run uses them.
+    pub(crate) fn set_rules(&self, rules: EngineRules) {
+        *self.rules.borrow_mut() = rules;
     }
 
     // --- time ------------------------------------------------------------------------------------------------------

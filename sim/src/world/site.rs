@@ -145,6 +145,7 @@ pub(crate) struct ControllerOnboardAdapters {
     ssh: SimSiteSsh,
     journal: SimJournal,
     signals: SimSignals,
+    rules: Rc<dyn engine::onboarding::rules::Rules>,
 }
 
 /// The onboarding driver over the controller's adapters.
@@ -162,6 +163,7 @@ impl ControllerOnboardAdapters {
             ssh: &self.ssh,
             journal: &self.journal,
             signals: &self.signals,
+            rules: self.rules.as_ref(),
         }
     }
 }
@@ -529,6 +531,7 @@ impl World {
             ssh: SimSiteSsh { world: self.clone(), from: CONTROLLER_ID },
             journal: SimJournal { world: self.clone(), host: CONTROLLER_ID },
             signals: SimSignals { world: self.clone(), host: CONTROLLER_ID },
+            rules: self.rules().onboarding,
         }
     }
 
