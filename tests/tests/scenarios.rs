@@ -45,6 +45,7 @@ const SCENARIOS: &[&str] = &[
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
     "rollout-abort-is-monotonic-for-an-untouched-participant.toml",
+    "rollout-controller-dead-past-the-agent-ttl-with-a-lane-stopped-keeps-its-members.toml",
     "rollout-controller-killed-after-intent-adopts-the-journal.toml",
     "rollout-controller-killed-after-remote-mutation-adopts-the-journal.toml",
     "rollout-controller-killed-before-completion-adopts-the-journal.toml",
@@ -227,6 +228,23 @@ fn adopted_and_converged(name: &str) -> Vec<String> {
     let terminal = rollout(&trace, "terminal");
     assert!(terminal.last().unwrap().contains("successor"), "{name}: {terminal:?}");
     trace
+}
+
+#[test]
+fn rollout_controller_dead_past_the_agent_ttl_with_a_lane_stopped_keeps_its_members() {
+    let name = "rollout-controller-dead-past-the-agent-ttl-with-a-lane-stopped-keeps-its-members.toml";
+    let trace = adopted_and_converged(name);
+    // The death lands with lane 1 stopped: four stops before the crash, none of them started until the restart.
+    let crash_ms = 60_556;
+    assert!(on(&trace, "controller", "host.crash", &[])[0].contains(&format!("\"t_ms\":{crash_ms},")));
+    let t_ms = |line: &str| line.split("\"t_ms\":").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok());
+    let mutated = events(&trace, "worker.mutated");
+    let stops_before = mutated.iter().filter(|l| l.contains("stop_service") && t_ms(l) < Some(crash_ms)).count();
+    assert_eq!(stops_before, 4);
+    let first_start = mutated.iter().find(|l| l.contains("start_service")).and_then(|l| t_ms(l)).unwrap();
+    assert!(first_start > 4_260_540, "the stopped lane waited for the restarted controller: {first_start}");
+    // Silent past the TTL, and the hub's sweeper passed over every one of them.
+    assert!(events(&trace, "hub.tombstoned").is_empty());
 }
 
 #[test]

@@ -32,7 +32,7 @@ catalogue! {
     SilenceSignalIsJustified: "silence_signal_is_justified", Always,
         "instance_silent is never raised while the hub is receiving the instance's heartbeats";
     EpochMemberNeverTombstoned: "epoch_member_never_tombstoned", Always,
-        "no member of an open deployment epoch is tombstoned by the hub's TTL sweeper";
+        "no member of an open deployment epoch, and no worker a running rollout stopped and has not restarted, is tombstoned by the hub's TTL sweeper";
     SecretsNeverInTrace: "secrets_never_in_trace", Always,
         "no trace line holds a credential";
     SilenceDetectedInTime: "silence_detected_in_time", Eventually,
@@ -45,8 +45,10 @@ catalogue! {
         "no worker operation takes effect twice, no hold is released twice, no journal transition is recorded twice, and no machine is commissioned, deployed or released twice (accepted by MAAS) in one stage attempt of a MAAS workflow, counting the attempt a dead controller was in and its restarted controller's rerun of that stage as one";
     NoFetchAfterQuiescence: "no_fetch_after_quiescence", Always,
         "no capsule is fetched onto a worker between its quiescence and its restart";
+    RecoveryHoldPrecedesIdentity: "recovery_hold_precedes_identity", Always,
+        "no write leaves a worker's environment with its attestation key and no MAC_STARTUP_CLEAR_HOLD beside it";
     NoIncoherentNodeMutated: "no_incoherent_node_mutated", Always,
-        "a node the preflight quarantined for its identity never sees a rollout mutation, before or after its quarantine";
+        "a node the preflight quarantined for its identity, or given before the first rollout a lone drift no repair may cover, never sees a rollout mutation, before or after its quarantine";
     NoDispatchToHeldWorker: "no_dispatch_to_held_worker", Always,
         "no task is dispatched to a worker under a dispatch hold, nor to one a rollout quiesced";
     EveryLaneConverged: "every_lane_converged", Eventually,

@@ -71,6 +71,7 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
         OracleId::LaneBound => Box::new(rollout::LaneBound::new(ctx.lane_size as usize)),
         OracleId::NoDuplicateMutation => Box::new(rollout::NoDuplicateMutation::default()),
         OracleId::NoFetchAfterQuiescence => Box::new(rollout::NoFetchAfterQuiescence::default()),
+        OracleId::RecoveryHoldPrecedesIdentity => Box::new(rollout::RecoveryHoldPrecedesIdentity),
         OracleId::NoIncoherentNodeMutated => Box::new(rollout::NoIncoherentNodeMutated::default()),
         OracleId::NoDispatchToHeldWorker => Box::new(rollout::NoDispatchToHeld::default()),
         OracleId::EveryLaneConverged => Box::new(rollout::EveryLaneConverged::default()),

@@ -85,6 +85,10 @@ pub enum Body {
     WorkerService { running: bool },
     #[serde(rename = "worker.mutated")]
     WorkerMutated { op: String, operation_id: String, target: String },
+    /// A write left the worker's environment with its attestation key and no `MAC_STARTUP_CLEAR_HOLD` (the
+    /// recovery hold must precede the recovery identity); traced right after the write's `worker.mutated`.
+    #[serde(rename = "worker.identity_unheld")]
+    WorkerIdentityUnheld,
     #[serde(rename = "worker.refused")]
     WorkerRefused { op: String, operation_id: Option<String>, error: String },
     /// An operation met non-returning storage: no effect, no answer.

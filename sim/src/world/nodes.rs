@@ -117,21 +117,14 @@ impl World {
         loop {
             agent.service = self.nodes.workers.borrow()[index as usize - 1].worker.service;
             if agent.poll_tick() == AgentAction::SendHeartbeat {
-                let revision = self.node_revision(index);
-                let request = Request::Heartbeat { agent: name.clone(), token: token.clone(), revision };
-                let result =
-                    self.call(host, HUB_ID, HEARTBEAT_TIMEOUT_MS, move |world| world.hub_request(request)).await;
-                let outcome = match result {
-                    Ok(Response::Ok) => HeartbeatOutcome::Accepted,
-                    Ok(Response::Error(error)) => {
-                        self.record(host, Body::AgentHeartbeatFailed { error: error.to_string() });
-                        HeartbeatOutcome::Refused
-                    }
-                    Ok(other) => panic!("hub answered a heartbeat with {other:?}"),
-                    Err(error) => {
-                        self.record(host, Body::AgentHeartbeatFailed { error: error.to_string() });
+                let outcome = match self.foreign_hub_url(index) {
+                    // The agent dials the hub its environment names: any other address is not the hub.
+                    Some(url) => {
+                        let error = format!("connection refused: {url} is not the hub");
+                        self.record(host, Body::AgentHeartbeatFailed { error });
                         HeartbeatOutcome::Unreachable
                     }
+                    None => self.send_heartbeat(host, index, &name, &token).await,
                 };
                 agent.handle_heartbeat_outcome(outcome);
             }
@@ -141,6 +134,34 @@ impl World {
             }
             tokio::time::sleep_until(next).await;
         }
+    }
+
+    /// One heartbeat of node `index`'s agent to the hub, and how it went.
+    async fn send_heartbeat(self: &Rc<Self>, host: HostId, index: u32, name: &str, token: &str) -> HeartbeatOutcome {
+        let revision = self.node_revision(index);
+        let request = Request::Heartbeat { agent: name.to_owned(), token: token.to_owned(), revision };
+        let result = self.call(host, HUB_ID, HEARTBEAT_TIMEOUT_MS, move |world| world.hub_request(request)).await;
+        match result {
+            Ok(Response::Ok) => HeartbeatOutcome::Accepted,
+            Ok(Response::Error(error)) => {
+                self.record(host, Body::AgentHeartbeatFailed { error: error.to_string() });
+                HeartbeatOutcome::Refused
+            }
+            Ok(other) => panic!("hub answered a heartbeat with {other:?}"),
+            Err(error) => {
+                self.record(host, Body::AgentHeartbeatFailed { error: error.to_string() });
+                HeartbeatOutcome::Unreachable
+            }
+        }
+    }
+
+    /// The hub address node `index`'s environment names, when it names one that is not the hub's.
+    fn foreign_hub_url(&self, index: u32) -> Option<String> {
+        let workers = self.nodes.workers.borrow();
+        let env = workers[index as usize - 1].worker.file(fakes::worker::MAC_ENV)?;
+        let prefix = format!("{}=", fakes::worker::HUB_URL_VAR);
+        let url = env.content.lines().find_map(|line| line.strip_prefix(prefix.as_str()))?;
+        (url != fakes::worker::DEFAULT_HUB_URL).then(|| url.to_owned())
     }
 
     /// The source revision node `index` runs, as its agent reports it (attested by its bearer token).
@@ -190,6 +211,17 @@ impl World {
         self.with_worker(host, |endpoint| endpoint.set_storage(storage))
     }
 
+    /// Whether `host`'s environment now carries an attestation key with no `MAC_STARTUP_CLEAR_HOLD` beside it (a
+    /// worker that would start with its identity and nothing holding it back).
+    fn identity_without_hold(&self, host: HostId) -> bool {
+        let Some(index) = self.node_index(host) else { return false };
+        let workers = self.nodes.workers.borrow();
+        let Some(env) = workers[index as usize - 1].worker.file(fakes::worker::MAC_ENV) else { return false };
+        let keys = fakes::worker::parse_env(&env.content).unwrap_or_default();
+        keys.contains_key(fakes::worker::ATTESTATION_KEY_VAR)
+            && !keys.contains_key(fakes::worker::STARTUP_CLEAR_HOLD_VAR)
+    }
+
     /// Handles one SSH operation at a worker (or the hub host) and traces what happened there.
     pub(crate) fn ssh_deliver(
         &self,
@@ -225,7 +257,16 @@ impl World {
                     if op_kind == "stop_service" || op_kind == "start_service" {
                         self.record(host, Body::WorkerService { running: op_kind == "start_service" });
                     }
-                    Body::WorkerMutated { op: op_kind.to_owned(), operation_id, target: path_or_unit }
+                    let unheld = op_kind == "write_file_atomic"
+                        && path_or_unit == fakes::worker::MAC_ENV
+                        && self.identity_without_hold(host);
+                    let mutated = Body::WorkerMutated { op: op_kind.to_owned(), operation_id, target: path_or_unit };
+                    if unheld {
+                        self.record(host, mutated);
+                        Body::WorkerIdentityUnheld
+                    } else {
+                        mutated
+                    }
                 }
                 SshEvent::Refused { operation_id, op_kind, error, .. } => {
                     Body::WorkerRefused { op: op_kind.to_owned(), operation_id, error: error.to_string() }

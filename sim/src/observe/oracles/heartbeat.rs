@@ -7,7 +7,7 @@ use engine::sensor::{SENSOR_PERIOD_MS, SILENT_THRESHOLD_MS};
 
 use crate::model::faults::{Step, decommission_step, fleet_step, host_step, rollout_step, site_step};
 use crate::observe::oracles::{Finding, Oracle, OracleContext};
-use crate::observe::trace::{Body, Event};
+use crate::observe::trace::{Body, Event, RolloutBody};
 
 /// The deadline the runbook sets for silence detection: within 4 minutes of the last heartbeat.
 pub const SILENCE_DETECTION_DEADLINE_MS: u64 = 240_000;
@@ -58,9 +58,14 @@ impl Oracle for SilenceJustified {
     }
 }
 
+/// `epoch_member_never_tombstoned`: membership as the hub recorded it (the epoch's members), and as the workers
+/// show it, so an epoch that pins too few is caught too: a worker a running rollout stopped is a member of that
+/// rollout's deployment until the rollout restarts it or ends.
 #[derive(Default)]
 pub(super) struct EpochMemberNeverTombstoned {
     open: BTreeMap<u64, BTreeSet<String>>,
+    /// Workers a rollout's stop left stopped, by the rollout that stopped them.
+    stopped_by: BTreeMap<String, String>,
 }
 
 impl Oracle for EpochMemberNeverTombstoned {
@@ -72,15 +77,30 @@ impl Oracle for EpochMemberNeverTombstoned {
             Body::HubEpochClosed { epoch } => {
                 self.open.remove(epoch);
             }
-            Body::HubTombstoned { agent, silent_ms } => {
-                if let Some((epoch, _)) = self.open.iter().find(|(_, members)| members.contains(agent)) {
-                    out.push(Finding {
-                        t_ms: event.t_ms,
-                        evidence: format!(
-                            "{agent}, a member of open epoch {epoch}, was tombstoned after {silent_ms} ms of silence"
-                        ),
-                    });
+            Body::WorkerMutated { op, operation_id, .. } if op == "stop_service" => {
+                if let Some((rollout, _)) = operation_id.split_once('/') {
+                    self.stopped_by.insert(event.host.to_string(), rollout.to_owned());
                 }
+            }
+            Body::WorkerMutated { op, .. } if op == "start_service" => {
+                self.stopped_by.remove(&*event.host);
+            }
+            Body::Rollout { rollout, event: RolloutBody::Terminal { .. } } => {
+                self.stopped_by.retain(|_, stopper| stopper != rollout);
+            }
+            Body::HubTombstoned { agent, silent_ms } => {
+                let member = self.open.iter().find(|(_, members)| members.contains(agent));
+                let evidence = match (member, self.stopped_by.get(agent)) {
+                    (Some((epoch, _)), _) => format!(
+                        "{agent}, a member of open epoch {epoch}, was tombstoned after {silent_ms} ms of silence"
+                    ),
+                    (None, Some(rollout)) => format!(
+                        "{agent}, stopped by {rollout} and not restarted, was tombstoned after {silent_ms} ms of \
+                         silence (the epoch does not pin it)"
+                    ),
+                    (None, None) => return,
+                };
+                out.push(Finding { t_ms: event.t_ms, evidence });
             }
             _ => {}
         }

@@ -8,6 +8,7 @@ use engine::ports::events::{LaneVerdict, RolloutStep, TerminalOutcome};
 use crate::model::faults::Step;
 use crate::observe::oracles::{Finding, Oracle, OracleContext};
 use crate::observe::trace::{Body, Event, OnboardingBody, RolloutBody};
+use fakes::worker::Drift;
 
 /// The owner prefix of the holds a rollout places on the nodes of its lanes.
 pub(super) const DEPLOY_HOLD_PREFIX: &str = "deploy:";
@@ -291,17 +292,57 @@ impl Oracle for NoFetchAfterQuiescence {
     }
 }
 
+/// `recovery_hold_precedes_identity`: the RCCA's "recovery hold precedes recovery identity", from the worker's side: a
+/// write that leaves the environment with the attestation key and no startup hold is a violation, whoever wrote it.
+pub(super) struct RecoveryHoldPrecedesIdentity;
+
+impl Oracle for RecoveryHoldPrecedesIdentity {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if matches!(event.body, Body::WorkerIdentityUnheld) {
+            out.push(Finding {
+                t_ms: event.t_ms,
+                evidence: format!("{}'s environment holds its attestation key with no startup hold", event.host),
+            });
+        }
+    }
+}
+
 /// `no_incoherent_node_mutated`: the RCCA's "no incoherent node mutated before quarantine", judged over the whole run.
 /// A node is incoherent when the preflight quarantined it for its identity (not for a failed staging or repair, which
-/// come after the node was found coherent); every rollout mutation on it, at any time, is a violation.
+/// come after the node was found coherent), or — the ground truth, not the engine's word — when the only drift it was
+/// given before the first rollout began is one no repair may cover (every shape but worker-50's marker-absent full
+/// environment, the early cohort's absent environment and the retained recovery-only environment); every rollout
+/// mutation on it, at any time, is a violation.
 #[derive(Default)]
 pub(super) struct NoIncoherentNodeMutated {
     mutations: BTreeMap<String, Vec<(u64, String)>>,
     incoherent: BTreeSet<String>,
+    /// Each node's drifts before the first rollout began.
+    drifts: BTreeMap<String, Vec<Drift>>,
+    rollout_began: bool,
 }
 
 impl Oracle for NoIncoherentNodeMutated {
     fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        if !self.rollout_began {
+            match &event.body {
+                Body::Step { step: Step::MarkerDrift { target, shape } } => {
+                    self.drifts.entry(target.clone()).or_default().push(*shape);
+                }
+                Body::Rollout { .. } => {
+                    self.rollout_began = true;
+                    let unrepairable = |drifts: &Vec<Drift>| {
+                        matches!(drifts.as_slice(), [shape] if !matches!(
+                            shape,
+                            Drift::MarkerAbsentFullEnv | Drift::EnvAbsent | Drift::RecoveryOnlyEnv
+                        ))
+                    };
+                    let drifted = self.drifts.iter().filter(|(_, drifts)| unrepairable(drifts));
+                    self.incoherent.extend(drifted.map(|(node, _)| node.clone()));
+                }
+                _ => {}
+            }
+        }
         match &event.body {
             Body::WorkerMutated { op, operation_id, .. } if operation_id.starts_with("rollout-") => {
                 self.mutations

@@ -6,6 +6,8 @@ use super::heartbeat::*;
 use super::rollout::*;
 use super::site::*;
 use super::*;
+use crate::model::faults::Step;
+use fakes::worker::Drift;
 
 fn ctx() -> OracleContext {
     OracleContext {
@@ -388,6 +390,71 @@ fn tombstoning_an_open_epoch_member_is_a_violation_but_not_after_the_epoch_close
     let mut oracle = EpochMemberNeverTombstoned::default();
     let closed = ev(3, "hub", Body::HubEpochClosed { epoch: 1 });
     assert!(run(&mut oracle, &[opened, closed, tomb(5)], 0).is_empty());
+}
+
+#[test]
+fn tombstoning_a_worker_a_running_rollout_stopped_is_a_violation_even_outside_the_epoch() {
+    let empty_epoch = ev(0, "hub", Body::HubEpochOpened { epoch: 1, members: Vec::new() });
+    let service = |t, op: &str| {
+        let operation_id = format!("rollout-r/n1/{op}");
+        ev(t, "n1", Body::WorkerMutated { op: op.into(), operation_id, target: "ovswarm-agent".into() })
+    };
+    let tomb = |t| ev(t, "hub", Body::HubTombstoned { agent: "n1".into(), silent_ms: 3_700_000 });
+    let terminal = ev(
+        4,
+        "controller",
+        Body::Rollout {
+            rollout: "rollout-r".into(),
+            event: RolloutBody::Terminal { outcome: TerminalOutcome::Partial },
+        },
+    );
+    let found =
+        run(&mut EpochMemberNeverTombstoned::default(), &[empty_epoch.clone(), service(1, "stop_service"), tomb(5)], 0);
+    assert!(found[0].evidence.contains("stopped by rollout-r and not restarted"), "{found:?}");
+    let restarted = [empty_epoch.clone(), service(1, "stop_service"), service(2, "start_service"), tomb(5)];
+    assert!(run(&mut EpochMemberNeverTombstoned::default(), &restarted, 0).is_empty());
+    let ended = [empty_epoch, service(1, "stop_service"), terminal, tomb(5)];
+    assert!(run(&mut EpochMemberNeverTombstoned::default(), &ended, 0).is_empty(), "the rollout is over");
+}
+
+#[test]
+fn an_environment_left_with_its_key_and_no_hold_is_a_violation() {
+    let unheld = ev(7, "n1", Body::WorkerIdentityUnheld);
+    let found = run(&mut RecoveryHoldPrecedesIdentity, &[hb(0), unheld], 0);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].t_ms, 7);
+    assert!(run(&mut RecoveryHoldPrecedesIdentity, &[hb(0)], 0).is_empty());
+}
+
+#[test]
+fn a_node_given_one_unrepairable_drift_before_the_rollout_is_incoherent_whatever_the_engine_says() {
+    let drift =
+        |t, node: &str, shape| ev(t, "sim", Body::Step { step: Step::MarkerDrift { target: node.into(), shape } });
+    let began = ev(
+        10,
+        "controller",
+        Body::Rollout {
+            rollout: "rollout-x".into(),
+            event: RolloutBody::Adopted { revision: "r".into(), in_doubt: 0 },
+        },
+    );
+    let mutated = |t, node: &str| {
+        let operation_id = format!("rollout-x/{node}/quiesce");
+        ev(t, node, Body::WorkerMutated { op: "stop_service".into(), operation_id, target: "ovswarm-agent".into() })
+    };
+    let oracle = || NoIncoherentNodeMutated::default();
+    // No quarantine event at all: the fault plan says the node could not have been coherent.
+    let events = [drift(1, "n1", Drift::ConcurrentArtifactChange), began.clone(), mutated(20, "n1")];
+    assert_eq!(run(&mut oracle(), &events, 30).len(), 1);
+    // A repairable shape, two drifts (a later one may undo the first), or a drift after the rollout began: the
+    // engine's word stands.
+    for events in [
+        vec![drift(1, "n1", Drift::MarkerAbsentFullEnv), began.clone(), mutated(20, "n1")],
+        vec![drift(1, "n1", Drift::UnsafeMode), drift(2, "n1", Drift::EnvAbsent), began.clone(), mutated(20, "n1")],
+        vec![began.clone(), drift(11, "n1", Drift::StaleMarker), mutated(20, "n1")],
+    ] {
+        assert!(run(&mut oracle(), &events, 30).is_empty(), "{events:?}");
+    }
 }
 
 #[test]
