@@ -159,8 +159,11 @@ impl World {
     fn foreign_hub_url(&self, index: u32) -> Option<String> {
         let workers = self.nodes.workers.borrow();
         let env = workers[index as usize - 1].worker.file(fakes::worker::MAC_ENV)?;
-        let prefix = format!("{}=", fakes::worker::HUB_URL_VAR);
-        let url = env.content.lines().find_map(|line| line.strip_prefix(prefix.as_str()))?;
+        // Read on every heartbeat: one key looked up in place, no parse of the whole file and no allocation.
+        let url = env
+            .content
+            .lines()
+            .find_map(|line| line.strip_prefix(fakes::worker::HUB_URL_VAR).and_then(|rest| rest.strip_prefix('=')))?;
         (url != fakes::worker::DEFAULT_HUB_URL).then(|| url.to_owned())
     }
 
