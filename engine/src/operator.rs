@@ -185,7 +185,7 @@ pub async fn apply_operator_action<J: Journal, G: Signals>(
     request: &OperatorRequest,
     observed_satisfies_checkpoint: bool,
 ) -> Result<Applied, ApplyError> {
-    let lines = journal.replay().await?;
+    let lines = journal.replay_subject(workflow_id).await?;
     let status =
         workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), observed_satisfies_checkpoint)
             .map_err(ApplyError::Corrupt)?;
@@ -241,7 +241,7 @@ pub async fn apply_operator_action<J: Journal, G: Signals>(
             Workflow::Decommission => Signal::Decommission { workflow: workflow_id, event },
         });
     }
-    let lines = journal.replay().await?;
+    let lines = journal.replay_subject(workflow_id).await?;
     let after =
         workflow_status(workflow, workflow_id, lines.iter().map(String::as_str), false).map_err(ApplyError::Corrupt)?;
     let settled = record.settled(after.state);
@@ -267,7 +267,7 @@ pub async fn settle_after_run<J: Journal>(
     workflow: Workflow,
     record: &AuditRecord,
 ) -> Result<AuditRecord, ApplyError> {
-    let lines = journal.replay().await?;
+    let lines = journal.replay_subject(&record.workflow_id).await?;
     let after = workflow_status(workflow, &record.workflow_id, lines.iter().map(String::as_str), false)
         .map_err(ApplyError::Corrupt)?;
     let actual = if after.run_id > record.run_id { Lifecycle::Workflow(WorkflowState::Running) } else { after.state };

@@ -306,6 +306,36 @@ pub enum JournalError {
 pub trait Journal {
     fn append(&self, record: &str) -> impl Future<Output = Result<(), JournalError>>;
     fn replay(&self) -> impl Future<Output = Result<Vec<String>, JournalError>>;
+
+    /// The records of one workflow or rollout, in append order: every record whose [`record_subject`] is `subject`,
+    /// and every record whose subject cannot be read (so a fold over them still meets, and reports, a damaged line
+    /// of its own kind). What a driver reads before each stage: a backend that indexes records by subject answers
+    /// in the size of that workflow's history, not of the whole journal. The default filters a full replay.
+    fn replay_subject(&self, subject: &str) -> impl Future<Output = Result<Vec<String>, JournalError>> {
+        async move {
+            let mut records = self.replay().await?;
+            records.retain(|record| record_subject(record).is_none_or(|of| of == subject));
+            Ok(records)
+        }
+    }
+}
+
+/// Whose record a journal line is: the `workflow` of an onboarding or decommission record, the `workflow_id` of an
+/// audit record, the `rollout` of a rollout record. Every record is `<kind> <json object>`; `None` for a line that
+/// is not, or whose object names none of the three.
+pub fn record_subject(record: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Subject<'a> {
+        #[serde(borrow, default)]
+        workflow: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        workflow_id: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        rollout: Option<std::borrow::Cow<'a, str>>,
+    }
+    let (_, json) = record.split_once(' ')?;
+    let subject: Subject<'_> = serde_json::from_str(json).ok()?;
+    subject.workflow.or(subject.workflow_id).or(subject.rollout).map(std::borrow::Cow::into_owned)
 }
 
 /// Rejects a record the journal cannot store as one record: records are lines, in every backend.
@@ -314,4 +344,30 @@ pub fn check_record(record: &str) -> Result<(), JournalError> {
         return Err(JournalError::WriteFailed("a journal record is one line".into()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_records_subject_is_its_workflow_its_audit_workflow_id_or_its_rollout() {
+        assert_eq!(
+            record_subject(r#"onboard {"record":"checkpoint","workflow":"onboard-n1","stage":"x"}"#).as_deref(),
+            Some("onboard-n1")
+        );
+        assert_eq!(
+            record_subject(r#"audit {"actor_id":"p","workflow_id":"decommission-n2"}"#).as_deref(),
+            Some("decommission-n2")
+        );
+        assert_eq!(
+            record_subject(r#"rollout {"record":"intent","rollout":"rollout-r2","lane":1}"#).as_deref(),
+            Some("rollout-r2")
+        );
+        assert_eq!(record_subject(r#"onboard {"workflow":"with \"quotes\""}"#).as_deref(), Some("with \"quotes\""));
+        for unreadable in ["", "no json", "onboard {", r#"sensor {"instance":"node-01"}"#, r#"onboard {"workflow":7}"#]
+        {
+            assert_eq!(record_subject(unreadable), None, "{unreadable:?}");
+        }
+    }
 }

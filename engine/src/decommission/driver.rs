@@ -97,8 +97,11 @@ where
         start_at: Option<DecommissionStage>,
     ) -> DecommissionOutcome {
         let workflow = request.workflow.as_str();
-        let lines =
-            self.journal.replay().await.unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
+        let lines = self
+            .journal
+            .replay_subject(workflow)
+            .await
+            .unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
         let history = DecommissionHistory::of(workflow, lines.iter().map(String::as_str))
             .unwrap_or_else(|error| panic!("{error}"));
         if let Some(workflow_state) = history.completed {
@@ -125,8 +128,11 @@ where
         }
         while let Some(stage) = walk.poll_stage() {
             // A freeze set while the run is under way stops it before its next stage starts.
-            let lines =
-                self.journal.replay().await.unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
+            let lines = self
+                .journal
+                .replay_subject(workflow)
+                .await
+                .unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
             if let Some(why) = halted(workflow, &lines) {
                 return halted_outcome(why, Some(stage));
             }
@@ -302,8 +308,11 @@ where
         compensation: Compensation,
     ) {
         let workflow = request.workflow.as_str();
-        let lines =
-            self.journal.replay().await.unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
+        let lines = self
+            .journal
+            .replay_subject(workflow)
+            .await
+            .unwrap_or_else(|error| panic!("decommission journal unreadable: {error}"));
         let history = DecommissionHistory::of(workflow, lines.iter().map(String::as_str))
             .unwrap_or_else(|error| panic!("{error}"));
         let run = history.runs.max(1);

@@ -169,8 +169,11 @@ where
     /// Runs the workflow (the next run of it, when the journal shows earlier ones) to completion or to a stop.
     pub async fn run_onboarding(&self, request: &OnboardRequest) -> OnboardOutcome {
         let workflow = request.workflow.as_str();
-        let lines =
-            self.journal.replay().await.unwrap_or_else(|error| panic!("onboarding journal unreadable: {error}"));
+        let lines = self
+            .journal
+            .replay_subject(workflow)
+            .await
+            .unwrap_or_else(|error| panic!("onboarding journal unreadable: {error}"));
         let history =
             OnboardHistory::of(workflow, lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
         if let Some(system_id) = history.completed {
@@ -326,8 +329,11 @@ where
         stage: OnboardingStage,
         compensation: Compensation,
     ) -> WorkOutcome {
-        let lines =
-            self.journal.replay().await.unwrap_or_else(|error| panic!("onboarding journal unreadable: {error}"));
+        let lines = self
+            .journal
+            .replay_subject(&request.workflow)
+            .await
+            .unwrap_or_else(|error| panic!("onboarding journal unreadable: {error}"));
         let history = OnboardHistory::of(&request.workflow, lines.iter().map(String::as_str))
             .unwrap_or_else(|error| panic!("{error}"));
         let mut state = RunState {
@@ -346,8 +352,11 @@ where
 
     /// Whether the journal now says the workflow is frozen or cancelled.
     async fn halted_now(&self, workflow: &str) -> Option<String> {
-        let lines =
-            self.journal.replay().await.unwrap_or_else(|error| panic!("onboarding journal unreadable: {error}"));
+        let lines = self
+            .journal
+            .replay_subject(workflow)
+            .await
+            .unwrap_or_else(|error| panic!("onboarding journal unreadable: {error}"));
         halted(workflow, &lines)
     }
 

@@ -52,6 +52,8 @@ pub(crate) struct Controller {
     credential: Cell<CredentialState>,
     /// The artifact store: the prior revision's capsules, and those of every revision the plan rolls out.
     artifacts: RefCell<ArtifactStore>,
+    /// The journal file on the controller's disk, with its index of records by subject.
+    journal: JournalFile,
 }
 
 impl Controller {
@@ -74,6 +76,7 @@ impl Controller {
             jitter: RefCell::new(seeds.rng(Consumer::EngineJitter)),
             credential: Cell::new(CredentialState { generation: 1, renew_at_ms: None }),
             artifacts: RefCell::new(artifacts),
+            journal: JournalFile::new(JOURNAL_KEY),
         }
     }
 
@@ -238,7 +241,8 @@ impl World {
     }
 }
 
-/// The controller's journal on its simulated disk: each append is written and fsynced before it returns.
+/// The controller's journal on its simulated disk: each append is written and fsynced before it returns. `host` is
+/// always the controller's: the journal file and its index are the controller's.
 pub(crate) struct SimJournal {
     pub(crate) world: Rc<World>,
     pub(crate) host: HostId,
@@ -261,7 +265,7 @@ impl Journal for SimJournal {
                 self.world.die_here(self.host).await;
             }
         }
-        self.world.with_disk(self.host, |disk| JournalFile::new(JOURNAL_KEY).append(disk, record))?;
+        self.world.with_disk(self.host, |disk| self.world.controller.journal.append(disk, record))?;
         if let Some((subsystem, "checkpoint")) = workflow {
             if self.world.take_death(subsystem, DeathPoint::AfterIntent) {
                 self.world.die_here(self.host).await;
@@ -282,7 +286,11 @@ impl Journal for SimJournal {
     }
 
     async fn replay(&self) -> Result<Vec<String>, JournalError> {
-        self.world.with_disk(self.host, |disk| JournalFile::new(JOURNAL_KEY).replay(disk))
+        self.world.with_disk(self.host, |disk| self.world.controller.journal.replay(disk))
+    }
+
+    async fn replay_subject(&self, subject: &str) -> Result<Vec<String>, JournalError> {
+        self.world.with_disk(self.host, |disk| self.world.controller.journal.replay_subject(disk, subject))
     }
 }
 

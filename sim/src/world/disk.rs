@@ -8,14 +8,18 @@ pub struct SimDisk {
     durable: BTreeMap<String, Vec<u8>>,
     /// Unsynced writes: `None` is an unsynced removal.
     pending: BTreeMap<String, Option<Vec<u8>>>,
+    /// Operations that can change bytes already there (a write, a removal, a crash); an append is not one.
+    rewrites: u64,
 }
 
 impl SimDisk {
     pub fn write(&mut self, key: &str, value: &[u8]) {
+        self.rewrites += 1;
         self.pending.insert(key.to_owned(), Some(value.to_vec()));
     }
 
     pub fn remove(&mut self, key: &str) {
+        self.rewrites += 1;
         self.pending.insert(key.to_owned(), None);
     }
 
@@ -46,7 +50,14 @@ impl SimDisk {
 
     /// Power loss: unsynced writes are gone.
     pub fn crash(&mut self) {
+        self.rewrites += 1;
         self.pending.clear();
+    }
+
+    /// How many writes, removals and crashes this disk has seen: while it is unchanged, every file's bytes are
+    /// those read before with appends after them (what lets a reader index a file once and then only its tail).
+    pub fn rewrites(&self) -> u64 {
+        self.rewrites
     }
 
     pub fn unsynced_writes(&self) -> usize {

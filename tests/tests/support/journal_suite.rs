@@ -38,6 +38,10 @@ fn replay(journal: &impl Journal) -> Vec<String> {
     now(journal.replay()).unwrap_or_else(|error| panic!("replay: {error}"))
 }
 
+fn read(journal: &impl Journal, subject: &str) -> Vec<String> {
+    now(journal.replay_subject(subject)).unwrap_or_else(|error| panic!("replay_subject({subject}): {error}"))
+}
+
 fn numbered(prefix: &str, count: usize) -> Vec<String> {
     (0..count).map(|index| format!("{prefix} {index}")).collect()
 }
@@ -129,6 +133,34 @@ pub fn replay_is_idempotent(mut store: impl JournalStore) {
     assert_eq!(replay(&journal).len(), 5);
 }
 
+/// `replay_subject` answers one workflow's records in append order, and those whose subject cannot be read; a crash
+/// and a reopening change nothing of it, and appends after a read are seen by the next.
+pub fn replay_subject_answers_one_workflows_records(mut store: impl JournalStore) {
+    let of = |kind: &str, field: &str, subject: &str, n: u32| format!("{kind} {{\"{field}\":\"{subject}\",\"n\":{n}}}");
+    let records = vec![
+        of("onboard", "workflow", "onboard-a", 1),
+        of("onboard", "workflow", "onboard-b", 1),
+        of("audit", "workflow_id", "onboard-a", 2),
+        "a line of no subject".to_owned(),
+        of("rollout", "rollout", "rollout-r2", 1),
+        of("onboard", "workflow", "onboard-ab", 1),
+        of("onboard", "workflow", "onboard-a", 3),
+    ];
+    let journal = store.open().unwrap();
+    append_all(&journal, &records[..4]);
+    assert_eq!(read(&journal, "onboard-a"), [records[0].as_str(), &records[2], &records[3]]);
+    append_all(&journal, &records[4..]);
+    let of_a = [records[0].as_str(), &records[2], &records[3], &records[6]];
+    assert_eq!(read(&journal, "onboard-a"), of_a, "appends after a read are read");
+    assert_eq!(read(&journal, "rollout-r2"), [records[3].as_str(), &records[4]]);
+    assert_eq!(read(&journal, "onboard-ab"), [records[3].as_str(), &records[5]], "a subject is matched whole");
+    assert_eq!(read(&journal, "nobody"), [records[3].as_str()]);
+    store.crash(journal);
+    let journal = store.open().unwrap();
+    assert_eq!(read(&journal, "onboard-a"), of_a, "after a crash");
+    assert_eq!(replay(&journal), records, "the whole journal is unchanged");
+}
+
 pub fn a_corrupt_store_is_reported_naming_it(mut store: impl JournalStore) {
     let journal = store.open().unwrap();
     append_all(&journal, &["a good record".to_owned()]);
@@ -137,7 +169,12 @@ pub fn a_corrupt_store_is_reported_naming_it(mut store: impl JournalStore) {
     // A backend may notice at open (SQLite reads the file header) or at replay (a file of lines).
     let error = match store.open() {
         Err(error) => error,
-        Ok(journal) => now(journal.replay()).expect_err("replaying a corrupt journal must fail"),
+        Ok(journal) => {
+            let by_subject =
+                now(journal.replay_subject("anyone")).expect_err("a corrupt journal has no subject's records");
+            assert!(matches!(by_subject, JournalError::Corrupt(_)), "{by_subject:?}");
+            now(journal.replay()).expect_err("replaying a corrupt journal must fail")
+        }
     };
     let JournalError::Corrupt(text) = &error else { panic!("expected Corrupt, got {error:?}") };
     assert!(text.contains(&name), "the error {text:?} does not name {name:?}");
@@ -173,6 +210,10 @@ macro_rules! journal_conformance {
         #[test]
         fn replay_is_idempotent() {
             crate::journal_suite::replay_is_idempotent($store);
+        }
+        #[test]
+        fn replay_subject_answers_one_workflows_records() {
+            crate::journal_suite::replay_subject_answers_one_workflows_records($store);
         }
         #[test]
         fn a_corrupt_store_is_reported_naming_it() {
