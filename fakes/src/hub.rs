@@ -713,6 +713,31 @@ impl Hub {
         }
     }
 
+    /// Whether no later sweep can change a row, nor a silent member of an open epoch still become the RCCA's
+    /// "survived the TTL" case, while every agent that heartbeated within `fresh_ms` goes on doing so: each row is
+    /// tombstoned, heard within `fresh_ms`, a durable agent the policy keeps (offline under `epoch_aware`, any under
+    /// `legacy`), or an open-epoch member silent past the TTL, one sweep and `grace_ms`. A silent fungible agent is
+    /// never at rest until it is tombstoned: its TTL, or a task lease, is still running.
+    pub fn at_rest(&self, now_ms: u64, fresh_ms: u64, grace_ms: u64) -> bool {
+        let open_members: BTreeSet<&String> =
+            self.epochs.values().filter(|epoch| epoch.open).flat_map(|epoch| epoch.members.iter()).collect();
+        let settled_silence = self.config.agent_ttl_ms + self.config.sweep_interval_ms + grace_ms;
+        self.agents.values().all(|row| {
+            let silent_ms = now_ms.saturating_sub(row.last_seen_ms);
+            if row.status == AgentStatus::Tombstoned || silent_ms <= fresh_ms {
+                return true;
+            }
+            if open_members.contains(&row.id) {
+                return silent_ms > settled_silence;
+            }
+            match (self.config.expiry, row.kind) {
+                (ExpiryPolicy::Legacy, AgentKind::Durable) => true,
+                (ExpiryPolicy::EpochAware, AgentKind::Durable) => row.status == AgentStatus::Offline,
+                (_, AgentKind::Fungible) => false,
+            }
+        })
+    }
+
     /// One pass of the TTL sweeper at hub time `now_ms`.
     pub fn sweep(&mut self, now_ms: u64, events: &mut Vec<HubEvent>) {
         let ttl_ms = self.config.agent_ttl_ms;

@@ -595,6 +595,15 @@ impl Machine {
         }
     }
 
+    /// When the machine next changes on its own: its next wakeup, except a running machine's periodic hardware
+    /// sync (a steady heartbeat of the site, not a change); its agent's enrolment still is one.
+    pub fn next_change_ms(&self) -> Option<u64> {
+        match &self.phase {
+            Phase::Running { agent_at_ms, .. } => *agent_at_ms,
+            _ => self.next_wakeup_ms(),
+        }
+    }
+
     /// The action due at `now_ms`, if any. The caller must answer it with [`Machine::handle_result`] before polling
     /// again.
     pub fn poll_action(&mut self, now_ms: u64) -> Option<MachineAction> {

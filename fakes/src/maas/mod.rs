@@ -277,6 +277,14 @@ impl Site {
         }
     }
 
+    /// Whether the site changes on its own from now on only by its running machines' periodic hardware sync: no
+    /// machine is in a timed boot phase or awaits its agent, and no machine's status has a deadline the status
+    /// monitor will enforce.
+    pub fn at_rest(&self) -> bool {
+        self.machines.values().all(|machine| machine.next_change_ms().is_none())
+            && self.region.monitor_wakeup_ms(self.now_ms).is_none()
+    }
+
     /// Runs every boot and the status monitor up to `now_ms`, in time order.
     pub fn advance(&mut self, now_ms: u64) -> Vec<SiteEvent> {
         let mut events = Vec::new();

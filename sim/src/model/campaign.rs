@@ -388,6 +388,8 @@ struct CampaignFile {
     runs: Spanned<u64>,
     duration_ms: Spanned<u64>,
     liveness_budget_ms: Option<u64>,
+    #[serde(default)]
+    run_to_duration: bool,
     window_start_ms: Option<u64>,
     fleet: FleetFile,
     #[serde(default)]
@@ -446,6 +448,7 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         description: file.description.clone(),
         duration_ms,
         liveness_budget_ms,
+        run_to_duration: file.run_to_duration,
         fleet,
         engine: spec::resolve_engine(&source, &file.engine)?,
         hub: spec::resolve_hub(&source, &file.hub)?,

@@ -300,6 +300,11 @@ pub struct RunSpec {
     pub description: String,
     pub duration_ms: u64,
     pub liveness_budget_ms: u64,
+    /// Run the whole `duration_ms` even once the run has settled (a benchmark's fixed workload); by default a run
+    /// that has settled ends there (`docs/oracles.md`, "When a run ends early"). Absent from the configuration (and so
+    /// from its hash) when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub run_to_duration: bool,
     pub fleet: FleetSpec,
     pub engine: EngineSpec,
     pub hub: HubSpec,
@@ -359,6 +364,8 @@ struct ScenarioFile {
     seed: u64,
     duration_ms_max: Spanned<u64>,
     liveness_budget_ms: Option<u64>,
+    #[serde(default)]
+    run_to_duration: bool,
     fleet: FleetFile,
     #[serde(default)]
     engine: EngineFile,
@@ -709,6 +716,7 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
             description: file.description,
             duration_ms,
             liveness_budget_ms,
+            run_to_duration: file.run_to_duration,
             fleet,
             engine,
             hub,

@@ -31,6 +31,10 @@ pub struct Event {
 pub enum Body {
     #[serde(rename = "run.start")]
     RunStart { seed: u64, nodes: u64, config_hash: String },
+    /// The run ends here, before its `duration_ms`: it has settled, quiet since `quiet_since_ms` (see
+    /// `docs/oracles.md`, "When a run ends early").
+    #[serde(rename = "run.settled")]
+    RunSettled { quiet_since_ms: u64, duration_ms: u64 },
     /// A step of the fault plan was applied.
     #[serde(rename = "step")]
     Step { step: Step },

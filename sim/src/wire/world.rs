@@ -127,13 +127,14 @@ mod tests {
         let b = run_on(&spec(), 4, &identity(), false, Transport::Wire).record;
         let c = run_on(&spec(), 5, &identity(), false, Transport::Wire).record;
         assert!(a.verdict.passed(), "{a:#?}");
-        assert_eq!(a.virtual_duration_ms, 1_800_000);
+        assert!(a.virtual_duration_ms < 1_800_000, "the hub healed, nothing is left: the run settles early");
         assert_eq!(a.trace_digest, b.trace_digest);
         assert_ne!(a.trace_digest, c.trace_digest);
         // Without a site nothing crosses a turmoil host: the world's timers fire at the same virtual times as on the
         // fast transport, so the trace is the same.
         let fast = run_on(&spec(), 4, &identity(), false, Transport::Fast).record;
         assert_eq!(a.trace_digest, fast.trace_digest);
+        assert_eq!(a.virtual_duration_ms, fast.virtual_duration_ms, "both transports settle at the same moment");
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub(crate) struct Controller {
     artifacts: RefCell<ArtifactStore>,
     /// The journal file on the controller's disk, with its index of records by subject.
     journal: JournalFile,
+    /// Restarts a controller death armed that have not happened yet.
+    restarts_pending: Cell<u32>,
 }
 
 impl Controller {
@@ -77,6 +79,7 @@ impl Controller {
             credential: Cell::new(CredentialState { generation: 1, renew_at_ms: None }),
             artifacts: RefCell::new(artifacts),
             journal: JournalFile::new(JOURNAL_KEY),
+            restarts_pending: Cell::new(0),
         }
     }
 
@@ -153,12 +156,26 @@ impl World {
         if let Some(delay_ms) = restart_after_ms {
             // The world's timer, not a controller task: it must outlive the controller's death.
             let world = self.clone();
+            let pending = &self.controller.restarts_pending;
+            pending.set(pending.get() + 1);
             tokio::task::spawn_local(async move {
                 tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
                 world.apply(&Step::Restart { target: CONTROLLER.to_owned() });
+                let pending = &world.controller.restarts_pending;
+                pending.set(pending.get() - 1);
             });
         }
         true
+    }
+
+    /// A restart armed by a controller death is still to come.
+    pub(crate) fn restart_pending(&self) -> bool {
+        self.controller.restarts_pending.get() > 0
+    }
+
+    /// No credential renewal is due later: the rotation state machine has nothing left to install by itself.
+    pub(crate) fn credential_at_rest(&self) -> bool {
+        self.controller.credential.get().renew_at_ms.is_none_or(|at_ms| self.now_ms() >= at_ms)
     }
 
     /// Crashes `host` from one of its own tasks, which then never runs again.

@@ -120,6 +120,11 @@ impl World {
         response
     }
 
+    /// Whether the hub's sweeper can change nothing more ([`fakes::hub::Hub::at_rest`]), at the hub's clock.
+    pub(crate) fn hub_at_rest(&self, fresh_ms: u64, grace_ms: u64) -> bool {
+        self.hub.model.borrow().at_rest(self.host_now_ms(HUB_ID), fresh_ms, grace_ms)
+    }
+
     pub(crate) fn record_hub_events(&self, events: Vec<HubEvent>) {
         for event in events {
             let body = match event {

@@ -17,6 +17,7 @@ pub mod operator;
 pub mod plan;
 pub mod plug;
 pub mod run;
+pub mod settle;
 pub mod site;
 
 use std::cell::{Cell, RefCell};
@@ -93,6 +94,10 @@ pub struct World {
     pub(crate) site: Option<crate::world::site::SiteWorld>,
     /// The engine's decisions the controller runs with (production's unless a test replaced one).
     rules: RefCell<EngineRules>,
+    /// What the trace says about rest: open workflows and the last change ([`World::settled`]).
+    settle: RefCell<crate::world::settle::Settle>,
+    /// The fault plan's timed steps have all been applied.
+    plan_done: Cell<bool>,
 }
 
 /// The engine's decision seams the controller's workflows run with: production's ([`Default`]), or a test's with one
@@ -144,6 +149,7 @@ impl World {
             .into_iter()
             .map(|role| Host { role, up: false, boot: 0, skew_ms: 0, disk: SimDisk::default(), tasks: JoinSet::new() })
             .collect();
+        let settle = crate::world::settle::Settle::for_spec(&spec);
         Rc::new(World {
             net: RefCell::new(NetState::new(seeds.rng(Consumer::Network), spec.network)),
             hub: HubHost::new(&spec, &seeds),
@@ -163,6 +169,8 @@ impl World {
             stage_steps_fired: RefCell::new(vec![false; stage_steps]),
             stage_starts: RefCell::new(BTreeMap::new()),
             stopped: Cell::new(false),
+            settle: RefCell::new(settle),
+            plan_done: Cell::new(false),
             rules: RefCell::new(EngineRules::default()),
         })
     }
@@ -197,12 +205,62 @@ impl World {
 
     pub(crate) fn record(&self, host: HostId, body: Body) {
         let event = Event { t_ms: self.now_ms(), host: self.names[host].clone(), body };
+        self.settle.borrow_mut().observe(event.t_ms, &event.host, &event.body);
         self.trace.borrow_mut().record(event);
     }
 
     pub(crate) fn record_sim(&self, body: Body) {
         let event = Event { t_ms: self.now_ms(), host: self.sim_host.clone(), body };
+        self.settle.borrow_mut().observe(event.t_ms, &event.host, &event.body);
         self.trace.borrow_mut().record(event);
+    }
+
+    /// The fault plan has applied its last timed step.
+    pub(crate) fn set_plan_done(&self) {
+        self.plan_done.set(true);
+    }
+
+    /// When the run went quiet, if it has settled: nothing left in it can change a verdict (`docs/oracles.md`,
+    /// "When a run ends early"). Settled means: the fault plan is done and no restart it armed is pending; every
+    /// workflow and rollout rests; the hub, the site and the network change nothing by themselves any more (no
+    /// link loses, holds or is slow enough to time a call out); no credential renewal is due; every held or stopped
+    /// worker has had a canary dispatch since the last change; and for [`World::quiet_ms`] no event but the steady
+    /// beat has been recorded.
+    pub(crate) fn settled(&self) -> Option<u64> {
+        if !self.plan_done.get() || self.restart_pending() || !self.credential_at_rest() {
+            return None;
+        }
+        let quiet_since = self.settle.borrow().quiet_since()?;
+        let now_ms = self.now_ms();
+        if now_ms < quiet_since + self.quiet_ms() || !self.net.borrow().at_rest() {
+            return None;
+        }
+        let spec = &self.spec;
+        // A link slow enough to time a heartbeat or a read out would go on making silences at random.
+        let round_trip_ms = 2 * spec.latency_max_ms();
+        if round_trip_ms >= spec.engine.call_timeout_ms.min(fakes::agent::HEARTBEAT_TIMEOUT_MS) {
+            return None;
+        }
+        let fresh_ms = 2 * fakes::agent::HEARTBEAT_INTERVAL_MS + 2 * spec.latency_max_ms();
+        let grace_ms = engine::sensor::SENSOR_PERIOD_MS;
+        if !self.hub_at_rest(fresh_ms, grace_ms) {
+            return None;
+        }
+        if self.site.as_ref().is_some_and(|site| !site.lock().site.at_rest()) {
+            return None;
+        }
+        Some(quiet_since)
+    }
+
+    /// How long a settled run must have been quiet: the silence detection deadline, one sensor period, a read's
+    /// round trip and timeout at the run's worst latency, and a minute of grace. Every consequence of the last
+    /// change that an oracle waits for (a silence raised, a recovery seen) falls inside it.
+    pub(crate) fn quiet_ms(&self) -> u64 {
+        crate::observe::oracles::heartbeat::SILENCE_DETECTION_DEADLINE_MS
+            + engine::sensor::SENSOR_PERIOD_MS
+            + 2 * self.spec.latency_max_ms()
+            + self.spec.engine.call_timeout_ms
+            + 60_000
     }
 
     /// The trace's digest, its event count and its kept lines, at the end of the run.

@@ -144,6 +144,12 @@ impl NetState {
         self.held.get(&(from, to)).cloned()
     }
 
+    /// No link loses messages at random, and none holds any: from now on the network changes nothing by itself.
+    pub fn at_rest(&self) -> bool {
+        let lossless = |link: &LinkConfig| link.request_loss_per_mille == 0 && link.response_loss_per_mille == 0;
+        self.held.is_empty() && lossless(&self.default_link) && self.overrides.values().all(lossless)
+    }
+
     /// Draws latencies and losses for one call from `from` to `to` (and its answer back).
     pub fn plan_call(&mut self, from: HostId, to: HostId) -> CallPlan {
         let there = self.link(from, to);

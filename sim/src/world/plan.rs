@@ -18,6 +18,7 @@ impl World {
             self.sleep_until_ms(timed.at_ms).await;
             self.apply(&timed.step);
         }
+        self.set_plan_done();
     }
 
     /// Fires the stage-triggered steps waiting for this start of this stage of `workflow`, in file order.

@@ -1,5 +1,5 @@
-//! One run of the world to its end: build it, boot it, run its fault plan until the spec's duration (or a panic), shut
-//! it down and say how it ended ([`Ended`]). The fast transport runs it on a paused current-thread runtime of its own
+//! One run of the world to its end: build it, boot it, run its fault plan until the spec's duration, a panic, or the
+//! moment it has settled (nothing left can change a verdict), shut it down and say how it ended ([`Ended`]). The fast transport runs it on a paused current-thread runtime of its own
 //! ([`simulate`]); the wire transport runs [`drive`] inside a turmoil host. A panic in any host task is captured
 //! with its location and ends the run at once.
 
@@ -11,8 +11,11 @@ use std::sync::Once;
 use tokio::sync::Notify;
 
 use crate::model::spec::RunSpec;
-use crate::observe::trace::Sink;
+use crate::observe::trace::{Body, Sink};
 use crate::world::{World, panic_text};
+
+/// How often a run asks whether it has settled, in virtual ms.
+const SETTLE_CHECK_MS: u64 = 60_000;
 
 /// How a run's world ended.
 #[derive(Debug, Default)]
@@ -27,6 +30,9 @@ pub struct Ended {
     pub panic: Option<String>,
     /// The run ended before its world could say anything (its observers saw nothing worth judging).
     pub aborted: bool,
+    /// The run ended before its duration because it had settled ([`World::settled`]): nothing left in it could
+    /// have changed a verdict, so its oracles judge at the moment it ended.
+    pub settled: bool,
 }
 
 impl Ended {
@@ -123,10 +129,22 @@ pub async fn drive(
     world.boot_all();
     setup(&world);
     let plan = tokio::task::spawn_local(world.clone().run_fault_plan());
-    tokio::select! {
-        biased;
-        _ = notify.notified() => {}
-        _ = world.sleep_until_ms(spec.duration_ms) => {}
+    let mut settled = false;
+    loop {
+        let check_ms = (world.now_ms() + SETTLE_CHECK_MS).min(spec.duration_ms);
+        tokio::select! {
+            biased;
+            _ = notify.notified() => break,
+            _ = world.sleep_until_ms(check_ms) => {}
+        }
+        if world.now_ms() >= spec.duration_ms {
+            break;
+        }
+        if let Some(quiet_since_ms) = world.settled().filter(|_| !spec.run_to_duration) {
+            world.record_sim(Body::RunSettled { quiet_since_ms, duration_ms: spec.duration_ms });
+            settled = true;
+            break;
+        }
     }
     plan.abort();
     let end_ms = world.now_ms();
@@ -141,5 +159,6 @@ pub async fn drive(
         faults: world.faults(),
         panic,
         aborted: false,
+        settled,
     }
 }

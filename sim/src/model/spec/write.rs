@@ -120,6 +120,9 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
         let _ = writeln!(out, "seed = \"{seed}\"");
     }
     let _ = writeln!(out, "duration_ms_max = {}", int(spec.duration_ms));
+    if spec.run_to_duration {
+        let _ = writeln!(out, "run_to_duration = true");
+    }
     if spec.liveness_budget_ms != DEFAULT_LIVENESS_BUDGET_MS {
         let _ = writeln!(out, "liveness_budget_ms = {}", int(spec.liveness_budget_ms));
     }

@@ -1,0 +1,209 @@
+//! When a run has settled: nothing left in it can change a verdict, so it may end before its `duration_ms`.
+//!
+//! [`Settle`] follows the trace as the world records it: which workflows and rollouts are not yet at rest, and when
+//! the last event that is not the world's steady beat happened (heartbeats, their refusals and failures, canary
+//! dispatches and their refusals, the site's periodic hardware sync). [`crate::world::World::settled`] adds what
+//! only the world knows — the fault plan done, no restart timer pending, the hub's, the site's and the network's
+//! own clocks at rest, no credential renewal due — and the quiet time every oracle's deadline needs.
+//! `docs/oracles.md` ("When a run ends early") says, oracle by oracle, why no verdict can change after that point.
+
+use std::collections::BTreeSet;
+
+use crate::model::faults::Step;
+use crate::model::spec::RunSpec;
+use crate::observe::trace::{Body, OnboardingBody, RolloutBody};
+
+/// What the trace says about rest, so far.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Settle {
+    /// Workflows and rollouts the run starts or asks for that are not at rest: an onboarding completed or resting
+    /// in `failed_manual_intervention`, a decommission completed or stopped, a rollout terminal or refused.
+    open: BTreeSet<String>,
+    /// When the last event that is not a steady beat was recorded.
+    last_change_ms: u64,
+    /// Dispatch holds at the hub, `(agent, owner)`, and workers whose service a rollout stopped and did not start.
+    held: BTreeSet<(String, String)>,
+    stopped: BTreeSet<String>,
+    /// Agents the canary dispatcher tried since the last change. It draws a worker at random every 20 s, so a held or
+    /// stopped worker's first attempt (refused, or landing where it must not) can come long after the last change;
+    /// a run is not quiet until each of them has had one.
+    sampled: BTreeSet<String>,
+}
+
+impl Settle {
+    /// Every onboarding workflow of the spec, every decommission its steps ask for and every rollout its
+    /// `start_rollout` steps request starts open.
+    pub(crate) fn for_spec(spec: &RunSpec) -> Settle {
+        let mut open: BTreeSet<String> = spec
+            .onboarding
+            .iter()
+            .flat_map(|onboarding| onboarding.machines.iter().map(|m| crate::model::ids::onboarding_workflow_id(m)))
+            .collect();
+        let staged = spec.stage_steps.iter().map(|staged| &staged.step);
+        for step in spec.steps.iter().map(|timed| &timed.step).chain(staged) {
+            match step {
+                Step::Decommission { target } => {
+                    open.insert(crate::model::ids::decommission_workflow_id(target));
+                }
+                Step::StartRollout { revision } => {
+                    open.insert(format!("rollout-{revision}"));
+                }
+                _ => {}
+            }
+        }
+        Settle { open, ..Settle::default() }
+    }
+
+    pub(crate) fn observe(&mut self, t_ms: u64, host: &str, body: &Body) {
+        if is_steady(body) {
+            if let Body::HubDispatched { agent, .. } | Body::HubDispatchRefused { agent, .. } = body {
+                self.sampled.insert(agent.clone());
+            }
+            return;
+        }
+        self.last_change_ms = t_ms;
+        self.sampled.clear();
+        let (id, at_rest) = match body {
+            Body::HubHoldPlaced { agent, owner } => {
+                self.held.insert((agent.clone(), owner.clone()));
+                return;
+            }
+            Body::HubHoldReleased { agent, owner } => {
+                self.held.remove(&(agent.clone(), owner.clone()));
+                return;
+            }
+            Body::WorkerMutated { op, .. } if op == "stop_service" => {
+                self.stopped.insert(host.to_owned());
+                return;
+            }
+            Body::WorkerMutated { op, .. } if op == "start_service" => {
+                self.stopped.remove(host);
+                return;
+            }
+            Body::Onboarding { workflow, event } => match event {
+                OnboardingBody::RecoveryWork { .. } => return,
+                OnboardingBody::Completed { .. } => (workflow, true),
+                OnboardingBody::Stopped { workflow_state, .. } => {
+                    (workflow, workflow_state == "failed_manual_intervention")
+                }
+                _ => (workflow, false),
+            },
+            Body::Decommission { workflow, event } => match event {
+                OnboardingBody::RecoveryWork { .. } => return,
+                OnboardingBody::Completed { .. } | OnboardingBody::Stopped { .. } => (workflow, true),
+                _ => (workflow, false),
+            },
+            Body::Rollout { rollout, event } => match event {
+                RolloutBody::Terminal { .. } => (rollout, true),
+                RolloutBody::PlanRefused { .. } => (rollout, true),
+                _ => (rollout, false),
+            },
+            _ => return,
+        };
+        if at_rest {
+            self.open.remove(id);
+        } else {
+            self.open.insert(id.clone());
+        }
+    }
+
+    /// When the run went quiet, if every workflow and rollout is at rest and every held or stopped worker has had
+    /// a canary dispatch since the last change.
+    pub(crate) fn quiet_since(&self) -> Option<u64> {
+        let unsampled = |agent: &String| !self.sampled.contains(agent);
+        let waiting = self.held.iter().map(|(agent, _)| agent).chain(&self.stopped).any(unsampled);
+        (self.open.is_empty() && !waiting).then_some(self.last_change_ms)
+    }
+}
+
+/// The world's steady beat: events a world at rest keeps producing, each the same judgement every time it recurs.
+fn is_steady(body: &Body) -> bool {
+    matches!(
+        body,
+        Body::HubHeartbeat { .. }
+            | Body::HubHeartbeatRefused { .. }
+            | Body::AgentHeartbeatFailed { .. }
+            | Body::HubDispatched { .. }
+            | Body::HubDispatchRefused { .. }
+            | Body::SiteHardwareSync { .. }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn onboarding(workflow: &str, event: OnboardingBody) -> Body {
+        Body::Onboarding { workflow: workflow.to_owned(), event }
+    }
+
+    impl Settle {
+        fn observe_at(&mut self, t_ms: u64, body: &Body) {
+            self.observe(t_ms, "node-01", body);
+        }
+    }
+
+    fn settle(open: &[&str]) -> Settle {
+        Settle { open: open.iter().map(|id| (*id).to_owned()).collect(), ..Settle::default() }
+    }
+
+    #[test]
+    fn a_run_is_quiet_only_once_every_workflow_rests_and_since_its_last_change() {
+        let mut settle = settle(&["onboard-a", "rollout-r2"]);
+        assert_eq!(settle.quiet_since(), None);
+        settle.observe_at(10, &onboarding("onboard-a", OnboardingBody::Completed { system_id: "x".into() }));
+        assert_eq!(settle.quiet_since(), None, "the rollout is still open");
+        settle.observe_at(
+            20,
+            &Body::Rollout { rollout: "rollout-r2".into(), event: RolloutBody::PlanRefused { reason: "r".into() } },
+        );
+        assert_eq!(settle.quiet_since(), Some(20));
+        settle.observe_at(90, &Body::HubHeartbeat { agent: "node-01".into() });
+        assert_eq!(settle.quiet_since(), Some(20), "a heartbeat is the steady beat, not a change");
+        settle.observe_at(95, &Body::HostBoot { boot: 2 });
+        assert_eq!(settle.quiet_since(), Some(95), "any other event is a change");
+    }
+
+    #[test]
+    fn a_retryable_stop_or_a_new_run_reopens_a_workflow() {
+        let mut settle = settle(&[]);
+        let stopped = |state: &str| OnboardingBody::Stopped {
+            stage: "commission".into(),
+            class: "transient".into(),
+            workflow_state: state.into(),
+            node_state: "enrolling".into(),
+            evidence: Vec::new(),
+        };
+        settle.observe_at(5, &onboarding("onboard-a", stopped("failed_retryable")));
+        assert_eq!(settle.quiet_since(), None, "failed_retryable runs again");
+        settle.observe_at(6, &onboarding("onboard-a", stopped("failed_manual_intervention")));
+        assert_eq!(settle.quiet_since(), Some(6));
+        settle.observe_at(
+            7,
+            &onboarding("onboard-a", OnboardingBody::StageStarted { stage: "commission".into(), attempt: 1 }),
+        );
+        assert_eq!(settle.quiet_since(), None, "an operator's resume starts it again");
+    }
+}
+
+#[cfg(test)]
+mod dispatch_tests {
+    use super::*;
+
+    #[test]
+    fn a_held_or_stopped_worker_keeps_the_run_open_until_the_dispatcher_has_tried_it() {
+        let mut settle = Settle::default();
+        settle.observe(1, "hub", &Body::HubHoldPlaced { agent: "node-07".into(), owner: "operator".into() });
+        assert_eq!(settle.quiet_since(), None, "node-07 is held and not yet tried");
+        settle.observe(2, "hub", &Body::HubDispatched { agent: "node-01".into(), task: "canary-1".into() });
+        assert_eq!(settle.quiet_since(), None, "another worker's dispatch says nothing of node-07");
+        settle.observe(3, "hub", &Body::HubDispatchRefused { agent: "node-07".into(), task: "canary-2".into() });
+        assert_eq!(settle.quiet_since(), Some(1));
+        let stop = Body::WorkerMutated { op: "stop_service".into(), operation_id: "r/1".into(), target: "svc".into() };
+        settle.observe(4, "node-03", &stop);
+        assert_eq!(settle.quiet_since(), None, "a change forgets what was tried; node-03 is stopped");
+        settle.observe(5, "hub", &Body::HubDispatchRefused { agent: "node-07".into(), task: "canary-3".into() });
+        settle.observe(6, "hub", &Body::HubDispatched { agent: "node-03".into(), task: "canary-4".into() });
+        assert_eq!(settle.quiet_since(), Some(4));
+    }
+}
