@@ -808,6 +808,25 @@ mod tests {
     }
 
     #[test]
+    fn the_hub_is_at_rest_only_when_no_sweep_can_change_a_row() {
+        let (fresh, grace, sweep) = (60_000, 60_000, DEFAULT_SWEEP_INTERVAL_MS);
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        assert!(hub.at_rest(fresh, fresh, grace), "every agent heard within `fresh`");
+        assert!(!hub.at_rest(fresh + 1, fresh, grace), "a silent fungible agent is due a tombstone");
+        open_epoch(&mut hub, &["member"]);
+        let mut events = Vec::new();
+        hub.sweep(TTL + 1, &mut events);
+        assert_eq!(status(&hub, "stray"), AgentStatus::Tombstoned);
+        assert_eq!(status(&hub, "durable"), AgentStatus::Offline);
+        assert!(!hub.at_rest(TTL + 1, fresh, grace), "the silent member may still be seen surviving the TTL");
+        assert!(!hub.at_rest(TTL + sweep + grace, fresh, grace));
+        assert!(hub.at_rest(TTL + sweep + grace + 1, fresh, grace), "tombstoned, offline, and a member long silent");
+        hub.handle(TTL + sweep + grace + 2, heartbeat("durable"), &mut events);
+        assert!(hub.at_rest(TTL + sweep + grace + 2, fresh, grace), "a durable agent back online is heard");
+        assert!(!hub.at_rest(TTL + sweep + grace + 3 + fresh, fresh, grace), "and silent again, due offline");
+    }
+
+    #[test]
     fn legacy_expiry_tombstones_a_silent_epoch_member_as_in_the_incident() {
         let mut hub = hub(ExpiryPolicy::Legacy);
         open_epoch(&mut hub, &["member"]);

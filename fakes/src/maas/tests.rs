@@ -120,7 +120,9 @@ fn deploy_reaches_deployed_then_the_agent_enrols_and_hardware_sync_reports() {
         enable_hw_sync: true,
     };
     let start_ms = site.now_ms();
+    assert!(site.at_rest(), "a Ready machine changes nothing by itself");
     assert_eq!(call(&mut site, start_ms, deploy, &mut events).machine().unwrap().status_name, "Deploying");
+    assert!(!site.at_rest(), "a deploy under way, with its status deadline");
     events.extend(site.advance(start_ms + 60 * MINUTE_MS));
     let machine = view(&site, &id);
     assert_eq!(machine.status_name, "Deployed", "{:#?}", node_events(&site, &id, EventLevel::Debug));
@@ -158,6 +160,7 @@ fn deploy_reaches_deployed_then_the_agent_enrols_and_hardware_sync_reports() {
     let machine = view(&site, &id);
     assert!(machine.is_sync_healthy(now_ms + 1), "{machine:?}");
     assert_eq!(machine.next_sync_ms, Some(machine.last_sync_ms.unwrap() + 900_000));
+    assert!(site.at_rest(), "deployed and enrolled: only the periodic hardware sync is left");
 }
 
 #[test]

@@ -185,6 +185,22 @@ mod tests {
     }
 
     #[test]
+    fn the_network_is_at_rest_without_loss_or_holds_whatever_its_partitions() {
+        let mut state = net(LinkConfig::default());
+        state.partition(0, 1);
+        assert!(state.at_rest(), "a standing partition changes nothing by itself");
+        state.set_loss(1, 2, 0, 10);
+        assert!(!state.at_rest(), "a lossy link drops messages at random");
+        state.set_loss(1, 2, 0, 0);
+        state.hold(0, 2);
+        assert!(!state.at_rest(), "a hold delivers late");
+        state.release(0, 2);
+        assert!(state.at_rest());
+        let lossy = net(LinkConfig { request_loss_per_mille: 1, ..LinkConfig::default() });
+        assert!(!lossy.at_rest(), "a lossy default link");
+    }
+
+    #[test]
     fn one_way_partitions_block_one_direction_and_repair_restores_it() {
         let mut state = net(LinkConfig::default());
         state.partition_oneway(0, 1);
