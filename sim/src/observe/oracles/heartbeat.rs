@@ -2,6 +2,7 @@
 //! justified and detected in time, epoch members never tombstoned, the observer's health.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
 
 use engine::sensor::{SENSOR_PERIOD_MS, SILENT_THRESHOLD_MS};
 
@@ -199,8 +200,9 @@ pub(super) struct SilenceDetectedInTime {
     health: ObserverHealth,
     slack_ms: u64,
     agents: BTreeMap<String, AgentWatch>,
-    /// `(deadline, agent, what)` ordered by deadline.
-    due: BTreeSet<(u64, String, Due)>,
+    /// `(deadline, agent, what)` ordered by deadline. The agent is its watch's shared name: a heartbeat reschedules
+    /// without allocating.
+    due: BTreeSet<(u64, Rc<str>, Due)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -209,8 +211,9 @@ pub(super) enum Due {
     Recovery,
 }
 
-#[derive(Default)]
 pub(super) struct AgentWatch {
+    /// The agent's name, shared with its entries in `due`.
+    name: Rc<str>,
     last_heartbeat_ms: u64,
     /// The engine reported the instance silent and has not reported it recovered.
     reported_silent: bool,
@@ -218,6 +221,19 @@ pub(super) struct AgentWatch {
     silence_reported: bool,
     heard_back_ms: Option<u64>,
     deadlines: Vec<(u64, Due)>,
+}
+
+impl AgentWatch {
+    fn named(agent: &str) -> AgentWatch {
+        AgentWatch {
+            name: Rc::from(agent),
+            last_heartbeat_ms: 0,
+            reported_silent: false,
+            silence_reported: false,
+            heard_back_ms: None,
+            deadlines: Vec::new(),
+        }
+    }
 }
 
 impl SilenceDetectedInTime {
@@ -230,10 +246,18 @@ impl SilenceDetectedInTime {
         }
     }
 
+    /// The watch of `agent`, a fresh one when it has none (allocating only then).
+    fn watch(&mut self, agent: &str) -> &mut AgentWatch {
+        if !self.agents.contains_key(agent) {
+            self.agents.insert(agent.to_owned(), AgentWatch::named(agent));
+        }
+        self.agents.get_mut(agent).expect("inserted above")
+    }
+
     pub(super) fn reschedule(&mut self, agent: &str) {
         let Some(watch) = self.agents.get_mut(agent) else { return };
         for (deadline, due) in watch.deadlines.drain(..) {
-            self.due.remove(&(deadline, agent.to_owned(), due));
+            self.due.remove(&(deadline, watch.name.clone(), due));
         }
         let Some(healthy_since) = self.health.healthy_since_ms else { return };
         if !watch.silence_reported {
@@ -245,7 +269,7 @@ impl SilenceDetectedInTime {
             watch.deadlines.push((deadline, Due::Recovery));
         }
         for (deadline, due) in &watch.deadlines {
-            self.due.insert((*deadline, agent.to_owned(), *due));
+            self.due.insert((*deadline, watch.name.clone(), *due));
         }
     }
 
@@ -256,7 +280,7 @@ impl SilenceDetectedInTime {
             }
             self.due.remove(&first);
             let (deadline, agent, due) = first;
-            let Some(watch) = self.agents.get_mut(&agent) else { continue };
+            let Some(watch) = self.agents.get_mut(&*agent) else { continue };
             watch.deadlines.retain(|entry| *entry != (deadline, due));
             let evidence = match due {
                 Due::Silence => {
@@ -288,14 +312,14 @@ impl Oracle for SilenceDetectedInTime {
             }
             return;
         }
-        let agent = match &event.body {
+        let agent: &str = match &event.body {
             Body::HubRegistered { agent, .. } => {
-                self.agents
-                    .insert(agent.clone(), AgentWatch { last_heartbeat_ms: event.t_ms, ..AgentWatch::default() });
+                let watch = AgentWatch { last_heartbeat_ms: event.t_ms, ..AgentWatch::named(agent) };
+                self.agents.insert(agent.clone(), watch);
                 agent
             }
             Body::HubHeartbeat { agent } => {
-                let watch = self.agents.entry(agent.clone()).or_default();
+                let watch = self.watch(agent);
                 watch.last_heartbeat_ms = event.t_ms;
                 watch.silence_reported = false;
                 if watch.reported_silent && watch.heard_back_ms.is_none() {
@@ -304,22 +328,21 @@ impl Oracle for SilenceDetectedInTime {
                 agent
             }
             Body::InstanceSilent { instance, .. } => {
-                let watch = self.agents.entry(instance.clone()).or_default();
+                let watch = self.watch(instance);
                 watch.reported_silent = true;
                 watch.silence_reported = true;
                 watch.heard_back_ms = None;
                 instance
             }
             Body::InstanceRecovered { instance, .. } => {
-                let watch = self.agents.entry(instance.clone()).or_default();
+                let watch = self.watch(instance);
                 watch.reported_silent = false;
                 watch.heard_back_ms = None;
                 instance
             }
             _ => return,
         };
-        let agent = agent.clone();
-        self.reschedule(&agent);
+        self.reschedule(agent);
     }
 
     fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
