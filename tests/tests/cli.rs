@@ -368,3 +368,20 @@ fn runs_past_the_bound_are_refused_before_anything_is_allocated() {
         assert!(err.contains(expected), "{err}");
     }
 }
+
+#[test]
+fn a_run_that_settled_says_so_and_run_to_duration_runs_it_all() {
+    // GOOD never settles: node-01 stays cut off and the hub's TTL has yet to tombstone it. Healed, the run settles.
+    let (code, out, _, _) = with_file("run", GOOD);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("virtual time  0h 20m 00s (1200000 ms)\n"), "{out}");
+    let healed = format!("{GOOD}\n[[step]]\nat_ms = 120_000\nkind = \"repair\"\na = \"node-01\"\nb = \"hub\"\n");
+    let (code, out, _, _) = with_file("run", &healed);
+    assert_eq!(code, 0, "{out}");
+    let line = out.lines().find(|line| line.contains("virtual time")).expect("a virtual time line");
+    assert!(line.ends_with("of 0h 20m 00s: settled, nothing left could change a verdict"), "{line}");
+    let whole = healed.replace("duration_ms_max = 1_200_000", "duration_ms_max = 1_200_000\nrun_to_duration = true");
+    let (code, out, _, _) = with_file("run", &whole);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("virtual time  0h 20m 00s (1200000 ms)\n"), "{out}");
+}

@@ -78,8 +78,17 @@ pub fn render_run(record: &RunRecord) -> String {
     let run = record.run_index.map(|i| format!(" run {i}")).unwrap_or_default();
     text.push_str(&format!("{}{run}  seed {}\n", record.source, record.seed));
     text.push_str(&format!("  verdict       {}\n", record.verdict.label()));
+    // A run that ended before its duration without a panic had settled: say so, or the short time reads as a hang.
+    let duration_ms = record.config.get("duration_ms").and_then(serde_json::Value::as_u64);
+    let panicked = record.verdict == reports::Verdict::fail(reports::FailureKind::Panic);
+    let settled = match duration_ms {
+        Some(duration_ms) if record.virtual_duration_ms < duration_ms && !panicked => {
+            format!(" of {}: settled, nothing left could change a verdict", human_ms(duration_ms))
+        }
+        _ => String::new(),
+    };
     text.push_str(&format!(
-        "  virtual time  {} ({} ms)\n",
+        "  virtual time  {} ({} ms){settled}\n",
         human_ms(record.virtual_duration_ms),
         record.virtual_duration_ms
     ));
