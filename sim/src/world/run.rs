@@ -1,7 +1,7 @@
 //! One run of the world to its end: build it, boot it, run its fault plan until the spec's duration, a panic, or the
-//! moment it has settled (nothing left can change a verdict), shut it down and say how it ended ([`Ended`]). The fast transport runs it on a paused current-thread runtime of its own
-//! ([`simulate`]); the wire transport runs [`drive`] inside a turmoil host. A panic in any host task is captured
-//! with its location and ends the run at once.
+//! moment it has settled (nothing left can change a verdict), shut it down and say how it ended ([`Ended`]). The fast
+//! transport runs it on a paused current-thread runtime of its own ([`simulate`]); the wire transport runs [`drive`]
+//! inside a turmoil host. A panic in any host task is captured with its location and ends the run at once.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -30,9 +30,6 @@ pub struct Ended {
     pub panic: Option<String>,
     /// The run ended before its world could say anything (its observers saw nothing worth judging).
     pub aborted: bool,
-    /// The run ended before its duration because it had settled ([`World::settled`]): nothing left in it could
-    /// have changed a verdict, so its oracles judge at the moment it ended.
-    pub settled: bool,
 }
 
 impl Ended {
@@ -129,7 +126,6 @@ pub async fn drive(
     world.boot_all();
     setup(&world);
     let plan = tokio::task::spawn_local(world.clone().run_fault_plan());
-    let mut settled = false;
     loop {
         let check_ms = (world.now_ms() + SETTLE_CHECK_MS).min(spec.duration_ms);
         tokio::select! {
@@ -141,8 +137,8 @@ pub async fn drive(
             break;
         }
         if let Some(quiet_since_ms) = world.settled().filter(|_| !spec.run_to_duration) {
+            // Nothing left can change a verdict: the oracles judge here (`docs/oracles.md`, "When a run ends early").
             world.record_sim(Body::RunSettled { quiet_since_ms, duration_ms: spec.duration_ms });
-            settled = true;
             break;
         }
     }
@@ -159,6 +155,5 @@ pub async fn drive(
         faults: world.faults(),
         panic,
         aborted: false,
-        settled,
     }
 }
