@@ -868,6 +868,19 @@ async fn fake_creates_reads_and_lists_machines_with_their_power_addresses() {
 }
 
 #[tokio::test]
+async fn fake_filters_the_list_by_mac_and_by_status_as_maas_does() {
+    let fake = ServedFake::start(&["gpu-node-01", "gpu-node-02"]).await;
+    let maas = fake.client();
+    let (one, two) = (fake.inventory("gpu-node-01"), fake.inventory("gpu-node-02"));
+    let created = maas.create_machine(&one).await.expect("created");
+    let by_mac = maas.machines_with_mac(&one.pxe_mac.to_ascii_uppercase()).await.expect("listed by MAC");
+    assert_eq!(by_mac, std::slice::from_ref(&created), "MAAS matches a MAC whatever its case");
+    assert_eq!(maas.machines_with_mac(&two.pxe_mac).await.expect("listed"), [], "no machine has that MAC yet");
+    assert_eq!(maas.new_machines().await.expect("listed"), [], "a created machine commissions at once: not NEW");
+    assert_eq!(maas.machines().await.expect("listed"), [created]);
+}
+
+#[tokio::test]
 async fn fake_unknown_machine_is_404_with_maas_s_text() {
     let fake = ServedFake::start(&[]).await;
     body_unknown_machine_is_404(&fake.client(), "xyz999").await;

@@ -728,12 +728,13 @@ where
 
     /// The node's own machine in MAAS: the one that carries its registered PXE MAC.
     async fn find_own_machine(&self, request: &OnboardRequest) -> Result<Option<Machine>, MaasError> {
-        Ok(judge::own_machine(self.maas.machines().await?, &request.node.pxe_mac))
+        Ok(judge::own_machine(self.maas.machines_with_mac(&request.node.pxe_mac).await?, &request.node.pxe_mac))
     }
 
     /// A machine MAAS enlisted (NEW) on this node's BMC that is not the node's own record.
     async fn find_unknown_machine(&self, request: &OnboardRequest, own: &str) -> Option<UnknownMachine> {
-        let machines = self.maas.machines().await.ok()?;
+        // A stranger is NEW by definition: MAAS's status filter keeps the answer to the machines just enlisted.
+        let machines = self.maas.new_machines().await.ok()?;
         judge::unknown_machine(&request.node.bmc_address, own, &machines)
     }
 

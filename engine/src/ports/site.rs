@@ -190,6 +190,21 @@ impl MaasError {
 /// machine's op; MAAS checks the transition and answers 409 with its message when it is illegal.
 pub trait MaasApi {
     fn machines(&self) -> impl Future<Output = Result<Vec<Machine>, MaasError>>;
+    /// `GET /machines/?mac_address=<mac>`: the machines with an interface of that MAC. The default filters the
+    /// whole list; an adapter asks MAAS, whose answer then grows with the match, not with the site.
+    fn machines_with_mac(&self, mac: &str) -> impl Future<Output = Result<Vec<Machine>, MaasError>> {
+        async move {
+            let mac = mac.to_lowercase();
+            Ok(self.machines().await?.into_iter().filter(|machine| machine.macs.contains(&mac)).collect())
+        }
+    }
+    /// `GET /machines/?status=new`: the machines MAAS has enlisted and nobody has commissioned yet. The default
+    /// filters the whole list.
+    fn new_machines(&self) -> impl Future<Output = Result<Vec<Machine>, MaasError>> {
+        async move {
+            Ok(self.machines().await?.into_iter().filter(|machine| machine.status == MachineStatus::New).collect())
+        }
+    }
     fn machine(&self, system_id: &str) -> impl Future<Output = Result<Machine, MaasError>>;
     /// Creates a machine with Redfish power parameters; MAAS starts commissioning it at once.
     fn create_machine(&self, new: &NewMachine) -> impl Future<Output = Result<Machine, MaasError>>;

@@ -1025,10 +1025,16 @@ fn vlan_number(vlan: &fakes::maas::region::Vlan) -> u16 {
     u16::try_from(vlan.id).unwrap_or(u16::MAX)
 }
 
-impl port::MaasApi for SimMaas {
-    async fn machines(&self) -> Result<Vec<port::Machine>, MaasError> {
-        let request = MaasRequest::ListMachines { hostname: None, mac_address: None, status: None };
-        self.request("list", None, request, |site, now_ms, body| match body {
+impl SimMaas {
+    /// `GET /machines/` with MAAS's `mac_address` and `status` filters, traced as `op`.
+    async fn list(
+        &self,
+        op: &str,
+        mac_address: Option<String>,
+        status: Option<fakes::maas::status::NodeStatus>,
+    ) -> Result<Vec<port::Machine>, MaasError> {
+        let request = MaasRequest::ListMachines { hostname: None, mac_address, status };
+        self.request(op, None, request, |site, now_ms, body| match body {
             MaasBody::Machines(views) => Some(
                 views
                     .iter()
@@ -1038,6 +1044,20 @@ impl port::MaasApi for SimMaas {
             _ => None,
         })
         .await
+    }
+}
+
+impl port::MaasApi for SimMaas {
+    async fn machines(&self) -> Result<Vec<port::Machine>, MaasError> {
+        self.list("list", None, None).await
+    }
+
+    async fn machines_with_mac(&self, mac: &str) -> Result<Vec<port::Machine>, MaasError> {
+        self.list("list_by_mac", Some(mac.to_owned()), None).await
+    }
+
+    async fn new_machines(&self) -> Result<Vec<port::Machine>, MaasError> {
+        self.list("list_new", None, Some(fakes::maas::status::NodeStatus::New)).await
     }
 
     async fn machine(&self, system_id: &str) -> Result<port::Machine, MaasError> {
@@ -1497,6 +1517,12 @@ impl port::MaasApi for SiteMaas {
     async fn machines(&self) -> Result<Vec<port::Machine>, MaasError> {
         either!(SiteMaas, self.machines())
     }
+    async fn machines_with_mac(&self, mac: &str) -> Result<Vec<port::Machine>, MaasError> {
+        either!(SiteMaas, self.machines_with_mac(mac))
+    }
+    async fn new_machines(&self) -> Result<Vec<port::Machine>, MaasError> {
+        either!(SiteMaas, self.new_machines())
+    }
     async fn machine(&self, system_id: &str) -> Result<port::Machine, MaasError> {
         either!(SiteMaas, self.machine(system_id))
     }
@@ -1590,6 +1616,12 @@ impl WireMaas {
 impl port::MaasApi for WireMaas {
     async fn machines(&self) -> Result<Vec<port::Machine>, MaasError> {
         self.traced("list", None, self.wire.maas.machines()).await
+    }
+    async fn machines_with_mac(&self, mac: &str) -> Result<Vec<port::Machine>, MaasError> {
+        self.traced("list_by_mac", None, self.wire.maas.machines_with_mac(mac)).await
+    }
+    async fn new_machines(&self) -> Result<Vec<port::Machine>, MaasError> {
+        self.traced("list_new", None, self.wire.maas.new_machines()).await
     }
     async fn machine(&self, system_id: &str) -> Result<port::Machine, MaasError> {
         self.traced("read", Some(system_id), self.wire.maas.machine(system_id)).await

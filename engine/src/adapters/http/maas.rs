@@ -507,10 +507,17 @@ pub fn base64_encode(bytes: &[u8]) -> String {
     out
 }
 
-impl<T: HttpTransport, C: Clock> MaasApi for MaasClient<T, C> {
-    async fn machines(&self) -> Result<Vec<Machine>, MaasError> {
-        let response = self.call("list", Method::Get, format!("{API_ROOT}machines/"), None).await?;
-        let wires: Vec<MachineWire> = decode("list", &response)?;
+impl<T: HttpTransport, C: Clock> MaasClient<T, C> {
+    /// `GET /machines/?<filters>` (none: every machine), with each machine's BMC address from one
+    /// `op=power_parameters` read of the machines listed.
+    async fn list_machines(&self, what: &'static str, filters: &[(&str, &str)]) -> Result<Vec<Machine>, MaasError> {
+        let path = if filters.is_empty() {
+            format!("{API_ROOT}machines/")
+        } else {
+            format!("{API_ROOT}machines/?{}", query(filters))
+        };
+        let response = self.call(what, Method::Get, path, None).await?;
+        let wires: Vec<MachineWire> = decode(what, &response)?;
         let mut addresses: BTreeMap<String, PowerParametersWire> = BTreeMap::new();
         if !wires.is_empty() {
             let mut pairs = vec![("op", "power_parameters")];
@@ -521,9 +528,23 @@ impl<T: HttpTransport, C: Clock> MaasApi for MaasClient<T, C> {
             .into_iter()
             .map(|wire| {
                 let power_address = addresses.remove(&wire.system_id).and_then(|params| params.power_address);
-                self.machine_from_wire("list", wire, power_address, response.status)
+                self.machine_from_wire(what, wire, power_address, response.status)
             })
             .collect()
+    }
+}
+
+impl<T: HttpTransport, C: Clock> MaasApi for MaasClient<T, C> {
+    async fn machines(&self) -> Result<Vec<Machine>, MaasError> {
+        self.list_machines("list", &[]).await
+    }
+
+    async fn machines_with_mac(&self, mac: &str) -> Result<Vec<Machine>, MaasError> {
+        self.list_machines("list_by_mac", &[("mac_address", mac)]).await
+    }
+
+    async fn new_machines(&self) -> Result<Vec<Machine>, MaasError> {
+        self.list_machines("list_new", &[("status", "new")]).await
     }
 
     async fn machine(&self, system_id: &str) -> Result<Machine, MaasError> {

@@ -12,7 +12,8 @@ use crate::model::faults::Step;
 use crate::observe::trace::{Body, Event, OnboardingBody};
 
 /// MAAS operations that change nothing (the rest of `site.request`'s operations are mutations).
-const READ_OPS: [&str; 7] = ["list", "read", "events", "disks", "interfaces", "subnets", "query_power_state"];
+const READ_OPS: [&str; 9] =
+    ["list", "list_by_mac", "list_new", "read", "events", "disks", "interfaces", "subnets", "query_power_state"];
 
 /// An audit record as first traced (requested), not its settled repetition.
 fn requested(body: &Body) -> Option<&AuditRecord> {

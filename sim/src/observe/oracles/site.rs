@@ -72,7 +72,9 @@ impl Oracle for NoDestructiveCallWithoutFreshRead {
         let Body::SiteRequest { workflow, op, system_id, status } = &event.body else { return };
         let answered = status.is_some_and(|status| (200..300).contains(&status));
         match op.as_str() {
-            // A power query reads the machine's power, which is what a power-off must not act on blind.
+            // A power query reads the machine's power, which is what a power-off must not act on blind. A filtered
+            // list (`list_by_mac`, `list_new`) reads only the machines it matched, which its event does not name: it
+            // counts as a read of none.
             "read" | "list" | "query_power_state" if answered => {
                 let key = if op == "list" { None } else { system_id.clone() };
                 self.read.entry(workflow.clone()).or_default().insert(key);
