@@ -275,12 +275,26 @@ mod tests {
                 status: Some(200),
             },
         );
+        // The filtered lists are reads too: a frozen workflow may still look.
+        let list = |op: &str| {
+            ev(
+                3,
+                Body::SiteRequest {
+                    workflow: "onboard-node-02".into(),
+                    op: op.into(),
+                    system_id: None,
+                    status: Some(200),
+                },
+            )
+        };
         let refused = record(RecoveryAction::Resume, false, RUNNING);
         let lift = record(RecoveryAction::Resume, true, RUNNING);
         let events = [
             ev(1, Body::Audit { record: mark }),
             stage(2),
             read,
+            list("list_by_mac"),
+            list("list_new"),
             deploy,
             ev(5, Body::Audit { record: refused }),
             stage(6),
