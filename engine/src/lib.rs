@@ -7,6 +7,7 @@
 
 pub mod adapters;
 pub mod decommission;
+pub mod instance;
 pub mod matrix;
 pub mod onboarding;
 pub mod operator;

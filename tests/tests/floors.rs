@@ -14,7 +14,7 @@ const ENGINE_FLOORS: &[&[&str]] = &[
     &["secret"],
     &["matrix", "ports"],
     &["recovery", "sensor", "workflow"],
-    &["decommission", "onboarding", "rollout"],
+    &["decommission", "instance", "onboarding", "rollout"],
     &["operator"],
     &["adapters"],
 ];

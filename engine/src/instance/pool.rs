@@ -1,0 +1,276 @@
+//! Instance pools (runbook "lifecycle_class", `instance-pool-tuning.md`): warm capacity of one lifecycle class,
+//! members that go warming → ready → claimed → released, the allocator's conditional `acquire`, the replenisher
+//! and the ready-TTL recycle.
+//!
+//! The class (`ephemeral` or `spot`) lives on the pool, never on a node; a member node reaches its pool through
+//! `config["instance_pool_id"]`. `draining` is a pool state (a cordon's fence, a drain, a recycle in flight), the one
+//! state the allocator never picks and the recycle never touches.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::control::{Control, ControlRefusal};
+use super::inventory::{Backing, Decided, Instance, InstanceRecord, Inventory, Membership, Node};
+use super::state::InstanceState;
+
+/// A pool's lifecycle class: there is no `persistent` class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LifecycleClass {
+    Ephemeral,
+    Spot,
+}
+
+/// Where a member stands in its pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolState {
+    /// Minted, booting; not acquirable until its first `phase=ready` heartbeat.
+    Warming,
+    /// Acquirable.
+    Ready,
+    /// A consumer holds it.
+    Claimed,
+    /// Fenced out of the allocator: a cordon, a drain or a recycle.
+    Draining,
+    /// Gone from the pool: its instance was terminated or errored.
+    Released,
+}
+
+impl PoolState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolState::Warming => "warming",
+            PoolState::Ready => "ready",
+            PoolState::Claimed => "claimed",
+            PoolState::Draining => "draining",
+            PoolState::Released => "released",
+        }
+    }
+}
+
+/// What a release does with a returned member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseDisposition {
+    /// The default: the member is terminated.
+    Recycled,
+    /// The member goes back to ready with a fresh anchor, or is fenced if it carries a cordon marker.
+    ReuseWithoutReset,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pool {
+    pub id: String,
+    pub account: String,
+    pub class: LifecycleClass,
+    pub target_size: u32,
+    pub max_size: u32,
+    pub ready_ttl_seconds: u64,
+    pub disposition: ReleaseDisposition,
+    /// Where members are minted, and from which template.
+    pub region: String,
+    pub instance_type: String,
+    pub template_id: String,
+}
+
+/// Why a pool operation was refused; nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PoolRefusal {
+    #[error("no such pool {0}")]
+    UnknownPool(String),
+    #[error("pool {0} already exists")]
+    Duplicate(String),
+    #[error("pool {id}: target_size {target_size} is above max_size {max_size}")]
+    TargetAboveMax { id: String, target_size: u32, max_size: u32 },
+    #[error("pool {0}: ready_ttl_seconds must be at least 1")]
+    ZeroTtl(String),
+    #[error("pool {0} has no ready member")]
+    NoneReady(String),
+    #[error("no such instance {0}")]
+    UnknownInstance(String),
+    #[error("instance {instance} is {state} in its pool, not claimed: only a claimed member is released")]
+    NotClaimed { instance: String, state: String },
+    #[error(transparent)]
+    Control(#[from] ControlRefusal),
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// Terminated through the choke point.
+    Recycled,
+    /// Back to ready with a fresh TTL anchor.
+    Reused,
+    /// It carried a cordon marker: fenced (draining), restored to ready by an uncordon.
+    Fenced,
+}
+
+impl Inventory {
+    pub fn create_pool(&self, pool: Pool) -> Result<Decided<()>, PoolRefusal> {
+        if self.pools.contains_key(&pool.id) {
+            return Err(PoolRefusal::Duplicate(pool.id));
+        }
+        if pool.target_size > pool.max_size {
+            return Err(PoolRefusal::TargetAboveMax {
+                id: pool.id,
+                target_size: pool.target_size,
+                max_size: pool.max_size,
+            });
+        }
+        if pool.ready_ttl_seconds == 0 {
+            return Err(PoolRefusal::ZeroTtl(pool.id));
+        }
+        Ok(Decided::new(vec![InstanceRecord::PoolCreated { pool }], ()))
+    }
+
+    /// The pool's members that are still in it (not released), in id order.
+    pub fn members<'a>(&'a self, pool: &'a str) -> impl Iterator<Item = &'a Instance> + 'a {
+        self.instances.values().filter(move |instance| {
+            instance.pool.as_ref().is_some_and(|m| m.pool == pool && m.state != PoolState::Released)
+        })
+    }
+
+    /// The replenisher's pass (every 60 s): mints warming members up to `target_size`, counting a fenced
+    /// (draining) member as gone, and never above `max_size` members in the pool. Returns the new instance ids.
+    pub fn replenish(&self, pool_id: &str, now_ms: u64) -> Result<Decided<Vec<String>>, PoolRefusal> {
+        let pool = self.pools.get(pool_id).ok_or_else(|| PoolRefusal::UnknownPool(pool_id.to_owned()))?;
+        let members: Vec<&Instance> = self.members(pool_id).collect();
+        let counted = members.iter().filter(|m| m.pool.as_ref().is_some_and(|m| m.state != PoolState::Draining));
+        let short = (pool.target_size as usize).saturating_sub(counted.count());
+        let room = (pool.max_size as usize).saturating_sub(members.len());
+        let mut records = Vec::new();
+        let mut minted = Vec::new();
+        let mut scratch = self.clone();
+        for _ in 0..short.min(room) {
+            let node_id = format!("n-{:05}", scratch.nodes.len() + 1);
+            let instance_id = scratch.next_instance_id();
+            let node = Node {
+                id: node_id.clone(),
+                account: pool.account.clone(),
+                name: format!("{}-{instance_id}", pool.id),
+                template_id: pool.template_id.clone(),
+                worker_id: None,
+                enabled: true,
+                config: BTreeMap::from([("instance_pool_id".to_owned(), pool.id.clone())]),
+            };
+            let instance = Instance {
+                id: instance_id.clone(),
+                node: node_id,
+                name: format!("{}-{now_ms}", node.name),
+                backing: Backing::Cloud { region: pool.region.clone(), instance_type: pool.instance_type.clone() },
+                state: InstanceState::Pending,
+                state_since_ms: now_ms,
+                operation_id: Some(format!("{}/replenish/{instance_id}", pool.id)),
+                cloud_instance_id: None,
+                first_heartbeat_ms: None,
+                pool: Some(Membership {
+                    pool: pool.id.clone(),
+                    state: PoolState::Warming,
+                    anchor_ms: now_ms,
+                    fenced_by_cordon: false,
+                }),
+                cordon: None,
+                hold: None,
+                drain_started_ms: None,
+                destroy_pending_since_ms: None,
+                cascaded: false,
+            };
+            let new = [
+                InstanceRecord::NodeCreated { node },
+                InstanceRecord::InstanceCreated { instance: Box::new(instance) },
+            ];
+            scratch.apply_all(&new).expect("minted rows are new");
+            records.extend(new);
+            minted.push(instance_id);
+        }
+        Ok(Decided::new(records, minted))
+    }
+
+    /// The allocator: hands out one ready, running, uncordoned member, with a write conditional on it still being
+    /// ready (the record's `from`), so a member claimed a moment earlier is never handed out twice.
+    pub fn acquire(&self, pool_id: &str) -> Result<Decided<String>, PoolRefusal> {
+        if !self.pools.contains_key(pool_id) {
+            return Err(PoolRefusal::UnknownPool(pool_id.to_owned()));
+        }
+        let member = self
+            .members(pool_id)
+            .filter(|m| m.pool.as_ref().is_some_and(|m| m.state == PoolState::Ready))
+            .filter(|m| m.state == InstanceState::Running && m.cordon.is_none())
+            .min_by_key(|m| (m.pool.as_ref().map(|m| m.anchor_ms), m.id.clone()))
+            .ok_or_else(|| PoolRefusal::NoneReady(pool_id.to_owned()))?;
+        let record = InstanceRecord::PoolStateChanged {
+            instance: member.id.clone(),
+            from: PoolState::Ready,
+            to: PoolState::Claimed,
+            anchor_ms: None,
+            by_cordon: false,
+        };
+        Ok(Decided::new(vec![record], member.id.clone()))
+    }
+
+    /// A consumer returns a claimed member; the pool's disposition decides what happens to it.
+    pub fn release(&self, instance_id: &str, now_ms: u64) -> Result<Decided<Released>, PoolRefusal> {
+        let instance = self.instance(instance_id).map_err(|_| PoolRefusal::UnknownInstance(instance_id.to_owned()))?;
+        let membership = instance.pool.as_ref().filter(|m| m.state == PoolState::Claimed).ok_or_else(|| {
+            PoolRefusal::NotClaimed {
+                instance: instance_id.to_owned(),
+                state: instance.pool.as_ref().map_or("not pooled", |m| m.state.as_str()).to_owned(),
+            }
+        })?;
+        let pool = self.pools.get(&membership.pool).ok_or_else(|| PoolRefusal::UnknownPool(membership.pool.clone()))?;
+        let change = |to, anchor_ms, by_cordon| InstanceRecord::PoolStateChanged {
+            instance: instance_id.to_owned(),
+            from: PoolState::Claimed,
+            to,
+            anchor_ms,
+            by_cordon,
+        };
+        match (pool.disposition, instance.cordon.is_some()) {
+            (ReleaseDisposition::Recycled, _) => {
+                let terminate = self.control(instance_id, Control::Terminate, false, now_ms)?;
+                Ok(Decided::new(terminate.records, Released::Recycled))
+            }
+            (ReleaseDisposition::ReuseWithoutReset, true) => {
+                Ok(Decided::new(vec![change(PoolState::Draining, None, true)], Released::Fenced))
+            }
+            (ReleaseDisposition::ReuseWithoutReset, false) => {
+                Ok(Decided::new(vec![change(PoolState::Ready, Some(now_ms), false)], Released::Reused))
+            }
+        }
+    }
+
+    /// The stale recycle: every ready member whose anchor is older than the pool's `ready_ttl_seconds` is fenced
+    /// and terminated, whatever the target size. A held member is fenced and left for its operator (the hold
+    /// refuses the terminate). Returns the recycled instance ids.
+    pub fn recycle_stale(&self, pool_id: &str, now_ms: u64) -> Result<Decided<Vec<String>>, PoolRefusal> {
+        let pool = self.pools.get(pool_id).ok_or_else(|| PoolRefusal::UnknownPool(pool_id.to_owned()))?;
+        let ttl_ms = pool.ready_ttl_seconds.saturating_mul(1000);
+        let mut records = Vec::new();
+        let mut recycled = Vec::new();
+        let mut scratch = self.clone();
+        for member in self.members(pool_id) {
+            let membership = member.pool.as_ref().expect("a member");
+            if membership.state != PoolState::Ready || now_ms.saturating_sub(membership.anchor_ms) <= ttl_ms {
+                continue;
+            }
+            let fence = InstanceRecord::PoolStateChanged {
+                instance: member.id.clone(),
+                from: PoolState::Ready,
+                to: PoolState::Draining,
+                anchor_ms: None,
+                by_cordon: false,
+            };
+            scratch.apply(&fence).expect("a ready member fences");
+            records.push(fence);
+            if let Ok(terminate) = scratch.control(&member.id, Control::Terminate, false, now_ms) {
+                scratch.apply_all(&terminate.records).expect("the choke point's records apply");
+                records.extend(terminate.records);
+                recycled.push(member.id.clone());
+            }
+        }
+        Ok(Decided::new(records, recycled))
+    }
+}
