@@ -11,6 +11,7 @@ use crate::ports::events::{RolloutEvent, WorkflowEvent};
 
 pub mod events;
 pub mod fleet;
+pub mod provider;
 pub mod site;
 
 /// Time as the engine sees it: a wall clock that can be skewed or stepped, and a monotonic clock for intervals.

@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod artifacts;
+pub mod cloud;
 pub mod http;
 pub mod hub;
 pub mod inventory;

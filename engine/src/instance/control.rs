@@ -167,6 +167,14 @@ impl Inventory {
         Ok(Decided::new(vec![record], ()))
     }
 
+    /// The provider no longer lists a terminated instance's VM: the destroy is done.
+    pub fn handle_destroyed(&self, instance_id: &str) -> Decided<()> {
+        let owed = self.instances.get(instance_id).is_some_and(|instance| instance.destroy_pending_since_ms.is_some());
+        let records =
+            if owed { vec![InstanceRecord::DestroyConfirmed { instance: instance_id.to_owned() }] } else { Vec::new() };
+        Decided::new(records, ())
+    }
+
     /// Places an operator ops hold.
     pub fn place_hold(
         &self,

@@ -11,6 +11,7 @@
 pub mod approval;
 pub mod control;
 pub mod cordon;
+pub mod driver;
 pub mod inventory;
 pub mod pool;
 pub mod provision;

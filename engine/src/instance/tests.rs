@@ -607,3 +607,38 @@ proptest! {
         prop_assert!(live.values().all(|count| *count <= 1), "{live:?}");
     }
 }
+
+#[test]
+fn every_name_a_report_or_an_error_prints_is_the_name_the_journal_stores() {
+    fn serde_name(value: impl serde::Serialize) -> String {
+        serde_json::to_value(value).unwrap().as_str().unwrap().to_owned()
+    }
+    for state in InstanceState::ALL {
+        assert_eq!(state.as_str(), serde_name(state));
+    }
+    for event in super::state::InstanceEvent::ALL {
+        assert_eq!(event.as_str(), serde_name(event));
+    }
+    for action in [Control::Start, Control::Stop, Control::Reboot, Control::Terminate] {
+        assert_eq!(action.as_str(), serde_name(action));
+    }
+    for outcome in CordonState::ALL {
+        assert_eq!(outcome.as_str(), serde_name(outcome));
+    }
+    for stuck in Stuck::ALL {
+        assert_eq!(stuck.as_str(), serde_name(stuck));
+    }
+    for state in [PoolState::Warming, PoolState::Ready, PoolState::Claimed, PoolState::Draining, PoolState::Released] {
+        assert_eq!(state.as_str(), serde_name(state));
+    }
+    let held = ControlRefusal::Held {
+        instance: "i-1".into(),
+        action: Control::Reboot,
+        by: "ops".into(),
+        reason: "window".into(),
+    };
+    assert_eq!(
+        held.to_string(),
+        "instance i-1 is under an ops hold by ops (window): reboot refused, force does not override it"
+    );
+}

@@ -1,0 +1,220 @@
+//! The instance controller's driver: it journals the decisions of [`Inventory`] and awaits the [`Provider`] port.
+//!
+//! Every record is appended to the journal before it is applied, so what the in-memory rows say is what a
+//! restarted controller replays. The provider is called only after the records that announce the call are durable:
+//! a controller killed between the two finds the intent in the journal and finishes it on [`InstanceDriver::resume`]
+//! — a pending create is looked up by its tag before it is made again (never a second VM), a committed terminate
+//! re-sends only the destroy (never a second terminate), and holds and cordons are rows like any other (never lost).
+
+use super::control::{Control, Controlled, ProviderCall};
+use super::inventory::{Backing, Decided, Inventory, InventoryError, SUBJECT};
+use super::provision::{ProviderStep, Provisioned};
+use super::state::InstanceState;
+use super::sync::{ListedVm, SyncReport};
+use crate::ports::provider::{CreateVm, Provider, ProviderError};
+use crate::ports::{Journal, JournalError};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DriverError {
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("the journal's instance records do not fold: {0}")]
+    Inventory(#[from] InventoryError),
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The decision refused the operation (its typed refusal, rendered); nothing was written.
+    #[error("refused: {0}")]
+    Refused(String),
+}
+
+/// Where a provisioning instance got to in one pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// The VM exists (created now, adopted, or already known) and the instance is provisioning or beyond.
+    Created { cloud_instance_id: String, adopted: bool },
+    /// The provider refused for now (quota, unavailable, no answer): the row stays pending; retry with the same
+    /// operation id. The error says why.
+    Deferred(ProviderError),
+    /// The provider refused for good: the instance is in error.
+    Errored(ProviderError),
+    /// Nothing to do: the instance is not pending, or is not a cloud instance.
+    Nothing,
+}
+
+/// The controller: the rows as the journal says, and the ports.
+pub struct InstanceDriver<'a, J, P> {
+    journal: &'a J,
+    provider: &'a P,
+    inventory: Inventory,
+}
+
+impl<'a, J: Journal, P: Provider> InstanceDriver<'a, J, P> {
+    /// A controller starting (or restarting): the rows are the journal's instance records, folded.
+    pub async fn open(journal: &'a J, provider: &'a P) -> Result<InstanceDriver<'a, J, P>, DriverError> {
+        let lines = journal.replay_subject(SUBJECT).await?;
+        let inventory = Inventory::replay(lines.iter().map(String::as_str))?;
+        Ok(InstanceDriver { journal, provider, inventory })
+    }
+
+    pub fn inventory(&self) -> &Inventory {
+        &self.inventory
+    }
+
+    /// Journals and applies a decision's records, in order; a failed append stops before the record is applied.
+    pub async fn commit<T>(&mut self, decided: Decided<T>) -> Result<T, DriverError> {
+        for record in &decided.records {
+            self.journal.append(&record.to_line()).await?;
+            self.inventory.apply(record)?;
+        }
+        Ok(decided.outcome)
+    }
+
+    /// `provision` and, for a new or reused cloud row, one pass of [`InstanceDriver::advance`].
+    pub async fn provision(
+        &mut self,
+        node: &str,
+        backing: Backing,
+        operation_id: Option<&str>,
+        now_ms: u64,
+    ) -> Result<(Provisioned, Progress), DriverError> {
+        let decided = self
+            .inventory
+            .provision(node, backing, operation_id, now_ms)
+            .map_err(|refusal| DriverError::Refused(refusal.to_string()))?;
+        let provisioned = self.commit(decided).await?;
+        let progress = self.advance(provisioned.instance(), now_ms).await?;
+        Ok((provisioned, progress))
+    }
+
+    /// Moves a pending cloud instance to its VM: the provider is asked for a VM with the instance's tag first, and
+    /// only when it lists none is one created. `mark_provisioning` follows the provider's acceptance, so a quota
+    /// refusal leaves the row pending (the runbook's "pending > 5 min: provider quota").
+    pub async fn advance(&mut self, instance_id: &str, now_ms: u64) -> Result<Progress, DriverError> {
+        let instance = self.inventory.instance(instance_id)?.clone();
+        let Backing::Cloud { region, instance_type } = &instance.backing else {
+            return Ok(Progress::Nothing);
+        };
+        if instance.state != InstanceState::Pending {
+            return Ok(Progress::Nothing);
+        }
+        let tagged = match self.provider.find_by_tag(region, &instance.id).await {
+            Ok(found) => found.into_iter().next().map(|vm| vm.cloud_instance_id),
+            Err(error) => return Ok(Progress::Deferred(error)),
+        };
+        let (cloud_instance_id, adopted) = match self.inventory.provider_step(&instance, tagged.as_deref()) {
+            ProviderStep::Created { cloud_instance_id } => (cloud_instance_id, false),
+            ProviderStep::Adopt { cloud_instance_id } => (cloud_instance_id, true),
+            ProviderStep::Create { name, tag, .. } => {
+                let request = CreateVm { region: region.clone(), instance_type: instance_type.clone(), name, tag };
+                match self.provider.create(&request).await {
+                    Ok(id) => (id, false),
+                    Err(error @ ProviderError::Rejected(_)) => {
+                        let failed = self.inventory.handle_failed(instance_id, now_ms);
+                        self.commit(failed.map_err(|e| DriverError::Refused(e.to_string()))?).await?;
+                        return Ok(Progress::Errored(error));
+                    }
+                    Err(error) => return Ok(Progress::Deferred(error)),
+                }
+            }
+        };
+        if instance.cloud_instance_id.is_none() {
+            let created = self.inventory.handle_created(instance_id, &cloud_instance_id);
+            self.commit(created).await?;
+        }
+        let begun = self.inventory.begin_provisioning(instance_id, now_ms);
+        self.commit(begun.map_err(|e| DriverError::Refused(e.to_string()))?).await?;
+        Ok(Progress::Created { cloud_instance_id, adopted })
+    }
+
+    /// Start, stop, reboot or terminate through the choke point; the provider call follows the durable records.
+    /// A terminate's destroy is then confirmed only once the provider no longer lists the VM.
+    pub async fn control(
+        &mut self,
+        instance_id: &str,
+        action: Control,
+        force: bool,
+        now_ms: u64,
+    ) -> Result<Controlled, DriverError> {
+        let decided = self
+            .inventory
+            .control(instance_id, action, force, now_ms)
+            .map_err(|refusal| DriverError::Refused(refusal.to_string()))?;
+        let controlled = self.commit(decided).await?;
+        match &controlled.provider_call {
+            ProviderCall::Destroy { .. } => {
+                self.finish_destroy(instance_id).await?;
+            }
+            call => self.dispatch(call).await?,
+        }
+        Ok(controlled)
+    }
+
+    /// After a restart: every pending cloud row is advanced (adopting a VM whose create answer was lost) and every
+    /// committed terminate's destroy is finished. Returns the instances it touched, in id order.
+    pub async fn resume(&mut self, now_ms: u64) -> Result<Vec<String>, DriverError> {
+        let mut touched = Vec::new();
+        let ids: Vec<String> = self.inventory.instances.keys().cloned().collect();
+        for id in ids {
+            let instance = self.inventory.instance(&id)?;
+            if instance.state == InstanceState::Pending {
+                self.advance(&id, now_ms).await?;
+                touched.push(id);
+            } else if instance.destroy_pending_since_ms.is_some() {
+                self.finish_destroy(&id).await?;
+                touched.push(id);
+            }
+        }
+        Ok(touched)
+    }
+
+    /// The hourly sync of one region: a failed listing writes nothing (and so, after 3 hours, the region is stale).
+    pub async fn sync(&mut self, region: &str, now_ms: u64) -> Result<SyncReport, DriverError> {
+        let listed: Vec<ListedVm> = self
+            .provider
+            .list(region)
+            .await?
+            .into_iter()
+            .map(|vm| ListedVm { cloud_instance_id: vm.cloud_instance_id, tag: vm.tag })
+            .collect();
+        let decided = self.inventory.sync_region(region, &listed, now_ms);
+        self.commit(decided).await
+    }
+
+    /// Sends a committed terminate's destroy (by id, or every VM carrying the tag when the create's answer never
+    /// came) and confirms it once the provider lists no VM with the tag. Idempotent: a VM already gone is done.
+    async fn finish_destroy(&mut self, instance_id: &str) -> Result<(), DriverError> {
+        let instance = self.inventory.instance(instance_id)?.clone();
+        let Backing::Cloud { region, .. } = &instance.backing else {
+            return Ok(());
+        };
+        let mut ids: Vec<String> = instance.cloud_instance_id.iter().cloned().collect();
+        for vm in self.provider.find_by_tag(region, instance_id).await? {
+            if !ids.contains(&vm.cloud_instance_id) {
+                ids.push(vm.cloud_instance_id);
+            }
+        }
+        for id in &ids {
+            match self.provider.destroy(id).await {
+                Ok(()) | Err(ProviderError::NotFound(_)) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        if self.provider.find_by_tag(region, instance_id).await?.is_empty() {
+            let confirmed = self.inventory.handle_destroyed(instance_id);
+            self.commit(confirmed).await?;
+        }
+        Ok(())
+    }
+
+    async fn dispatch(&self, call: &ProviderCall) -> Result<(), DriverError> {
+        let result = match call {
+            ProviderCall::Start { cloud_instance_id: Some(id), .. } => self.provider.start(id).await,
+            ProviderCall::Stop { cloud_instance_id: Some(id), hard, .. } => self.provider.stop(id, *hard).await,
+            ProviderCall::Reboot { cloud_instance_id: Some(id), .. } => self.provider.reboot(id).await,
+            // A bare-metal instance's power is MAAS's (the onboarding and decommission workflows), and a row with
+            // no VM has nothing to power.
+            _ => Ok(()),
+        };
+        Ok(result?)
+    }
+}

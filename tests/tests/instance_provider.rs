@@ -1,0 +1,360 @@
+//! The instance driver (`engine::instance::driver`) against the cloud provider fake (`fakes::cloud`) through the
+//! engine's `Provider` port: lost answers, quota refusals, boot faults, a controller killed between a terminate's
+//! commit and its destroy, a hold across a restart, and the sync's signals. The adapter here is the port over the
+//! fake's requests, with a switch that lets the fake execute a call and loses its answer.
+
+use std::cell::{Cell, RefCell};
+
+use engine::instance::control::Control;
+use engine::instance::driver::{DriverError, InstanceDriver, Progress};
+use engine::instance::inventory::{Backing, InstanceRecord};
+use engine::instance::provision::{AgentPhase, Provisioned};
+use engine::instance::state::{InstanceEvent, InstanceState};
+use engine::instance::stuck::Stuck;
+use engine::instance::sync::SyncSignal;
+use engine::ports::provider::{CreateVm, Provider, ProviderError, ProviderVm};
+use engine::ports::{Journal, JournalError, TransportError};
+use fakes::cloud::{CloudError, CloudProvider, CloudRequest, CloudResponse, GuestEvent};
+
+/// The port over the fake, on a clock the test moves.
+struct FakeCloud {
+    cloud: RefCell<CloudProvider>,
+    now_ms: Cell<u64>,
+    /// The next create executes at the fake and its answer is lost (a timeout to the caller).
+    lose_next_create: Cell<bool>,
+    creates: Cell<u32>,
+    destroys: Cell<u32>,
+}
+
+impl FakeCloud {
+    fn new() -> FakeCloud {
+        let mut cloud = CloudProvider::new();
+        cloud.add_region("region-a", 10);
+        cloud.add_instance_type("type-small");
+        FakeCloud {
+            cloud: RefCell::new(cloud),
+            now_ms: Cell::new(0),
+            lose_next_create: Cell::new(false),
+            creates: Cell::new(0),
+            destroys: Cell::new(0),
+        }
+    }
+
+    fn call(&self, request: CloudRequest) -> Result<CloudResponse, ProviderError> {
+        let lose = matches!(request, CloudRequest::Create { .. }) && self.lose_next_create.replace(false);
+        let answer = self.cloud.borrow_mut().handle(request, self.now_ms.get());
+        if lose {
+            return Err(ProviderError::Transport(TransportError::Timeout));
+        }
+        answer.map_err(|error| match error {
+            CloudError::QuotaExceeded { .. } => ProviderError::QuotaExceeded(error.to_string()),
+            CloudError::NotFound(_) => ProviderError::NotFound(error.to_string()),
+            CloudError::IncorrectState { .. } => ProviderError::WrongState(error.to_string()),
+            CloudError::Unavailable(_) => ProviderError::Unavailable(error.to_string()),
+            other => ProviderError::Rejected(other.to_string()),
+        })
+    }
+
+    fn vms(&self, request: CloudRequest) -> Result<Vec<ProviderVm>, ProviderError> {
+        match self.call(request)? {
+            CloudResponse::Vms { vms } => Ok(vms
+                .into_iter()
+                .map(|vm| ProviderVm {
+                    cloud_instance_id: vm.id,
+                    tag: vm.tag,
+                    region: vm.region,
+                    state: vm.state.as_str().to_owned(),
+                })
+                .collect()),
+            other => Err(ProviderError::Rejected(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// Moves the clock and answers what the guests did.
+    fn advance_to(&self, now_ms: u64) -> Vec<GuestEvent> {
+        self.now_ms.set(now_ms);
+        self.cloud.borrow_mut().poll(now_ms)
+    }
+
+    fn live_with_tag(&self, tag: &str) -> usize {
+        self.cloud.borrow().live_with_tag(tag).count()
+    }
+}
+
+impl Provider for FakeCloud {
+    async fn create(&self, request: &CreateVm) -> Result<String, ProviderError> {
+        self.creates.set(self.creates.get() + 1);
+        let request = CloudRequest::Create {
+            region: request.region.clone(),
+            instance_type: request.instance_type.clone(),
+            name: request.name.clone(),
+            tag: request.tag.clone(),
+        };
+        match self.call(request)? {
+            CloudResponse::Created { id } => Ok(id),
+            other => Err(ProviderError::Rejected(format!("unexpected answer {other:?}"))),
+        }
+    }
+    async fn find_by_tag(&self, region: &str, tag: &str) -> Result<Vec<ProviderVm>, ProviderError> {
+        self.vms(CloudRequest::FindByTag { region: region.into(), tag: tag.into() })
+    }
+    async fn list(&self, region: &str) -> Result<Vec<ProviderVm>, ProviderError> {
+        self.vms(CloudRequest::List { region: region.into() })
+    }
+    async fn start(&self, id: &str) -> Result<(), ProviderError> {
+        self.call(CloudRequest::Start { id: id.into() }).map(drop)
+    }
+    async fn stop(&self, id: &str, hard: bool) -> Result<(), ProviderError> {
+        self.call(CloudRequest::Stop { id: id.into(), hard }).map(drop)
+    }
+    async fn reboot(&self, id: &str) -> Result<(), ProviderError> {
+        self.call(CloudRequest::Reboot { id: id.into() }).map(drop)
+    }
+    async fn destroy(&self, id: &str) -> Result<(), ProviderError> {
+        self.destroys.set(self.destroys.get() + 1);
+        self.call(CloudRequest::Destroy { id: id.into() }).map(drop)
+    }
+}
+
+/// A journal in memory that can die: after `appends_left` appends every append fails (the controller is gone).
+#[derive(Default)]
+struct Lines {
+    lines: RefCell<Vec<String>>,
+    appends_left: Cell<Option<u32>>,
+}
+
+impl Journal for Lines {
+    async fn append(&self, record: &str) -> Result<(), JournalError> {
+        if let Some(left) = self.appends_left.get() {
+            if left == 0 {
+                return Err(JournalError::WriteFailed("the controller is dead".into()));
+            }
+            self.appends_left.set(Some(left - 1));
+        }
+        self.lines.borrow_mut().push(record.to_owned());
+        Ok(())
+    }
+    async fn replay(&self) -> Result<Vec<String>, JournalError> {
+        Ok(self.lines.borrow().clone())
+    }
+}
+
+fn cloud() -> Backing {
+    Backing::Cloud { region: "region-a".into(), instance_type: "type-small".into() }
+}
+
+async fn node(driver: &mut InstanceDriver<'_, Lines, FakeCloud>, name: &str) -> String {
+    let decided = driver.inventory().create_node("acme", name, "t-edge", None, Default::default()).unwrap();
+    driver.commit(decided).await.unwrap()
+}
+
+/// Feeds the guests' events to the driver as the hub would see the agents' heartbeats.
+async fn heartbeats(driver: &mut InstanceDriver<'_, Lines, FakeCloud>, events: Vec<GuestEvent>, now_ms: u64) {
+    for event in events {
+        let (tag, phase) = match event {
+            GuestEvent::AgentUp { tag, .. } => (tag, AgentPhase::Booting),
+            GuestEvent::AgentReady { tag, .. } => (tag, AgentPhase::Ready),
+            // The provider reports the boot failed: the worker drives mark_errored.
+            GuestEvent::BootFailed { tag, .. } => {
+                let failed = driver.inventory().handle_failed(&tag, now_ms).unwrap();
+                driver.commit(failed).await.unwrap();
+                continue;
+            }
+            GuestEvent::Stopped { .. } | GuestEvent::Destroyed { .. } => continue,
+        };
+        let decided = driver.inventory().handle_heartbeat(&tag, phase, now_ms);
+        driver.commit(decided).await.unwrap();
+    }
+}
+
+fn terminate_transitions(journal: &Lines, instance: &str) -> usize {
+    journal
+        .lines
+        .borrow()
+        .iter()
+        .filter_map(|line| InstanceRecord::from_line(line)?.ok())
+        .filter(|record| {
+            matches!(record, InstanceRecord::Transition { instance: i, event: InstanceEvent::Terminate, .. } if i == instance)
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_provision_boots_to_running_on_its_first_ready_heartbeat() {
+    let (journal, provider) = (Lines::default(), FakeCloud::new());
+    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+    let node = node(&mut driver, "edge-01").await;
+    let (provisioned, progress) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
+    assert!(matches!(progress, Progress::Created { adopted: false, .. }));
+    let id = provisioned.instance().to_owned();
+    assert_eq!(driver.inventory().instance(&id).unwrap().state, InstanceState::Provisioning);
+    let events = provider.advance_to(30_000);
+    heartbeats(&mut driver, events, 30_000).await;
+    assert_eq!(driver.inventory().instance(&id).unwrap().state, InstanceState::Provisioning);
+    let events = provider.advance_to(90_000);
+    heartbeats(&mut driver, events, 90_000).await;
+    assert_eq!(driver.inventory().instance(&id).unwrap().state, InstanceState::Running);
+    assert_eq!(provider.live_with_tag(&id), 1);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice() {
+    let (journal, provider) = (Lines::default(), FakeCloud::new());
+    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+    let node = node(&mut driver, "edge-01").await;
+    provider.lose_next_create.set(true);
+    let (first, progress) = driver.provision(&node, cloud(), Some("op-7"), 0).await.unwrap();
+    assert_eq!(progress, Progress::Deferred(ProviderError::Transport(TransportError::Timeout)));
+    let id = first.instance().to_owned();
+    assert_eq!(driver.inventory().instance(&id).unwrap().state, InstanceState::Pending, "no answer, no VM id");
+    assert_eq!(provider.live_with_tag(&id), 1, "the create did execute");
+    // The caller retries with the same operation id.
+    let (again, progress) = driver.provision(&node, cloud(), Some("op-7"), 5_000).await.unwrap();
+    assert_eq!(again, Provisioned::Reused { instance: id.clone() });
+    assert!(matches!(progress, Progress::Created { adopted: true, .. }), "{progress:?}");
+    assert_eq!(provider.creates.get(), 1, "never a second create");
+    assert_eq!(provider.live_with_tag(&id), 1);
+    assert_eq!(driver.inventory().instance(&id).unwrap().state, InstanceState::Provisioning);
+    // Without an operation id the same call makes a second, distinct instance and VM: the runbook's warning.
+    let (other, _) = driver.provision(&node, cloud(), None, 6_000).await.unwrap();
+    assert_ne!(other.instance(), id);
+    assert_eq!(provider.creates.get(), 2);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through() {
+    let (journal, provider) = (Lines::default(), FakeCloud::new());
+    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+    let node = node(&mut driver, "edge-01").await;
+    provider.cloud.borrow_mut().refuse_quota(1);
+    let (first, progress) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
+    assert!(matches!(progress, Progress::Deferred(ProviderError::QuotaExceeded(_))), "{progress:?}");
+    let id = first.instance().to_owned();
+    let stuck = driver.inventory().stuck(5 * 60_000 + 1, |_| None);
+    assert_eq!(
+        stuck.iter().map(|s| (s.instance.as_str(), s.stuck)).collect::<Vec<_>>(),
+        vec![(id.as_str(), Stuck::Pending)]
+    );
+    let (again, progress) = driver.provision(&node, cloud(), Some("op-1"), 6 * 60_000).await.unwrap();
+    assert_eq!(again.instance(), id);
+    assert!(matches!(progress, Progress::Created { adopted: false, .. }));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_boot_faults_end_in_error_never_ready_and_stuck_provisioning() {
+    let (journal, provider) = (Lines::default(), FakeCloud::new());
+    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+    let node = node(&mut driver, "edge-01").await;
+    provider.cloud.borrow_mut().hang_creates(1);
+    let (hang, _) = driver.provision(&node, cloud(), Some("op-hang"), 0).await.unwrap();
+    provider.cloud.borrow_mut().fail_boots(1);
+    let (fail, _) = driver.provision(&node, cloud(), Some("op-fail"), 0).await.unwrap();
+    provider.cloud.borrow_mut().fail_module_pulls(1);
+    let (pull, _) = driver.provision(&node, cloud(), Some("op-pull"), 0).await.unwrap();
+    let events = provider.advance_to(30_000);
+    heartbeats(&mut driver, events, 30_000).await;
+    let events = provider.advance_to(11 * 60_000);
+    heartbeats(&mut driver, events, 11 * 60_000).await;
+    let state = |id: &Provisioned| driver.inventory().instance(id.instance()).unwrap().state;
+    assert_eq!(
+        (state(&hang), state(&fail), state(&pull)),
+        (InstanceState::Provisioning, InstanceState::Error, InstanceState::Provisioning)
+    );
+    let stuck: Vec<(String, Stuck)> =
+        driver.inventory().stuck(11 * 60_000, |_| None).into_iter().map(|s| (s.instance, s.stuck)).collect();
+    assert_eq!(
+        stuck,
+        vec![(hang.instance().to_owned(), Stuck::Provisioning), (pull.instance().to_owned(), Stuck::NeverReady)]
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart() {
+    let (journal, provider) = (Lines::default(), FakeCloud::new());
+    let id = {
+        let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+        let node = node(&mut driver, "edge-01").await;
+        let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
+        let id = provisioned.instance().to_owned();
+        let events = provider.advance_to(90_000);
+        heartbeats(&mut driver, events, 90_000).await;
+        // The terminate is committed; the controller dies before the destroy reaches the provider.
+        let decided = driver.inventory().control(&id, Control::Terminate, false, 100_000).unwrap();
+        driver.commit(decided).await.unwrap();
+        id
+    };
+    assert_eq!(provider.destroys.get(), 0);
+    assert_eq!(provider.live_with_tag(&id), 1, "the guest still runs, and bills");
+    // The next hourly sync, before any restart, names it.
+    {
+        let mut looker = InstanceDriver::open(&journal, &provider).await.unwrap();
+        let report = looker.sync("region-a", 60 * 60_000).await.unwrap();
+        assert!(
+            matches!(report.signals.as_slice(), [SyncSignal::CloudSyncTerminatedGuestPresent { instance, .. }] if *instance == id),
+            "{report:?}"
+        );
+    }
+    let mut restarted = InstanceDriver::open(&journal, &provider).await.unwrap();
+    assert_eq!(restarted.inventory().instance(&id).unwrap().state, InstanceState::Terminated);
+    assert_eq!(restarted.resume(61 * 60_000).await.unwrap(), vec![id.clone()]);
+    assert_eq!(provider.destroys.get(), 1, "the destroy is sent once");
+    provider.advance_to(62 * 60_000);
+    assert_eq!(provider.live_with_tag(&id), 0);
+    restarted.resume(62 * 60_000).await.unwrap();
+    assert_eq!(restarted.inventory().instance(&id).unwrap().destroy_pending_since_ms, None, "confirmed gone");
+    assert_eq!(terminate_transitions(&journal, &id), 1, "never a second terminate");
+    assert!(restarted.resume(63 * 60_000).await.unwrap().is_empty(), "nothing left owed");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through() {
+    let (journal, provider) = (Lines::default(), FakeCloud::new());
+    let id = {
+        let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+        let node = node(&mut driver, "edge-01").await;
+        let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
+        let id = provisioned.instance().to_owned();
+        let events = provider.advance_to(90_000);
+        heartbeats(&mut driver, events, 90_000).await;
+        let hold = driver.inventory().place_hold(&id, "ops", "disk swap", 100_000).unwrap();
+        driver.commit(hold).await.unwrap();
+        id
+    };
+    let mut restarted = InstanceDriver::open(&journal, &provider).await.unwrap();
+    let refused = restarted.control(&id, Control::Terminate, true, 200_000).await;
+    assert!(matches!(&refused, Err(DriverError::Refused(text)) if text.contains("ops hold")), "{refused:?}");
+    assert_eq!(provider.destroys.get(), 0);
+    restarted.control(&id, Control::Stop, false, 210_000).await.unwrap();
+    let events = provider.advance_to(220_000);
+    assert!(matches!(events.as_slice(), [GuestEvent::Stopped { .. }]), "{events:?}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_failed_journal_append_stops_the_driver_before_it_calls_the_provider() {
+    let (journal, provider) = (Lines::default(), FakeCloud::new());
+    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+    let node = node(&mut driver, "edge-01").await;
+    let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
+    journal.appends_left.set(Some(0));
+    let error = driver.control(provisioned.instance(), Control::Terminate, false, 10).await.unwrap_err();
+    assert!(matches!(error, DriverError::Journal(_)), "{error:?}");
+    assert_eq!(provider.destroys.get(), 0, "no destroy without its durable record");
+    assert_eq!(driver.inventory().instance(provisioned.instance()).unwrap().state, InstanceState::Provisioning);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours() {
+    let (journal, provider) = (Lines::default(), FakeCloud::new());
+    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+    driver.sync("region-a", 0).await.unwrap();
+    provider.cloud.borrow_mut().stop_listing("region-a");
+    for hour in 1..=3 {
+        let failed = driver.sync("region-a", hour * 60 * 60_000).await;
+        assert!(matches!(failed, Err(DriverError::Provider(ProviderError::Unavailable(_)))), "{failed:?}");
+    }
+    assert!(driver.inventory().stale_syncs(["region-a"], 3 * 60 * 60_000).is_empty());
+    assert_eq!(
+        driver.inventory().stale_syncs(["region-a"], 3 * 60 * 60_000 + 1),
+        vec![SyncSignal::CloudSyncCheckStale { region: "region-a".into(), last_check_ms: 0 }]
+    );
+}
