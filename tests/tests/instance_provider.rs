@@ -1,9 +1,19 @@
 //! The instance driver (`engine::instance::driver`) against the cloud provider fake (`fakes::cloud`) through the
 //! engine's `Provider` port: lost answers, quota refusals, boot faults, a controller killed between a terminate's
-//! commit and its destroy, a hold across a restart, and the sync's signals. The adapter here is the port over the
-//! fake's requests, with a switch that lets the fake execute a call and loses its answer.
+//! commit and its destroy, a hold across a restart, and the sync's signals.
+//!
+//! Each body runs on two backends: `direct` (a shim that is the port over the fake's requests) and `served` (the
+//! production `ProviderClient` over real HTTP to the fake's axum router on a loopback port, behind a transport
+//! wrapper that counts the calls and can lose one create's answer after the provider executed it).
 
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use engine::adapters::http::provider::ProviderClient;
+use engine::adapters::http::{HttpRequest, HttpResponse, HttpTransport, Method};
+use engine::secret::Secret;
+use fakes::http::cloud::CloudFront;
 
 use engine::instance::control::Control;
 use engine::instance::driver::{DriverError, InstanceDriver, Progress};
@@ -69,15 +79,129 @@ impl FakeCloud {
             other => Err(ProviderError::Rejected(format!("unexpected answer {other:?}"))),
         }
     }
+}
 
-    /// Moves the clock and answers what the guests did.
+/// What a body needs of a backend: the port, the fake behind it, the clock, and the calls it saw.
+trait Backend {
+    type Port: Provider;
+    fn port(&self) -> &Self::Port;
+    fn with_cloud<R>(&self, change: impl FnOnce(&mut CloudProvider) -> R) -> R;
+    /// Moves the clock and answers what the guests did since the last look.
+    fn advance_to(&self, now_ms: u64) -> Vec<GuestEvent>;
+    /// The next create executes at the provider and its answer is lost.
+    fn lose_next_create(&self);
+    fn creates(&self) -> u32;
+    fn destroys(&self) -> u32;
+    fn live_with_tag(&self, tag: &str) -> usize {
+        self.with_cloud(|cloud| cloud.live_with_tag(tag).count())
+    }
+}
+
+impl Backend for FakeCloud {
+    type Port = FakeCloud;
+    fn port(&self) -> &FakeCloud {
+        self
+    }
+    fn with_cloud<R>(&self, change: impl FnOnce(&mut CloudProvider) -> R) -> R {
+        change(&mut self.cloud.borrow_mut())
+    }
     fn advance_to(&self, now_ms: u64) -> Vec<GuestEvent> {
         self.now_ms.set(now_ms);
         self.cloud.borrow_mut().poll(now_ms)
     }
+    fn lose_next_create(&self) {
+        self.lose_next_create.set(true);
+    }
+    fn creates(&self) -> u32 {
+        self.creates.get()
+    }
+    fn destroys(&self) -> u32 {
+        self.destroys.get()
+    }
+}
 
-    fn live_with_tag(&self, tag: &str) -> usize {
-        self.cloud.borrow().live_with_tag(tag).count()
+/// The transport under the served client: counts creates and destroys, and loses a create's answer on request.
+struct Counting<T> {
+    inner: T,
+    lose_next_create: Cell<bool>,
+    creates: Cell<u32>,
+    destroys: Cell<u32>,
+}
+
+impl<T: HttpTransport> HttpTransport for Counting<T> {
+    async fn send(&self, request: HttpRequest, timeout_ms: u64) -> Result<HttpResponse, TransportError> {
+        let create = request.method == Method::Post && request.path_and_query.ends_with("/vms");
+        if create {
+            self.creates.set(self.creates.get() + 1);
+        }
+        if request.method == Method::Delete {
+            self.destroys.set(self.destroys.get() + 1);
+        }
+        let answer = self.inner.send(request, timeout_ms).await;
+        if create && self.lose_next_create.replace(false) {
+            return Err(TransportError::Timeout);
+        }
+        answer
+    }
+}
+
+struct ServedCloud<T> {
+    shared: fakes::http::cloud::SharedCloud,
+    now_ms: Arc<AtomicU64>,
+    client: ProviderClient<Counting<T>>,
+}
+
+const TOKEN: &str = "provider-test-token";
+
+impl ServedCloud<()> {
+    async fn start() -> ServedCloud<impl HttpTransport> {
+        let mut front = CloudFront::default();
+        front.provider.add_region("region-a", 10);
+        front.provider.add_instance_type("type-small");
+        let shared = Arc::new(Mutex::new(front));
+        let now_ms = Arc::new(AtomicU64::new(0));
+        let clock_ms = now_ms.clone();
+        let clock: fakes::http::Clock = Arc::new(move || clock_ms.load(Ordering::SeqCst));
+        let router = fakes::http::cloud::router(shared.clone(), clock);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let base_url = format!("http://{}", listener.local_addr().expect("its address"));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        let inner = sim::wire::http::HyperTransport::tcp(&base_url).expect("a loopback base url");
+        let transport =
+            Counting { inner, lose_next_create: Cell::new(false), creates: Cell::new(0), destroys: Cell::new(0) };
+        ServedCloud { shared, now_ms, client: ProviderClient::new(transport, Secret::new(TOKEN), 5_000) }
+    }
+}
+
+impl<T: HttpTransport> Backend for ServedCloud<T> {
+    type Port = ProviderClient<Counting<T>>;
+    fn port(&self) -> &ProviderClient<Counting<T>> {
+        &self.client
+    }
+    fn with_cloud<R>(&self, change: impl FnOnce(&mut CloudProvider) -> R) -> R {
+        change(&mut self.shared.lock().expect("the front").provider)
+    }
+    fn advance_to(&self, now_ms: u64) -> Vec<GuestEvent> {
+        self.now_ms.store(now_ms, Ordering::SeqCst);
+        let mut front = self.shared.lock().expect("the front");
+        let mut events = std::mem::take(&mut front.events);
+        events.extend(front.provider.poll(now_ms));
+        events
+    }
+    fn lose_next_create(&self) {
+        self.client_transport().lose_next_create.set(true);
+    }
+    fn creates(&self) -> u32 {
+        self.client_transport().creates.get()
+    }
+    fn destroys(&self) -> u32 {
+        self.client_transport().destroys.get()
+    }
+}
+
+impl<T: HttpTransport> ServedCloud<T> {
+    fn client_transport(&self) -> &Counting<T> {
+        self.client.transport()
     }
 }
 
@@ -143,13 +267,13 @@ fn cloud() -> Backing {
     Backing::Cloud { region: "region-a".into(), instance_type: "type-small".into() }
 }
 
-async fn node(driver: &mut InstanceDriver<'_, Lines, FakeCloud>, name: &str) -> String {
+async fn node<P: Provider>(driver: &mut InstanceDriver<'_, Lines, P>, name: &str) -> String {
     let decided = driver.inventory().create_node("acme", name, "t-edge", None, Default::default()).unwrap();
     driver.commit(decided).await.unwrap()
 }
 
 /// Feeds the guests' events to the driver as the hub would see the agents' heartbeats.
-async fn heartbeats(driver: &mut InstanceDriver<'_, Lines, FakeCloud>, events: Vec<GuestEvent>, now_ms: u64) {
+async fn heartbeats<P: Provider>(driver: &mut InstanceDriver<'_, Lines, P>, events: Vec<GuestEvent>, now_ms: u64) {
     for event in events {
         let (tag, phase) = match event {
             GuestEvent::AgentUp { tag, .. } => (tag, AgentPhase::Booting),
@@ -179,54 +303,73 @@ fn terminate_transitions(journal: &Lines, instance: &str) -> usize {
         .count()
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_provision_boots_to_running_on_its_first_ready_heartbeat() {
-    let (journal, provider) = (Lines::default(), FakeCloud::new());
-    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+async fn body_a_provision_boots_to_running_on_its_first_ready_heartbeat<B: Backend>(backend: &B) {
+    let journal = Lines::default();
+    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     let (provisioned, progress) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
     assert!(matches!(progress, Progress::Created { adopted: false, .. }));
     let id = provisioned.instance().to_owned();
     assert_eq!(driver.inventory().instance(&id).unwrap().state, InstanceState::Provisioning);
-    let events = provider.advance_to(30_000);
+    let events = backend.advance_to(30_000);
     heartbeats(&mut driver, events, 30_000).await;
     assert_eq!(driver.inventory().instance(&id).unwrap().state, InstanceState::Provisioning);
-    let events = provider.advance_to(90_000);
+    let events = backend.advance_to(90_000);
     heartbeats(&mut driver, events, 90_000).await;
     assert_eq!(driver.inventory().instance(&id).unwrap().state, InstanceState::Running);
-    assert_eq!(provider.live_with_tag(&id), 1);
+    assert_eq!(backend.live_with_tag(&id), 1);
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice() {
-    let (journal, provider) = (Lines::default(), FakeCloud::new());
-    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+async fn direct_a_provision_boots_to_running_on_its_first_ready_heartbeat() {
+    body_a_provision_boots_to_running_on_its_first_ready_heartbeat(&FakeCloud::new()).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn served_a_provision_boots_to_running_on_its_first_ready_heartbeat() {
+    body_a_provision_boots_to_running_on_its_first_ready_heartbeat(&ServedCloud::start().await).await;
+}
+
+async fn body_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice<B: Backend>(backend: &B) {
+    let journal = Lines::default();
+    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
-    provider.lose_next_create.set(true);
+    backend.lose_next_create();
     let (first, progress) = driver.provision(&node, cloud(), Some("op-7"), 0).await.unwrap();
     assert_eq!(progress, Progress::Deferred(ProviderError::Transport(TransportError::Timeout)));
     let id = first.instance().to_owned();
     assert_eq!(driver.inventory().instance(&id).unwrap().state, InstanceState::Pending, "no answer, no VM id");
-    assert_eq!(provider.live_with_tag(&id), 1, "the create did execute");
+    assert_eq!(backend.live_with_tag(&id), 1, "the create did execute");
     // The caller retries with the same operation id.
     let (again, progress) = driver.provision(&node, cloud(), Some("op-7"), 5_000).await.unwrap();
     assert_eq!(again, Provisioned::Reused { instance: id.clone() });
     assert!(matches!(progress, Progress::Created { adopted: true, .. }), "{progress:?}");
-    assert_eq!(provider.creates.get(), 1, "never a second create");
-    assert_eq!(provider.live_with_tag(&id), 1);
+    assert_eq!(backend.creates(), 1, "never a second create");
+    assert_eq!(backend.live_with_tag(&id), 1);
     assert_eq!(driver.inventory().instance(&id).unwrap().state, InstanceState::Provisioning);
     // Without an operation id the same call makes a second, distinct instance and VM: the runbook's warning.
     let (other, _) = driver.provision(&node, cloud(), None, 6_000).await.unwrap();
     assert_ne!(other.instance(), id);
-    assert_eq!(provider.creates.get(), 2);
+    assert_eq!(backend.creates(), 2);
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through() {
-    let (journal, provider) = (Lines::default(), FakeCloud::new());
-    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+async fn direct_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice() {
+    body_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice(&FakeCloud::new()).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn served_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice() {
+    body_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice(&ServedCloud::start().await).await;
+}
+
+async fn body_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through<B: Backend>(
+    backend: &B,
+) {
+    let journal = Lines::default();
+    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
-    provider.cloud.borrow_mut().refuse_quota(1);
+    backend.with_cloud(|cloud| cloud.refuse_quota(1));
     let (first, progress) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
     assert!(matches!(progress, Progress::Deferred(ProviderError::QuotaExceeded(_))), "{progress:?}");
     let id = first.instance().to_owned();
@@ -241,19 +384,32 @@ async fn a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operat
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn the_boot_faults_end_in_error_never_ready_and_stuck_provisioning() {
-    let (journal, provider) = (Lines::default(), FakeCloud::new());
-    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+async fn direct_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through() {
+    body_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through(&FakeCloud::new())
+        .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn served_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through() {
+    body_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through(
+        &ServedCloud::start().await,
+    )
+    .await;
+}
+
+async fn body_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning<B: Backend>(backend: &B) {
+    let journal = Lines::default();
+    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
-    provider.cloud.borrow_mut().hang_creates(1);
+    backend.with_cloud(|cloud| cloud.hang_creates(1));
     let (hang, _) = driver.provision(&node, cloud(), Some("op-hang"), 0).await.unwrap();
-    provider.cloud.borrow_mut().fail_boots(1);
+    backend.with_cloud(|cloud| cloud.fail_boots(1));
     let (fail, _) = driver.provision(&node, cloud(), Some("op-fail"), 0).await.unwrap();
-    provider.cloud.borrow_mut().fail_module_pulls(1);
+    backend.with_cloud(|cloud| cloud.fail_module_pulls(1));
     let (pull, _) = driver.provision(&node, cloud(), Some("op-pull"), 0).await.unwrap();
-    let events = provider.advance_to(30_000);
+    let events = backend.advance_to(30_000);
     heartbeats(&mut driver, events, 30_000).await;
-    let events = provider.advance_to(11 * 60_000);
+    let events = backend.advance_to(11 * 60_000);
     heartbeats(&mut driver, events, 11 * 60_000).await;
     let state = |id: &Provisioned| driver.inventory().instance(id.instance()).unwrap().state;
     assert_eq!(
@@ -269,37 +425,50 @@ async fn the_boot_faults_end_in_error_never_ready_and_stuck_provisioning() {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart() {
-    let (journal, provider) = (Lines::default(), FakeCloud::new());
+async fn direct_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning() {
+    body_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning(&FakeCloud::new()).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn served_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning() {
+    body_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning(&ServedCloud::start().await).await;
+}
+
+async fn body_a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart<
+    B: Backend,
+>(
+    backend: &B,
+) {
+    let journal = Lines::default();
     let id = {
-        let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+        let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
         let node = node(&mut driver, "edge-01").await;
         let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
         let id = provisioned.instance().to_owned();
-        let events = provider.advance_to(90_000);
+        let events = backend.advance_to(90_000);
         heartbeats(&mut driver, events, 90_000).await;
         // The terminate is committed; the controller dies before the destroy reaches the provider.
         let decided = driver.inventory().control(&id, Control::Terminate, false, 100_000).unwrap();
         driver.commit(decided).await.unwrap();
         id
     };
-    assert_eq!(provider.destroys.get(), 0);
-    assert_eq!(provider.live_with_tag(&id), 1, "the guest still runs, and bills");
+    assert_eq!(backend.destroys(), 0);
+    assert_eq!(backend.live_with_tag(&id), 1, "the guest still runs, and bills");
     // The next hourly sync, before any restart, names it.
     {
-        let mut looker = InstanceDriver::open(&journal, &provider).await.unwrap();
+        let mut looker = InstanceDriver::open(&journal, backend.port()).await.unwrap();
         let report = looker.sync("region-a", 60 * 60_000).await.unwrap();
         assert!(
             matches!(report.signals.as_slice(), [SyncSignal::CloudSyncTerminatedGuestPresent { instance, .. }] if *instance == id),
             "{report:?}"
         );
     }
-    let mut restarted = InstanceDriver::open(&journal, &provider).await.unwrap();
+    let mut restarted = InstanceDriver::open(&journal, backend.port()).await.unwrap();
     assert_eq!(restarted.inventory().instance(&id).unwrap().state, InstanceState::Terminated);
     assert_eq!(restarted.resume(61 * 60_000).await.unwrap(), vec![id.clone()]);
-    assert_eq!(provider.destroys.get(), 1, "the destroy is sent once");
-    provider.advance_to(62 * 60_000);
-    assert_eq!(provider.live_with_tag(&id), 0);
+    assert_eq!(backend.destroys(), 1, "the destroy is sent once");
+    backend.advance_to(62 * 60_000);
+    assert_eq!(backend.live_with_tag(&id), 0);
     restarted.resume(62 * 60_000).await.unwrap();
     assert_eq!(restarted.inventory().instance(&id).unwrap().destroy_pending_since_ms, None, "confirmed gone");
     assert_eq!(terminate_transitions(&journal, &id), 1, "never a second terminate");
@@ -307,47 +476,83 @@ async fn a_controller_killed_between_the_terminate_commit_and_the_destroy_finish
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through() {
-    let (journal, provider) = (Lines::default(), FakeCloud::new());
+async fn direct_a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart()
+{
+    body_a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart(
+        &FakeCloud::new(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn served_a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart()
+{
+    body_a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart(
+        &ServedCloud::start().await,
+    )
+    .await;
+}
+
+async fn body_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through<B: Backend>(backend: &B) {
+    let journal = Lines::default();
     let id = {
-        let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+        let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
         let node = node(&mut driver, "edge-01").await;
         let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
         let id = provisioned.instance().to_owned();
-        let events = provider.advance_to(90_000);
+        let events = backend.advance_to(90_000);
         heartbeats(&mut driver, events, 90_000).await;
         let hold = driver.inventory().place_hold(&id, "ops", "disk swap", 100_000).unwrap();
         driver.commit(hold).await.unwrap();
         id
     };
-    let mut restarted = InstanceDriver::open(&journal, &provider).await.unwrap();
+    let mut restarted = InstanceDriver::open(&journal, backend.port()).await.unwrap();
     let refused = restarted.control(&id, Control::Terminate, true, 200_000).await;
     assert!(matches!(&refused, Err(DriverError::Refused(text)) if text.contains("ops hold")), "{refused:?}");
-    assert_eq!(provider.destroys.get(), 0);
+    assert_eq!(backend.destroys(), 0);
     restarted.control(&id, Control::Stop, false, 210_000).await.unwrap();
-    let events = provider.advance_to(220_000);
+    let events = backend.advance_to(220_000);
     assert!(matches!(events.as_slice(), [GuestEvent::Stopped { .. }]), "{events:?}");
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn a_failed_journal_append_stops_the_driver_before_it_calls_the_provider() {
-    let (journal, provider) = (Lines::default(), FakeCloud::new());
-    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+async fn direct_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through() {
+    body_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through(&FakeCloud::new()).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn served_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through() {
+    body_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through(&ServedCloud::start().await)
+        .await;
+}
+
+async fn body_a_failed_journal_append_stops_the_driver_before_it_calls_the_provider<B: Backend>(backend: &B) {
+    let journal = Lines::default();
+    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
     journal.appends_left.set(Some(0));
     let error = driver.control(provisioned.instance(), Control::Terminate, false, 10).await.unwrap_err();
     assert!(matches!(error, DriverError::Journal(_)), "{error:?}");
-    assert_eq!(provider.destroys.get(), 0, "no destroy without its durable record");
+    assert_eq!(backend.destroys(), 0, "no destroy without its durable record");
     assert_eq!(driver.inventory().instance(provisioned.instance()).unwrap().state, InstanceState::Provisioning);
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours() {
-    let (journal, provider) = (Lines::default(), FakeCloud::new());
-    let mut driver = InstanceDriver::open(&journal, &provider).await.unwrap();
+async fn direct_a_failed_journal_append_stops_the_driver_before_it_calls_the_provider() {
+    body_a_failed_journal_append_stops_the_driver_before_it_calls_the_provider(&FakeCloud::new()).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn served_a_failed_journal_append_stops_the_driver_before_it_calls_the_provider() {
+    body_a_failed_journal_append_stops_the_driver_before_it_calls_the_provider(&ServedCloud::start().await).await;
+}
+
+async fn body_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours<B: Backend>(backend: &B) {
+    let journal = Lines::default();
+    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
     driver.sync("region-a", 0).await.unwrap();
-    provider.cloud.borrow_mut().stop_listing("region-a");
+    backend.with_cloud(|cloud| cloud.stop_listing("region-a"));
     for hour in 1..=3 {
         let failed = driver.sync("region-a", hour * 60 * 60_000).await;
         assert!(matches!(failed, Err(DriverError::Provider(ProviderError::Unavailable(_)))), "{failed:?}");
@@ -357,4 +562,14 @@ async fn a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_
         driver.inventory().stale_syncs(["region-a"], 3 * 60 * 60_000 + 1),
         vec![SyncSignal::CloudSyncCheckStale { region: "region-a".into(), last_check_ms: 0 }]
     );
+}
+#[tokio::test(flavor = "current_thread")]
+async fn direct_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours() {
+    body_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours(&FakeCloud::new()).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn served_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours() {
+    body_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours(&ServedCloud::start().await)
+        .await;
 }

@@ -20,6 +20,7 @@ pub mod fleet;
 pub mod hub;
 pub mod maas;
 pub mod oauth;
+pub mod provider;
 pub mod secrets;
 
 /// An HTTP method the adapters use.

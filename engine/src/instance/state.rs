@@ -209,6 +209,12 @@ mod tests {
     }
 
     #[test]
+    fn an_instance_rests_in_running_stopped_terminated_or_error_and_nowhere_else() {
+        let settled: Vec<InstanceState> = InstanceState::ALL.into_iter().filter(|s| s.is_settled()).collect();
+        assert_eq!(settled, [S::Running, S::Stopped, S::Terminated, S::Error]);
+    }
+
+    #[test]
     fn an_illegal_event_says_what_and_from_where() {
         let error = transition(S::Stopped, E::Reboot).unwrap_err();
         assert_eq!(error.to_string(), "reboot is not allowed from stopped");

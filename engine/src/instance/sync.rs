@@ -13,8 +13,7 @@ use super::control::leave_pool;
 use super::inventory::{Backing, Decided, InstanceRecord, Inventory};
 use super::state::{InstanceEvent, InstanceState};
 
-/// How often the sync runs, and the stale sensor's lookback.
-pub const SYNC_PERIOD_MS: u64 = 60 * 60_000;
+/// The stale sensor's lookback (the sync itself runs hourly: whoever schedules it, not this module, says when).
 pub const SYNC_STALE_MS: u64 = 3 * 60 * 60_000;
 
 /// One VM as the provider lists it.

@@ -217,7 +217,9 @@ fn a_drain_works_on_a_held_instance_and_a_refused_stop_writes_nothing() {
     let drained = platform.commit(platform.inventory.drain(&id, "ops", 2).unwrap());
     assert_eq!(drained.cordon, DrainCordon::Placed(CordonState::NotPooled));
     assert_eq!(platform.state(&id), InstanceState::Stopping);
+    assert_eq!(platform.inventory.instance(&id).unwrap().drain_started_ms, Some(2));
     platform.commit(platform.inventory.handle_stopped(&id, 3).unwrap());
+    assert_eq!(platform.inventory.instance(&id).unwrap().drain_started_ms, None, "the drain's stop is done");
     // Stopped: a second drain's stop is illegal, so the drain is an error and nothing is written.
     let again = platform.inventory.drain(&id, "ops", 4);
     assert!(matches!(again, Err(DrainRefusal::Stop(ControlRefusal::Illegal { .. }))), "{again:?}");
@@ -355,6 +357,9 @@ fn the_replenisher_counts_a_fenced_member_as_gone_never_exceeds_max_and_the_ttl_
     assert_eq!(recycled, replacement);
     assert_eq!(platform.state(&replacement[0]), InstanceState::Terminated);
     assert_eq!(platform.pool_state(&members[0]), Some(PoolState::Draining));
+    // The recycled member is out of the pool: the two fenced ones and one new member make max_size again.
+    assert_eq!(platform.inventory.members("p").count(), 2);
+    assert_eq!(platform.inventory.replenish("p", anchor + 3_600_002).unwrap().outcome.len(), 1);
 }
 
 #[test]
@@ -615,6 +620,7 @@ fn every_name_a_report_or_an_error_prints_is_the_name_the_journal_stores() {
     }
     for state in InstanceState::ALL {
         assert_eq!(state.as_str(), serde_name(state));
+        assert_eq!(state.to_string(), state.as_str());
     }
     for event in super::state::InstanceEvent::ALL {
         assert_eq!(event.as_str(), serde_name(event));

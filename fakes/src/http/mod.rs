@@ -16,6 +16,7 @@
 //!
 //! API Boundary: the public items here are the contract of `docs/http-apis.md` and `/work/wire-spec.md`.
 
+pub mod cloud;
 pub mod describe;
 pub mod dns;
 pub mod hub;
