@@ -11,6 +11,7 @@ use crate::ports::events::{RolloutEvent, WorkflowEvent};
 
 pub mod events;
 pub mod fleet;
+pub mod platform;
 pub mod provider;
 pub mod site;
 

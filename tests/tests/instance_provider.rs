@@ -7,6 +7,7 @@
 //! wrapper that counts the calls and can lose one create's answer after the provider executed it).
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -22,6 +23,7 @@ use engine::instance::provision::{AgentPhase, Provisioned};
 use engine::instance::state::{InstanceEvent, InstanceState};
 use engine::instance::stuck::Stuck;
 use engine::instance::sync::SyncSignal;
+use engine::ports::platform::{PlatformError, PlatformRows};
 use engine::ports::provider::{CreateVm, Provider, ProviderError, ProviderVm};
 use engine::ports::{Journal, JournalError, TransportError};
 use fakes::cloud::{CloudError, CloudProvider, CloudRequest, CloudResponse, GuestEvent};
@@ -263,17 +265,51 @@ impl Journal for Lines {
     }
 }
 
+/// The platform's rows in memory: every instance starts with one certificate, one bootstrap token and one peer,
+/// and each call answers how many it changed (0 the second time, as the port says).
+#[derive(Default)]
+struct Rows {
+    revoked: RefCell<BTreeMap<String, u32>>,
+    expired: RefCell<BTreeMap<String, u32>>,
+    removed: RefCell<BTreeMap<String, u32>>,
+}
+
+impl Rows {
+    fn once(rows: &RefCell<BTreeMap<String, u32>>, instance: &str) -> u32 {
+        let mut rows = rows.borrow_mut();
+        let calls = rows.entry(instance.to_owned()).or_default();
+        *calls += 1;
+        u32::from(*calls == 1)
+    }
+}
+
+impl PlatformRows for Rows {
+    async fn revoke_certificates(&self, instance: &str) -> Result<u32, PlatformError> {
+        Ok(Rows::once(&self.revoked, instance))
+    }
+    async fn expire_bootstrap_tokens(&self, instance: &str) -> Result<u32, PlatformError> {
+        Ok(Rows::once(&self.expired, instance))
+    }
+    async fn remove_peers(&self, instance: &str) -> Result<u32, PlatformError> {
+        Ok(Rows::once(&self.removed, instance))
+    }
+}
+
 fn cloud() -> Backing {
     Backing::Cloud { region: "region-a".into(), instance_type: "type-small".into() }
 }
 
-async fn node<P: Provider>(driver: &mut InstanceDriver<'_, Lines, P>, name: &str) -> String {
+async fn node<P: Provider>(driver: &mut InstanceDriver<'_, Lines, P, Rows>, name: &str) -> String {
     let decided = driver.inventory().create_node("acme", name, "t-edge", None, Default::default()).unwrap();
     driver.commit(decided).await.unwrap()
 }
 
 /// Feeds the guests' events to the driver as the hub would see the agents' heartbeats.
-async fn heartbeats<P: Provider>(driver: &mut InstanceDriver<'_, Lines, P>, events: Vec<GuestEvent>, now_ms: u64) {
+async fn heartbeats<P: Provider>(
+    driver: &mut InstanceDriver<'_, Lines, P, Rows>,
+    events: Vec<GuestEvent>,
+    now_ms: u64,
+) {
     for event in events {
         let (tag, phase) = match event {
             GuestEvent::AgentUp { tag, .. } => (tag, AgentPhase::Booting),
@@ -304,8 +340,8 @@ fn terminate_transitions(journal: &Lines, instance: &str) -> usize {
 }
 
 async fn body_a_provision_boots_to_running_on_its_first_ready_heartbeat<B: Backend>(backend: &B) {
-    let journal = Lines::default();
-    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
+    let (journal, platform) = (Lines::default(), Rows::default());
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     let (provisioned, progress) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
     assert!(matches!(progress, Progress::Created { adopted: false, .. }));
@@ -331,8 +367,8 @@ async fn served_a_provision_boots_to_running_on_its_first_ready_heartbeat() {
 }
 
 async fn body_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice<B: Backend>(backend: &B) {
-    let journal = Lines::default();
-    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
+    let (journal, platform) = (Lines::default(), Rows::default());
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     backend.lose_next_create();
     let (first, progress) = driver.provision(&node, cloud(), Some("op-7"), 0).await.unwrap();
@@ -366,8 +402,8 @@ async fn served_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_mad
 async fn body_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through<B: Backend>(
     backend: &B,
 ) {
-    let journal = Lines::default();
-    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
+    let (journal, platform) = (Lines::default(), Rows::default());
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     backend.with_cloud(|cloud| cloud.refuse_quota(1));
     let (first, progress) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
@@ -398,8 +434,8 @@ async fn served_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same
 }
 
 async fn body_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning<B: Backend>(backend: &B) {
-    let journal = Lines::default();
-    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
+    let (journal, platform) = (Lines::default(), Rows::default());
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     backend.with_cloud(|cloud| cloud.hang_creates(1));
     let (hang, _) = driver.provision(&node, cloud(), Some("op-hang"), 0).await.unwrap();
@@ -439,9 +475,9 @@ async fn body_a_controller_killed_between_the_terminate_commit_and_the_destroy_f
 >(
     backend: &B,
 ) {
-    let journal = Lines::default();
+    let (journal, platform) = (Lines::default(), Rows::default());
     let id = {
-        let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
+        let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
         let node = node(&mut driver, "edge-01").await;
         let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
         let id = provisioned.instance().to_owned();
@@ -456,14 +492,14 @@ async fn body_a_controller_killed_between_the_terminate_commit_and_the_destroy_f
     assert_eq!(backend.live_with_tag(&id), 1, "the guest still runs, and bills");
     // The next hourly sync, before any restart, names it.
     {
-        let mut looker = InstanceDriver::open(&journal, backend.port()).await.unwrap();
+        let mut looker = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
         let report = looker.sync("region-a", 60 * 60_000).await.unwrap();
         assert!(
             matches!(report.signals.as_slice(), [SyncSignal::CloudSyncTerminatedGuestPresent { instance, .. }] if *instance == id),
             "{report:?}"
         );
     }
-    let mut restarted = InstanceDriver::open(&journal, backend.port()).await.unwrap();
+    let mut restarted = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     assert_eq!(restarted.inventory().instance(&id).unwrap().state, InstanceState::Terminated);
     assert_eq!(restarted.resume(61 * 60_000).await.unwrap(), vec![id.clone()]);
     assert_eq!(backend.destroys(), 1, "the destroy is sent once");
@@ -472,6 +508,23 @@ async fn body_a_controller_killed_between_the_terminate_commit_and_the_destroy_f
     restarted.resume(62 * 60_000).await.unwrap();
     assert_eq!(restarted.inventory().instance(&id).unwrap().destroy_pending_since_ms, None, "confirmed gone");
     assert_eq!(terminate_transitions(&journal, &id), 1, "never a second terminate");
+    let cascaded: Vec<InstanceRecord> = journal
+        .lines
+        .borrow()
+        .iter()
+        .filter_map(|line| InstanceRecord::from_line(line)?.ok())
+        .filter(|record| matches!(record, InstanceRecord::Cascaded { .. }))
+        .collect();
+    assert_eq!(
+        cascaded,
+        vec![InstanceRecord::Cascaded {
+            instance: id.clone(),
+            certificates_revoked: 1,
+            bootstrap_tokens_expired: 1,
+            peers_removed: 1
+        }],
+        "the cascade ran once, on the restart"
+    );
     assert!(restarted.resume(63 * 60_000).await.unwrap().is_empty(), "nothing left owed");
 }
 
@@ -494,9 +547,9 @@ async fn served_a_controller_killed_between_the_terminate_commit_and_the_destroy
 }
 
 async fn body_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through<B: Backend>(backend: &B) {
-    let journal = Lines::default();
+    let (journal, platform) = (Lines::default(), Rows::default());
     let id = {
-        let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
+        let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
         let node = node(&mut driver, "edge-01").await;
         let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
         let id = provisioned.instance().to_owned();
@@ -506,7 +559,7 @@ async fn body_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_g
         driver.commit(hold).await.unwrap();
         id
     };
-    let mut restarted = InstanceDriver::open(&journal, backend.port()).await.unwrap();
+    let mut restarted = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let refused = restarted.control(&id, Control::Terminate, true, 200_000).await;
     assert!(matches!(&refused, Err(DriverError::Refused(text)) if text.contains("ops hold")), "{refused:?}");
     assert_eq!(backend.destroys(), 0);
@@ -527,8 +580,8 @@ async fn served_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop
 }
 
 async fn body_a_failed_journal_append_stops_the_driver_before_it_calls_the_provider<B: Backend>(backend: &B) {
-    let journal = Lines::default();
-    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
+    let (journal, platform) = (Lines::default(), Rows::default());
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
     journal.appends_left.set(Some(0));
@@ -549,8 +602,8 @@ async fn served_a_failed_journal_append_stops_the_driver_before_it_calls_the_pro
 }
 
 async fn body_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours<B: Backend>(backend: &B) {
-    let journal = Lines::default();
-    let mut driver = InstanceDriver::open(&journal, backend.port()).await.unwrap();
+    let (journal, platform) = (Lines::default(), Rows::default());
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     driver.sync("region-a", 0).await.unwrap();
     backend.with_cloud(|cloud| cloud.stop_listing("region-a"));
     for hour in 1..=3 {

@@ -4,13 +4,15 @@
 //! restarted controller replays. The provider is called only after the records that announce the call are durable:
 //! a controller killed between the two finds the intent in the journal and finishes it on [`InstanceDriver::resume`]
 //! — a pending create is looked up by its tag before it is made again (never a second VM), a committed terminate
-//! re-sends only the destroy (never a second terminate), and holds and cordons are rows like any other (never lost).
+//! re-sends only the destroy and the cascade (never a second terminate), and holds and cordons are rows like any other
+//! (never lost).
 
 use super::control::{Control, Controlled, ProviderCall};
-use super::inventory::{Backing, Decided, Inventory, InventoryError, SUBJECT};
+use super::inventory::{Backing, Decided, Instance, InstanceRecord, Inventory, InventoryError, SUBJECT};
 use super::provision::{ProviderStep, Provisioned};
 use super::state::InstanceState;
 use super::sync::{ListedVm, SyncReport};
+use crate::ports::platform::{PlatformError, PlatformRows};
 use crate::ports::provider::{CreateVm, Provider, ProviderError};
 use crate::ports::{Journal, JournalError};
 
@@ -22,6 +24,8 @@ pub enum DriverError {
     Inventory(#[from] InventoryError),
     #[error(transparent)]
     Provider(#[from] ProviderError),
+    #[error(transparent)]
+    Platform(#[from] PlatformError),
     /// The decision refused the operation (its typed refusal, rendered); nothing was written.
     #[error("refused: {0}")]
     Refused(String),
@@ -42,18 +46,23 @@ pub enum Progress {
 }
 
 /// The controller: the rows as the journal says, and the ports.
-pub struct InstanceDriver<'a, J, P> {
+pub struct InstanceDriver<'a, J, P, R> {
     journal: &'a J,
     provider: &'a P,
+    platform: &'a R,
     inventory: Inventory,
 }
 
-impl<'a, J: Journal, P: Provider> InstanceDriver<'a, J, P> {
+impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
     /// A controller starting (or restarting): the rows are the journal's instance records, folded.
-    pub async fn open(journal: &'a J, provider: &'a P) -> Result<InstanceDriver<'a, J, P>, DriverError> {
+    pub async fn open(
+        journal: &'a J,
+        provider: &'a P,
+        platform: &'a R,
+    ) -> Result<InstanceDriver<'a, J, P, R>, DriverError> {
         let lines = journal.replay_subject(SUBJECT).await?;
         let inventory = Inventory::replay(lines.iter().map(String::as_str))?;
-        Ok(InstanceDriver { journal, provider, inventory })
+        Ok(InstanceDriver { journal, provider, platform, inventory })
     }
 
     pub fn inventory(&self) -> &Inventory {
@@ -127,7 +136,8 @@ impl<'a, J: Journal, P: Provider> InstanceDriver<'a, J, P> {
     }
 
     /// Start, stop, reboot or terminate through the choke point; the provider call follows the durable records.
-    /// A terminate's destroy is then confirmed only once the provider no longer lists the VM.
+    /// A terminate's destroy is then confirmed only once the provider no longer lists the VM, and its cascade
+    /// (certificates revoked, bootstrap tokens expired, peers removed) runs and is journaled.
     pub async fn control(
         &mut self,
         instance_id: &str,
@@ -143,14 +153,15 @@ impl<'a, J: Journal, P: Provider> InstanceDriver<'a, J, P> {
         match &controlled.provider_call {
             ProviderCall::Destroy { .. } => {
                 self.finish_destroy(instance_id).await?;
+                self.cascade(instance_id).await?;
             }
             call => self.dispatch(call).await?,
         }
         Ok(controlled)
     }
 
-    /// After a restart: every pending cloud row is advanced (adopting a VM whose create answer was lost) and every
-    /// committed terminate's destroy is finished. Returns the instances it touched, in id order.
+    /// After a restart: every pending cloud row is advanced (adopting a VM whose create answer was lost), and every
+    /// committed terminate's destroy and cascade are finished. Returns the instances it touched, in id order.
     pub async fn resume(&mut self, now_ms: u64) -> Result<Vec<String>, DriverError> {
         let mut touched = Vec::new();
         let ids: Vec<String> = self.inventory.instances.keys().cloned().collect();
@@ -159,8 +170,11 @@ impl<'a, J: Journal, P: Provider> InstanceDriver<'a, J, P> {
             if instance.state == InstanceState::Pending {
                 self.advance(&id, now_ms).await?;
                 touched.push(id);
-            } else if instance.destroy_pending_since_ms.is_some() {
-                self.finish_destroy(&id).await?;
+            } else if instance.destroy_pending_since_ms.is_some() || owes_cascade(instance) {
+                if instance.destroy_pending_since_ms.is_some() {
+                    self.finish_destroy(&id).await?;
+                }
+                self.cascade(&id).await?;
                 touched.push(id);
             }
         }
@@ -206,6 +220,24 @@ impl<'a, J: Journal, P: Provider> InstanceDriver<'a, J, P> {
         Ok(())
     }
 
+    /// The terminate cascade, once: each call is idempotent, so a controller killed part-way repeats it harmlessly
+    /// and the `cascaded` record is written only when all three are done.
+    async fn cascade(&mut self, instance_id: &str) -> Result<(), DriverError> {
+        if !owes_cascade(self.inventory.instance(instance_id)?) {
+            return Ok(());
+        }
+        let certificates_revoked = self.platform.revoke_certificates(instance_id).await?;
+        let bootstrap_tokens_expired = self.platform.expire_bootstrap_tokens(instance_id).await?;
+        let peers_removed = self.platform.remove_peers(instance_id).await?;
+        let record = InstanceRecord::Cascaded {
+            instance: instance_id.to_owned(),
+            certificates_revoked,
+            bootstrap_tokens_expired,
+            peers_removed,
+        };
+        self.commit(Decided::new(vec![record], ())).await
+    }
+
     async fn dispatch(&self, call: &ProviderCall) -> Result<(), DriverError> {
         let result = match call {
             ProviderCall::Start { cloud_instance_id: Some(id), .. } => self.provider.start(id).await,
@@ -217,4 +249,9 @@ impl<'a, J: Journal, P: Provider> InstanceDriver<'a, J, P> {
         };
         Ok(result?)
     }
+}
+
+/// A terminated row whose cascade has not run.
+fn owes_cascade(instance: &Instance) -> bool {
+    instance.state == InstanceState::Terminated && !instance.cascaded
 }
