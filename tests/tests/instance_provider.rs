@@ -17,7 +17,7 @@ use engine::secret::Secret;
 use fakes::http::cloud::CloudFront;
 
 use engine::instance::control::Control;
-use engine::instance::driver::{DriverError, InstanceDriver, Progress};
+use engine::instance::driver::{Cleared, DriverError, InstanceDriver, Progress};
 use engine::instance::inventory::{Backing, InstanceRecord};
 use engine::instance::provision::{AgentPhase, Provisioned};
 use engine::instance::state::{InstanceEvent, InstanceState};
@@ -625,4 +625,52 @@ async fn direct_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after
 async fn served_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours() {
     body_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours(&ServedCloud::start().await)
         .await;
+}
+
+async fn body_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation<B: Backend>(
+    backend: &B,
+) {
+    let (journal, platform) = (Lines::default(), Rows::default());
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let node = node(&mut driver, "edge-01").await;
+    backend.with_cloud(|cloud| cloud.hang_creates(2));
+    let (hung, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
+    let (gone, _) = driver.provision(&node, cloud(), Some("op-2"), 0).await.unwrap();
+    let (hung, gone) = (hung.instance().to_owned(), gone.instance().to_owned());
+    backend.advance_to(11 * 60_000);
+    let stuck: Vec<Stuck> = driver.inventory().stuck(11 * 60_000, |_| None).into_iter().map(|s| s.stuck).collect();
+    assert_eq!(stuck, vec![Stuck::Provisioning, Stuck::Provisioning]);
+    // One VM is destroyed out of band: the sync is what clears its row.
+    let vm = driver.inventory().instance(&gone).unwrap().cloud_instance_id.clone().unwrap();
+    backend.with_cloud(|cloud| cloud.handle(CloudRequest::Destroy { id: vm }, 11 * 60_000).unwrap());
+    backend.advance_to(12 * 60_000);
+    assert_eq!(driver.clear_stuck_provisioning(&gone, 12 * 60_000).await.unwrap(), Cleared::BySync);
+    assert_eq!(backend.destroys(), 0);
+    // The other is still listed, hung: cancelled into error, then terminated, its VM destroyed.
+    assert_eq!(driver.clear_stuck_provisioning(&hung, 12 * 60_000).await.unwrap(), Cleared::Terminated);
+    assert_eq!(driver.inventory().instance(&hung).unwrap().state, InstanceState::Terminated);
+    assert_eq!(backend.destroys(), 1);
+    backend.advance_to(13 * 60_000);
+    assert_eq!(backend.live_with_tag(&hung), 0);
+    assert!(matches!(driver.clear_stuck_provisioning(&hung, 13 * 60_000).await, Err(DriverError::Refused(_))));
+    // Re-provisioned under the same operation id: a fresh row carrying it, and one new VM.
+    let (again, progress) = driver.provision(&node, cloud(), Some("op-1"), 13 * 60_000).await.unwrap();
+    assert!(matches!(&again, Provisioned::Created { instance } if *instance != hung));
+    assert!(matches!(progress, Progress::Created { adopted: false, .. }));
+    assert_eq!(backend.creates(), 3);
+    assert_eq!(platform.revoked.borrow().len(), 2, "both cleared rows had their cascade");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn direct_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation() {
+    body_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation(&FakeCloud::new())
+        .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn served_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation() {
+    body_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation(
+        &ServedCloud::start().await,
+    )
+    .await;
 }

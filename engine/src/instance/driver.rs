@@ -45,6 +45,15 @@ pub enum Progress {
     Nothing,
 }
 
+/// How a stuck provisioning instance was cleared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cleared {
+    /// The provider no longer listed its VM: the sync mapped the row to terminated.
+    BySync,
+    /// Cancelled into error, then terminated (the VM destroyed, by id or by tag).
+    Terminated,
+}
+
 /// The controller: the rows as the journal says, and the ports.
 pub struct InstanceDriver<'a, J, P, R> {
     journal: &'a J,
@@ -179,6 +188,31 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
             }
         }
         Ok(touched)
+    }
+
+    /// The runbook's "Clearing a stuck provisioning instance": cancel the provision task, reconcile the region
+    /// with the provider (a VM it no longer lists maps the row to terminated), otherwise land the row in error and
+    /// terminate it, which destroys whatever VM carries its tag. Re-provision afterwards with the same operation id
+    /// (a fresh row carrying it) or a fresh one.
+    pub async fn clear_stuck_provisioning(&mut self, instance_id: &str, now_ms: u64) -> Result<Cleared, DriverError> {
+        let instance = self.inventory.instance(instance_id)?.clone();
+        if !matches!(instance.state, InstanceState::Pending | InstanceState::Provisioning) {
+            return Err(DriverError::Refused(format!(
+                "instance {instance_id} is {}, not stuck provisioning",
+                instance.state
+            )));
+        }
+        if let Backing::Cloud { region, .. } = &instance.backing {
+            self.sync(region, now_ms).await?;
+            if self.inventory.instance(instance_id)?.state == InstanceState::Terminated {
+                self.cascade(instance_id).await?;
+                return Ok(Cleared::BySync);
+            }
+        }
+        let cancelled = self.inventory.cancel_provisioning(instance_id, now_ms);
+        self.commit(cancelled.map_err(|e| DriverError::Refused(e.to_string()))?).await?;
+        self.control(instance_id, Control::Terminate, false, now_ms).await?;
+        Ok(Cleared::Terminated)
     }
 
     /// The hourly sync of one region: a failed listing writes nothing (and so, after 3 hours, the region is stale).

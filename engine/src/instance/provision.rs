@@ -43,6 +43,8 @@ pub enum BootError {
     Unknown(String),
     #[error(transparent)]
     Illegal(#[from] IllegalTransition),
+    #[error("instance {instance} is {state}: only a pending or provisioning instance has a provision task to cancel")]
+    NotProvisioning { instance: String, state: InstanceState },
 }
 
 /// What a provision did.
@@ -202,6 +204,17 @@ impl Inventory {
         let mut records = vec![self.event(instance, InstanceEvent::MarkErrored, now_ms)?];
         records.extend(leave_pool(instance));
         Ok(Decided::new(records, ()))
+    }
+
+    /// The operator cancels a stuck provision task (the runbook's recovery of a row stuck in pending or
+    /// provisioning): the worker stops and drives `mark_errored`, so the row lands in error, from where a terminate
+    /// releases whatever the provider holds. Refused for a row that is not pending or provisioning.
+    pub fn cancel_provisioning(&self, instance_id: &str, now_ms: u64) -> Result<Decided<()>, BootError> {
+        let instance = self.known(instance_id)?;
+        if !matches!(instance.state, InstanceState::Pending | InstanceState::Provisioning) {
+            return Err(BootError::NotProvisioning { instance: instance_id.to_owned(), state: instance.state });
+        }
+        self.handle_failed(instance_id, now_ms)
     }
 
     /// A heartbeat from the instance's agent: the first one starts the never-ready clock; the first `phase=ready`

@@ -648,3 +648,19 @@ fn every_name_a_report_or_an_error_prints_is_the_name_the_journal_stores() {
         "instance i-1 is under an ops hold by ops (window): reboot refused, force does not override it"
     );
 }
+
+#[test]
+fn only_a_pending_or_provisioning_row_has_a_provision_task_to_cancel() {
+    let mut platform = Platform::default();
+    let node = platform.node("edge-01");
+    let pending = platform.commit(platform.inventory.provision(&node, cloud(), Some("a"), 0).unwrap());
+    let pending = pending.instance().to_owned();
+    platform.commit(platform.inventory.cancel_provisioning(&pending, 10).unwrap());
+    assert_eq!(platform.state(&pending), InstanceState::Error);
+    let running = platform.running("edge-02", 0);
+    assert_eq!(
+        platform.inventory.cancel_provisioning(&running, 20),
+        Err(super::provision::BootError::NotProvisioning { instance: running.clone(), state: InstanceState::Running })
+    );
+    assert!(platform.inventory.cancel_provisioning("nope", 20).is_err());
+}
