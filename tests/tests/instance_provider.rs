@@ -16,9 +16,11 @@ use engine::adapters::http::{HttpRequest, HttpResponse, HttpTransport, Method};
 use engine::secret::Secret;
 use fakes::http::cloud::CloudFront;
 
+use engine::instance::approval::Governance;
 use engine::instance::control::Control;
 use engine::instance::driver::{Cleared, DriverError, InstanceDriver, Progress};
-use engine::instance::inventory::{Backing, InstanceRecord};
+use engine::instance::inventory::{Backing, DeferredOperation, InstanceRecord};
+use engine::instance::operator::{AuditOutcome, OperatorStep};
 use engine::instance::provision::{AgentPhase, Provisioned};
 use engine::instance::state::{InstanceEvent, InstanceState};
 use engine::instance::stuck::Stuck;
@@ -673,4 +675,53 @@ async fn served_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_u
         &ServedCloud::start().await,
     )
     .await;
+}
+
+async fn body_an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited<B: Backend>(backend: &B) {
+    let (journal, platform) = (Lines::default(), Rows::default());
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let node = node(&mut driver, "edge-01").await;
+    let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
+    let id = provisioned.instance().to_owned();
+    let events = backend.advance_to(90_000);
+    heartbeats(&mut driver, events, 90_000).await;
+    let gated = Governance::default();
+    let drained = driver.operate("alice", OperatorStep::Drain { instance: id.clone() }, gated, 100_000).await.unwrap();
+    assert_eq!(drained, AuditOutcome::Performed);
+    let events = backend.advance_to(110_000);
+    assert!(matches!(events.as_slice(), [GuestEvent::Stopped { .. }]), "the stop reached the provider: {events:?}");
+    let terminate =
+        OperatorStep::Request { operation: DeferredOperation::Terminate { instance: id.clone(), by: "alice".into() } };
+    let AuditOutcome::Pending { deferred } = driver.operate("alice", terminate, gated, 120_000).await.unwrap() else {
+        panic!("terminate is gated by default")
+    };
+    assert_eq!(backend.destroys(), 0, "nothing before the approval");
+    let approved = driver.operate("bob", OperatorStep::Approve { deferred }, gated, 130_000).await.unwrap();
+    assert_eq!(approved, AuditOutcome::Performed);
+    assert_eq!(backend.destroys(), 1);
+    assert_eq!(driver.inventory().instance(&id).unwrap().state, InstanceState::Terminated);
+    assert!(driver.inventory().instance(&id).unwrap().cascaded);
+    let refused = driver
+        .operate(
+            "bob",
+            OperatorStep::Control { instance: id.clone(), action: Control::Start, force: true },
+            gated,
+            140_000,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(refused, AuditOutcome::Refused { .. }), "{refused:?}");
+    let verbs: Vec<&str> = driver.inventory().audit.iter().map(|a| a.step.verb()).collect();
+    assert_eq!(verbs, ["drain", "terminate", "approve", "start"]);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn direct_an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited() {
+    body_an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited(&FakeCloud::new()).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn served_an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited() {
+    body_an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited(&ServedCloud::start().await)
+        .await;
 }

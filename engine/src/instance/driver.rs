@@ -7,10 +7,12 @@
 //! re-sends only the destroy and the cascade (never a second terminate), and holds and cordons are rows like any other
 //! (never lost).
 
+use super::approval::Governance;
 use super::control::{Control, Controlled, ProviderCall};
 use super::inventory::{Backing, Decided, Instance, InstanceRecord, Inventory, InventoryError, SUBJECT};
+use super::operator::{AuditOutcome, OperatorStep};
 use super::provision::{ProviderStep, Provisioned};
-use super::state::InstanceState;
+use super::state::{InstanceEvent, InstanceState};
 use super::sync::{ListedVm, SyncReport};
 use crate::ports::platform::{PlatformError, PlatformRows};
 use crate::ports::provider::{CreateVm, Provider, ProviderError};
@@ -167,6 +169,44 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
             call => self.dispatch(call).await?,
         }
         Ok(controlled)
+    }
+
+    /// An operator step, audited (`super::operator`): the audit record and the step's records are journaled, and
+    /// the provider calls their state changes announce follow — a start, stop or reboot dispatched, a terminate's
+    /// destroy and cascade finished. A refused step journals its audit record only.
+    pub async fn operate(
+        &mut self,
+        actor: &str,
+        step: OperatorStep,
+        governance: Governance,
+        now_ms: u64,
+    ) -> Result<AuditOutcome, DriverError> {
+        let hard = matches!(step, OperatorStep::Control { action: Control::Stop, force: true, .. });
+        let decided = self.inventory.operate(actor, step, governance, now_ms);
+        let moves: Vec<(String, InstanceEvent)> = decided
+            .records
+            .iter()
+            .filter_map(|record| match record {
+                InstanceRecord::Transition { instance, event, .. } => Some((instance.clone(), *event)),
+                _ => None,
+            })
+            .collect();
+        let outcome = self.commit(decided).await?;
+        for (instance_id, event) in moves {
+            let instance = self.inventory.instance(&instance_id)?;
+            let (backing, cloud_instance_id) = (instance.backing.clone(), instance.cloud_instance_id.clone());
+            match event {
+                InstanceEvent::Start => self.dispatch(&ProviderCall::Start { backing, cloud_instance_id }).await?,
+                InstanceEvent::Stop => self.dispatch(&ProviderCall::Stop { backing, cloud_instance_id, hard }).await?,
+                InstanceEvent::Reboot => self.dispatch(&ProviderCall::Reboot { backing, cloud_instance_id }).await?,
+                InstanceEvent::Terminate => {
+                    self.finish_destroy(&instance_id).await?;
+                    self.cascade(&instance_id).await?;
+                }
+                _ => {}
+            }
+        }
+        Ok(outcome)
     }
 
     /// After a restart: every pending cloud row is advanced (adopting a VM whose create answer was lost), and every

@@ -238,6 +238,10 @@ pub enum InstanceRecord {
         at_ms: u64,
         listed: Vec<String>,
     },
+    /// An operator step, audited before its own records (performed or parked) or alone (refused).
+    Audited {
+        audit: super::operator::InstanceAudit,
+    },
 }
 
 /// The journal subject of every instance record.
@@ -292,6 +296,8 @@ pub struct Inventory {
     pub deferred: BTreeMap<String, Deferred>,
     /// Per region: the last successful sync's time and the VM ids it listed.
     pub syncs: BTreeMap<String, (u64, Vec<String>)>,
+    /// Every operator step, in order.
+    pub audit: Vec<super::operator::InstanceAudit>,
 }
 
 /// A decision: the records to journal and apply, in order, and what to tell the caller.
@@ -438,6 +444,7 @@ impl Inventory {
             InstanceRecord::SyncChecked { region, at_ms, listed } => {
                 self.syncs.insert(region.clone(), (*at_ms, listed.clone()));
             }
+            InstanceRecord::Audited { audit } => self.audit.push(audit.clone()),
         }
         Ok(())
     }

@@ -664,3 +664,52 @@ fn only_a_pending_or_provisioning_row_has_a_provision_task_to_cancel() {
     );
     assert!(platform.inventory.cancel_provisioning("nope", 20).is_err());
 }
+
+#[test]
+fn every_operator_step_is_audited_first_and_a_refused_one_writes_its_audit_record_only() {
+    use super::operator::{AuditOutcome, OperatorStep};
+    let mut platform = Platform::default();
+    let id = platform.running("edge-01", 0);
+    let before = platform.inventory.instance(&id).unwrap().clone();
+    let step = OperatorStep::Request {
+        operation: DeferredOperation::Cordon { instance: id.clone(), reason: " ".into(), by: "alice".into() },
+    };
+    let refused = platform.inventory.operate("alice", step, Governance::default(), 10);
+    assert!(matches!(&refused.outcome, AuditOutcome::Refused { refusal } if refusal == "a cordon needs a reason"));
+    assert!(matches!(refused.records.as_slice(), [InstanceRecord::Audited { .. }]), "{:?}", refused.records);
+    platform.commit(refused);
+    assert_eq!(platform.inventory.instance(&id).unwrap(), &before, "no row moved");
+
+    let step = OperatorStep::Request {
+        operation: DeferredOperation::Cordon { instance: id.clone(), reason: "patch".into(), by: "alice".into() },
+    };
+    let parked = platform.inventory.operate("alice", step, Governance::default(), 20);
+    let AuditOutcome::Pending { deferred } = parked.outcome.clone() else { panic!("{:?}", parked.outcome) };
+    assert!(matches!(parked.records.as_slice(), [InstanceRecord::Audited { .. }, InstanceRecord::Deferred { .. }]));
+    platform.commit(parked);
+    let approved = platform.inventory.operate(
+        "bob",
+        OperatorStep::Approve { deferred: deferred.clone() },
+        Governance::default(),
+        30,
+    );
+    assert_eq!(approved.outcome, AuditOutcome::Performed);
+    platform.commit(approved);
+    assert!(platform.inventory.instance(&id).unwrap().cordon.is_some());
+
+    let audit: Vec<(String, String, String)> = platform
+        .inventory
+        .audit
+        .iter()
+        .map(|a| (a.actor.clone(), a.step.verb().to_owned(), a.correlation_id.clone()))
+        .collect();
+    assert_eq!(
+        audit,
+        vec![
+            ("alice".into(), "cordon".into(), format!("alice/cordon/{id}/10")),
+            ("alice".into(), "cordon".into(), format!("alice/cordon/{id}/20")),
+            ("bob".into(), "approve".into(), format!("bob/approve/{deferred}/30")),
+        ]
+    );
+    assert_eq!(platform.replayed(), platform.inventory, "the audit trail replays with the rows");
+}

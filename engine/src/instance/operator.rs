@@ -1,0 +1,155 @@
+//! Operator steps on instances, audited as the recovery actions are (`recovery.rs`): who asked for what, on which
+//! row, why, and what came of it — performed, parked behind an approval, or refused with the refusal's text.
+//!
+//! The audit record is written first, then the step's own records; a refused step writes its audit record and
+//! nothing else, so "a refusal writes nothing" holds of every row while the refusal itself is still on record.
+
+use serde::{Deserialize, Serialize};
+
+use super::approval::{Governance, Requested};
+use super::control::Control;
+use super::inventory::{Decided, DeferredOperation, InstanceRecord, Inventory};
+
+/// What an operator can ask of the instance controller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case", deny_unknown_fields)]
+pub enum OperatorStep {
+    PlaceHold {
+        instance: String,
+        reason: String,
+    },
+    LiftHold {
+        instance: String,
+    },
+    Control {
+        instance: String,
+        action: Control,
+        force: bool,
+    },
+    Drain {
+        instance: String,
+    },
+    /// A gated cordon, uncordon or terminate, under the governance's policy.
+    Request {
+        operation: DeferredOperation,
+    },
+    Approve {
+        deferred: String,
+    },
+    Deny {
+        deferred: String,
+    },
+}
+
+impl OperatorStep {
+    pub fn verb(&self) -> &'static str {
+        match self {
+            OperatorStep::PlaceHold { .. } => "place_hold",
+            OperatorStep::LiftHold { .. } => "lift_hold",
+            OperatorStep::Control { action, .. } => action.as_str(),
+            OperatorStep::Drain { .. } => "drain",
+            OperatorStep::Request { operation: DeferredOperation::Cordon { .. } } => "cordon",
+            OperatorStep::Request { operation: DeferredOperation::Uncordon { .. } } => "uncordon",
+            OperatorStep::Request { operation: DeferredOperation::Terminate { .. } } => "terminate",
+            OperatorStep::Approve { .. } => "approve",
+            OperatorStep::Deny { .. } => "deny",
+        }
+    }
+
+    /// The row the step is about: an instance, or a deferred operation.
+    pub fn subject(&self) -> &str {
+        match self {
+            OperatorStep::PlaceHold { instance, .. }
+            | OperatorStep::LiftHold { instance }
+            | OperatorStep::Control { instance, .. }
+            | OperatorStep::Drain { instance }
+            | OperatorStep::Request {
+                operation:
+                    DeferredOperation::Cordon { instance, .. }
+                    | DeferredOperation::Uncordon { instance, .. }
+                    | DeferredOperation::Terminate { instance, .. },
+            } => instance,
+            OperatorStep::Approve { deferred } | OperatorStep::Deny { deferred } => deferred,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AuditOutcome {
+    Performed,
+    /// Parked behind an approval: nothing done to the instance yet.
+    Pending {
+        deferred: String,
+    },
+    /// Refused; the refusal's text (never a secret: refusals name rows, states and reasons).
+    Refused {
+        refusal: String,
+    },
+}
+
+/// One audited operator step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceAudit {
+    pub actor: String,
+    pub step: OperatorStep,
+    pub outcome: AuditOutcome,
+    /// `<actor>/<verb>/<subject>/<at_ms>`: what ties the audit line to the step's own records and signals.
+    pub correlation_id: String,
+    pub at_ms: u64,
+}
+
+impl Inventory {
+    /// Decides an operator step and audits it. Always answers: the records are the audit record and, unless the
+    /// step was refused, the step's own; the outcome says which.
+    pub fn operate(
+        &self,
+        actor: &str,
+        step: OperatorStep,
+        governance: Governance,
+        now_ms: u64,
+    ) -> Decided<AuditOutcome> {
+        let decided: Result<(Vec<InstanceRecord>, AuditOutcome), String> = match &step {
+            OperatorStep::PlaceHold { instance, reason } => self
+                .place_hold(instance, actor, reason, now_ms)
+                .map(|d| (d.records, AuditOutcome::Performed))
+                .map_err(|e| e.to_string()),
+            OperatorStep::LiftHold { instance } => {
+                self.lift_hold(instance, actor).map(|d| (d.records, AuditOutcome::Performed)).map_err(|e| e.to_string())
+            }
+            OperatorStep::Control { instance, action, force } => self
+                .control(instance, *action, *force, now_ms)
+                .map(|d| (d.records, AuditOutcome::Performed))
+                .map_err(|e| e.to_string()),
+            OperatorStep::Drain { instance } => self
+                .drain(instance, actor, now_ms)
+                .map(|d| (d.records, AuditOutcome::Performed))
+                .map_err(|e| e.to_string()),
+            OperatorStep::Request { operation } => self
+                .request(operation.clone(), governance, now_ms)
+                .map(|d| {
+                    let outcome = match d.outcome {
+                        Requested::Pending { deferred } => AuditOutcome::Pending { deferred },
+                        Requested::Done(_) => AuditOutcome::Performed,
+                    };
+                    (d.records, outcome)
+                })
+                .map_err(|e| e.to_string()),
+            OperatorStep::Approve { deferred } => self
+                .approve(deferred, actor, now_ms)
+                .map(|d| (d.records, AuditOutcome::Performed))
+                .map_err(|e| e.to_string()),
+            OperatorStep::Deny { deferred } => {
+                self.deny(deferred, actor).map(|d| (d.records, AuditOutcome::Performed)).map_err(|e| e.to_string())
+            }
+        };
+        let (records, outcome) = decided.unwrap_or_else(|refusal| (Vec::new(), AuditOutcome::Refused { refusal }));
+        let correlation_id = format!("{actor}/{}/{}/{now_ms}", step.verb(), step.subject());
+        let audit =
+            InstanceAudit { actor: actor.to_owned(), step, outcome: outcome.clone(), correlation_id, at_ms: now_ms };
+        let mut all = vec![InstanceRecord::Audited { audit }];
+        all.extend(records);
+        Decided::new(all, outcome)
+    }
+}
