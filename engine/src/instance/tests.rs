@@ -248,6 +248,9 @@ fn every_cordon_outcome_and_every_refusal() {
         platform.commit(platform.inventory.cordon(draining, "r", "ops", 12).unwrap()),
         CordonState::AlreadyFenced
     );
+    // A fence this cordon did not place is not this cordon's to lift: the uncordon clears the marker only.
+    assert_eq!(platform.commit(platform.inventory.uncordon(draining, "ops", 13).unwrap()), UncordonState::Cleared);
+    assert_eq!(platform.pool_state(draining), Some(PoolState::Draining));
     let plain = platform.running("edge-01", 0);
     assert_eq!(platform.commit(platform.inventory.cordon(&plain, "r", "ops", 13).unwrap()), CordonState::NotPooled);
     assert!(
@@ -334,6 +337,14 @@ fn the_allocator_hands_out_only_ready_members_with_a_conditional_write() {
     let lost = platform.inventory.apply(&second.records[0]);
     assert!(matches!(lost, Err(InventoryError::StateMismatch { .. })), "the second write's condition fails");
     assert!(matches!(platform.inventory.acquire("p"), Err(PoolRefusal::NoneReady(_))), "claimed is not acquirable");
+    // A ready member stopped through the choke point (a stop, not a drain) is not handed out as a dead VM.
+    platform.boot(&warming[1], 0);
+    platform.commit(platform.inventory.control(&warming[1], Control::Stop, false, 10).unwrap());
+    assert_eq!(platform.pool_state(&warming[1]), Some(PoolState::Ready));
+    assert!(
+        matches!(platform.inventory.acquire("p"), Err(PoolRefusal::NoneReady(_))),
+        "a stopping member is not acquirable"
+    );
 }
 
 #[test]
