@@ -4,7 +4,7 @@ Each fenced `sh` block runs in bash (errexit, pipefail; the variables earlier bl
 in the one shell a reader types them into) and each `python` block in the clients' virtual environment,
 in document order. Only the placeholders a reader fills in are filled in: `<the printed API key>`, `<pxe mac>` and
 `<gpu-02's pxe mac>` (from /admin/state), `<password>` and `<gpu-02's password>` (the BMC logins, from the secrets
-store) and `<token>` (the printed secrets token); and since the site runs on ephemeral ports, the documented ports 5240-5245 become the served ones. A
+store), `<token>` (the printed secrets token) and `<the printed provider token>`; and since the site runs on ephemeral ports, the documented ports 5240-5245 become the served ones. A
 block that fails, prints nothing, or whose `# REFUSED` / `# Commissioning` comment is not borne out fails the run.
 
 usage: serve_docs.py FLEETSIM DOCS_MD
@@ -78,6 +78,7 @@ def main():
             "<gpu-02's pxe mac>": state["machines"][1]["pxe_mac"],
             "<gpu-02's password>": second["password"],
             "<token>": read("secrets-token"),
+            "<the printed provider token>": read("provider-token"),
         }
         python = os.path.join(os.path.dirname(sys.executable), "python")
         # A reader runs the sh examples in one shell: the variables an earlier block sets (`KEY=...`, `IFS=: read

@@ -12,7 +12,8 @@ The services, on consecutive ports from --port (default 5240):
   MAAS     /MAAS/api/2.0/ with OAuth 1.0 PLAINTEXT (the printed API key)
   Redfish  /redfish/v1/Systems/{machine} with HTTP Basic (each BMC's login is in the secrets store)
   secrets  /v1/... with X-Vault-Token (the printed token)
-  hub      /v1/hub/... and the inventory /v1/inventory/...
+  hub      /v1/hub/..., the inventory /v1/inventory/... and the cloud provider /v1/regions/region-local/vms
+           (Bearer provider token)
   DNS      the rack resolver, over UDP and TCP
   admin    /admin/state (machines, statuses, transition counts) and POST /admin/faults (Bearer admin token)
 

@@ -79,6 +79,8 @@ pub struct Credentials {
     pub hub_credential: String,
     /// `Authorization: Bearer` of the inventory API.
     pub inventory_token: String,
+    /// `Authorization: Bearer` of the cloud provider API (`docs/http-apis.md`, "Cloud provider").
+    pub provider_token: String,
     /// `Authorization: Bearer` of the admin API's POST routes (faults, the hardware-sync seed).
     pub admin_token: String,
     /// The Redfish emulator's password (user [`REDFISH_EMULATOR_USER`]), which opens every system.
@@ -95,8 +97,15 @@ impl std::fmt::Debug for Credentials {
 pub const REDFISH_EMULATOR_USER: &str = "admin";
 
 /// The credential files, in the order `--write-site` writes them and `--credentials` reads them.
-pub const CREDENTIAL_FILES: [&str; 6] =
-    ["maas-api-key", "secrets-token", "hub-credential", "inventory-token", "admin-token", "redfish-password"];
+pub const CREDENTIAL_FILES: [&str; 7] = [
+    "maas-api-key",
+    "secrets-token",
+    "hub-credential",
+    "inventory-token",
+    "admin-token",
+    "redfish-password",
+    "provider-token",
+];
 
 impl Credentials {
     /// Every credential derived from `seed`: the same seed gives the same ones (`--seed`).
@@ -110,6 +119,7 @@ impl Credentials {
             inventory_token: mint("inventory", 0x0069_6e76),
             admin_token: mint("admin", 0x0061_646d),
             redfish_password: mint("redfish", 0x0072_6673),
+            provider_token: mint("provider", 0x0070_7276),
         }
     }
 
@@ -126,10 +136,11 @@ impl Credentials {
             inventory_token: fresh("inventory")?,
             admin_token: fresh("admin")?,
             redfish_password: fresh("redfish")?,
+            provider_token: fresh("provider")?,
         })
     }
 
-    /// Reads the six credential files of `dir`; each must exist, be mode 0600 and hold one line.
+    /// Reads the seven credential files of `dir`; each must exist, be mode 0600 and hold one line.
     fn read(dir: &Path) -> Result<Credentials, ServeError> {
         let read = |name: &str| -> Result<String, ServeError> {
             let path = dir.join(name);
@@ -156,6 +167,7 @@ impl Credentials {
             inventory_token: read(CREDENTIAL_FILES[3])?,
             admin_token: read(CREDENTIAL_FILES[4])?,
             redfish_password: read(CREDENTIAL_FILES[5])?,
+            provider_token: read(CREDENTIAL_FILES[6])?,
         };
         if credentials.maas_api_key.split(':').count() != 3 {
             return Err(ServeError::Credentials {
@@ -206,9 +218,16 @@ pub struct Fleet {
     pub site: SharedSite,
     pub hub: SharedHub,
     pub inventory: SharedInventory,
+    /// The cloud provider of the instance lifecycle: one region, [`SERVED_REGION`].
+    pub cloud: fakes::http::cloud::SharedCloud,
     pub clock: Clock,
     agents: Arc<Mutex<Agents>>,
 }
+
+/// The served cloud provider's one region, its instance quota and its instance types.
+pub const SERVED_REGION: &str = "region-local";
+pub const SERVED_REGION_QUOTA: u32 = 64;
+pub const SERVED_INSTANCE_TYPES: [&str; 2] = ["type-small", "type-large"];
 
 /// The node agents of deployed machines: enrolled ones with their bearer token and when they last heartbeat.
 #[derive(Debug, Default)]
@@ -289,7 +308,13 @@ impl Fleet {
         let agents = Arc::new(Mutex::new(Agents::default()));
         let directory = Arc::new(Directory { site: site.clone(), hub: hub.clone(), agents: agents.clone() });
         let inventory = Arc::new(Mutex::new(InventoryFront { inventory: Inventory::new(), agents: directory }));
-        Ok((Fleet { site, hub, inventory, clock, agents }, credentials))
+        let mut cloud = fakes::http::cloud::CloudFront::default();
+        cloud.provider.add_region(SERVED_REGION, SERVED_REGION_QUOTA);
+        for instance_type in SERVED_INSTANCE_TYPES {
+            cloud.provider.add_instance_type(instance_type);
+        }
+        let cloud = Arc::new(Mutex::new(cloud));
+        Ok((Fleet { site, hub, inventory, cloud, clock, agents }, credentials))
     }
 
     /// Advances the site to now, enrols the agents of freshly deployed machines, and heartbeats the enrolled ones
@@ -302,6 +327,17 @@ impl Fleet {
             events.extend(front.site.advance(now_ms));
             events
         };
+        // The cloud's guests boot on the same clock; their events are logged, not kept (a served provider has no
+        // hub agents behind it yet), so the front's buffer never grows.
+        let guests = {
+            let mut front = lock(&self.cloud);
+            let mut guests = std::mem::take(&mut front.events);
+            guests.extend(front.provider.poll(now_ms));
+            guests
+        };
+        for guest in guests {
+            tracing::info!(?guest, "cloud guest");
+        }
         for event in events {
             match event.kind {
                 SiteEventKind::AgentEnrol { machine, token, .. } => self.enrol(&machine, token, now_ms),
@@ -647,7 +683,9 @@ pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> 
     let redfish = spawn_http(listen(config, 1).await?, site_router(fakes::http::redfish::router), config.limits)?;
     let secrets = spawn_http(listen(config, 2).await?, site_router(fakes::http::vault::router), config.limits)?;
     let inventory = bearer_only(fakes::http::inventory::router(fleet.inventory.clone()), &credentials.inventory_token);
-    let hub_router = fakes::http::hub::router(fleet.hub.clone(), clock.clone()).merge(inventory);
+    let provider =
+        bearer_only(fakes::http::cloud::router(fleet.cloud.clone(), clock.clone()), &credentials.provider_token);
+    let hub_router = fakes::http::hub::router(fleet.hub.clone(), clock.clone()).merge(inventory).merge(provider);
     let hub = spawn_http(listen(config, 3).await?, hub_router, config.limits)?;
     let (socket, dns_tcp, dns) = bind_dns(SocketAddr::new(config.bind, port_of(config, 4)?)).await?;
     tokio::spawn(fakes::http::dns::serve(socket, fleet.site.clone(), clock.clone()));
@@ -708,6 +746,7 @@ pub fn write_site(dir: &Path, served: &Served, fleet: &Fleet) -> Result<(), Serv
         &credentials.inventory_token,
         &credentials.admin_token,
         &credentials.redfish_password,
+        &credentials.provider_token,
     ];
     for (name, value) in CREDENTIAL_FILES.iter().zip(values) {
         write(name, value, true)?;
@@ -770,7 +809,10 @@ pub fn banner(config: &ServeConfig, served: &Served) -> String {
     text.push_str(&format!("  MAAS          http://{}/MAAS/api/2.0/\n", served.maas));
     text.push_str(&format!("  Redfish       http://{}/redfish/v1/Systems\n", served.redfish));
     text.push_str(&format!("  secrets       http://{}/v1/\n", served.secrets));
-    text.push_str(&format!("  hub           http://{}/v1/hub/  (inventory: /v1/inventory/)\n", served.hub));
+    text.push_str(&format!(
+        "  hub           http://{}/v1/hub/  (inventory: /v1/inventory/, cloud provider: /v1/regions/{SERVED_REGION}/vms)\n",
+        served.hub
+    ));
     text.push_str(&format!("  DNS           udp://{} and tcp://{}\n", served.dns, served.dns));
     text.push_str(&format!("  admin         http://{}/admin/state\n", served.admin));
     let credentials = &served.credentials;
@@ -781,6 +823,7 @@ pub fn banner(config: &ServeConfig, served: &Served) -> String {
         credentials.hub_credential
     ));
     text.push_str(&format!("  inventory     Bearer {}\n", credentials.inventory_token));
+    text.push_str(&format!("  provider      Bearer {}\n", credentials.provider_token));
     text.push_str(&format!("  admin         Bearer {} (POST routes)\n", credentials.admin_token));
     text.push_str(&format!(
         "  Redfish login {REDFISH_EMULATOR_USER}:{} (every system)\n",
