@@ -2,9 +2,10 @@
 //! engine's `Provider` port: lost answers, quota refusals, boot faults, a controller killed between a terminate's
 //! commit and its destroy, a hold across a restart, and the sync's signals.
 //!
-//! Each body runs on two backends: `direct` (a shim that is the port over the fake's requests) and `served` (the
-//! production `ProviderClient` over real HTTP to the fake's axum router on a loopback port, behind a transport
-//! wrapper that counts the calls and can lose one create's answer after the provider executed it).
+//! Each body runs on two backends (`on_both_backends!` makes its two tests): `direct` (a shim that is the port over
+//! the fake's requests) and `served` (the production `ProviderClient` over real HTTP to the fake's axum router on a
+//! loopback port, behind a transport wrapper that counts the calls and can lose one create's answer after the
+//! provider executed it).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -341,7 +342,7 @@ fn terminate_transitions(journal: &Lines, instance: &str) -> usize {
         .count()
 }
 
-async fn body_a_provision_boots_to_running_on_its_first_ready_heartbeat<B: Backend>(backend: &B) {
+async fn a_provision_boots_to_running_on_its_first_ready_heartbeat<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
     let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
@@ -358,17 +359,7 @@ async fn body_a_provision_boots_to_running_on_its_first_ready_heartbeat<B: Backe
     assert_eq!(backend.live_with_tag(&id), 1);
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn direct_a_provision_boots_to_running_on_its_first_ready_heartbeat() {
-    body_a_provision_boots_to_running_on_its_first_ready_heartbeat(&FakeCloud::new()).await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn served_a_provision_boots_to_running_on_its_first_ready_heartbeat() {
-    body_a_provision_boots_to_running_on_its_first_ready_heartbeat(&ServedCloud::start().await).await;
-}
-
-async fn body_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice<B: Backend>(backend: &B) {
+async fn a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
     let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
@@ -391,17 +382,7 @@ async fn body_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_
     assert_eq!(backend.creates(), 2);
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn direct_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice() {
-    body_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice(&FakeCloud::new()).await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn served_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice() {
-    body_a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice(&ServedCloud::start().await).await;
-}
-
-async fn body_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through<B: Backend>(
+async fn a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through<B: Backend>(
     backend: &B,
 ) {
     let (journal, platform) = (Lines::default(), Rows::default());
@@ -421,21 +402,7 @@ async fn body_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_o
     assert!(matches!(progress, Progress::Created { adopted: false, .. }));
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn direct_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through() {
-    body_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through(&FakeCloud::new())
-        .await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn served_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through() {
-    body_a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through(
-        &ServedCloud::start().await,
-    )
-    .await;
-}
-
-async fn body_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning<B: Backend>(backend: &B) {
+async fn the_boot_faults_end_in_error_never_ready_and_stuck_provisioning<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
     let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
@@ -462,21 +429,7 @@ async fn body_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning<B:
     );
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn direct_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning() {
-    body_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning(&FakeCloud::new()).await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn served_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning() {
-    body_the_boot_faults_end_in_error_never_ready_and_stuck_provisioning(&ServedCloud::start().await).await;
-}
-
-async fn body_a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart<
-    B: Backend,
->(
-    backend: &B,
-) {
+async fn a_controller_killed_after_the_terminate_commit_destroys_once_on_restart<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
     let id = {
         let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
@@ -530,25 +483,7 @@ async fn body_a_controller_killed_between_the_terminate_commit_and_the_destroy_f
     assert!(restarted.resume(63 * 60_000).await.unwrap().is_empty(), "nothing left owed");
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn direct_a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart()
-{
-    body_a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart(
-        &FakeCloud::new(),
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn served_a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart()
-{
-    body_a_controller_killed_between_the_terminate_commit_and_the_destroy_finishes_the_destroy_once_on_restart(
-        &ServedCloud::start().await,
-    )
-    .await;
-}
-
-async fn body_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through<B: Backend>(backend: &B) {
+async fn a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
     let id = {
         let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
@@ -570,18 +505,7 @@ async fn body_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_g
     assert!(matches!(events.as_slice(), [GuestEvent::Stopped { .. }]), "{events:?}");
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn direct_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through() {
-    body_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through(&FakeCloud::new()).await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn served_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through() {
-    body_a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through(&ServedCloud::start().await)
-        .await;
-}
-
-async fn body_a_failed_journal_append_stops_the_driver_before_it_calls_the_provider<B: Backend>(backend: &B) {
+async fn a_failed_journal_append_stops_the_driver_before_it_calls_the_provider<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
     let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
@@ -593,17 +517,7 @@ async fn body_a_failed_journal_append_stops_the_driver_before_it_calls_the_provi
     assert_eq!(driver.inventory().instance(provisioned.instance()).unwrap().state, InstanceState::Provisioning);
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn direct_a_failed_journal_append_stops_the_driver_before_it_calls_the_provider() {
-    body_a_failed_journal_append_stops_the_driver_before_it_calls_the_provider(&FakeCloud::new()).await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn served_a_failed_journal_append_stops_the_driver_before_it_calls_the_provider() {
-    body_a_failed_journal_append_stops_the_driver_before_it_calls_the_provider(&ServedCloud::start().await).await;
-}
-
-async fn body_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours<B: Backend>(backend: &B) {
+async fn a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
     let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     driver.sync("region-a", 0).await.unwrap();
@@ -618,18 +532,7 @@ async fn body_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_t
         vec![SyncSignal::CloudSyncCheckStale { region: "region-a".into(), last_check_ms: 0 }]
     );
 }
-#[tokio::test(flavor = "current_thread")]
-async fn direct_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours() {
-    body_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours(&FakeCloud::new()).await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn served_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours() {
-    body_a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours(&ServedCloud::start().await)
-        .await;
-}
-
-async fn body_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation<B: Backend>(
+async fn a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation<B: Backend>(
     backend: &B,
 ) {
     let (journal, platform) = (Lines::default(), Rows::default());
@@ -663,21 +566,7 @@ async fn body_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_und
     assert_eq!(platform.revoked.borrow().len(), 2, "both cleared rows had their cascade");
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn direct_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation() {
-    body_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation(&FakeCloud::new())
-        .await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn served_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation() {
-    body_a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation(
-        &ServedCloud::start().await,
-    )
-    .await;
-}
-
-async fn body_an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited<B: Backend>(backend: &B) {
+async fn an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
     let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
@@ -715,13 +604,32 @@ async fn body_an_operator_s_drain_and_approved_terminate_reach_the_provider_and_
     assert_eq!(verbs, ["drain", "terminate", "approve", "start"]);
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn direct_an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited() {
-    body_an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited(&FakeCloud::new()).await;
+/// Each body's two tests, `<body>::direct` and `<body>::served`.
+macro_rules! on_both_backends {
+    ($($body:ident),* $(,)?) => {$(
+        mod $body {
+            #[tokio::test(flavor = "current_thread")]
+            async fn direct() {
+                super::$body(&super::FakeCloud::new()).await;
+            }
+
+            #[tokio::test(flavor = "current_thread")]
+            async fn served() {
+                super::$body(&super::ServedCloud::start().await).await;
+            }
+        }
+    )*};
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn served_an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited() {
-    body_an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited(&ServedCloud::start().await)
-        .await;
-}
+on_both_backends!(
+    a_controller_killed_after_the_terminate_commit_destroys_once_on_restart,
+    a_provision_boots_to_running_on_its_first_ready_heartbeat,
+    a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice,
+    a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operation_goes_through,
+    the_boot_faults_end_in_error_never_ready_and_stuck_provisioning,
+    a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through,
+    a_failed_journal_append_stops_the_driver_before_it_calls_the_provider,
+    a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours,
+    a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation,
+    an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited,
+);

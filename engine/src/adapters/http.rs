@@ -110,6 +110,24 @@ impl HttpResponse {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
     }
+
+    /// The `{"error": <kind>, "message": <text>}` body our own services answer errors with; a body that is not
+    /// one is read as a message of its own text, with no kind.
+    pub(crate) fn error_body(&self) -> ErrorBody {
+        serde_json::from_slice(&self.body).unwrap_or_else(|_| ErrorBody {
+            error: String::new(),
+            message: String::from_utf8_lossy(&self.body).into(),
+        })
+    }
+}
+
+/// An error answer's kind and message (see [`HttpResponse::error_body`]).
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct ErrorBody {
+    #[serde(default)]
+    pub(crate) error: String,
+    #[serde(default)]
+    pub(crate) message: String,
 }
 
 /// Carries HTTP requests to one service (its base URL is the transport's). Implementations map what they cannot

@@ -119,6 +119,37 @@ pub struct Instance {
     pub cascaded: bool,
 }
 
+impl Instance {
+    /// A new row, pending since `now_ms`, with nothing yet heard from the provider or the agent.
+    pub fn pending(
+        id: String,
+        node: String,
+        name: String,
+        backing: Backing,
+        operation_id: Option<String>,
+        pool: Option<Membership>,
+        now_ms: u64,
+    ) -> Instance {
+        Instance {
+            id,
+            node,
+            name,
+            backing,
+            state: InstanceState::Pending,
+            state_since_ms: now_ms,
+            operation_id,
+            cloud_instance_id: None,
+            first_heartbeat_ms: None,
+            pool,
+            cordon: None,
+            hold: None,
+            drain_started_ms: None,
+            destroy_pending_since_ms: None,
+            cascaded: false,
+        }
+    }
+}
+
 /// An operation parked behind an approval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "operation", rename_all = "snake_case", deny_unknown_fields)]
@@ -497,23 +528,15 @@ mod tests {
     fn the_fold_refuses_a_transition_the_table_does_not_allow_or_from_the_wrong_state() {
         let mut inventory = Inventory::default();
         inventory.apply(&InstanceRecord::NodeCreated { node: node() }).unwrap();
-        let instance = Instance {
-            id: "i-00001".into(),
-            node: "n-1".into(),
-            name: "edge-tokyo-01-0".into(),
-            backing: Backing::Cloud { region: "r".into(), instance_type: "t".into() },
-            state: InstanceState::Pending,
-            state_since_ms: 0,
-            operation_id: None,
-            cloud_instance_id: None,
-            first_heartbeat_ms: None,
-            pool: None,
-            cordon: None,
-            hold: None,
-            drain_started_ms: None,
-            destroy_pending_since_ms: None,
-            cascaded: false,
-        };
+        let instance = Instance::pending(
+            "i-00001".into(),
+            "n-1".into(),
+            "edge-tokyo-01-0".into(),
+            Backing::Cloud { region: "r".into(), instance_type: "t".into() },
+            None,
+            None,
+            0,
+        );
         inventory.apply(&InstanceRecord::InstanceCreated { instance: Box::new(instance) }).unwrap();
         let forged = InstanceRecord::Transition {
             instance: "i-00001".into(),

@@ -156,28 +156,21 @@ impl Inventory {
                 enabled: true,
                 config: BTreeMap::from([("instance_pool_id".to_owned(), pool.id.clone())]),
             };
-            let instance = Instance {
-                id: instance_id.clone(),
-                node: node_id,
-                name: format!("{}-{now_ms}", node.name),
-                backing: Backing::Cloud { region: pool.region.clone(), instance_type: pool.instance_type.clone() },
-                state: InstanceState::Pending,
-                state_since_ms: now_ms,
-                operation_id: Some(format!("{}/replenish/{instance_id}", pool.id)),
-                cloud_instance_id: None,
-                first_heartbeat_ms: None,
-                pool: Some(Membership {
-                    pool: pool.id.clone(),
-                    state: PoolState::Warming,
-                    anchor_ms: now_ms,
-                    fenced_by_cordon: false,
-                }),
-                cordon: None,
-                hold: None,
-                drain_started_ms: None,
-                destroy_pending_since_ms: None,
-                cascaded: false,
+            let membership = Membership {
+                pool: pool.id.clone(),
+                state: PoolState::Warming,
+                anchor_ms: now_ms,
+                fenced_by_cordon: false,
             };
+            let instance = Instance::pending(
+                instance_id.clone(),
+                node_id,
+                format!("{}-{now_ms}", node.name),
+                Backing::Cloud { region: pool.region.clone(), instance_type: pool.instance_type.clone() },
+                Some(format!("{}/replenish/{instance_id}", pool.id)),
+                Some(membership),
+                now_ms,
+            );
             let new = [
                 InstanceRecord::NodeCreated { node },
                 InstanceRecord::InstanceCreated { instance: Box::new(instance) },

@@ -148,23 +148,16 @@ impl Inventory {
             }
         }
         let id = self.next_instance_id();
-        let instance = Instance {
-            id: id.clone(),
-            node: node_id.to_owned(),
-            name: format!("{}-{now_ms}", node.name),
+        let name = format!("{}-{now_ms}", node.name);
+        let instance = Instance::pending(
+            id.clone(),
+            node_id.to_owned(),
+            name,
             backing,
-            state: InstanceState::Pending,
-            state_since_ms: now_ms,
-            operation_id: operation_id.map(str::to_owned),
-            cloud_instance_id: None,
-            first_heartbeat_ms: None,
-            pool: None,
-            cordon: None,
-            hold: None,
-            drain_started_ms: None,
-            destroy_pending_since_ms: None,
-            cascaded: false,
-        };
+            operation_id.map(str::to_owned),
+            None,
+            now_ms,
+        );
         let records = vec![InstanceRecord::InstanceCreated { instance: Box::new(instance) }];
         Ok(Decided::new(records, Provisioned::Created { instance: id }))
     }

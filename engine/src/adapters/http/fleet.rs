@@ -48,19 +48,8 @@ impl<T: HttpTransport> FleetClient<T> {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct ErrorBody {
-    #[serde(default)]
-    error: String,
-    #[serde(default)]
-    message: String,
-}
-
 fn fleet_error(response: &HttpResponse) -> FleetError {
-    let body: ErrorBody = serde_json::from_slice(&response.body).unwrap_or_else(|_| ErrorBody {
-        error: String::new(),
-        message: String::from_utf8_lossy(&response.body).into(),
-    });
+    let body = response.error_body();
     match response.status {
         503 => FleetError::Unavailable {
             retry_after_s: response.header("retry-after").and_then(|value| value.trim().parse().ok()).unwrap_or(10),

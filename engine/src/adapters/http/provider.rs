@@ -62,19 +62,8 @@ impl<T: HttpTransport> ProviderClient<T> {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct ErrorBody {
-    #[serde(default)]
-    error: String,
-    #[serde(default)]
-    message: String,
-}
-
 fn provider_error(response: &HttpResponse) -> ProviderError {
-    let body: ErrorBody = serde_json::from_slice(&response.body).unwrap_or_else(|_| ErrorBody {
-        error: String::new(),
-        message: String::from_utf8_lossy(&response.body).into(),
-    });
+    let body = response.error_body();
     match (response.status, body.error.as_str()) {
         (_, "InstanceLimitExceeded") => ProviderError::QuotaExceeded(body.message),
         (404, _) => ProviderError::NotFound(body.message),
