@@ -1,13 +1,11 @@
 //! Every shipped campaign parses, and a slice of its runs passes; the rollout gate fails under the legacy controller.
 //! (The full 100-run campaigns run in `.ci/run` in release mode, twice, for the determinism check.)
 
-use std::path::Path;
+use sim::model::campaign::Campaign;
 
-use sim::model::campaign::{Campaign, load_campaign};
-
-fn campaign(name: &str) -> Campaign {
-    load_campaign(&Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("campaigns").join(name)).unwrap()
-}
+#[path = "support/shipped.rs"]
+mod shipped;
+use shipped::campaign;
 
 fn first_runs_pass(campaign: &Campaign, runs: u64) {
     let indices: Vec<u64> = (0..runs).collect();

@@ -14,15 +14,14 @@ use engine::rollout::plan::{Plan, PlanError, PlanInput};
 use engine::rollout::preflight::{EnvClass, SignatureVerifier, Verdict, classify_env};
 use engine::rollout::retry::{AttemptFailure, Backoff, RetryDecision};
 use engine::rollout::rules::{InstalledIdentity, Rules as RolloutRules, Staging};
-use sim::model::campaign::{Campaign, load_campaign};
 use sim::model::spec::load_scenario;
 use sim::run::campaign::identity;
 use sim::run::runner::{RunIdentity, run, run_with_rules};
 use sim::world::EngineRules;
 
-fn campaign(name: &str) -> Campaign {
-    load_campaign(&Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("campaigns").join(name)).unwrap()
-}
+#[path = "support/shipped.rs"]
+mod shipped;
+use shipped::campaign;
 
 /// The first of `campaign`'s first `runs_max` runs in which the engine with `rules` violates a property the run did
 /// not expect to fire, and the oracles that say so. Panics when none does, or when production's engine fails that

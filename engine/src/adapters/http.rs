@@ -114,10 +114,8 @@ impl HttpResponse {
     /// The `{"error": <kind>, "message": <text>}` body our own services answer errors with; a body that is not
     /// one is read as a message of its own text, with no kind.
     pub(crate) fn error_body(&self) -> ErrorBody {
-        serde_json::from_slice(&self.body).unwrap_or_else(|_| ErrorBody {
-            error: String::new(),
-            message: String::from_utf8_lossy(&self.body).into(),
-        })
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|_| ErrorBody { error: String::new(), message: String::from_utf8_lossy(&self.body).into() })
     }
 }
 

@@ -21,7 +21,8 @@ pub(crate) struct Settle {
     open: BTreeSet<String>,
     /// When the last event that is not a steady beat was recorded.
     last_change_ms: u64,
-    /// Dispatch holds at the hub, `(agent, owner)`, and workers whose service a rollout stopped and did not start.
+    /// Dispatch holds at the hub, `(agent, owner)`, and workers whose service a `stop_service` stopped (whoever sent
+    /// it) and no `start_service` has started since.
     held: BTreeSet<(String, String)>,
     stopped: BTreeSet<String>,
     /// Agents the canary dispatcher tried since the last change. It draws a worker at random every 20 s, so a held or
