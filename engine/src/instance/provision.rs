@@ -162,7 +162,8 @@ impl Inventory {
         Ok(Decided::new(records, Provisioned::Created { instance: id }))
     }
 
-    /// The worker picked up the provision task: `pending → provisioning`.
+    /// The provider accepted the create (or a VM carrying the tag was adopted): `pending → provisioning`. The driver
+    /// marks it only then, so a quota refusal or a lost answer leaves the row pending (the runbook's stuck-pending row).
     pub fn begin_provisioning(&self, instance_id: &str, now_ms: u64) -> Result<Decided<()>, BootError> {
         let instance = self.known(instance_id)?;
         Ok(Decided::new(vec![self.event(instance, InstanceEvent::MarkProvisioning, now_ms)?], ()))
