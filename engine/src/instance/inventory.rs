@@ -493,7 +493,17 @@ impl Inventory {
 
     /// The next instance id: one more than the rows there are (rows are never deleted).
     pub(super) fn next_instance_id(&self) -> String {
-        format!("i-{:05}", self.instances.len() + 1)
+        self.new_instance_id(0)
+    }
+
+    /// The id of the `k`-th instance row minted from here (`0`: the next one), for a decision that mints several.
+    pub(super) fn new_instance_id(&self, k: usize) -> String {
+        format!("i-{:05}", self.instances.len() + 1 + k)
+    }
+
+    /// The id of the `k`-th node row minted from here: one more than the rows there are (rows are never deleted).
+    pub(super) fn new_node_id(&self, k: usize) -> String {
+        format!("n-{:05}", self.nodes.len() + 1 + k)
     }
 }
 

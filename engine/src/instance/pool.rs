@@ -143,10 +143,9 @@ impl Inventory {
         let room = (pool.max_size as usize).saturating_sub(members.len());
         let mut records = Vec::new();
         let mut minted = Vec::new();
-        let mut scratch = self.clone();
-        for _ in 0..short.min(room) {
-            let node_id = format!("n-{:05}", scratch.nodes.len() + 1);
-            let instance_id = scratch.next_instance_id();
+        for k in 0..short.min(room) {
+            let node_id = self.new_node_id(k);
+            let instance_id = self.new_instance_id(k);
             let node = Node {
                 id: node_id.clone(),
                 account: pool.account.clone(),
@@ -171,12 +170,8 @@ impl Inventory {
                 Some(membership),
                 now_ms,
             );
-            let new = [
-                InstanceRecord::NodeCreated { node },
-                InstanceRecord::InstanceCreated { instance: Box::new(instance) },
-            ];
-            scratch.apply_all(&new).expect("minted rows are new");
-            records.extend(new);
+            records.push(InstanceRecord::NodeCreated { node });
+            records.push(InstanceRecord::InstanceCreated { instance: Box::new(instance) });
             minted.push(instance_id);
         }
         Ok(Decided::new(records, minted))

@@ -103,7 +103,7 @@ impl Inventory {
         if self.nodes.values().any(|node| node.account == account && node.name == name) {
             return Err(NodeRefusal::NameTaken { account: account.to_owned(), name: name.to_owned() });
         }
-        let id = format!("n-{:05}", self.nodes.len() + 1);
+        let id = self.new_node_id(0);
         let node = Node {
             id: id.clone(),
             account: account.to_owned(),
