@@ -307,6 +307,16 @@ async fn node<P: Provider>(driver: &mut InstanceDriver<'_, Lines, P, Rows>, name
     driver.commit(decided).await.unwrap()
 }
 
+/// A new node's instance, provisioned under `op-1` at 0 and running after its guest's boot (90 s).
+async fn running<B: Backend>(driver: &mut InstanceDriver<'_, Lines, B::Port, Rows>, backend: &B) -> String {
+    let node = node(driver, "edge-01").await;
+    let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
+    let id = provisioned.instance().to_owned();
+    let events = backend.advance_to(90_000);
+    heartbeats(driver, events, 90_000).await;
+    id
+}
+
 /// Feeds the guests' events to the driver as the hub would see the agents' heartbeats.
 async fn heartbeats<P: Provider>(
     driver: &mut InstanceDriver<'_, Lines, P, Rows>,
@@ -433,11 +443,7 @@ async fn a_controller_killed_after_the_terminate_commit_destroys_once_on_restart
     let (journal, platform) = (Lines::default(), Rows::default());
     let id = {
         let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
-        let node = node(&mut driver, "edge-01").await;
-        let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
-        let id = provisioned.instance().to_owned();
-        let events = backend.advance_to(90_000);
-        heartbeats(&mut driver, events, 90_000).await;
+        let id = running(&mut driver, backend).await;
         // The terminate is committed; the controller dies before the destroy reaches the provider.
         let decided = driver.inventory().control(&id, Control::Terminate, false, 100_000).unwrap();
         driver.commit(decided).await.unwrap();
@@ -487,11 +493,7 @@ async fn a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_t
     let (journal, platform) = (Lines::default(), Rows::default());
     let id = {
         let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
-        let node = node(&mut driver, "edge-01").await;
-        let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
-        let id = provisioned.instance().to_owned();
-        let events = backend.advance_to(90_000);
-        heartbeats(&mut driver, events, 90_000).await;
+        let id = running(&mut driver, backend).await;
         let hold = driver.inventory().place_hold(&id, "ops", "disk swap", 100_000).unwrap();
         driver.commit(hold).await.unwrap();
         id
@@ -569,11 +571,7 @@ async fn a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_th
 async fn an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
     let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
-    let node = node(&mut driver, "edge-01").await;
-    let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
-    let id = provisioned.instance().to_owned();
-    let events = backend.advance_to(90_000);
-    heartbeats(&mut driver, events, 90_000).await;
+    let id = running(&mut driver, backend).await;
     let gated = Governance::default();
     let drained = driver.operate("alice", OperatorStep::Drain { instance: id.clone() }, gated, 100_000).await.unwrap();
     assert_eq!(drained, AuditOutcome::Performed);
