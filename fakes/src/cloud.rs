@@ -223,6 +223,18 @@ impl CloudProvider {
     }
 
     /// Every VM ever created, terminated ones included, in id order.
+    /// The provider console's force-terminate of a VM whose teardown is stuck (the runbook's "reap the orphan at the
+    /// provider"): it finishes shutting down. Answers whether there was such a VM.
+    pub fn reap(&mut self, id: &str) -> bool {
+        match self.vms.get_mut(id) {
+            Some(vm) if vm.state == VmState::ShuttingDown && vm.stuck_teardown => {
+                vm.stuck_teardown = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub fn vms(&self) -> impl Iterator<Item = &Vm> {
         self.vms.values()
     }
@@ -250,7 +262,9 @@ impl CloudProvider {
                 Ok(CloudResponse::Vms { vms: self.listed(&region).cloned().collect() })
             }
             CloudRequest::Start { id } => {
-                let boot = self.next_boot();
+                // The boot faults bite a create's first boot (a domain being created); a start or reboot of an
+                // existing domain boots normally.
+                let boot = Boot::Normal;
                 let vm = self.vm_in(&id, "started", &[VmState::Stopped])?;
                 vm.boot_again(boot, now_ms);
                 Ok(CloudResponse::Accepted)
@@ -262,7 +276,7 @@ impl CloudProvider {
                 Ok(CloudResponse::Accepted)
             }
             CloudRequest::Reboot { id } => {
-                let boot = self.next_boot();
+                let boot = Boot::Normal;
                 let vm = self.vm_in(&id, "rebooted", &[VmState::Running])?;
                 vm.boot_again(boot, now_ms);
                 Ok(CloudResponse::Accepted)
@@ -420,6 +434,16 @@ impl CloudProvider {
 }
 
 impl Vm {
+    /// The guest's agent is up and heartbeating: the VM runs and its agent has started in this boot.
+    pub fn agent_heartbeating(&self) -> bool {
+        self.state == VmState::Running && self.agent_up
+    }
+
+    /// The guest's agent has sent `phase=ready` in this boot (its heartbeats say so from then on).
+    pub fn agent_ready(&self) -> bool {
+        self.agent_ready
+    }
+
     fn enter(&mut self, state: VmState, now_ms: u64) {
         self.state = state;
         self.since_ms = now_ms;
@@ -574,5 +598,30 @@ mod tests {
         provider.resume_listing("region-a");
         assert!(provider.handle(CloudRequest::List { region: "region-a".into() }, 5).is_ok());
         assert_eq!(provider.live_with_tag("i-1").count(), 1);
+        // The console's reap finishes the stuck teardown; a VM that is not stuck is no reap's.
+        assert!(!provider.reap("vm-nope"));
+        assert!(provider.reap(&id));
+        assert!(!provider.reap(&id), "once");
+        assert_eq!(provider.poll(60 * 60_000 + 1), vec![GuestEvent::Destroyed { tag: "i-1".into(), vm: id.clone() }]);
+        assert_eq!(provider.live_with_tag("i-1").count(), 0);
+    }
+
+    #[test]
+    fn boot_faults_bite_a_create_and_a_start_boots_normally_with_its_agent_heartbeating() {
+        let mut provider = provider();
+        let id = create(&mut provider, "i-1", 0).unwrap();
+        provider.poll(BOOT_TO_AGENT_MS + AGENT_TO_READY_MS);
+        let vm = |provider: &CloudProvider| provider.vms().find(|vm| vm.id == id).unwrap().clone();
+        assert!(vm(&provider).agent_heartbeating() && vm(&provider).agent_ready());
+        provider.handle(CloudRequest::Stop { id: id.clone(), hard: false }, 200_000).unwrap();
+        provider.poll(200_000 + STOP_MS);
+        assert!(!vm(&provider).agent_heartbeating());
+        provider.hang_creates(1);
+        provider.handle(CloudRequest::Start { id: id.clone() }, 300_000).unwrap();
+        provider.poll(300_000 + BOOT_TO_AGENT_MS + AGENT_TO_READY_MS);
+        assert!(vm(&provider).agent_ready(), "the start booted normally");
+        let hung = create(&mut provider, "i-2", 400_000).unwrap();
+        provider.poll(400_000 + 60 * 60_000);
+        assert_eq!(state(&provider, &hung), VmState::Pending, "the fault waited for a create");
     }
 }
