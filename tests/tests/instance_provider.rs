@@ -17,7 +17,7 @@ use engine::adapters::http::{HttpRequest, HttpResponse, HttpTransport, Method};
 use engine::secret::Secret;
 use fakes::http::cloud::CloudFront;
 
-use engine::instance::approval::Governance;
+use engine::instance::approval::{Governance, Policy};
 use engine::instance::control::Control;
 use engine::instance::driver::{Cleared, DriverError, InstanceDriver, Progress};
 use engine::instance::inventory::{Backing, DeferredOperation, InstanceRecord};
@@ -573,7 +573,10 @@ async fn an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_a
     let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
     let id = running(&mut driver, backend).await;
     let gated = Governance::default();
-    let drained = driver.operate("alice", OperatorStep::Drain { instance: id.clone() }, gated, 100_000).await.unwrap();
+    // A drain cordons: under the gated cordon policy it would be refused until a cordon is approved.
+    let open_cordons = Governance { instance_cordon: Policy::Allow, ..gated };
+    let drained =
+        driver.operate("alice", OperatorStep::Drain { instance: id.clone() }, open_cordons, 100_000).await.unwrap();
     assert_eq!(drained, AuditOutcome::Performed);
     let events = backend.advance_to(110_000);
     assert!(matches!(events.as_slice(), [GuestEvent::Stopped { .. }]), "the stop reached the provider: {events:?}");

@@ -11,7 +11,8 @@ use super::approval::Governance;
 use super::control::{Control, Controlled, ProviderCall};
 use super::inventory::{Backing, Decided, Instance, InstanceRecord, Inventory, InventoryError, SUBJECT};
 use super::operator::{AuditOutcome, OperatorStep};
-use super::provision::{ProviderStep, Provisioned};
+use super::pool::Released;
+use super::provision::{AgentPhase, ProviderStep, Provisioned};
 use super::state::{InstanceEvent, InstanceState};
 use super::sync::{ListedVm, SyncReport};
 use crate::ports::platform::{PlatformError, PlatformRows};
@@ -54,6 +55,20 @@ pub enum Cleared {
     BySync,
     /// Cancelled into error, then terminated (the VM destroyed, by id or by tag).
     Terminated,
+    /// Cancelled into error; the terminate was refused by an ops hold, so the row rests in error with its VM until
+    /// the hold's owner lifts it and terminates.
+    ErroredUnderHold,
+}
+
+/// What the hub heard of an instance's guest, for [`InstanceDriver::heard`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// A heartbeat of the instance's agent, in its phase.
+    Heartbeat(AgentPhase),
+    /// The provider reports the boot failed: the provision worker drives `mark_errored`.
+    BootFailed,
+    /// The provider reports the VM stopped: a stop (or a drain's stop) completed.
+    Stopped,
 }
 
 /// The controller: the rows as the journal says, and the ports.
@@ -146,6 +161,17 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
         Ok(Progress::Created { cloud_instance_id, adopted })
     }
 
+    /// Applies what the hub heard of an instance's guest. A report the rows cannot take (a boot failure of a row
+    /// already in error, a stop of a row not stopping) writes nothing and is answered as the refusal it is.
+    pub async fn heard(&mut self, instance_id: &str, heard: Heard, now_ms: u64) -> Result<(), DriverError> {
+        let decided = match heard {
+            Heard::Heartbeat(phase) => self.inventory.handle_heartbeat(instance_id, phase, now_ms),
+            Heard::BootFailed => self.inventory.handle_failed(instance_id, now_ms).map_err(refused)?,
+            Heard::Stopped => self.inventory.handle_stopped(instance_id, now_ms).map_err(refused)?,
+        };
+        self.commit(decided).await
+    }
+
     /// Start, stop, reboot or terminate through the choke point; the provider call follows the durable records.
     /// A terminate's destroy is then confirmed only once the provider no longer lists the VM, and its cascade
     /// (certificates revoked, bootstrap tokens expired, peers removed) runs and is journaled.
@@ -209,8 +235,43 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
         Ok(outcome)
     }
 
-    /// After a restart: every pending cloud row is advanced (adopting a VM whose create answer was lost), and every
-    /// committed terminate's destroy and cascade are finished. Returns the instances it touched, in id order.
+    /// The replenisher's pass over one pool (every 60 s): ready members past the pool's TTL are fenced and
+    /// terminated (their destroy and cascade finished), then warming members are minted up to the target and their
+    /// VMs created. Returns the minted instance ids.
+    pub async fn replenish(&mut self, pool_id: &str, now_ms: u64) -> Result<Vec<String>, DriverError> {
+        let stale = self.inventory.recycle_stale(pool_id, now_ms).map_err(refused)?;
+        for id in self.commit(stale).await? {
+            self.finish_destroy(&id).await?;
+            self.cascade(&id).await?;
+        }
+        let minted = self.commit(self.inventory.replenish(pool_id, now_ms).map_err(refused)?).await?;
+        for id in &minted {
+            self.advance(id, now_ms).await?;
+        }
+        Ok(minted)
+    }
+
+    /// The allocator: claims one ready member of the pool (a conditional write) and answers its instance id.
+    pub async fn acquire(&mut self, pool_id: &str) -> Result<String, DriverError> {
+        let decided = self.inventory.acquire(pool_id).map_err(refused)?;
+        self.commit(decided).await
+    }
+
+    /// A consumer returns a claimed member; a recycled one is terminated, its destroy and cascade finished.
+    pub async fn release(&mut self, instance_id: &str, now_ms: u64) -> Result<Released, DriverError> {
+        let decided = self.inventory.release(instance_id, now_ms).map_err(refused)?;
+        let released = self.commit(decided).await?;
+        if released == Released::Recycled {
+            self.finish_destroy(instance_id).await?;
+            self.cascade(instance_id).await?;
+        }
+        Ok(released)
+    }
+
+    /// After a restart (and on every pass): every pending cloud row is advanced (adopting a VM whose create answer
+    /// was lost), every committed terminate's destroy and cascade are finished, and a committed stop or start whose
+    /// call did not reach the provider (the controller died or was cut off between the commit and the call) is sent
+    /// again — only when the provider's VM shows it has not happened. Returns the instances it touched, in id order.
     pub async fn resume(&mut self, now_ms: u64) -> Result<Vec<String>, DriverError> {
         let mut touched = Vec::new();
         let ids: Vec<String> = self.inventory.instances.keys().cloned().collect();
@@ -219,6 +280,10 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
             if instance.state == InstanceState::Pending {
                 self.advance(&id, now_ms).await?;
                 touched.push(id);
+            } else if matches!(instance.state, InstanceState::Stopping | InstanceState::Starting) {
+                if self.redispatch(&id).await? {
+                    touched.push(id);
+                }
             } else if instance.destroy_pending_since_ms.is_some() || owes_cascade(instance) {
                 if instance.destroy_pending_since_ms.is_some() {
                     self.finish_destroy(&id).await?;
@@ -232,8 +297,9 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
 
     /// The runbook's "Clearing a stuck provisioning instance": cancel the provision task, reconcile the region
     /// with the provider (a VM it no longer lists maps the row to terminated), otherwise land the row in error and
-    /// terminate it, which destroys whatever VM carries its tag. Re-provision afterwards with the same operation id
-    /// (a fresh row carrying it) or a fresh one.
+    /// terminate it, which destroys whatever VM carries its tag. A region whose listing fails is not reconciled:
+    /// the terminate's destroy by tag releases the VM all the same. Re-provision afterwards with the same operation
+    /// id (a fresh row carrying it) or a fresh one.
     pub async fn clear_stuck_provisioning(&mut self, instance_id: &str, now_ms: u64) -> Result<Cleared, DriverError> {
         let instance = self.inventory.instance(instance_id)?.clone();
         if !matches!(instance.state, InstanceState::Pending | InstanceState::Provisioning) {
@@ -243,7 +309,10 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
             )));
         }
         if let Backing::Cloud { region, .. } = &instance.backing {
-            self.sync(region, now_ms).await?;
+            match self.sync(region, now_ms).await {
+                Ok(_) | Err(DriverError::Provider(_)) => {}
+                Err(error) => return Err(error),
+            }
             if self.inventory.instance(instance_id)?.state == InstanceState::Terminated {
                 self.cascade(instance_id).await?;
                 return Ok(Cleared::BySync);
@@ -251,6 +320,9 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
         }
         let cancelled = self.inventory.cancel_provisioning(instance_id, now_ms);
         self.commit(cancelled.map_err(|e| DriverError::Refused(e.to_string()))?).await?;
+        if self.inventory.instance(instance_id)?.hold.is_some() {
+            return Ok(Cleared::ErroredUnderHold);
+        }
         self.control(instance_id, Control::Terminate, false, now_ms).await?;
         Ok(Cleared::Terminated)
     }
@@ -266,6 +338,27 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
             .collect();
         let decided = self.inventory.sync_region(region, &listed, now_ms);
         self.commit(decided).await
+    }
+
+    /// Sends a stopping row's stop again while its VM still runs, and a starting row's start while its VM is still
+    /// stopped: the call the commit announced never took effect. Answers whether it sent one.
+    async fn redispatch(&mut self, instance_id: &str) -> Result<bool, DriverError> {
+        let instance = self.inventory.instance(instance_id)?.clone();
+        let (Backing::Cloud { region, .. }, Some(cloud_instance_id)) = (&instance.backing, &instance.cloud_instance_id)
+        else {
+            return Ok(false);
+        };
+        let vms = self.provider.find_by_tag(region, instance_id).await?;
+        let Some(vm) = vms.iter().find(|vm| &vm.cloud_instance_id == cloud_instance_id) else { return Ok(false) };
+        let sent = match (instance.state, vm.state.as_str()) {
+            (InstanceState::Stopping, "running" | "pending") => self.provider.stop(cloud_instance_id, false).await,
+            (InstanceState::Starting, "stopped") => self.provider.start(cloud_instance_id).await,
+            _ => return Ok(false),
+        };
+        match sent {
+            Ok(()) | Err(ProviderError::WrongState(_)) => Ok(true),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// Sends a committed terminate's destroy (by id, or every VM carrying the tag when the create's answer never
@@ -323,6 +416,10 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
         };
         Ok(result?)
     }
+}
+
+fn refused(refusal: impl std::fmt::Display) -> DriverError {
+    DriverError::Refused(refusal.to_string())
 }
 
 /// A terminated row whose cascade has not run.

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::approval::{Governance, Requested};
+use super::approval::{Governance, Policy, Requested};
 use super::control::Control;
 use super::inventory::{Decided, DeferredOperation, InstanceRecord, Inventory};
 
@@ -122,6 +122,16 @@ impl Inventory {
                 .control(instance, *action, *force, now_ms)
                 .map(|d| (d.records, AuditOutcome::Performed))
                 .map_err(|e| e.to_string()),
+            // A drain cordons: under a gated cordon policy it needs the cordon approved first (the runbook's step
+            // 0, a cordon already in place), or it would be a cordon no one approved.
+            OperatorStep::Drain { instance }
+                if governance.instance_cordon == Policy::RequireApproval
+                    && self.instances.get(instance).is_some_and(|row| row.cordon.is_none()) =>
+            {
+                Err(format!(
+                    "a drain of {instance} cordons it, and cordons need an approval here: request the cordon, have it approved, then drain"
+                ))
+            }
             OperatorStep::Drain { instance } => self
                 .drain(instance, actor, now_ms)
                 .map(|d| (d.records, AuditOutcome::Performed))

@@ -724,3 +724,40 @@ fn every_operator_step_is_audited_first_and_a_refused_one_writes_its_audit_recor
     );
     assert_eq!(platform.replayed(), platform.inventory, "the audit trail replays with the rows");
 }
+
+#[test]
+fn a_drain_under_a_gated_cordon_policy_needs_its_cordon_approved_first() {
+    use super::operator::{AuditOutcome, OperatorStep};
+    let mut platform = Platform::default();
+    let id = platform.running("edge-01", 0);
+    let before = platform.inventory.instance(&id).unwrap().clone();
+    let drain = || OperatorStep::Drain { instance: id.clone() };
+    let refused = platform.inventory.operate("alice", drain(), Governance::default(), 10);
+    assert!(
+        matches!(&refused.outcome, AuditOutcome::Refused { refusal } if refusal.contains("cordons need an approval")),
+        "{:?}",
+        refused.outcome
+    );
+    assert!(matches!(refused.records.as_slice(), [InstanceRecord::Audited { .. }]), "{:?}", refused.records);
+    platform.commit(refused);
+    assert_eq!(platform.inventory.instance(&id).unwrap(), &before, "no row moved");
+
+    // Under an open cordon policy the same drain cordons and stops.
+    let open = Governance { instance_cordon: Policy::Allow, terminate: Policy::RequireApproval };
+    let performed = platform.inventory.clone().operate("alice", drain(), open, 20);
+    assert_eq!(performed.outcome, AuditOutcome::Performed);
+
+    // Gated: the cordon approved first, the drain then keeps it and stops.
+    let cordon = OperatorStep::Request {
+        operation: DeferredOperation::Cordon { instance: id.clone(), reason: "patch".into(), by: "alice".into() },
+    };
+    let parked = platform.inventory.operate("alice", cordon, Governance::default(), 30);
+    let AuditOutcome::Pending { deferred } = parked.outcome.clone() else { panic!("{:?}", parked.outcome) };
+    platform.commit(parked);
+    let approved = platform.inventory.operate("bob", OperatorStep::Approve { deferred }, Governance::default(), 40);
+    platform.commit(approved);
+    let drained = platform.inventory.operate("alice", drain(), Governance::default(), 50);
+    assert_eq!(drained.outcome, AuditOutcome::Performed);
+    platform.commit(drained);
+    assert_eq!(platform.state(&id), InstanceState::Stopping);
+}
