@@ -47,3 +47,35 @@ fn the_rollout_gate_fails_under_the_legacy_controller() {
 fn the_onboarding_campaign_passes_its_first_runs() {
     first_runs_pass(&campaign("onboarding-50.toml"), 4);
 }
+
+#[test]
+fn the_instances_campaign_passes_its_first_runs_and_draws_the_lifecycles_faults_and_requests() {
+    let instances = campaign("instances-50.toml");
+    first_runs_pass(&instances, 4);
+    let spec = instances.run_spec(0);
+    let kinds: std::collections::BTreeSet<&str> = spec.steps.iter().map(|timed| timed.step.kind()).collect();
+    assert!(kinds.contains("instance_operator") && kinds.contains("provider_fault"), "{kinds:?}");
+}
+
+#[test]
+fn under_gated_cordons_the_instances_campaign_never_drains_an_uncordoned_instance() {
+    // A drain cordons: under a gated cordon policy it must wait for an approved cordon, so every drain the mix draws
+    // is refused (its audit record only) or finds the cordon already in place (it writes no `cordoned`).
+    let mut gated = campaign("instances-50.toml");
+    let instances = gated.base.instances.as_mut().expect("the campaign has [instances]");
+    instances.governance.instance_cordon = engine::instance::approval::Policy::RequireApproval;
+    let outputs = sim::run::campaign::execute(&gated, &[0, 1, 2, 3, 4, 5], 2, false, true, &|_| {});
+    let mut drains = 0;
+    for output in outputs {
+        assert!(output.record.verdict.passed(), "{:#?}", output.record.violations);
+        let drained = output
+            .trace
+            .iter()
+            .filter(|line| line.contains("\"kind\":\"instance.operated\"") && line.contains("\"op\":\"drain\""));
+        for drain in drained {
+            drains += 1;
+            assert!(drain.contains("\"outcome\":\"refused\"") || !drain.contains("\"cordoned\""), "{drain}");
+        }
+    }
+    assert!(drains > 0, "the mix drew no drain");
+}

@@ -29,7 +29,7 @@ use engine::instance::sync::SyncSignal;
 use engine::ports::platform::{PlatformError, PlatformRows};
 use engine::ports::provider::{CreateVm, Provider, ProviderError, ProviderVm};
 use engine::ports::{Journal, JournalError, TransportError};
-use fakes::cloud::{CloudError, CloudProvider, CloudRequest, CloudResponse, GuestEvent};
+use fakes::cloud::{CloudProvider, CloudRequest, CloudResponse, GuestEvent};
 
 /// The port over the fake, on a clock the test moves.
 struct FakeCloud {
@@ -61,28 +61,11 @@ impl FakeCloud {
         if lose {
             return Err(ProviderError::Transport(TransportError::Timeout));
         }
-        answer.map_err(|error| match error {
-            CloudError::QuotaExceeded { .. } => ProviderError::QuotaExceeded(error.to_string()),
-            CloudError::NotFound(_) => ProviderError::NotFound(error.to_string()),
-            CloudError::IncorrectState { .. } => ProviderError::WrongState(error.to_string()),
-            CloudError::Unavailable(_) => ProviderError::Unavailable(error.to_string()),
-            other => ProviderError::Rejected(other.to_string()),
-        })
+        answer.map_err(sim::world::instances::provider_error)
     }
 
     fn vms(&self, request: CloudRequest) -> Result<Vec<ProviderVm>, ProviderError> {
-        match self.call(request)? {
-            CloudResponse::Vms { vms } => Ok(vms
-                .into_iter()
-                .map(|vm| ProviderVm {
-                    cloud_instance_id: vm.id,
-                    tag: vm.tag,
-                    region: vm.region,
-                    state: vm.state.as_str().to_owned(),
-                })
-                .collect()),
-            other => Err(ProviderError::Rejected(format!("unexpected answer {other:?}"))),
-        }
+        sim::world::instances::provider_vms(self.call(request)?)
     }
 }
 

@@ -21,6 +21,20 @@ const SCENARIOS: &[&str] = &[
     "epoch-aware-expiry-keeps-members-and-expires-strays.toml",
     "fifty-agents-heartbeat-for-two-hours-through-faults.toml",
     "hub-crashes-and-restarts-mid-run.toml",
+    "instances-agent-up-but-never-ready-is-terminated-and-provisioned-afresh.toml",
+    "instances-approval-parks-cordon-and-terminate-until-approved-or-denied.toml",
+    "instances-controller-killed-after-the-create-adopts-the-vm-by-its-tag.toml",
+    "instances-controller-killed-between-terminate-commit-and-destroy-finishes-it-once.toml",
+    "instances-cordon-outcomes-and-refusals-of-pool-members.toml",
+    "instances-drain-of-a-pool-member-and-of-a-plain-instance-cordons-then-stops.toml",
+    "instances-ops-hold-refuses-terminate-and-reboot-but-allows-stop.toml",
+    "instances-plain-and-pooled-instances-provision-run-and-recycle.toml",
+    "instances-pool-replenishes-and-recycles-ready-members-past-their-ttl.toml",
+    "instances-provision-retried-under-a-lost-answer-reuses-its-row-and-creates-one-vm.toml",
+    "instances-stuck-pending-under-a-quota-refusal-is-signalled-and-retried.toml",
+    "instances-stuck-provisioning-on-a-hung-create-is-cleared-and-provisioned-again.toml",
+    "instances-stuck-teardown-is-signalled-and-reaped-at-the-provider.toml",
+    "instances-terminated-guest-still-present-is-signalled-at-the-next-sync.toml",
     "legacy-expiry-tombstones-a-stopped-epoch-member.toml",
     "legacy-rollout-without-faults-breaks-the-rcca-invariants.toml",
     "maas-commissioning-2026-07-20-under-the-matrix.toml",
@@ -1219,4 +1233,257 @@ fn decommission_release_that_never_powers_off_stops_for_a_person() {
     assert!(events(&trace, "inventory.request").iter().all(|l| !l.contains("\"op\":\"remove\"")));
     assert!(events(&trace, "hub.principal_revoked").is_empty());
     assert!(decommission(&trace, "completed").is_empty());
+}
+
+// --- the instance lifecycle (seed 004) ---------------------------------------------------------------------------
+
+/// The trace's events as JSON values.
+fn json(trace: &[String]) -> Vec<serde_json::Value> {
+    trace.iter().map(|line| serde_json::from_str(line).expect("trace lines are JSON")).collect()
+}
+
+/// Every `instance.operated`: (op, target, outcome, the kinds of the records it wrote).
+fn operated(trace: &[String]) -> Vec<(String, String, String, Vec<String>)> {
+    json(trace)
+        .into_iter()
+        .filter(|event| event["kind"] == "instance.operated")
+        .map(|event| {
+            let text = |key: &str| event[key].as_str().unwrap_or_default().to_owned();
+            let wrote = event["wrote"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_owned()).collect();
+            (text("op"), text("target"), text("outcome"), wrote)
+        })
+        .collect()
+}
+
+/// Every journaled instance record of `kind` (`transition`, `cordoned` …), as JSON.
+fn records(trace: &[String], kind: &str) -> Vec<serde_json::Value> {
+    json(trace)
+        .into_iter()
+        .filter(|event| event["kind"] == "instance.record" && event["record"]["record"] == kind)
+        .map(|event| event["record"].clone())
+        .collect()
+}
+
+/// Each instance's last state, as its transitions say.
+fn final_states(trace: &[String]) -> std::collections::BTreeMap<String, String> {
+    let mut states = std::collections::BTreeMap::new();
+    for record in records(trace, "instance_created") {
+        states.insert(record["instance"]["id"].as_str().unwrap().to_owned(), "pending".to_owned());
+    }
+    for record in records(trace, "transition") {
+        states.insert(record["instance"].as_str().unwrap().to_owned(), record["to"].as_str().unwrap().to_owned());
+    }
+    states
+}
+
+/// The VMs the provider created, per tag.
+fn vms_created(trace: &[String]) -> std::collections::BTreeMap<String, u32> {
+    let mut vms = std::collections::BTreeMap::new();
+    for event in json(trace).into_iter().filter(|event| event["kind"] == "cloud.vm_created") {
+        *vms.entry(event["tag"].as_str().unwrap().to_owned()).or_insert(0) += 1;
+    }
+    vms
+}
+
+fn reached(record: &RunRecord, oracle: &str) -> bool {
+    record.reached.iter().any(|reached| reached.oracle == oracle)
+}
+
+#[test]
+fn instances_plain_and_pooled_instances_provision_run_and_recycle() {
+    let (_, trace) = run_file("instances-plain-and-pooled-instances-provision-run-and-recycle.toml");
+    let ops = operated(&trace);
+    assert_eq!(ops[0].0, "acquire");
+    assert_eq!(ops[0].3, ["pool_state_changed"], "a conditional claim: {ops:?}");
+    assert_eq!(ops[1].0, "release");
+    assert!(ops[1].3.contains(&"destroy_requested".to_owned()) && ops[1].3.contains(&"cascaded".to_owned()), "{ops:?}");
+    let states = final_states(&trace);
+    assert_eq!(states.values().filter(|s| *s == "running").count(), 4, "2 plain + 2 pool members: {states:?}");
+    assert_eq!(states.values().filter(|s| *s == "terminated").count(), 1, "the recycled member: {states:?}");
+    assert!(records(&trace, "cascaded").iter().all(|r| r["certificates_revoked"] == 1 && r["peers_removed"] == 2));
+    assert!(vms_created(&trace).values().all(|n| *n == 1));
+}
+
+#[test]
+fn instances_provision_retried_under_a_lost_answer_reuses_its_row_and_creates_one_vm() {
+    let (_, trace) = run_file("instances-provision-retried-under-a-lost-answer-reuses-its-row-and-creates-one-vm.toml");
+    let ops = operated(&trace);
+    assert_eq!(ops.len(), 3, "{ops:?}");
+    assert_eq!(ops[0].3, ["instance_created"], "the answer was lost: the row waits for the next pass");
+    assert!(ops[1].3.is_empty(), "the retry with the same operation id reuses the row: {ops:?}");
+    assert_eq!(ops[2].3[0], "instance_created", "no operation id: a distinct instance");
+    let adopted: Vec<_> =
+        records(&trace, "provider_created").into_iter().filter(|r| r["instance"] == "i-00002").collect();
+    assert_eq!(adopted.len(), 1, "adopted by its tag once");
+    assert_eq!(
+        vms_created(&trace),
+        [("i-00001", 1), ("i-00002", 1), ("i-00003", 1)].map(|(t, n)| (t.to_owned(), n)).into()
+    );
+    assert!(final_states(&trace).values().all(|s| s == "running"));
+}
+
+#[test]
+fn instances_stuck_pending_under_a_quota_refusal_is_signalled_and_retried() {
+    let (record, trace) = run_file("instances-stuck-pending-under-a-quota-refusal-is-signalled-and-retried.toml");
+    assert!(reached(&record, "stuck_pending"));
+    let begun = records(&trace, "transition");
+    assert_eq!(begun[0]["event"], "mark_provisioning");
+    assert!(begun[0]["at_ms"].as_u64().unwrap() > 300_000, "pending until the quota freed up: {:?}", begun[0]);
+    assert_eq!(final_states(&trace)["i-00001"], "running");
+    assert_eq!(vms_created(&trace)["i-00001"], 1);
+}
+
+#[test]
+fn instances_stuck_provisioning_on_a_hung_create_is_cleared_and_provisioned_again() {
+    let (record, trace) =
+        run_file("instances-stuck-provisioning-on-a-hung-create-is-cleared-and-provisioned-again.toml");
+    assert!(reached(&record, "stuck_provisioning"));
+    let ops = operated(&trace);
+    assert_eq!(ops[0].0, "clear_stuck");
+    assert_eq!(ops[0].2, "performed");
+    let states = final_states(&trace);
+    assert_eq!(states["i-00001"], "terminated", "errored, then terminated: {states:?}");
+    assert_eq!(states["i-00002"], "running", "the fresh row under the same operation id: {states:?}");
+    let created = records(&trace, "instance_created");
+    assert_eq!(created[1]["instance"]["operation_id"], "op-vm-01");
+    let events: Vec<String> = records(&trace, "transition")
+        .iter()
+        .filter(|r| r["instance"] == "i-00001")
+        .map(|r| r["event"].to_string())
+        .collect();
+    assert_eq!(events, ["\"mark_provisioning\"", "\"mark_errored\"", "\"terminate\""]);
+}
+
+#[test]
+fn instances_agent_up_but_never_ready_is_terminated_and_provisioned_afresh() {
+    let (record, trace) = run_file("instances-agent-up-but-never-ready-is-terminated-and-provisioned-afresh.toml");
+    assert!(reached(&record, "stuck_never_ready"));
+    let states = final_states(&trace);
+    assert_eq!(states["i-00001"], "terminated");
+    assert_eq!(states["i-00002"], "running");
+    let created = records(&trace, "instance_created");
+    assert_eq!(created[1]["instance"]["operation_id"], "op-vm-01/after-i-00001", "a fresh operation id");
+}
+
+#[test]
+fn instances_stuck_teardown_is_signalled_and_reaped_at_the_provider() {
+    let (record, trace) = run_file("instances-stuck-teardown-is-signalled-and-reaped-at-the-provider.toml");
+    assert!(reached(&record, "stuck_terminate_stalled"));
+    assert_eq!(events(&trace, "cloud.reaped").len(), 1);
+    let requested = records(&trace, "destroy_requested");
+    let confirmed = records(&trace, "destroy_confirmed");
+    assert_eq!((requested.len(), confirmed.len()), (1, 1));
+}
+
+#[test]
+fn instances_terminated_guest_still_present_is_signalled_at_the_next_sync() {
+    let (record, trace) = run_file("instances-terminated-guest-still-present-is-signalled-at-the-next-sync.toml");
+    assert!(reached(&record, "terminated_guest_present"));
+    let syncs: Vec<_> = json(&trace).into_iter().filter(|e| e["kind"] == "instance.sync").collect();
+    let signalled = syncs.iter().find(|e| !e["signals"].as_array().unwrap().is_empty()).expect("a sync signalled");
+    assert_eq!(signalled["signals"][0]["signal"], "cloud_sync_terminated_guest_present");
+    assert_eq!(signalled["signals"][0]["instance"], "i-00002");
+    assert!(events(&trace, "cloud.reaped").is_empty(), "no on-call reaped it");
+    assert!(violated(&record).contains("every_instance_settles"), "its destroy is never confirmed, as expected");
+}
+
+#[test]
+fn instances_ops_hold_refuses_terminate_and_reboot_but_allows_stop() {
+    let (_, trace) = run_file("instances-ops-hold-refuses-terminate-and-reboot-but-allows-stop.toml");
+    let outcomes: Vec<(String, String)> =
+        operated(&trace).into_iter().map(|(op, _, outcome, _)| (op, outcome)).collect();
+    let expected = [
+        ("place_hold", "performed"),
+        ("terminate", "refused"),
+        ("reboot", "refused"),
+        ("stop", "performed"),
+        ("lift_hold", "performed"),
+        ("terminate", "performed"),
+    ];
+    assert_eq!(outcomes, expected.map(|(op, outcome)| (op.to_owned(), outcome.to_owned())));
+    assert_eq!(final_states(&trace)["i-00001"], "terminated");
+}
+
+#[test]
+fn instances_approval_parks_cordon_and_terminate_until_approved_or_denied() {
+    let (record, trace) = run_file("instances-approval-parks-cordon-and-terminate-until-approved-or-denied.toml");
+    assert!(reached(&record, "approval_pending") && reached(&record, "cordon_not_pooled"));
+    let ops = operated(&trace);
+    let summary: Vec<(&str, &str)> = ops.iter().map(|(op, _, outcome, _)| (op.as_str(), outcome.as_str())).collect();
+    assert_eq!(
+        summary,
+        [
+            ("cordon", "pending"),
+            ("terminate", "pending"),
+            ("drain", "refused"),
+            ("approve", "performed"),
+            ("deny", "performed"),
+            ("approve", "refused"),
+            ("drain", "performed"),
+        ]
+    );
+    assert_eq!(ops[0].3, ["audited", "deferred"]);
+    assert_eq!(ops[3].3, ["audited", "decided", "cordoned"]);
+    let states = final_states(&trace);
+    assert_eq!((states["i-00001"].as_str(), states["i-00002"].as_str()), ("stopped", "running"));
+}
+
+#[test]
+fn instances_cordon_outcomes_and_refusals_of_pool_members() {
+    let (record, trace) = run_file("instances-cordon-outcomes-and-refusals-of-pool-members.toml");
+    for oracle in ["cordon_fenced", "cordon_claimed", "cordon_already_fenced"] {
+        assert!(reached(&record, oracle), "{oracle}");
+    }
+    let cordons: Vec<(String, String, Vec<String>)> =
+        operated(&trace).into_iter().filter(|(op, ..)| op == "cordon").map(|(_, t, o, w)| (t, o, w)).collect();
+    let outcomes: Vec<&str> = cordons.iter().map(|(_, outcome, _)| outcome.as_str()).collect();
+    assert_eq!(outcomes, ["performed", "performed", "refused", "refused", "refused", "performed"], "{cordons:?}");
+    assert!(cordons.iter().filter(|(_, outcome, _)| outcome == "refused").all(|(_, _, wrote)| wrote == &["audited"]));
+    let uncordon = operated(&trace).into_iter().find(|(op, ..)| op == "uncordon").unwrap();
+    assert_eq!(uncordon.3, ["audited", "uncordoned", "pool_state_changed"], "restored to ready");
+}
+
+#[test]
+fn instances_drain_of_a_pool_member_and_of_a_plain_instance_cordons_then_stops() {
+    let (_, trace) = run_file("instances-drain-of-a-pool-member-and-of-a-plain-instance-cordons-then-stops.toml");
+    let drains: Vec<_> = operated(&trace).into_iter().filter(|(op, ..)| op == "drain").collect();
+    assert_eq!(drains[0].3, ["audited", "cordoned", "transition", "drain_started"], "plain: no pool state");
+    assert_eq!(drains[1].3, ["audited", "cordoned", "pool_state_changed", "transition", "drain_started"]);
+    let states = final_states(&trace);
+    assert_eq!(states["i-00001"], "stopped");
+    assert_eq!(states["i-00002"], "stopped");
+    assert_eq!(states["i-00003"], "running", "the replenisher's replacement");
+}
+
+#[test]
+fn instances_pool_replenishes_and_recycles_ready_members_past_their_ttl() {
+    let (_, trace) = run_file("instances-pool-replenishes-and-recycles-ready-members-past-their-ttl.toml");
+    let states = final_states(&trace);
+    let terminated = states.values().filter(|s| *s == "terminated").count();
+    assert!(terminated >= 6, "ready members past their 10-minute TTL recycled, hour after hour: {states:?}");
+    let live = states.values().filter(|s| *s != "terminated").count();
+    assert!((3..=4).contains(&live), "the target kept, never above max: {states:?}");
+    let claimed = records(&trace, "pool_state_changed").into_iter().filter(|r| r["to"] == "claimed").count();
+    assert_eq!(claimed, 1);
+}
+
+#[test]
+fn instances_controller_killed_between_terminate_commit_and_destroy_finishes_it_once() {
+    let (_, trace) = run_file("instances-controller-killed-between-terminate-commit-and-destroy-finishes-it-once.toml");
+    assert_eq!(events(&trace, "host.crash").len(), 1);
+    assert_eq!(records(&trace, "destroy_requested").len(), 1, "one terminate");
+    assert_eq!(records(&trace, "cascaded").len(), 1, "one cascade");
+    assert_eq!(records(&trace, "destroy_confirmed").len(), 1);
+    let destroyed =
+        json(&trace).into_iter().filter(|e| e["kind"] == "cloud.guest" && e["event"]["event"] == "destroyed").count();
+    assert_eq!(destroyed, 1);
+}
+
+#[test]
+fn instances_controller_killed_after_the_create_adopts_the_vm_by_its_tag() {
+    let (_, trace) = run_file("instances-controller-killed-after-the-create-adopts-the-vm-by-its-tag.toml");
+    assert_eq!(events(&trace, "host.crash").len(), 1);
+    assert_eq!(vms_created(&trace)["i-00001"], 1, "one VM");
+    assert_eq!(records(&trace, "provider_created").len(), 1, "adopted once the controller was back");
+    assert_eq!(final_states(&trace)["i-00001"], "running");
 }

@@ -20,6 +20,7 @@ use crate::model::spec::{
 };
 use fakes::ssh::Storage;
 
+mod instances;
 /// A resolved campaign file.
 #[derive(Debug, Clone, Serialize)]
 pub struct Campaign {
@@ -263,6 +264,25 @@ pub struct FaultMix {
     /// other site kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commissioning_slow: Option<Rate>,
+    // The instance lifecycle's faults (campaigns with `[instances]`), drawn inside the window.
+    /// The provider's next creates, boots or destroys fail (quota refusal, hung create, boot failure, module pull
+    /// failure or stuck teardown, drawn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_fault: Option<Rate>,
+    /// The provider's next 1 or 2 create answers are lost on the way back (the VMs were created).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_answer_lost: Option<Rate>,
+    /// The region's listing stops answering for `duration_ms` (default 1 to 4 hours): the cloud sync fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_sync_stops: Option<Rate>,
+    /// The controller dies at a named point of the instance controller (drawn) and boots again `duration_ms` after
+    /// it died (default 1 to 15 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_controller_death: Option<Rate>,
+    /// An operator's or a consumer's request to the instance controller (cordon, uncordon, drain, terminate, hold,
+    /// lift, stop, start, reboot, acquire, release, approve or deny, drawn) on a plain node or a pool member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_operations: Option<Rate>,
 }
 
 impl FaultMix {
@@ -404,6 +424,7 @@ struct CampaignFile {
     rollout: Option<Spanned<RolloutStart>>,
     onboarding: Option<Spanned<spec::OnboardingFile>>,
     decommission: Option<Spanned<DecommissionPlan>>,
+    instances: Option<Spanned<spec::instances::InstancesFile>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -457,6 +478,7 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         stage_steps: Vec::new(),
         expect: Expectations::default(),
         onboarding,
+        instances: spec::instances::resolve_instances(&source, file.instances.as_ref())?,
     };
     let (faults, faults_span) = match &file.faults {
         Some(faults) => (faults.get_ref().clone(), faults.span()),
@@ -631,6 +653,21 @@ fn validate_mix(
             }
         }
     }
+    for (knob, rate) in mix.instance_kinds() {
+        let kind = knob.name();
+        let Some(rate) = rate else { continue };
+        if base.instances.is_none() {
+            return error(format!("faults.{kind}: acts on the instance lifecycle, which needs an [instances] table"));
+        }
+        if rate.per_mille > 1000 || rate.count_max == 0 {
+            return error(format!("faults.{kind}: per_mille is 0 to 1000 and count_max at least 1"));
+        }
+        if let Some(range) = rate.duration_ms {
+            if range.min > range.max || range.min == 0 || range.max >= window_end_ms - window_start_ms {
+                return error(format!("faults.{kind}.duration_ms: needs 0 < min <= max inside the fault window"));
+            }
+        }
+    }
     for (knob, rate) in mix.site_kinds() {
         let kind = knob.name();
         let Some(rate) = rate else { continue };
@@ -802,6 +839,10 @@ impl Campaign {
         self.draw_rollout_faults(&planner, &mut rng, &mut steps);
         self.draw_site_faults(&planner, &mut rng, &mut steps);
         self.draw_decommissions(&mut rng, &mut steps);
+        if let Some(instances) = &self.base.instances {
+            let window = (self.window_start_ms, planner.window_end_ms());
+            instances::draw(instances, &self.faults, window, &mut rng, &mut steps);
+        }
         if let Some(rollout) = &self.rollout {
             steps.push(TimedStep {
                 at_ms: rollout.at_ms,
@@ -1360,7 +1401,8 @@ sometimes = ["instance_silent_raised"]
         assert!(unlisted.is_empty() && unknown.is_empty(), "no row lists knobs {unlisted:?}; no field is {unknown:?}");
         let site = FaultMix::default().site_kinds().map(|(knob, _)| knob.name().to_owned());
         let decommission = FaultMix::default().decommission_kinds().map(|(knob, _)| knob.name().to_owned());
-        for name in site.iter().chain(&decommission) {
+        let instance = FaultMix::default().instance_kinds().map(|(knob, _)| knob.name().to_owned());
+        for name in site.iter().chain(&decommission).chain(&instance) {
             assert!(catalogue.contains(name), "{name} is no knob of the catalogue");
         }
     }
@@ -1397,6 +1439,14 @@ nodes = 2
 [decommission]
 per_mille = 1000
 at_ms = {{ min = 9_000_000, max = 10_000_000 }}
+
+[instances]
+plain = 2
+
+[[instances.pool]]
+name = "edge"
+class = "spot"
+target = 2
 
 [faults]
 {knob} = {{ per_mille = 1000{extra} }}

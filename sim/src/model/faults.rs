@@ -37,6 +37,10 @@ pub enum DeathSubsystem {
     Onboarding,
     /// The decommission workflow: its stage checkpoints, its MAAS and inventory mutations, its completion.
     Decommission,
+    /// The instance controller (`[instances]`): after a terminate's commit and before its destroy (`after_intent`),
+    /// after a create the provider executed and before its answer is journaled (`after_remote_mutation`), before a
+    /// terminate cascade's record (`before_completion`).
+    Instances,
 }
 
 impl DeathSubsystem {
@@ -54,6 +58,73 @@ pub enum HardwarePart {
     Boss,
     /// The first RoCE NIC.
     Roce,
+}
+
+/// What `provider_fault` does to the cloud provider's next calls or boots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderFaultKind {
+    /// Creates are refused with `InstanceLimitExceeded`.
+    QuotaRefusal,
+    /// The VM's domain creation hangs: it stays `pending`, its agent never starts.
+    HangCreate,
+    /// The boot fails: the VM ends `failed`.
+    BootFailure,
+    /// The guest boots and its agent comes up, but a module pull fails: never `phase=ready`.
+    ModulePullFailure,
+    /// A destroy leaves the VM `shutting-down` for good (until the provider console reaps it).
+    TeardownStuck,
+}
+
+/// What an `instance_operator` step asks of the instance controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceOp {
+    /// Provision the target node again (with `operation_id`, or a fresh one without).
+    Provision,
+    PlaceHold,
+    LiftHold,
+    Start,
+    Stop,
+    Reboot,
+    /// Terminate through the approval gate.
+    Terminate,
+    /// Cordon through the approval gate.
+    Cordon,
+    /// Uncordon through the approval gate.
+    Uncordon,
+    Drain,
+    /// Approve the target deferred operation (`d-00001` …).
+    Approve,
+    Deny,
+    /// The runbook's "clearing a stuck provisioning instance": cancel, sync, error, terminate.
+    ClearStuck,
+    /// A consumer claims a ready member of the target pool.
+    Acquire,
+    /// A consumer returns the target claimed member.
+    Release,
+}
+
+impl InstanceOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceOp::Provision => "provision",
+            InstanceOp::PlaceHold => "place_hold",
+            InstanceOp::LiftHold => "lift_hold",
+            InstanceOp::Start => "start",
+            InstanceOp::Stop => "stop",
+            InstanceOp::Reboot => "reboot",
+            InstanceOp::Terminate => "terminate",
+            InstanceOp::Cordon => "cordon",
+            InstanceOp::Uncordon => "uncordon",
+            InstanceOp::Drain => "drain",
+            InstanceOp::Approve => "approve",
+            InstanceOp::Deny => "deny",
+            InstanceOp::ClearStuck => "clear_stuck",
+            InstanceOp::Acquire => "acquire",
+            InstanceOp::Release => "release",
+        }
+    }
 }
 
 /// What `bmc_fault` does to a machine's BMC.
@@ -407,6 +478,35 @@ pub enum Step {
     NodeReactivated {
         target: String,
     },
+    // --- instances (runs with `[instances]`) -------------------------------------------------------------------------
+    /// Driver action: a person's (or a pool consumer's) request to the instance controller. `target` names a node
+    /// (`vm-01`, its latest instance), an instance (`i-00003`), a pool's k-th live member (`edge[2]`), a pool
+    /// (`acquire`) or a deferred operation (`approve`, `deny`: `d-00001`).
+    InstanceOperator {
+        target: String,
+        op: InstanceOp,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reason: String,
+        #[serde(default = "default_operator_actor")]
+        actor: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        force: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        operation_id: Option<String>,
+    },
+    /// The provider's next `count` creates (quota, hang), boots (failure, module pull) or destroys (teardown) fail.
+    ProviderFault {
+        fault: ProviderFaultKind,
+        count: u32,
+    },
+    /// The next `count` create answers are lost on the way back to the controller: the VM was created.
+    ProviderAnswerLost {
+        count: u32,
+    },
+    /// The region's listing stops answering (`stopped = true`: the cloud sync fails) or answers again.
+    ProviderSyncStops {
+        stopped: bool,
+    },
 }
 
 /// What a step acts on: the part of the world that applies it, and the part of `docs/faults.md` that describes it.
@@ -424,6 +524,8 @@ pub enum Domain {
     Site,
     /// The decommission workflow (runs with `[onboarding]`; a `target` is a site machine).
     Decommission,
+    /// The instance lifecycle on the cloud provider (runs with `[instances]`).
+    Instance,
 }
 
 impl Domain {
@@ -431,7 +533,7 @@ impl Domain {
     pub fn is_site(self) -> bool {
         match self {
             Domain::Site | Domain::Decommission => true,
-            Domain::Network | Domain::Host | Domain::Fleet | Domain::Rollout => false,
+            Domain::Network | Domain::Host | Domain::Fleet | Domain::Rollout | Domain::Instance => false,
         }
     }
 }
@@ -607,7 +709,8 @@ catalogue! {
         StorageFault "storage_fault" [target] ["storage_fault"] When { storage } *storage != Storage::Healthy;
         ArtifactMissing "artifact_missing" [] ["artifact_missing"] When { restored } !restored;
         ControllerDeath "controller_death" []
-            ["controller_death", "decommission_controller_death", "onboarding_controller_death"] Always;
+            ["controller_death", "decommission_controller_death", "onboarding_controller_death", "instance_controller_death"]
+            Always;
         RouteSwap "route_swap" [] ["route_swap"] Always;
         CredentialExpiry "credential_expiry" [] ["credential_expiry"] Always;
         HubTimeout "hub_timeout" [] [] Always;
@@ -661,6 +764,12 @@ catalogue! {
         SecretsDeleteDenied "secrets_delete_denied" [] [] Always;
         NodeReactivated "node_reactivated" [target] [] Always;
     }
+    Instance instance_step {
+        InstanceOperator "instance_operator" [] ["instance_operations"] DriverAction;
+        ProviderFault "provider_fault" [] ["provider_fault"] When { count } *count > 0;
+        ProviderAnswerLost "provider_answer_lost" [] ["provider_answer_lost"] When { count } *count > 0;
+        ProviderSyncStops "provider_sync_stops" [] ["provider_sync_stops"] When { stopped } *stopped;
+    }
 }
 
 impl Step {
@@ -672,6 +781,11 @@ impl Step {
     /// Whether the step acts on the MAAS site (and so needs an `[onboarding]` section).
     pub fn is_site_step(&self) -> bool {
         self.step_kind().domain().is_site()
+    }
+
+    /// Whether the step acts on the instance lifecycle (and so needs an `[instances]` section).
+    pub fn is_instance_step(&self) -> bool {
+        self.step_kind().domain() == Domain::Instance
     }
 }
 
@@ -801,6 +915,7 @@ mod tests {
             formats_span("The kinds are ", ". `faults.md`"),
             formats_span("The MAAS site's kinds — ", " — take"),
             formats_span("Decommission's kinds — ", " — take"),
+            formats_span("The instance lifecycle's kinds — ", " — take"),
         ]
         .into_iter()
         .flat_map(backticked)
@@ -837,6 +952,7 @@ mod tests {
             Domain::Rollout => ("Rollout steps", true),
             Domain::Site => ("The MAAS site's steps", false),
             Domain::Decommission => ("Decommission's steps", false),
+            Domain::Instance => ("The instance lifecycle's steps", false),
         }
     }
 

@@ -121,6 +121,46 @@ catalogue! {
         "after an accepted mark_manual_intervention_required and until an accepted action lifts the freeze, the workflow sends no MAAS mutation and starts no stage";
     ActionReachesExpectedState: "action_reaches_expected_state", Eventually,
         "every accepted operator action is settled, by the end of the run, in the state its audit record expected";
+    InstanceTransitionsLegal: "instance_transitions_legal", Always,
+        "every NodeInstance row is created pending and every transition the instance controller journals starts where the row is and is an edge of the runbook's lifecycle table";
+    OneVmPerOperationId: "one_vm_per_operation_id", Always,
+        "the provider never has two live VMs for one provisioning operation id (or, without one, for one instance) while the row that owns them is not terminated";
+    OpsHoldNeverBypassed: "ops_hold_never_bypassed", Always,
+        "no row under an operator's ops hold is started, rebooted or terminated";
+    AllocatorHandsOutOnlyReady: "allocator_hands_out_only_ready", Always,
+        "a pool's allocator claims only a ready, running, uncordoned member: never a warming, draining or claimed one";
+    NothingWrittenBeforeApproval: "nothing_written_before_approval", Always,
+        "a cordon, uncordon or terminate parked behind an approval writes its audit record and the deferred operation only, a denial its audit record and the decision only, and nothing does what a pending deferred operation parked outside its approval";
+    RefusedWritesNothing: "refused_writes_nothing", Always,
+        "a request the instance controller refuses (a cordon, a drain, a hold, a control verb ...) writes its audit record and nothing else";
+    EveryInstanceSettles: "every_instance_settles", Eventually,
+        "every instance settles in running, stopped, terminated or error within its state's bound (no orphaned pending or provisioning row), and every terminate's destroy is confirmed, counted from the last fault or controller boot";
+    TerminatedGuestSignalled: "terminated_guest_signalled", Eventually,
+        "a guest the provider still runs after its row was terminated is gone, or signalled cloud_sync_terminated_guest_present, within the hourly sync's period and a pass";
+    CordonFenced: "cordon_fenced", Sometimes,
+        "a cordon fenced a ready pool member (cordon_state fenced)";
+    CordonClaimed: "cordon_claimed", Sometimes,
+        "a cordon marked a claimed pool member (cordon_state claimed)";
+    CordonAlreadyFenced: "cordon_already_fenced", Sometimes,
+        "a cordon marked a member already draining (cordon_state already_fenced)";
+    CordonNotPooled: "cordon_not_pooled", Sometimes,
+        "a cordon marked an instance of no pool (cordon_state not_pooled)";
+    StuckPending: "stuck_pending", Sometimes,
+        "an instance was stuck pending for more than 5 minutes";
+    StuckProvisioning: "stuck_provisioning", Sometimes,
+        "an instance was stuck provisioning for more than 10 minutes without its agent";
+    StuckNeverReady: "stuck_never_ready", Sometimes,
+        "an instance's agent was up but never ready for more than 5 minutes";
+    StuckSilent: "stuck_silent", Sometimes,
+        "a running instance was silent for more than 3 minutes";
+    StuckDrainStalled: "stuck_drain_stalled", Sometimes,
+        "a drain's stop had not completed in 30 minutes";
+    StuckTerminateStalled: "stuck_terminate_stalled", Sometimes,
+        "a terminate's destroy had not been confirmed in 5 minutes";
+    ApprovalPending: "approval_pending", Sometimes,
+        "a cordon, uncordon or terminate was parked behind an approval";
+    TerminatedGuestPresent: "terminated_guest_present", Sometimes,
+        "a cloud sync signalled cloud_sync_terminated_guest_present";
 }
 
 /// The oracle named `name`, if there is one.

@@ -13,7 +13,7 @@ use reports::PropertyKind;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::model::faults::{Counted, StageStep, Step, TimedStep};
+use crate::model::faults::{Counted, InstanceOp, StageStep, Step, TimedStep};
 use crate::model::link::LinkConfig;
 use crate::model::oracles;
 
@@ -317,6 +317,9 @@ pub struct RunSpec {
     /// Absent from the configuration (and so from its hash) when the file has no `[onboarding]` table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub onboarding: Option<OnboardingSpec>,
+    /// The instance lifecycle (`[instances]`); absent from the configuration when the file has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<instances::InstancesSpec>,
 }
 
 impl RunSpec {
@@ -378,6 +381,7 @@ struct ScenarioFile {
     #[serde(default)]
     expect: ExpectFile,
     onboarding: Option<Spanned<OnboardingFile>>,
+    instances: Option<Spanned<instances::InstancesFile>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -696,11 +700,12 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
     }
     let liveness_budget_ms = file.liveness_budget_ms.unwrap_or(DEFAULT_LIVENESS_BUDGET_MS);
     let onboarding = resolve_onboarding(&source, file.onboarding.as_ref(), &fleet, duration_ms)?;
+    let instances = instances::resolve_instances(&source, file.instances.as_ref())?;
 
     let mut steps = Vec::with_capacity(file.step.len());
     let mut stage_steps = Vec::new();
     for (index, table) in file.step.iter().enumerate() {
-        match parse_step(&source, index, table, &fleet, onboarding.as_ref(), duration_ms)? {
+        match parse_step(&source, index, table, &fleet, onboarding.as_ref(), instances.as_ref(), duration_ms)? {
             Triggered::At(timed) => steps.push(timed),
             Triggered::OnStage(staged) => stage_steps.push(staged),
         }
@@ -725,6 +730,7 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
             stage_steps,
             expect,
             onboarding,
+            instances,
         },
     })
 }
@@ -928,6 +934,7 @@ fn parse_step(
     table: &Spanned<toml::Table>,
     fleet: &FleetSpec,
     onboarding: Option<&OnboardingSpec>,
+    instances: Option<&instances::InstancesSpec>,
     duration_ms: u64,
 ) -> Result<Triggered, SpecError> {
     let span = table.span();
@@ -970,7 +977,7 @@ fn parse_step(
         let message = error.message().trim_end().replace('\n', "; ");
         source.error_at(Some(span.clone()), format!("{key}: {message}"))
     })?;
-    validate_step(source, &key, span.clone(), &step, fleet, onboarding)?;
+    validate_step(source, &key, span.clone(), &step, fleet, onboarding, instances)?;
     match trigger {
         None => {
             let at_ms = table.get_ref().get("at_ms").and_then(toml::Value::as_integer).unwrap_or(0) as u64;
@@ -1038,6 +1045,8 @@ pub(crate) const COMMISSIONING_SLOW_INTERVAL_MAX_MS: u64 = fakes::maas::region::
 
 /// The longest wipe `erase_slow` may ask for: a day.
 pub(crate) const ERASE_SLOW_MAX_MS: u64 = 24 * 60 * 60_000;
+/// The most calls a `provider_fault` or `provider_answer_lost` may spoil.
+pub(crate) const FAULT_COUNT_MAX: u32 = 1_000;
 
 pub(crate) fn validate_step(
     source: &Source,
@@ -1046,7 +1055,19 @@ pub(crate) fn validate_step(
     step: &Step,
     fleet: &FleetSpec,
     onboarding: Option<&OnboardingSpec>,
+    instances: Option<&instances::InstancesSpec>,
 ) -> Result<(), SpecError> {
+    if step.is_instance_step() && instances.is_none() {
+        return Err(source.error_at(
+            Some(span),
+            format!("{key}: a {} step acts on the instance lifecycle, which needs an [instances] table", step.kind()),
+        ));
+    }
+    if let Step::ControllerDeath { subsystem: crate::model::faults::DeathSubsystem::Instances, .. } = step
+        && instances.is_none()
+    {
+        return Err(source.error_at(Some(span), format!("{key}.subsystem: instances needs an [instances] table")));
+    }
     if step.is_site_step() {
         let Some(onboarding) = onboarding else {
             return Err(source.error_at(
@@ -1221,6 +1242,30 @@ pub(crate) fn validate_step(
         | Step::EraseSlow { .. }
         | Step::SecretsDeleteDenied
         | Step::NodeReactivated { .. } => None,
+        Step::InstanceOperator { target, .. } if target.trim().is_empty() => {
+            Some(format!("{key}.target: names no node, instance, pool member, pool or deferred operation"))
+        }
+        Step::InstanceOperator { reason, .. } if reason.contains(engine::secret::SECRET_MARKER) => {
+            Some(format!("{key}.reason: holds a credential; reasons are audited"))
+        }
+        Step::InstanceOperator { op: InstanceOp::Acquire, target, .. }
+            if !instances.is_some_and(|instances| instances.has_pool(target)) =>
+        {
+            Some(format!("{key}.target: \"{target}\" is not a pool of the [instances] table"))
+        }
+        Step::InstanceOperator { op, operation_id: Some(_), .. } if *op != InstanceOp::Provision => {
+            Some(format!("{key}.operation_id: only a provision takes one"))
+        }
+        Step::InstanceOperator { operation_id: Some(id), .. } if id.trim().is_empty() || id.len() > 128 => {
+            Some(format!("{key}.operation_id: must be 1 to 128 characters"))
+        }
+        Step::ProviderFault { count, .. } | Step::ProviderAnswerLost { count } if *count > FAULT_COUNT_MAX => {
+            Some(format!("{key}.count: must be 0 to {FAULT_COUNT_MAX}"))
+        }
+        Step::InstanceOperator { .. }
+        | Step::ProviderFault { .. }
+        | Step::ProviderAnswerLost { .. }
+        | Step::ProviderSyncStops { .. } => None,
     };
     match problem {
         Some(message) => Err(source.error_at(Some(span), message)),
@@ -1396,6 +1441,7 @@ pub(crate) fn known_oracle(
     })
 }
 
+pub mod instances;
 pub mod write;
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! **sometimes** property records that the run reached an interesting state (so a run, or a campaign, that never got
 //! there cannot pass vacuously). `docs/oracles.md` documents each one.
 
+use engine::instance::stuck::Stuck;
 use engine::ports::events::{Evidence, TerminalOutcome};
 use engine::secret::SECRET_MARKER;
 use reports::PropertyKind;
@@ -13,6 +14,7 @@ use crate::model::oracles::{CATALOG, OracleId, OracleInfo};
 use crate::observe::trace::{Body, Event, OnboardingBody, RolloutBody};
 
 pub mod heartbeat;
+mod instance;
 mod operator;
 pub(crate) mod rollout;
 mod site;
@@ -138,6 +140,36 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
         OracleId::AuditRecordsComplete => Box::new(operator::AuditRecordsComplete::default()),
         OracleId::NoAutomationOnFrozenWorkflow => Box::new(operator::NoAutomationOnFrozenWorkflow::default()),
         OracleId::ActionReachesExpectedState => Box::new(operator::ActionReachesExpectedState::default()),
+        OracleId::InstanceTransitionsLegal => Box::new(instance::TransitionsLegal::default()),
+        OracleId::OneVmPerOperationId => Box::new(instance::OneVmPerOperation::default()),
+        OracleId::OpsHoldNeverBypassed => Box::new(instance::HoldNeverBypassed::default()),
+        OracleId::AllocatorHandsOutOnlyReady => Box::new(instance::AllocatorOnlyReady::default()),
+        OracleId::NothingWrittenBeforeApproval => Box::new(instance::NothingBeforeApproval::default()),
+        OracleId::RefusedWritesNothing => Box::new(instance::RefusedWritesNothing),
+        OracleId::EveryInstanceSettles => Box::new(instance::EveryInstanceSettles::default()),
+        OracleId::TerminatedGuestSignalled => Box::new(instance::TerminatedGuestSignalled::default()),
+        OracleId::CordonFenced => Box::new(instance::CordonReached(instance::CordonOutcome::Fenced)),
+        OracleId::CordonClaimed => Box::new(instance::CordonReached(instance::CordonOutcome::Claimed)),
+        OracleId::CordonAlreadyFenced => Box::new(instance::CordonReached(instance::CordonOutcome::AlreadyFenced)),
+        OracleId::CordonNotPooled => Box::new(instance::CordonReached(instance::CordonOutcome::NotPooled)),
+        OracleId::StuckPending => Box::new(instance::StuckReached(Stuck::Pending)),
+        OracleId::StuckProvisioning => Box::new(instance::StuckReached(Stuck::Provisioning)),
+        OracleId::StuckNeverReady => Box::new(instance::StuckReached(Stuck::NeverReady)),
+        OracleId::StuckSilent => Box::new(instance::StuckReached(Stuck::Silent)),
+        OracleId::StuckDrainStalled => Box::new(instance::StuckReached(Stuck::DrainStalled)),
+        OracleId::StuckTerminateStalled => Box::new(instance::StuckReached(Stuck::TerminateStalled)),
+        OracleId::ApprovalPending => Box::new(Reached(|body| {
+            matches!(
+                body,
+                Body::InstanceRecord { record: engine::instance::inventory::InstanceRecord::Deferred { .. } }
+            )
+        })),
+        OracleId::TerminatedGuestPresent => Box::new(Reached(|body| {
+            matches!(body, Body::InstanceSync { signals, .. } if signals.iter().any(|signal| matches!(
+                signal,
+                engine::instance::sync::SyncSignal::CloudSyncTerminatedGuestPresent { .. }
+            )))
+        })),
     }
 }
 

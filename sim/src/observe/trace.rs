@@ -157,6 +157,34 @@ pub enum Body {
     /// A node task dispatched (whether or not the agent took it).
     #[serde(rename = "inventory.task")]
     NodeTask { node: String, task: String, operation_id: String },
+    /// One record of the instance controller's journal, as it became durable (`docs/instances.md`).
+    #[serde(rename = "instance.record")]
+    InstanceRecord { record: engine::instance::inventory::InstanceRecord },
+    /// A stuck row of the runbook's table, raised once per row and clock start.
+    #[serde(rename = "instance.stuck")]
+    InstanceStuck { instance: String, stuck: engine::instance::stuck::Stuck, since_ms: u64 },
+    /// A cloud sync of a region: the rows it mapped to terminated, and the signals it raised.
+    #[serde(rename = "instance.sync")]
+    InstanceSync { region: String, mapped_terminated: Vec<String>, signals: Vec<engine::instance::sync::SyncSignal> },
+    /// `system.cloud_sync_check_stale` (or another signal of the stale sensor).
+    #[serde(rename = "instance.sync_signal")]
+    InstanceSyncSignal { signal: engine::instance::sync::SyncSignal },
+    /// A request to the instance controller (an `instance_operator` step, or the on-call's recovery), when it was
+    /// decided: what it came to (`performed`, `pending`, `refused`, `failed`) and the journal records it wrote.
+    #[serde(rename = "instance.operated")]
+    InstanceOperated { actor: String, op: String, target: String, outcome: String, wrote: Vec<String> },
+    /// A pass of the instance controller failed (its port's error); the next pass tries again.
+    #[serde(rename = "instance.pass_failed")]
+    InstancePassFailed { pass: String, error: String },
+    /// The provider executed a create: a VM now exists for the tag (whether or not the answer arrives).
+    #[serde(rename = "cloud.vm_created")]
+    CloudVmCreated { vm: String, tag: String },
+    /// What a guest did, as the hub heard it.
+    #[serde(rename = "cloud.guest")]
+    CloudGuest { event: fakes::cloud::GuestEvent },
+    /// The provider console force-terminated a VM whose teardown was stuck.
+    #[serde(rename = "cloud.reaped")]
+    CloudReaped { vm: String, tag: String },
 }
 
 /// A rollout signal of the engine, as the trace records it.

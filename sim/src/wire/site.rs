@@ -26,7 +26,7 @@ use engine::adapters::http::secrets::{SecretsClient, SiteConfigDefaults};
 use fakes::http::{Clock, SharedSite};
 use tokio::sync::Notify;
 
-use crate::model::faults::{Step, decommission_step, fleet_step, rollout_step, site_step};
+use crate::model::faults::{Step, decommission_step, fleet_step, instance_step, rollout_step, site_step};
 use crate::wire::http::HyperTransport;
 use crate::wire::turmoil::{SimListener, TurmoilConnector, TurmoilDatagram, serve_datagrams};
 use crate::wire::world::CONTROLLER_HOST;
@@ -239,7 +239,7 @@ fn mirror_step(wire: &WireSite, step: &Step) {
         | Step::Release { .. } => {}
         // Not mirrored (see above), and a clock is no network's.
         Step::LinkLoss { .. } | Step::LinkLatency { .. } | Step::ClockSkew { .. } => {}
-        fleet_step!() | rollout_step!() | site_step!() | decommission_step!() => {}
+        fleet_step!() | rollout_step!() | site_step!() | decommission_step!() | instance_step!() => {}
     }
     match (before, !reasons.is_empty()) {
         (false, true) => turmoil::partition(CONTROLLER_HOST, MAAS_HOST),

@@ -282,7 +282,22 @@ impl Journal for SimJournal {
                 self.world.die_here(self.host).await;
             }
         }
+        let instance = engine::instance::inventory::InstanceRecord::from_line(record).and_then(Result::ok);
+        let instance_kind = instance.as_ref().map(crate::world::instances::kind_of);
+        if instance_kind.as_deref() == Some("cascaded")
+            && self.world.take_death(DeathSubsystem::Instances, DeathPoint::BeforeCompletion)
+        {
+            self.world.die_here(self.host).await;
+        }
         self.world.with_disk(self.host, |disk| self.world.controller.journal.append(disk, record))?;
+        if instance.is_some() {
+            self.world.record_instance_line(self.host, record);
+            if instance_kind.as_deref() == Some("destroy_requested")
+                && self.world.take_death(DeathSubsystem::Instances, DeathPoint::AfterIntent)
+            {
+                self.world.die_here(self.host).await;
+            }
+        }
         if let Some((subsystem, "checkpoint")) = workflow {
             if self.world.take_death(subsystem, DeathPoint::AfterIntent) {
                 self.world.die_here(self.host).await;

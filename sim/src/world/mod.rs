@@ -10,6 +10,7 @@ pub mod controller;
 pub mod decommission;
 pub mod disk;
 pub mod hub;
+pub mod instances;
 pub mod journal;
 pub mod net;
 pub mod nodes;
@@ -92,6 +93,8 @@ pub struct World {
     controller: Controller,
     /// The MAAS site, in runs with `[onboarding]`.
     pub(crate) site: Option<crate::world::site::SiteWorld>,
+    /// The instance lifecycle and its cloud provider, in runs with `[instances]`.
+    pub(crate) instances: Option<crate::world::instances::InstancesWorld>,
     /// The engine's decisions the controller runs with (production's unless a test replaced one).
     rules: RefCell<EngineRules>,
     /// What the trace says about rest: open workflows and the last change ([`World::settled`]).
@@ -156,6 +159,7 @@ impl World {
             controller: Controller::new(&spec, &seeds),
             nodes,
             site,
+            instances: spec.instances.as_ref().map(crate::world::instances::InstancesWorld::new),
             spec,
             seeds,
             start: Instant::now(),
@@ -344,6 +348,10 @@ impl World {
                     let world = self.clone();
                     self.spawn_on(host, async move { world.run_onboarding_controller().await });
                 }
+                if self.instances.is_some() {
+                    let world = self.clone();
+                    self.spawn_on(host, async move { world.run_instance_controller().await });
+                }
             }
             Role::Maas => self.boot_maas(host),
             Role::Hub => {
@@ -351,6 +359,10 @@ impl World {
                 self.spawn_on(host, async move { world.run_hub_sweeper().await });
                 let world = self.clone();
                 self.spawn_on(host, async move { world.run_canary_dispatcher().await });
+                if self.instances.is_some() {
+                    let world = self.clone();
+                    self.spawn_on(host, async move { world.run_guests().await });
+                }
             }
             Role::Node(index) => {
                 let world = self.clone();

@@ -6,7 +6,7 @@
 
 use std::rc::Rc;
 
-use crate::model::faults::{Step, decommission_step, site_step};
+use crate::model::faults::{Step, decommission_step, instance_step, site_step};
 use crate::observe::trace::Body;
 use crate::world::World;
 
@@ -112,6 +112,8 @@ impl World {
             Step::CredentialExpiry { renew_after_ms } => self.expire_credential(*renew_after_ms),
             // the MAAS site's, and the decommission workflow's
             site_step!() | decommission_step!() => self.apply_site_step(step),
+            // the instance lifecycle's
+            instance_step!() => self.apply_instance_step(step),
         }
     }
 }

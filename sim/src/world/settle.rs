@@ -52,6 +52,11 @@ impl Settle {
                 _ => {}
             }
         }
+        // The instance lifecycle keeps its own clocks (the replenisher, the ready TTL, the hourly sync, the stuck
+        // rows' bounds): a run with `[instances]` runs its whole duration.
+        if spec.instances.is_some() {
+            open.insert("instances".to_owned());
+        }
         Settle { open, ..Settle::default() }
     }
 

@@ -33,7 +33,8 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::Notify;
 
 use crate::model::faults::{
-    BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Step, fleet_step, host_step, network_step, rollout_step,
+    BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Step, fleet_step, host_step, instance_step, network_step,
+    rollout_step,
 };
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::OnboardingSpec;
@@ -744,7 +745,7 @@ impl World {
                     }
                 }
             }),
-            network_step!() | host_step!() | fleet_step!() | rollout_step!() => {
+            network_step!() | host_step!() | fleet_step!() | rollout_step!() | instance_step!() => {
                 unreachable!("{} is not a site step", step.kind())
             }
         }

@@ -223,6 +223,27 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
         }
     }
 
+    if let Some(instances) = &spec.instances {
+        // Every key, defaults included: the table is small and a written file then says all it runs.
+        let _ = writeln!(out, "\n[instances]\nplain = {}", int(instances.plain));
+        let _ = writeln!(out, "quota = {}", int(instances.quota));
+        let _ = writeln!(out, "on_call = {}", instances.on_call);
+        let governance = &instances.governance;
+        let _ = writeln!(
+            out,
+            "governance = {{ instance_cordon = {}, terminate = {} }}",
+            string(&name_of(&governance.instance_cordon)?),
+            string(&name_of(&governance.terminate)?)
+        );
+        for pool in &instances.pools {
+            let _ = writeln!(out, "\n[[instances.pool]]\nname = {}", string(&pool.name));
+            let _ = writeln!(out, "class = {}", string(&name_of(&pool.class)?));
+            let _ = writeln!(out, "target = {}\nmax = {}", int(pool.target), int(pool.max));
+            let _ = writeln!(out, "ready_ttl_s = {}", int(pool.ready_ttl_s));
+            let _ = writeln!(out, "disposition = {}", string(&name_of(&pool.disposition)?));
+        }
+    }
+
     for timed in &spec.steps {
         let _ = writeln!(out, "\n[[step]]\nat_ms = {}", int(timed.at_ms));
         step_fields(&mut out, &timed.step)?;

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use engine::sensor::{SENSOR_PERIOD_MS, SILENT_THRESHOLD_MS};
 
-use crate::model::faults::{Step, decommission_step, fleet_step, host_step, rollout_step, site_step};
+use crate::model::faults::{Step, decommission_step, fleet_step, host_step, instance_step, rollout_step, site_step};
 use crate::observe::oracles::{Finding, Oracle, OracleContext};
 use crate::observe::trace::{Body, Event, RolloutBody};
 
@@ -188,7 +188,8 @@ impl ObserverHealth {
             }
             // Latency slows reads down but loses none.
             Step::LinkLatency { .. } => {}
-            host_step!() | fleet_step!() | rollout_step!() | site_step!() | decommission_step!() => {}
+            host_step!() | fleet_step!() | rollout_step!() | site_step!() | decommission_step!() | instance_step!() => {
+            }
         }
     }
 }

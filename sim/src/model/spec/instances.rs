@@ -1,0 +1,172 @@
+//! The `[instances]` table: the Node and NodeInstance lifecycle of the provisioning runbook (seed 004) on the cloud
+//! provider fake — its plain nodes, its pools, the approval governance and whether the on-call follows the runbook's
+//! recoveries by itself (`docs/instances.md`, `docs/formats.md`).
+
+use engine::instance::approval::{Governance, Policy};
+use engine::instance::pool::{LifecycleClass, ReleaseDisposition};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::{Source, SpecError};
+
+/// The one region the simulated provider serves, and its instance type.
+pub const REGION: &str = "region-local";
+pub const INSTANCE_TYPE: &str = "type-small";
+/// The account every node is created in, and the template its modules come from.
+pub const ACCOUNT: &str = "acme";
+pub const TEMPLATE: &str = "t-edge";
+/// The most plain nodes, pools and pool members one run may have.
+pub const PLAIN_MAX: u32 = 500;
+pub const POOLS_MAX: usize = 8;
+pub const POOL_SIZE_MAX: u32 = 200;
+/// The provider's default per-region quota of live VMs.
+pub const DEFAULT_QUOTA: u32 = 64;
+pub const QUOTA_MAX: u32 = 10_000;
+/// A pool's ready TTL: at least a replenisher period, at most a day.
+pub const READY_TTL_MIN_S: u64 = 60;
+pub const READY_TTL_MAX_S: u64 = 86_400;
+
+/// The plain node names: `vm-01` … (zero-padded to the width of the count, at least two digits).
+pub fn plain_node_name(plain: u32, index: u32) -> String {
+    let width = plain.to_string().len().max(2);
+    format!("vm-{index:0width$}")
+}
+
+/// One pool of the `[instances]` table, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSpec {
+    pub name: String,
+    pub class: LifecycleClass,
+    pub target: u32,
+    pub max: u32,
+    pub ready_ttl_s: u64,
+    pub disposition: ReleaseDisposition,
+}
+
+/// The `[instances]` table, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstancesSpec {
+    /// Plain nodes (`vm-01` …), each provisioned at the start under the operation id `op-<node>`.
+    pub plain: u32,
+    pub pools: Vec<PoolSpec>,
+    pub quota: u32,
+    pub governance: Governance,
+    /// The on-call follows the runbook's recovery of every stuck row by itself; off, only the scenario's
+    /// `instance_operator` steps act.
+    pub on_call: bool,
+}
+
+impl InstancesSpec {
+    pub fn plain_names(&self) -> Vec<String> {
+        (1..=self.plain).map(|index| plain_node_name(self.plain, index)).collect()
+    }
+
+    pub fn has_pool(&self, name: &str) -> bool {
+        self.pools.iter().any(|pool| pool.name == name)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InstancesFile {
+    #[serde(default)]
+    plain: Option<Spanned<u32>>,
+    #[serde(default)]
+    pool: Vec<Spanned<PoolFile>>,
+    quota: Option<Spanned<u32>>,
+    governance: Option<GovernanceFile>,
+    on_call: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PoolFile {
+    name: String,
+    class: LifecycleClass,
+    target: u32,
+    max: Option<u32>,
+    ready_ttl_s: Option<u64>,
+    disposition: Option<ReleaseDisposition>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GovernanceFile {
+    instance_cordon: Option<Policy>,
+    terminate: Option<Policy>,
+}
+
+/// Resolves the table: every count within its bound, pool names unique and well-formed, `target <= max`.
+pub(crate) fn resolve_instances(
+    source: &Source,
+    file: Option<&Spanned<InstancesFile>>,
+) -> Result<Option<InstancesSpec>, SpecError> {
+    let Some(file) = file else { return Ok(None) };
+    let table = file.get_ref();
+    let plain = table.plain.as_ref().map_or(0, |plain| *plain.get_ref());
+    if plain > PLAIN_MAX {
+        let span = table.plain.as_ref().map(Spanned::span);
+        return Err(source.error_at(span, format!("instances.plain: must be 0 to {PLAIN_MAX}, not {plain}")));
+    }
+    if table.pool.len() > POOLS_MAX {
+        return Err(source.error_at(Some(file.span()), format!("instances.pool: at most {POOLS_MAX} pools")));
+    }
+    let mut pools: Vec<PoolSpec> = Vec::new();
+    for (index, spanned) in table.pool.iter().enumerate() {
+        let pool = spanned.get_ref();
+        let key = format!("instances.pool[{index}]");
+        let fail = |message: String| Err(source.error_at(Some(spanned.span()), format!("{key}.{message}")));
+        let well_formed = !pool.name.is_empty()
+            && pool.name.len() <= 32
+            && pool.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !pool.name.starts_with("vm-")
+            && !pool.name.starts_with("i-")
+            && !pool.name.starts_with("d-");
+        if !well_formed {
+            return fail(format!(
+                "name: \"{}\" must be 1 to 32 of a-z, 0-9 and -, not starting vm-, i- or d-",
+                pool.name
+            ));
+        }
+        if pools.iter().any(|other| other.name == pool.name) {
+            return fail(format!("name: \"{}\" is another pool's name", pool.name));
+        }
+        let max = pool.max.unwrap_or(pool.target);
+        if pool.target == 0 || max > POOL_SIZE_MAX || pool.target > max {
+            return fail(format!("target: must be 1 to max ({max}), and max at most {POOL_SIZE_MAX}"));
+        }
+        let ready_ttl_s = pool.ready_ttl_s.unwrap_or(3_600);
+        if !(READY_TTL_MIN_S..=READY_TTL_MAX_S).contains(&ready_ttl_s) {
+            return fail(format!("ready_ttl_s: must be {READY_TTL_MIN_S} to {READY_TTL_MAX_S}, not {ready_ttl_s}"));
+        }
+        pools.push(PoolSpec {
+            name: pool.name.clone(),
+            class: pool.class,
+            target: pool.target,
+            max,
+            ready_ttl_s,
+            disposition: pool.disposition.unwrap_or(ReleaseDisposition::Recycled),
+        });
+    }
+    let quota = match &table.quota {
+        None => DEFAULT_QUOTA,
+        Some(quota) if (1..=QUOTA_MAX).contains(quota.get_ref()) => *quota.get_ref(),
+        Some(quota) => {
+            return Err(source.error_at(
+                Some(quota.span()),
+                format!("instances.quota: must be 1 to {QUOTA_MAX}, not {}", quota.get_ref()),
+            ));
+        }
+    };
+    if plain == 0 && pools.is_empty() {
+        return Err(source.error_at(Some(file.span()), "instances: needs plain nodes or a pool"));
+    }
+    let default = Governance::default();
+    let governance = table.governance.as_ref().map_or(default, |file| Governance {
+        instance_cordon: file.instance_cordon.unwrap_or(default.instance_cordon),
+        terminate: file.terminate.unwrap_or(default.terminate),
+    });
+    Ok(Some(InstancesSpec { plain, pools, quota, governance, on_call: table.on_call.unwrap_or(true) }))
+}

@@ -1,0 +1,803 @@
+//! The instance lifecycle's oracles (seed 004, `docs/instances.md`): they read the instance controller's journal
+//! records as the trace carries them (`instance.record`), the provider's own view (`cloud.vm_created`,
+//! `cloud.guest`), and what each request to the controller wrote (`instance.operated`), and keep their own fold of
+//! the rows — never the engine's.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use engine::instance::inventory::{DeferredOperation, InstanceRecord};
+use engine::instance::operator::OperatorStep;
+use engine::instance::pool::PoolState;
+use engine::instance::state::{InstanceEvent, InstanceState};
+use engine::instance::stuck::Stuck;
+use engine::instance::sync::SyncSignal;
+use fakes::cloud::GuestEvent;
+
+use super::{Finding, Oracle};
+use crate::model::faults::Counted;
+use crate::observe::trace::{Body, Event};
+
+/// The runbook's lifecycle table, written out again for the oracle: where `event` may take a row in `from`.
+fn allowed(from: InstanceState, event: InstanceEvent) -> Option<InstanceState> {
+    use InstanceEvent as E;
+    use InstanceState as S;
+    match (from, event) {
+        (S::Terminated, _) => None,
+        (_, E::Terminate) => Some(S::Terminated),
+        (S::Pending, E::MarkProvisioning) => Some(S::Provisioning),
+        (S::Provisioning | S::Starting | S::Rebooting, E::MarkRunning) => Some(S::Running),
+        (S::Stopped | S::Error, E::MarkErrored) => None,
+        (_, E::MarkErrored) => Some(S::Error),
+        (S::Running | S::Starting | S::Rebooting, E::Stop) => Some(S::Stopping),
+        (S::Stopping, E::MarkStopped) => Some(S::Stopped),
+        (S::Stopped, E::Start) => Some(S::Starting),
+        (S::Running, E::Reboot) => Some(S::Rebooting),
+        _ => None,
+    }
+}
+
+fn record_of(event: &Event) -> Option<&InstanceRecord> {
+    match &event.body {
+        Body::InstanceRecord { record } => Some(record),
+        _ => None,
+    }
+}
+
+/// `instance_transitions_legal`: every row is created pending, and every transition record starts where the row
+/// is and is an edge of the table.
+#[derive(Default)]
+pub(crate) struct TransitionsLegal {
+    states: BTreeMap<String, InstanceState>,
+}
+
+impl Oracle for TransitionsLegal {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let finding = |evidence: String| Finding { t_ms: event.t_ms, evidence };
+        match record_of(event) {
+            Some(InstanceRecord::InstanceCreated { instance }) => {
+                if instance.state != InstanceState::Pending {
+                    out.push(finding(format!("{} was created {}, not pending", instance.id, instance.state)));
+                }
+                self.states.insert(instance.id.clone(), instance.state);
+            }
+            Some(InstanceRecord::Transition { instance, event: step, from, to, .. }) => {
+                let Some(state) = self.states.get_mut(instance) else {
+                    out.push(finding(format!("{instance} moved ({}) before it was created", step.as_str())));
+                    return;
+                };
+                if *from != *state {
+                    out.push(finding(format!(
+                        "{instance}: {} recorded from {from}, but the row is {state}",
+                        step.as_str()
+                    )));
+                }
+                match allowed(*state, *step) {
+                    Some(next) if next == *to => {}
+                    _ => out.push(finding(format!(
+                        "{instance}: {} from {state} to {to} is not in the table",
+                        step.as_str()
+                    ))),
+                }
+                *state = *to;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `one_vm_per_operation_id`: a create never leaves two VMs alive at the provider for one operation id (or, without
+/// one, for one instance) while the row that owns them is not terminated.
+#[derive(Default)]
+pub(crate) struct OneVmPerOperation {
+    /// The key of each instance: its operation id, else its own id.
+    keys: BTreeMap<String, String>,
+    terminated: BTreeSet<String>,
+    /// Live VMs by tag.
+    live: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Oracle for OneVmPerOperation {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::InstanceRecord { record: InstanceRecord::InstanceCreated { instance } } => {
+                let key = instance.operation_id.clone().unwrap_or_else(|| instance.id.clone());
+                self.keys.insert(instance.id.clone(), key);
+            }
+            Body::InstanceRecord {
+                record: InstanceRecord::Transition { instance, to: InstanceState::Terminated, .. },
+            } => {
+                self.terminated.insert(instance.clone());
+            }
+            Body::CloudGuest { event: GuestEvent::Destroyed { tag, vm } } => {
+                if let Some(vms) = self.live.get_mut(tag) {
+                    vms.remove(vm);
+                }
+            }
+            Body::CloudVmCreated { vm, tag } => {
+                self.live.entry(tag.clone()).or_default().insert(vm.clone());
+                let key = self.keys.get(tag).cloned().unwrap_or_else(|| tag.clone());
+                let owners: Vec<&String> = self
+                    .keys
+                    .iter()
+                    .filter(|(instance, k)| **k == key && !self.terminated.contains(*instance))
+                    .map(|(instance, _)| instance)
+                    .collect();
+                let vms: Vec<&String> = owners.iter().filter_map(|owner| self.live.get(*owner)).flatten().collect();
+                if vms.len() > 1 {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!("operation {key} has {} live VMs at the provider: {vms:?}", vms.len()),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `ops_hold_never_bypassed`: no start, reboot or terminate of a row under an ops hold.
+#[derive(Default)]
+pub(crate) struct HoldNeverBypassed {
+    held: BTreeSet<String>,
+}
+
+impl Oracle for HoldNeverBypassed {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match record_of(event) {
+            Some(InstanceRecord::HoldPlaced { instance, .. }) => {
+                self.held.insert(instance.clone());
+            }
+            Some(InstanceRecord::HoldLifted { instance, .. }) => {
+                self.held.remove(instance);
+            }
+            Some(InstanceRecord::Transition {
+                instance,
+                event: step @ (InstanceEvent::Start | InstanceEvent::Reboot | InstanceEvent::Terminate),
+                ..
+            }) if self.held.contains(instance) => out.push(Finding {
+                t_ms: event.t_ms,
+                evidence: format!("{instance} is under an ops hold and was sent {}", step.as_str()),
+            }),
+            _ => {}
+        }
+    }
+}
+
+/// `allocator_hands_out_only_ready`: a claim takes only a ready, running, uncordoned member.
+#[derive(Default)]
+pub(crate) struct AllocatorOnlyReady {
+    pool_state: BTreeMap<String, PoolState>,
+    state: BTreeMap<String, InstanceState>,
+    cordoned: BTreeSet<String>,
+}
+
+impl Oracle for AllocatorOnlyReady {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match record_of(event) {
+            Some(InstanceRecord::InstanceCreated { instance }) => {
+                self.state.insert(instance.id.clone(), instance.state);
+                if let Some(membership) = &instance.pool {
+                    self.pool_state.insert(instance.id.clone(), membership.state);
+                }
+            }
+            Some(InstanceRecord::Transition { instance, to, .. }) => {
+                self.state.insert(instance.clone(), *to);
+            }
+            Some(InstanceRecord::Cordoned { instance, .. }) => {
+                self.cordoned.insert(instance.clone());
+            }
+            Some(InstanceRecord::Uncordoned { instance, .. }) => {
+                self.cordoned.remove(instance);
+            }
+            Some(InstanceRecord::PoolStateChanged { instance, to, .. }) => {
+                let before = self.pool_state.insert(instance.clone(), *to);
+                if *to != PoolState::Claimed {
+                    return;
+                }
+                let state = self.state.get(instance).copied();
+                let cordoned = self.cordoned.contains(instance);
+                if before != Some(PoolState::Ready) || state != Some(InstanceState::Running) || cordoned {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{instance} was handed out while {} in its pool, {} and {}",
+                            before.map_or("not pooled", PoolState::as_str),
+                            state.map_or("unknown", InstanceState::as_str),
+                            if cordoned { "cordoned" } else { "not cordoned" }
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `nothing_written_before_approval`: a request parked behind an approval writes its audit record and the deferred
+/// operation only; a denial its audit record and the decision only; and while a deferred operation is pending, no
+/// operator's request but its approval does what it parked (cordon, uncordon or terminate of its row). The
+/// controller's own terminates (a pool's TTL recycle, the on-call's recovery of a stuck row) are no operator's
+/// request and are not gated.
+#[derive(Default)]
+pub(crate) struct NothingBeforeApproval {
+    /// Pending deferred operations: (instance, what it parks).
+    pending: BTreeMap<String, (String, &'static str)>,
+    /// Inside an operator's audited request: the deferred operation it approves, if it is an approval.
+    request: Option<Option<String>>,
+    /// What the approval being run parked, once its decision is recorded.
+    approved: Option<(String, &'static str)>,
+}
+
+fn parks(operation: &DeferredOperation) -> (String, &'static str) {
+    match operation {
+        DeferredOperation::Cordon { instance, .. } => (instance.clone(), "cordoned"),
+        DeferredOperation::Uncordon { instance, .. } => (instance.clone(), "uncordoned"),
+        DeferredOperation::Terminate { instance, .. } => (instance.clone(), "terminate"),
+    }
+}
+
+impl Oracle for NothingBeforeApproval {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let finding = |evidence: String| Finding { t_ms: event.t_ms, evidence };
+        if let Body::InstanceOperated { op, target, outcome, wrote, .. } = &event.body {
+            self.request = None;
+            self.approved = None;
+            let shape: &[&str] = match (op.as_str(), outcome.as_str()) {
+                (_, "pending") => &["audited", "deferred"],
+                ("deny", "performed") => &["audited", "decided"],
+                _ => return,
+            };
+            if wrote.iter().map(String::as_str).ne(shape.iter().copied()) {
+                out.push(finding(format!("{op} of {target} ({outcome}) wrote {wrote:?}, not {shape:?}")));
+            }
+            return;
+        }
+        let Some(record) = record_of(event) else { return };
+        let done = match record {
+            InstanceRecord::Deferred { deferred } => {
+                self.pending.insert(deferred.id.clone(), parks(&deferred.operation));
+                return;
+            }
+            InstanceRecord::Audited { audit } => {
+                self.request = Some(match &audit.step {
+                    OperatorStep::Approve { deferred } => Some(deferred.clone()),
+                    _ => None,
+                });
+                return;
+            }
+            InstanceRecord::Decided { deferred, .. } => {
+                let parked = self.pending.remove(deferred);
+                if matches!(&self.request, Some(Some(approving)) if approving == deferred) {
+                    self.approved = parked;
+                }
+                return;
+            }
+            InstanceRecord::Cordoned { instance, .. } => (instance, "cordoned"),
+            InstanceRecord::Uncordoned { instance, .. } => (instance, "uncordoned"),
+            InstanceRecord::Transition { instance, event: InstanceEvent::Terminate, .. } => (instance, "terminate"),
+            _ => return,
+        };
+        if self.request.is_none() {
+            return;
+        }
+        // The approval of one of them runs what it parked; another request parked alike may still wait.
+        if self.approved.as_ref().is_some_and(|(instance, what)| instance == done.0 && *what == done.1) {
+            return;
+        }
+        let parked = self.pending.iter().find(|(_, (instance, what))| instance == done.0 && *what == done.1);
+        if let Some((id, _)) = parked {
+            out.push(finding(format!("{} of {} was written while {id} waits for its approval", done.1, done.0)));
+        }
+    }
+}
+
+/// `refused_writes_nothing`: a refused request (a cordon, drain or any other step the controller refused) writes
+/// its audit record and nothing else.
+pub(crate) struct RefusedWritesNothing;
+
+impl Oracle for RefusedWritesNothing {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if let Body::InstanceOperated { op, target, outcome, wrote, .. } = &event.body
+            && outcome == "refused"
+            && wrote.iter().any(|kind| kind != "audited")
+        {
+            out.push(Finding { t_ms: event.t_ms, evidence: format!("a refused {op} of {target} wrote {wrote:?}") });
+        }
+    }
+}
+
+/// How long a row may stay in a state that is not settled, counted from when it entered it or from the last
+/// disturbance (a fault step, a controller boot), whichever is later: the state's stuck bound and the on-call's
+/// recovery of it, with a pass or two to spare.
+fn unsettled_bound_ms(state: InstanceState) -> Option<u64> {
+    match state {
+        InstanceState::Pending => Some(20 * 60_000),
+        InstanceState::Provisioning => Some(25 * 60_000),
+        InstanceState::Starting | InstanceState::Rebooting => Some(20 * 60_000),
+        InstanceState::Stopping => Some(45 * 60_000),
+        InstanceState::Running | InstanceState::Stopped | InstanceState::Terminated | InstanceState::Error => None,
+    }
+}
+
+/// The time a destroy may stay unconfirmed: the terminate-stalled bound, the reap, a teardown and a pass or two.
+const DESTROY_CONFIRMED_MS: u64 = 20 * 60_000;
+
+/// `every_instance_settles`: every row settles in running, stopped, terminated or error within its bound, and a
+/// terminate's destroy is confirmed within its own. A row under an operator's ops hold is its owner's: the hold
+/// refuses the terminate a stuck row's recovery needs, so it is judged from when the hold is lifted.
+#[derive(Default)]
+pub(crate) struct EveryInstanceSettles {
+    /// Each row's state and when it entered it (or its hold was lifted, if later).
+    rows: BTreeMap<String, (InstanceState, u64)>,
+    held: BTreeSet<String>,
+    /// Destroys owed, since when.
+    destroys: BTreeMap<String, u64>,
+    disturbed_ms: u64,
+}
+
+impl EveryInstanceSettles {
+    fn judge(&self, now_ms: u64, out: &mut Vec<Finding>) {
+        for (instance, (state, since_ms)) in &self.rows {
+            if self.held.contains(instance) {
+                continue;
+            }
+            if let Some(bound) = unsettled_bound_ms(*state) {
+                let deadline = since_ms.max(&self.disturbed_ms) + bound;
+                if now_ms > deadline {
+                    out.push(Finding { t_ms: deadline, evidence: format!("{instance} is still {state}") });
+                }
+            }
+        }
+        for (instance, since_ms) in &self.destroys {
+            let deadline = since_ms.max(&self.disturbed_ms) + DESTROY_CONFIRMED_MS;
+            if now_ms > deadline {
+                out.push(Finding { t_ms: deadline, evidence: format!("{instance}'s destroy is not confirmed") });
+            }
+        }
+    }
+}
+
+impl Oracle for EveryInstanceSettles {
+    fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::Step { step } if step.step_kind().counted() != Counted::DriverAction => {
+                self.disturbed_ms = event.t_ms;
+            }
+            Body::HostBoot { .. } | Body::HostCrash { .. } => self.disturbed_ms = event.t_ms,
+            Body::InstanceRecord { record } => match record {
+                InstanceRecord::InstanceCreated { instance } => {
+                    self.rows.insert(instance.id.clone(), (instance.state, event.t_ms));
+                }
+                InstanceRecord::Transition { instance, to, .. } => {
+                    self.rows.insert(instance.clone(), (*to, event.t_ms));
+                }
+                InstanceRecord::DestroyRequested { instance, .. } => {
+                    self.destroys.insert(instance.clone(), event.t_ms);
+                }
+                InstanceRecord::DestroyConfirmed { instance } => {
+                    self.destroys.remove(instance);
+                }
+                InstanceRecord::HoldPlaced { instance, .. } => {
+                    self.held.insert(instance.clone());
+                }
+                InstanceRecord::HoldLifted { instance, .. } => {
+                    self.held.remove(instance);
+                    if let Some((_, since_ms)) = self.rows.get_mut(instance) {
+                        *since_ms = event.t_ms;
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        self.judge(end_ms, out);
+    }
+}
+
+/// How long after its terminate a guest the provider still runs must be signalled: the hourly sync and a pass.
+const GUEST_SIGNALLED_MS: u64 = 60 * 60_000 + 2 * 60_000;
+
+/// `terminated_guest_signalled`: a guest still running at the provider after its row was terminated is signalled
+/// `cloud_sync_terminated_guest_present` by the next sync, unless it is gone by then.
+#[derive(Default)]
+pub(crate) struct TerminatedGuestSignalled {
+    /// Live VMs by tag.
+    live: BTreeMap<String, BTreeSet<String>>,
+    /// Terminated rows whose guest was still live at the terminate: since when.
+    owed: BTreeMap<String, u64>,
+    disturbed_ms: u64,
+}
+
+impl TerminatedGuestSignalled {
+    fn judge(&mut self, now_ms: u64, out: &mut Vec<Finding>) {
+        let disturbed_ms = self.disturbed_ms;
+        self.owed.retain(|instance, since_ms| {
+            let deadline = (*since_ms).max(disturbed_ms) + GUEST_SIGNALLED_MS;
+            if now_ms > deadline {
+                out.push(Finding {
+                    t_ms: deadline,
+                    evidence: format!("{instance} is terminated, its guest still runs, and no sync said so"),
+                });
+                return false;
+            }
+            true
+        });
+    }
+}
+
+impl Oracle for TerminatedGuestSignalled {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        self.judge(event.t_ms, out);
+        match &event.body {
+            Body::Step { step } if step.step_kind().counted() != Counted::DriverAction => {
+                self.disturbed_ms = event.t_ms;
+            }
+            Body::HostBoot { .. } | Body::HostCrash { .. } => self.disturbed_ms = event.t_ms,
+            Body::CloudVmCreated { vm, tag } => {
+                self.live.entry(tag.clone()).or_default().insert(vm.clone());
+            }
+            Body::CloudGuest { event: GuestEvent::Destroyed { tag, vm } } => {
+                if let Some(vms) = self.live.get_mut(tag) {
+                    vms.remove(vm);
+                    if vms.is_empty() {
+                        self.owed.remove(tag);
+                    }
+                }
+            }
+            Body::InstanceRecord {
+                record: InstanceRecord::Transition { instance, to: InstanceState::Terminated, .. },
+            } if self.live.get(instance).is_some_and(|vms| !vms.is_empty()) => {
+                self.owed.insert(instance.clone(), event.t_ms);
+            }
+            Body::InstanceSync { signals, .. } => {
+                for signal in signals {
+                    if let SyncSignal::CloudSyncTerminatedGuestPresent { instance, .. } = signal {
+                        self.owed.remove(instance);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
+        self.judge(end_ms, out);
+    }
+}
+
+/// A `cordon_state` outcome, as the records show it: the cordon marker's pool state before, and whether the cordon
+/// fenced the member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CordonOutcome {
+    Fenced,
+    Claimed,
+    AlreadyFenced,
+    NotPooled,
+}
+
+/// The sometimes-property of one cordon outcome.
+pub(crate) struct CordonReached(pub CordonOutcome);
+
+impl Oracle for CordonReached {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let Some(InstanceRecord::Cordoned { instance, cordon }) = record_of(event) else { return };
+        let outcome = match cordon.pool_state_before {
+            None => CordonOutcome::NotPooled,
+            Some(PoolState::Claimed) => CordonOutcome::Claimed,
+            Some(PoolState::Draining) => CordonOutcome::AlreadyFenced,
+            Some(_) => CordonOutcome::Fenced,
+        };
+        if outcome == self.0 {
+            out.push(Finding { t_ms: event.t_ms, evidence: format!("{instance} cordoned ({outcome:?})") });
+        }
+    }
+}
+
+/// The sometimes-property of one stuck row of the runbook's table.
+pub(crate) struct StuckReached(pub Stuck);
+
+impl Oracle for StuckReached {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if let Body::InstanceStuck { instance, stuck, .. } = &event.body
+            && *stuck == self.0
+        {
+            out.push(Finding { t_ms: event.t_ms, evidence: format!("{instance} stuck {}", stuck.as_str()) });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each instance oracle fed a story, and what it finds: the safe story passes, the broken one is caught.
+
+    use std::rc::Rc;
+
+    use engine::instance::control::Control;
+    use engine::instance::inventory::{Backing, Cordon, Deferred, DeferredStatus, Hold, Instance, Membership};
+    use engine::instance::operator::{AuditOutcome, InstanceAudit};
+
+    use super::*;
+
+    fn ev(t_ms: u64, body: Body) -> Event {
+        Event { t_ms, host: Rc::from("controller"), body }
+    }
+
+    fn rec(t_ms: u64, record: InstanceRecord) -> Event {
+        ev(t_ms, Body::InstanceRecord { record })
+    }
+
+    fn created(id: &str, operation_id: Option<&str>, pool: Option<PoolState>) -> InstanceRecord {
+        let backing = Backing::Cloud { region: "r".into(), instance_type: "t".into() };
+        let membership =
+            pool.map(|state| Membership { pool: "edge".into(), state, anchor_ms: 0, fenced_by_cordon: false });
+        let instance = Instance::pending(
+            id.into(),
+            "n-1".into(),
+            format!("{id}-0"),
+            backing,
+            operation_id.map(str::to_owned),
+            membership,
+            0,
+        );
+        InstanceRecord::InstanceCreated { instance: Box::new(instance) }
+    }
+
+    fn moved(id: &str, event: InstanceEvent, from: InstanceState, to: InstanceState) -> InstanceRecord {
+        InstanceRecord::Transition { instance: id.into(), event, from, to, at_ms: 0 }
+    }
+
+    fn run(oracle: &mut dyn Oracle, events: &[Event], end_ms: u64) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for event in events {
+            oracle.on_event(event, "", &mut out);
+        }
+        oracle.on_finish(end_ms, &mut out);
+        out
+    }
+
+    use InstanceEvent as E;
+    use InstanceState as S;
+
+    #[test]
+    fn transitions_legal_passes_the_table_and_catches_an_edge_off_it_or_a_wrong_from() {
+        let good = [
+            rec(0, created("i-1", None, None)),
+            rec(1, moved("i-1", E::MarkProvisioning, S::Pending, S::Provisioning)),
+            rec(2, moved("i-1", E::MarkRunning, S::Provisioning, S::Running)),
+            rec(3, moved("i-1", E::Terminate, S::Running, S::Terminated)),
+        ];
+        assert!(run(&mut TransitionsLegal::default(), &good, 10).is_empty());
+        let off_table = [rec(0, created("i-1", None, None)), rec(1, moved("i-1", E::Start, S::Pending, S::Starting))];
+        assert_eq!(run(&mut TransitionsLegal::default(), &off_table, 10).len(), 1);
+        let wrong_from = [rec(0, created("i-1", None, None)), rec(1, moved("i-1", E::Stop, S::Running, S::Stopping))];
+        assert_eq!(run(&mut TransitionsLegal::default(), &wrong_from, 10).len(), 2, "a wrong from, off the table");
+        let out_of_terminated = [
+            rec(0, created("i-1", None, None)),
+            rec(1, moved("i-1", E::Terminate, S::Pending, S::Terminated)),
+            rec(2, moved("i-1", E::Terminate, S::Terminated, S::Terminated)),
+        ];
+        assert_eq!(run(&mut TransitionsLegal::default(), &out_of_terminated, 10).len(), 1);
+    }
+
+    #[test]
+    fn one_vm_per_operation_catches_a_second_live_vm_and_allows_one_after_a_terminate() {
+        let vm = |vm: &str, tag: &str| ev(5, Body::CloudVmCreated { vm: vm.into(), tag: tag.into() });
+        let twice = [rec(0, created("i-1", Some("op"), None)), vm("vm-1", "i-1"), vm("vm-2", "i-1")];
+        assert_eq!(run(&mut OneVmPerOperation::default(), &twice, 10).len(), 1);
+        let across_rows = [
+            rec(0, created("i-1", Some("op"), None)),
+            rec(0, created("i-2", Some("op"), None)),
+            vm("vm-1", "i-1"),
+            vm("vm-2", "i-2"),
+        ];
+        assert_eq!(run(&mut OneVmPerOperation::default(), &across_rows, 10).len(), 1);
+        let after_terminate = [
+            rec(0, created("i-1", Some("op"), None)),
+            vm("vm-1", "i-1"),
+            rec(1, moved("i-1", E::Terminate, S::Provisioning, S::Terminated)),
+            rec(2, created("i-2", Some("op"), None)),
+            vm("vm-2", "i-2"),
+        ];
+        assert!(run(&mut OneVmPerOperation::default(), &after_terminate, 10).is_empty());
+    }
+
+    #[test]
+    fn the_hold_oracle_catches_a_terminate_of_a_held_row_and_allows_a_stop() {
+        let hold = InstanceRecord::HoldPlaced {
+            instance: "i-1".into(),
+            hold: Hold { by: "a".into(), reason: "r".into(), at_ms: 0 },
+        };
+        let stop = [rec(0, hold.clone()), rec(1, moved("i-1", E::Stop, S::Running, S::Stopping))];
+        assert!(run(&mut HoldNeverBypassed::default(), &stop, 10).is_empty());
+        let terminate = [rec(0, hold.clone()), rec(1, moved("i-1", E::Terminate, S::Running, S::Terminated))];
+        assert_eq!(run(&mut HoldNeverBypassed::default(), &terminate, 10).len(), 1);
+        let lifted = [
+            rec(0, hold),
+            rec(1, InstanceRecord::HoldLifted { instance: "i-1".into(), by: "a".into() }),
+            rec(2, moved("i-1", E::Terminate, S::Running, S::Terminated)),
+        ];
+        assert!(run(&mut HoldNeverBypassed::default(), &lifted, 10).is_empty());
+    }
+
+    fn claim(from: PoolState) -> InstanceRecord {
+        InstanceRecord::PoolStateChanged {
+            instance: "i-1".into(),
+            from,
+            to: PoolState::Claimed,
+            anchor_ms: None,
+            by_cordon: false,
+        }
+    }
+
+    #[test]
+    fn the_allocator_oracle_catches_a_claim_of_a_warming_or_cordoned_member() {
+        let ready = InstanceRecord::PoolStateChanged {
+            instance: "i-1".into(),
+            from: PoolState::Warming,
+            to: PoolState::Ready,
+            anchor_ms: Some(1),
+            by_cordon: false,
+        };
+        let running = [
+            rec(0, created("i-1", None, Some(PoolState::Warming))),
+            rec(1, moved("i-1", E::MarkProvisioning, S::Pending, S::Provisioning)),
+            rec(2, moved("i-1", E::MarkRunning, S::Provisioning, S::Running)),
+        ];
+        let mut good = running.to_vec();
+        good.extend([rec(2, ready.clone()), rec(3, claim(PoolState::Ready))]);
+        assert!(run(&mut AllocatorOnlyReady::default(), &good, 10).is_empty());
+        let mut warming = running.to_vec();
+        warming.push(rec(3, claim(PoolState::Warming)));
+        assert_eq!(run(&mut AllocatorOnlyReady::default(), &warming, 10).len(), 1);
+        let cordon = Cordon { by: "a".into(), reason: "r".into(), at_ms: 2, pool_state_before: Some(PoolState::Ready) };
+        let mut cordoned = running.to_vec();
+        cordoned.extend([
+            rec(2, ready),
+            rec(3, InstanceRecord::Cordoned { instance: "i-1".into(), cordon }),
+            rec(4, claim(PoolState::Ready)),
+        ]);
+        assert_eq!(run(&mut AllocatorOnlyReady::default(), &cordoned, 10).len(), 1);
+    }
+
+    fn operated(op: &str, outcome: &str, wrote: &[&str]) -> Event {
+        ev(
+            9,
+            Body::InstanceOperated {
+                actor: "a".into(),
+                op: op.into(),
+                target: "vm-01".into(),
+                outcome: outcome.into(),
+                wrote: wrote.iter().map(|kind| (*kind).to_owned()).collect(),
+            },
+        )
+    }
+
+    fn audited(step: OperatorStep) -> InstanceRecord {
+        let audit = InstanceAudit {
+            actor: "a".into(),
+            step,
+            outcome: AuditOutcome::Performed,
+            correlation_id: "c".into(),
+            at_ms: 0,
+        };
+        InstanceRecord::Audited { audit }
+    }
+
+    #[test]
+    fn nothing_before_approval_checks_what_a_park_wrote_and_what_runs_while_it_waits() {
+        let parked_shape = [operated("terminate", "pending", &["audited", "deferred"])];
+        assert!(run(&mut NothingBeforeApproval::default(), &parked_shape, 10).is_empty());
+        let ran_anyway = [operated("terminate", "pending", &["audited", "deferred", "transition"])];
+        assert_eq!(run(&mut NothingBeforeApproval::default(), &ran_anyway, 10).len(), 1);
+
+        let terminate = DeferredOperation::Terminate { instance: "i-1".into(), by: "a".into() };
+        let deferred = InstanceRecord::Deferred {
+            deferred: Deferred {
+                id: "d-1".into(),
+                operation: terminate.clone(),
+                status: DeferredStatus::Pending,
+                requested_at_ms: 0,
+            },
+        };
+        let kill = moved("i-1", E::Terminate, S::Running, S::Terminated);
+        // An operator's request that terminates the parked row outside its approval is caught.
+        let bypass = [
+            rec(0, deferred.clone()),
+            rec(1, audited(OperatorStep::Control { instance: "i-1".into(), action: Control::Terminate, force: true })),
+            rec(1, kill.clone()),
+        ];
+        assert_eq!(run(&mut NothingBeforeApproval::default(), &bypass, 10).len(), 1);
+        // Its approval runs it.
+        let decided =
+            InstanceRecord::Decided { deferred: "d-1".into(), status: DeferredStatus::Approved, by: "b".into() };
+        let approval = [
+            rec(0, deferred.clone()),
+            rec(1, audited(OperatorStep::Approve { deferred: "d-1".into() })),
+            rec(1, decided),
+            rec(1, kill.clone()),
+        ];
+        assert!(run(&mut NothingBeforeApproval::default(), &approval, 10).is_empty());
+        // The controller's own terminate (a TTL recycle) is no operator's request.
+        let recycle = [rec(0, deferred), rec(1, kill)];
+        assert!(run(&mut NothingBeforeApproval::default(), &recycle, 10).is_empty());
+    }
+
+    #[test]
+    fn a_refused_request_may_write_its_audit_record_only() {
+        assert!(run(&mut RefusedWritesNothing, &[operated("cordon", "refused", &["audited"])], 10).is_empty());
+        assert!(run(&mut RefusedWritesNothing, &[operated("acquire", "refused", &[])], 10).is_empty());
+        let wrote = [operated("drain", "refused", &["audited", "cordoned"])];
+        assert_eq!(run(&mut RefusedWritesNothing, &wrote, 10).len(), 1);
+    }
+
+    #[test]
+    fn every_instance_settles_judges_each_state_against_its_bound_and_excuses_a_held_row() {
+        let stuck = [
+            rec(0, created("i-1", None, None)),
+            rec(1, moved("i-1", E::MarkProvisioning, S::Pending, S::Provisioning)),
+        ];
+        assert!(run(&mut EveryInstanceSettles::default(), &stuck, 25 * 60_000).is_empty(), "inside the bound");
+        assert_eq!(run(&mut EveryInstanceSettles::default(), &stuck, 26 * 60_000).len(), 1);
+        let mut held = stuck.to_vec();
+        let hold = Hold { by: "a".into(), reason: "r".into(), at_ms: 2 };
+        held.push(rec(2, InstanceRecord::HoldPlaced { instance: "i-1".into(), hold }));
+        assert!(run(&mut EveryInstanceSettles::default(), &held, 60 * 60_000).is_empty());
+        let owed = [rec(0, InstanceRecord::DestroyRequested { instance: "i-1".into(), at_ms: 0 })];
+        assert_eq!(run(&mut EveryInstanceSettles::default(), &owed, 21 * 60_000).len(), 1);
+        let mut confirmed = owed.to_vec();
+        confirmed.push(rec(5, InstanceRecord::DestroyConfirmed { instance: "i-1".into() }));
+        assert!(run(&mut EveryInstanceSettles::default(), &confirmed, 21 * 60_000).is_empty());
+    }
+
+    #[test]
+    fn a_terminated_guest_still_running_must_be_gone_or_signalled_within_the_sync_period() {
+        let story = [
+            ev(0, Body::CloudVmCreated { vm: "vm-1".into(), tag: "i-1".into() }),
+            rec(10, moved("i-1", E::Terminate, S::Running, S::Terminated)),
+        ];
+        assert_eq!(run(&mut TerminatedGuestSignalled::default(), &story, 10 + GUEST_SIGNALLED_MS + 1).len(), 1);
+        let mut signalled = story.to_vec();
+        let signal =
+            SyncSignal::CloudSyncTerminatedGuestPresent { instance: "i-1".into(), cloud_instance_id: "vm-1".into() };
+        signalled.push(ev(
+            3_600_000,
+            Body::InstanceSync { region: "r".into(), mapped_terminated: Vec::new(), signals: vec![signal] },
+        ));
+        assert!(run(&mut TerminatedGuestSignalled::default(), &signalled, 3 * 3_600_000).is_empty());
+        let mut gone = story.to_vec();
+        gone.push(ev(
+            40_000,
+            Body::CloudGuest { event: GuestEvent::Destroyed { tag: "i-1".into(), vm: "vm-1".into() } },
+        ));
+        assert!(run(&mut TerminatedGuestSignalled::default(), &gone, 3 * 3_600_000).is_empty());
+    }
+
+    #[test]
+    fn each_cordon_outcome_is_told_from_the_pool_state_the_marker_kept() {
+        let cordoned = |before| {
+            rec(
+                0,
+                InstanceRecord::Cordoned {
+                    instance: "i-1".into(),
+                    cordon: Cordon { by: "a".into(), reason: "r".into(), at_ms: 0, pool_state_before: before },
+                },
+            )
+        };
+        for (before, outcome) in [
+            (None, CordonOutcome::NotPooled),
+            (Some(PoolState::Claimed), CordonOutcome::Claimed),
+            (Some(PoolState::Draining), CordonOutcome::AlreadyFenced),
+            (Some(PoolState::Ready), CordonOutcome::Fenced),
+        ] {
+            for other in
+                [CordonOutcome::NotPooled, CordonOutcome::Claimed, CordonOutcome::AlreadyFenced, CordonOutcome::Fenced]
+            {
+                let found = run(&mut CordonReached(other), &[cordoned(before)], 10);
+                assert_eq!(found.len(), usize::from(other == outcome), "{before:?} as {other:?}");
+            }
+        }
+    }
+}
