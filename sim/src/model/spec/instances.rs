@@ -170,3 +170,92 @@ pub(crate) fn resolve_instances(
     });
     Ok(Some(InstancesSpec { plain, pools, quota, governance, on_call: table.on_call.unwrap_or(true) }))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::model::spec::parse_scenario;
+
+    const BASE: &str = r#"
+schema_version = 1
+description = "instances"
+seed = 3
+duration_ms_max = 1_000_000
+
+[fleet]
+nodes = 1
+"#;
+
+    fn err(text: &str) -> String {
+        parse_scenario("s.toml", &format!("{BASE}{text}")).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_table_resolves_with_its_defaults() {
+        let text = format!(
+            "{BASE}\n[instances]\nplain = 12\n\n[[instances.pool]]\nname = \"edge\"\nclass = \"spot\"\ntarget = 2\n"
+        );
+        let spec = parse_scenario("s.toml", &text).unwrap().run.instances.unwrap();
+        assert_eq!(spec.plain_names().first().map(String::as_str), Some("vm-01"));
+        assert_eq!(spec.plain_names().last().map(String::as_str), Some("vm-12"));
+        assert_eq!((spec.quota, spec.on_call), (super::DEFAULT_QUOTA, true));
+        assert_eq!(spec.governance, engine::instance::approval::Governance::default());
+        let pool = &spec.pools[0];
+        assert_eq!((pool.max, pool.ready_ttl_s), (2, 3_600));
+        assert_eq!(pool.disposition, engine::instance::pool::ReleaseDisposition::Recycled);
+        assert!(parse_scenario("s.toml", BASE).unwrap().run.instances.is_none(), "absent: nothing of it exists");
+    }
+
+    #[test]
+    fn bad_tables_name_the_file_line_and_key() {
+        let table = "\n[instances]\nplain = 1\n";
+        let pool = |fields: &str| format!("{table}\n[[instances.pool]]\n{fields}\n");
+        let cases = [
+            ("\n[instances]\n".to_owned(), "instances: needs plain nodes or a pool"),
+            ("\n[instances]\nplain = 501\n".to_owned(), "instances.plain: must be 0 to 500, not 501"),
+            ("\n[instances]\nplain = 1\nquota = 0\n".to_owned(), "instances.quota: must be 1 to 10000, not 0"),
+            ("\n[instances]\nplain = 1\nwhatever = 1\n".to_owned(), "unknown field `whatever`"),
+            (pool("name = \"Edge\"\nclass = \"spot\"\ntarget = 1"), "instances.pool[0].name: \"Edge\" must be"),
+            (pool("name = \"vm-x\"\nclass = \"spot\"\ntarget = 1"), "not starting vm-, i- or d-"),
+            (
+                pool("name = \"e\"\nclass = \"spot\"\ntarget = 3\nmax = 2"),
+                "instances.pool[0].target: must be 1 to max (2)",
+            ),
+            (pool("name = \"e\"\nclass = \"spot\"\ntarget = 1\nready_ttl_s = 5"), "ready_ttl_s: must be 60 to 86400"),
+            (pool("name = \"e\"\nclass = \"persistent\"\ntarget = 1"), "unknown variant `persistent`"),
+        ];
+        for (text, expected) in cases {
+            let error = err(&text);
+            assert!(error.starts_with("s.toml:"), "{error}");
+            assert!(error.contains(expected), "{expected:?} not in {error}");
+        }
+        let twice = format!(
+            "{}\n[[instances.pool]]\nname = \"e\"\nclass = \"spot\"\ntarget = 1\n",
+            pool("name = \"e\"\nclass = \"spot\"\ntarget = 1")
+        );
+        assert!(err(&twice).contains("\"e\" is another pool's name"), "{}", err(&twice));
+    }
+
+    #[test]
+    fn instance_steps_need_the_table_and_name_what_they_act_on() {
+        let step = |fields: &str| format!("\n[[step]]\nat_ms = 10\n{fields}\n");
+        let without = err(&step("kind = \"provider_fault\"\nfault = \"hang_create\"\ncount = 1"));
+        assert!(without.contains("acts on the instance lifecycle, which needs an [instances] table"), "{without}");
+        let death = err(&step("kind = \"controller_death\"\npoint = \"after_intent\"\nsubsystem = \"instances\""));
+        assert!(death.contains("instances needs an [instances] table"), "{death}");
+        let table = "\n[instances]\nplain = 1\n";
+        let with = |fields: &str| err(&format!("{table}{}", step(fields)));
+        let acquire = with("kind = \"instance_operator\"\nop = \"acquire\"\ntarget = \"nope\"");
+        assert!(acquire.contains("\"nope\" is not a pool of the [instances] table"), "{acquire}");
+        let blank = with("kind = \"instance_operator\"\nop = \"stop\"\ntarget = \" \"");
+        assert!(blank.contains(".target: names no node"), "{blank}");
+        let op_id = with("kind = \"instance_operator\"\nop = \"stop\"\ntarget = \"vm-01\"\noperation_id = \"x\"");
+        assert!(op_id.contains("operation_id: only a provision takes one"), "{op_id}");
+        let secret =
+            with("kind = \"instance_operator\"\nop = \"cordon\"\ntarget = \"vm-01\"\nreason = \"fleetsim-secret-x\"");
+        assert!(secret.contains("holds a credential"), "{secret}");
+        let count = with("kind = \"provider_answer_lost\"\ncount = 1001");
+        assert!(count.contains("count: must be 0 to 1000"), "{count}");
+        let ok = format!("{BASE}{table}{}", step("kind = \"instance_operator\"\nop = \"cordon\"\ntarget = \"vm-01\""));
+        assert!(parse_scenario("s.toml", &ok).is_ok(), "a blank reason is the engine's to refuse");
+    }
+}
