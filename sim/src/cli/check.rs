@@ -33,21 +33,45 @@ pub(super) fn check(files: &[PathBuf], out: &mut dyn Write) -> Result<i32, CliEr
             let campaign = campaign::parse_campaign(&name, &text)?;
             console(
                 out,
-                &format!("ok  {name}: campaign, {} runs of {} nodes\n", campaign.runs, campaign.base.fleet.nodes),
+                &format!(
+                    "ok  {name}: campaign, {} runs of {} nodes{}\n",
+                    campaign.runs,
+                    campaign.base.fleet.nodes,
+                    beside_the_fleet(&campaign.base)
+                ),
             )?;
         } else {
             let scenario = spec::parse_scenario(&name, &text)?;
             console(
                 out,
                 &format!(
-                    "ok  {name}: scenario, {} nodes, {} steps\n",
+                    "ok  {name}: scenario, {} nodes{}, {} steps\n",
                     scenario.run.fleet.nodes,
+                    beside_the_fleet(&scenario.run),
                     scenario.run.steps.len()
                 ),
             )?;
         }
     }
     Ok(EXIT_PASS)
+}
+
+/// What a run has beside its fleet: the MAAS site's machines, the instance lifecycle's instances.
+fn beside_the_fleet(spec: &crate::model::spec::RunSpec) -> String {
+    let mut text = String::new();
+    if let Some(onboarding) = &spec.onboarding {
+        text.push_str(&format!(", {} site machines", onboarding.machines.len()));
+    }
+    if let Some(instances) = &spec.instances {
+        let pooled: u32 = instances.pools.iter().map(|pool| pool.target).sum();
+        let pools = instances.pools.len();
+        text.push_str(&format!(
+            ", {} instances ({} plain, {pooled} in {pools} pools)",
+            instances.plain + pooled,
+            instances.plain
+        ));
+    }
+    text
 }
 
 /// The value a `key = value` line assigns, trimmed, if the line assigns `key`.
