@@ -290,11 +290,10 @@ impl Journal for SimJournal {
             self.world.die_here(self.host).await;
         }
         self.world.with_disk(self.host, |disk| self.world.controller.journal.append(disk, record))?;
-        if instance.is_some() {
-            self.world.record_instance_line(self.host, record);
-            if instance_kind.as_deref() == Some("destroy_requested")
-                && self.world.take_death(DeathSubsystem::Instances, DeathPoint::AfterIntent)
-            {
+        if let (Some(instance), Some(kind)) = (instance, instance_kind) {
+            let terminate_committed = kind == "destroy_requested";
+            self.world.record_instance(self.host, instance, kind);
+            if terminate_committed && self.world.take_death(DeathSubsystem::Instances, DeathPoint::AfterIntent) {
                 self.world.die_here(self.host).await;
             }
         }

@@ -244,10 +244,11 @@ impl World {
         self.instances.as_ref().expect("only runs with [instances] touch the instance lifecycle")
     }
 
-    /// The journal's instance records, traced as they become durable (called by the controller's journal).
-    pub(crate) fn record_instance_line(&self, host: HostId, line: &str) {
-        if let (Some(instances), Some(Ok(record))) = (&self.instances, InstanceRecord::from_line(line)) {
-            instances.journaled.borrow_mut().push(kind_of(&record));
+    /// The journal's instance records, traced as they become durable (called by the controller's journal with the
+    /// record it decoded and its `record` tag).
+    pub(crate) fn record_instance(&self, host: HostId, record: InstanceRecord, kind: String) {
+        if let Some(instances) = &self.instances {
+            instances.journaled.borrow_mut().push(kind);
             self.record(host, Body::InstanceRecord { record });
         }
     }
