@@ -652,6 +652,9 @@ mod tests {
         async fn power_off(&self, _: &str) -> Result<(), crate::ports::site::MaasError> {
             unreachable!("an observation changes nothing")
         }
+        async fn power_on(&self, _: &str) -> Result<(), crate::ports::site::MaasError> {
+            unreachable!("an observation changes nothing")
+        }
         async fn power_state(&self, _: &str) -> Result<PowerState, crate::ports::site::MaasError> {
             Ok(self.power)
         }

@@ -9,6 +9,7 @@ use std::future::Future;
 
 use crate::ports::events::{RolloutEvent, WorkflowEvent};
 
+pub mod bare_metal;
 pub mod events;
 pub mod fleet;
 pub mod platform;

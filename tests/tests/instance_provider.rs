@@ -26,6 +26,7 @@ use engine::instance::provision::{AgentPhase, Provisioned};
 use engine::instance::state::{InstanceEvent, InstanceState};
 use engine::instance::stuck::Stuck;
 use engine::instance::sync::SyncSignal;
+use engine::ports::bare_metal::NoSite;
 use engine::ports::platform::{PlatformError, PlatformRows};
 use engine::ports::provider::{CreateVm, Provider, ProviderError, ProviderVm};
 use engine::ports::{Journal, JournalError, TransportError};
@@ -285,13 +286,13 @@ fn cloud() -> Backing {
     Backing::Cloud { region: "region-a".into(), instance_type: "type-small".into() }
 }
 
-async fn node<P: Provider>(driver: &mut InstanceDriver<'_, Lines, P, Rows>, name: &str) -> String {
+async fn node<P: Provider>(driver: &mut InstanceDriver<'_, Lines, P, NoSite, Rows>, name: &str) -> String {
     let decided = driver.inventory().create_node("acme", name, "t-edge", None, Default::default()).unwrap();
     driver.commit(decided).await.unwrap()
 }
 
 /// A new node's instance, provisioned under `op-1` at 0 and running after its guest's boot (90 s).
-async fn running<B: Backend>(driver: &mut InstanceDriver<'_, Lines, B::Port, Rows>, backend: &B) -> String {
+async fn running<B: Backend>(driver: &mut InstanceDriver<'_, Lines, B::Port, NoSite, Rows>, backend: &B) -> String {
     let node = node(driver, "edge-01").await;
     let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
     let id = provisioned.instance().to_owned();
@@ -302,7 +303,7 @@ async fn running<B: Backend>(driver: &mut InstanceDriver<'_, Lines, B::Port, Row
 
 /// Feeds the guests' events to the driver as the hub would see the agents' heartbeats.
 async fn heartbeats<P: Provider>(
-    driver: &mut InstanceDriver<'_, Lines, P, Rows>,
+    driver: &mut InstanceDriver<'_, Lines, P, NoSite, Rows>,
     events: Vec<GuestEvent>,
     now_ms: u64,
 ) {
@@ -337,7 +338,7 @@ fn terminate_transitions(journal: &Lines, instance: &str) -> usize {
 
 async fn a_provision_boots_to_running_on_its_first_ready_heartbeat<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
-    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     let (provisioned, progress) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
     assert!(matches!(progress, Progress::Created { adopted: false, .. }));
@@ -354,7 +355,7 @@ async fn a_provision_boots_to_running_on_its_first_ready_heartbeat<B: Backend>(b
 
 async fn a_create_whose_answer_was_lost_is_adopted_on_the_retry_never_made_twice<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
-    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     backend.lose_next_create();
     let (first, progress) = driver.provision(&node, cloud(), Some("op-7"), 0).await.unwrap();
@@ -379,7 +380,7 @@ async fn a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operat
     backend: &B,
 ) {
     let (journal, platform) = (Lines::default(), Rows::default());
-    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     backend.with_cloud(|cloud| cloud.refuse_quota(1));
     let (first, progress) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
@@ -397,7 +398,7 @@ async fn a_quota_refusal_leaves_the_row_pending_until_a_retry_of_the_same_operat
 
 async fn the_boot_faults_end_in_error_never_ready_and_stuck_provisioning<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
-    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     backend.with_cloud(|cloud| cloud.hang_creates(1));
     let (hang, _) = driver.provision(&node, cloud(), Some("op-hang"), 0).await.unwrap();
@@ -425,7 +426,7 @@ async fn the_boot_faults_end_in_error_never_ready_and_stuck_provisioning<B: Back
 async fn a_controller_killed_after_the_terminate_commit_destroys_once_on_restart<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
     let id = {
-        let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+        let mut driver = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
         let id = running(&mut driver, backend).await;
         // The terminate is committed; the controller dies before the destroy reaches the provider.
         let decided = driver.inventory().control(&id, Control::Terminate, false, 100_000).unwrap();
@@ -436,14 +437,14 @@ async fn a_controller_killed_after_the_terminate_commit_destroys_once_on_restart
     assert_eq!(backend.live_with_tag(&id), 1, "the guest still runs, and bills");
     // The next hourly sync, before any restart, names it.
     {
-        let mut looker = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+        let mut looker = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
         let report = looker.sync("region-a", 60 * 60_000).await.unwrap();
         assert!(
             matches!(report.signals.as_slice(), [SyncSignal::CloudSyncTerminatedGuestPresent { instance, .. }] if *instance == id),
             "{report:?}"
         );
     }
-    let mut restarted = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let mut restarted = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
     assert_eq!(restarted.inventory().instance(&id).unwrap().state, InstanceState::Terminated);
     assert_eq!(restarted.resume(61 * 60_000).await.unwrap(), vec![id.clone()]);
     assert_eq!(backend.destroys(), 1, "the destroy is sent once");
@@ -475,13 +476,13 @@ async fn a_controller_killed_after_the_terminate_commit_destroys_once_on_restart
 async fn a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_through<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
     let id = {
-        let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+        let mut driver = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
         let id = running(&mut driver, backend).await;
         let hold = driver.inventory().place_hold(&id, "ops", "disk swap", 100_000).unwrap();
         driver.commit(hold).await.unwrap();
         id
     };
-    let mut restarted = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let mut restarted = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
     let refused = restarted.control(&id, Control::Terminate, true, 200_000).await;
     assert!(matches!(&refused, Err(DriverError::Refused(text)) if text.contains("ops hold")), "{refused:?}");
     assert_eq!(backend.destroys(), 0);
@@ -492,7 +493,7 @@ async fn a_hold_survives_a_restart_and_still_refuses_terminate_while_stop_goes_t
 
 async fn a_failed_journal_append_stops_the_driver_before_it_calls_the_provider<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
-    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     let (provisioned, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
     journal.appends_left.set(Some(0));
@@ -504,7 +505,7 @@ async fn a_failed_journal_append_stops_the_driver_before_it_calls_the_provider<B
 
 async fn a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
-    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
     driver.sync("region-a", 0).await.unwrap();
     backend.with_cloud(|cloud| cloud.stop_listing("region-a"));
     for hour in 1..=3 {
@@ -521,7 +522,7 @@ async fn a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_th
     backend: &B,
 ) {
     let (journal, platform) = (Lines::default(), Rows::default());
-    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
     let node = node(&mut driver, "edge-01").await;
     backend.with_cloud(|cloud| cloud.hang_creates(2));
     let (hung, _) = driver.provision(&node, cloud(), Some("op-1"), 0).await.unwrap();
@@ -553,7 +554,7 @@ async fn a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_th
 
 async fn an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited<B: Backend>(backend: &B) {
     let (journal, platform) = (Lines::default(), Rows::default());
-    let mut driver = InstanceDriver::open(&journal, backend.port(), &platform).await.unwrap();
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
     let id = running(&mut driver, backend).await;
     let gated = Governance::default();
     // A drain cordons: under the gated cordon policy it would be refused until a cordon is approved.

@@ -722,6 +722,10 @@ mod tests {
                 self.call("power_off");
                 Ok(())
             }
+            async fn power_on(&self, _: &str) -> Result<(), MaasError> {
+                self.call("power_on");
+                Ok(())
+            }
             async fn power_state(&self, _: &str) -> Result<PowerState, MaasError> {
                 Ok(self.power)
             }

@@ -10,11 +10,13 @@
 use super::approval::Governance;
 use super::control::{Control, Controlled, ProviderCall};
 use super::inventory::{Backing, Decided, Instance, InstanceRecord, Inventory, InventoryError, SUBJECT};
+use super::metal::MetalCall;
 use super::operator::{AuditOutcome, OperatorStep};
 use super::pool::Released;
 use super::provision::{AgentPhase, ProviderStep, Provisioned};
 use super::state::{InstanceEvent, InstanceState};
 use super::sync::{ListedVm, SyncReport};
+use crate::ports::bare_metal::{BareMetal, MetalPower, MetalStatus};
 use crate::ports::platform::{PlatformError, PlatformRows};
 use crate::ports::provider::{CreateVm, Provider, ProviderError};
 use crate::ports::{Journal, JournalError};
@@ -44,7 +46,9 @@ pub enum Progress {
     Deferred(ProviderError),
     /// The provider refused for good: the instance is in error.
     Errored(ProviderError),
-    /// Nothing to do: the instance is not pending, or is not a cloud instance.
+    /// A bare-metal row followed its machine's workflows (`super::metal`): where the machine got to.
+    Metal(MetalStatus),
+    /// Nothing to do: the instance is not pending.
     Nothing,
 }
 
@@ -71,24 +75,27 @@ pub enum Heard {
     Stopped,
 }
 
-/// The controller: the rows as the journal says, and the ports.
-pub struct InstanceDriver<'a, J, P, R> {
+/// The controller: the rows as the journal says, and the ports — the cloud provider, the bare-metal site, the
+/// platform's rows.
+pub struct InstanceDriver<'a, J, P, M, R> {
     journal: &'a J,
     provider: &'a P,
+    metal: &'a M,
     platform: &'a R,
     inventory: Inventory,
 }
 
-impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
+impl<'a, J: Journal, P: Provider, M: BareMetal, R: PlatformRows> InstanceDriver<'a, J, P, M, R> {
     /// A controller starting (or restarting): the rows are the journal's instance records, folded.
     pub async fn open(
         journal: &'a J,
         provider: &'a P,
+        metal: &'a M,
         platform: &'a R,
-    ) -> Result<InstanceDriver<'a, J, P, R>, DriverError> {
+    ) -> Result<InstanceDriver<'a, J, P, M, R>, DriverError> {
         let lines = journal.replay_subject(SUBJECT).await?;
         let inventory = Inventory::replay(lines.iter().map(String::as_str))?;
-        Ok(InstanceDriver { journal, provider, platform, inventory })
+        Ok(InstanceDriver { journal, provider, metal, platform, inventory })
     }
 
     pub fn inventory(&self) -> &Inventory {
@@ -104,7 +111,7 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
         Ok(decided.outcome)
     }
 
-    /// `provision` and, for a new or reused cloud row, one pass of [`InstanceDriver::advance`].
+    /// `provision` and, for a new or reused row, one pass of [`InstanceDriver::advance`].
     pub async fn provision(
         &mut self,
         node: &str,
@@ -123,11 +130,16 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
 
     /// Moves a pending cloud instance to its VM: the provider is asked for a VM with the instance's tag first, and
     /// only when it lists none is one created. `mark_provisioning` follows the provider's acceptance, so a quota
-    /// refusal leaves the row pending (the runbook's "pending > 5 min: provider quota").
+    /// refusal leaves the row pending (the runbook's "pending > 5 min: provider quota"). A bare-metal row asks for
+    /// its machine's onboarding instead ([`InstanceDriver::follow_metal`]).
     pub async fn advance(&mut self, instance_id: &str, now_ms: u64) -> Result<Progress, DriverError> {
         let instance = self.inventory.instance(instance_id)?.clone();
-        let Backing::Cloud { region, instance_type } = &instance.backing else {
-            return Ok(Progress::Nothing);
+        let (region, instance_type) = match &instance.backing {
+            Backing::Cloud { region, instance_type } => (region, instance_type),
+            Backing::BareMetal { .. } if instance.state == InstanceState::Pending => {
+                return self.follow_metal(instance_id, now_ms).await;
+            }
+            Backing::BareMetal { .. } => return Ok(Progress::Nothing),
         };
         if instance.state != InstanceState::Pending {
             return Ok(Progress::Nothing);
@@ -189,7 +201,7 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
         let controlled = self.commit(decided).await?;
         match &controlled.provider_call {
             ProviderCall::Destroy { .. } => {
-                self.finish_destroy(instance_id).await?;
+                self.finish_destroy(instance_id, now_ms).await?;
                 self.cascade(instance_id).await?;
             }
             call => self.dispatch(call).await?,
@@ -226,7 +238,7 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
                 InstanceEvent::Stop => self.dispatch(&ProviderCall::Stop { backing, cloud_instance_id, hard }).await?,
                 InstanceEvent::Reboot => self.dispatch(&ProviderCall::Reboot { backing, cloud_instance_id }).await?,
                 InstanceEvent::Terminate => {
-                    self.finish_destroy(&instance_id).await?;
+                    self.finish_destroy(&instance_id, now_ms).await?;
                     self.cascade(&instance_id).await?;
                 }
                 _ => {}
@@ -241,7 +253,7 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
     pub async fn replenish(&mut self, pool_id: &str, now_ms: u64) -> Result<Vec<String>, DriverError> {
         let stale = self.inventory.recycle_stale(pool_id, now_ms).map_err(refused)?;
         for id in self.commit(stale).await? {
-            self.finish_destroy(&id).await?;
+            self.finish_destroy(&id, now_ms).await?;
             self.cascade(&id).await?;
         }
         let minted = self.commit(self.inventory.replenish(pool_id, now_ms).map_err(refused)?).await?;
@@ -262,7 +274,7 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
         let decided = self.inventory.release(instance_id, now_ms).map_err(refused)?;
         let released = self.commit(decided).await?;
         if released == Released::Recycled {
-            self.finish_destroy(instance_id).await?;
+            self.finish_destroy(instance_id, now_ms).await?;
             self.cascade(instance_id).await?;
         }
         Ok(released)
@@ -271,13 +283,30 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
     /// After a restart (and on every pass): every pending cloud row is advanced (adopting a VM whose create answer
     /// was lost), every committed terminate's destroy and cascade are finished, and a committed stop or start whose
     /// call did not reach the provider (the controller died or was cut off between the commit and the call) is sent
-    /// again — only when the provider's VM shows it has not happened. Returns the instances it touched, in id order.
+    /// again — only when the provider's VM shows it has not happened. A bare-metal row in flight (pending,
+    /// provisioning, stopping, starting, a destroy owed) follows its machine ([`InstanceDriver::follow_metal`]).
+    /// Returns the instances it touched, in id order.
     pub async fn resume(&mut self, now_ms: u64) -> Result<Vec<String>, DriverError> {
         let mut touched = Vec::new();
         let ids: Vec<String> = self.inventory.instances.keys().cloned().collect();
         for id in ids {
             let instance = self.inventory.instance(&id)?;
-            if instance.state == InstanceState::Pending {
+            if matches!(instance.backing, Backing::BareMetal { .. }) {
+                let in_flight = matches!(
+                    instance.state,
+                    InstanceState::Pending
+                        | InstanceState::Provisioning
+                        | InstanceState::Stopping
+                        | InstanceState::Starting
+                ) || instance.destroy_pending_since_ms.is_some();
+                if in_flight {
+                    self.follow_metal(&id, now_ms).await?;
+                }
+                if in_flight || owes_cascade(self.inventory.instance(&id)?) {
+                    self.cascade(&id).await?;
+                    touched.push(id);
+                }
+            } else if instance.state == InstanceState::Pending {
                 self.advance(&id, now_ms).await?;
                 touched.push(id);
             } else if matches!(instance.state, InstanceState::Stopping | InstanceState::Starting) {
@@ -286,7 +315,7 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
                 }
             } else if instance.destroy_pending_since_ms.is_some() || owes_cascade(instance) {
                 if instance.destroy_pending_since_ms.is_some() {
-                    self.finish_destroy(&id).await?;
+                    self.finish_destroy(&id, now_ms).await?;
                 }
                 self.cascade(&id).await?;
                 touched.push(id);
@@ -361,12 +390,52 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
         }
     }
 
+    /// One step of a bare-metal row after its machine (`super::metal`): where the machine's workflows got to is
+    /// read, the request the step names is made (onboard, decommission, power), and the step's records follow it.
+    /// A status or a request that fails writes nothing: the row waits for the next pass (`Deferred`).
+    pub async fn follow_metal(&mut self, instance_id: &str, now_ms: u64) -> Result<Progress, DriverError> {
+        let instance = self.inventory.instance(instance_id)?.clone();
+        let Backing::BareMetal { mac } = &instance.backing else {
+            return Ok(Progress::Nothing);
+        };
+        let status = match self.metal.status(mac).await {
+            Ok(status) => status,
+            Err(error) => return Ok(Progress::Deferred(error)),
+        };
+        let powered = if matches!(instance.state, InstanceState::Stopping | InstanceState::Starting) {
+            match self.metal.powered(mac).await {
+                Ok(powered) => Some(powered),
+                Err(error) => return Ok(Progress::Deferred(error)),
+            }
+        } else {
+            None
+        };
+        let step = self.inventory.metal_step(&instance, &status, powered, now_ms);
+        if let Some(call) = step.call {
+            let made = match call {
+                MetalCall::Onboard => self.metal.onboard(mac, instance_id).await,
+                MetalCall::Decommission => self.metal.decommission(mac).await,
+                MetalCall::Power(action) => self.metal.power(mac, action).await,
+            };
+            if let Err(error) = made {
+                return Ok(Progress::Deferred(error));
+            }
+        }
+        self.commit(step.then).await?;
+        Ok(Progress::Metal(status))
+    }
+
     /// Sends a committed terminate's destroy (by id, or every VM carrying the tag when the create's answer never
     /// came) and confirms it once the provider lists no VM with the tag. Idempotent: a VM already gone is done.
-    async fn finish_destroy(&mut self, instance_id: &str) -> Result<(), DriverError> {
+    /// A bare-metal row's destroy is its machine's decommission, confirmed once the workflow completed.
+    async fn finish_destroy(&mut self, instance_id: &str, now_ms: u64) -> Result<(), DriverError> {
         let instance = self.inventory.instance(instance_id)?.clone();
-        let Backing::Cloud { region, .. } = &instance.backing else {
-            return Ok(());
+        let region = match &instance.backing {
+            Backing::Cloud { region, .. } => region,
+            Backing::BareMetal { .. } => {
+                self.follow_metal(instance_id, now_ms).await?;
+                return Ok(());
+            }
         };
         let mut ids: Vec<String> = instance.cloud_instance_id.iter().cloned().collect();
         for vm in self.provider.find_by_tag(region, instance_id).await? {
@@ -406,12 +475,22 @@ impl<'a, J: Journal, P: Provider, R: PlatformRows> InstanceDriver<'a, J, P, R> {
     }
 
     async fn dispatch(&self, call: &ProviderCall) -> Result<(), DriverError> {
-        let result = match call {
-            ProviderCall::Start { cloud_instance_id: Some(id), .. } => self.provider.start(id).await,
-            ProviderCall::Stop { cloud_instance_id: Some(id), hard, .. } => self.provider.stop(id, *hard).await,
-            ProviderCall::Reboot { cloud_instance_id: Some(id), .. } => self.provider.reboot(id).await,
-            // A bare-metal instance's power is MAAS's (the onboarding and decommission workflows), and a row with
-            // no VM has nothing to power.
+        let (ProviderCall::Start { backing, .. }
+        | ProviderCall::Stop { backing, .. }
+        | ProviderCall::Reboot { backing, .. }) = call
+        else {
+            return Ok(());
+        };
+        let result = match (backing, call) {
+            // A bare-metal instance is powered through MAAS: a stop is a power-off (the runbook's `shutdown -h now`
+            // over SSH ends the same way), a reboot a power cycle.
+            (Backing::BareMetal { mac }, ProviderCall::Start { .. }) => self.metal.power(mac, MetalPower::On).await,
+            (Backing::BareMetal { mac }, ProviderCall::Stop { .. }) => self.metal.power(mac, MetalPower::Off).await,
+            (Backing::BareMetal { mac }, _) => self.metal.power(mac, MetalPower::Cycle).await,
+            (_, ProviderCall::Start { cloud_instance_id: Some(id), .. }) => self.provider.start(id).await,
+            (_, ProviderCall::Stop { cloud_instance_id: Some(id), hard, .. }) => self.provider.stop(id, *hard).await,
+            (_, ProviderCall::Reboot { cloud_instance_id: Some(id), .. }) => self.provider.reboot(id).await,
+            // A cloud row with no VM yet has nothing to power.
             _ => Ok(()),
         };
         Ok(result?)

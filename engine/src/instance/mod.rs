@@ -13,6 +13,7 @@ pub mod control;
 pub mod cordon;
 pub mod driver;
 pub mod inventory;
+pub mod metal;
 pub mod operator;
 pub mod pool;
 pub mod provision;

@@ -3,10 +3,15 @@
 //!
 //! Read-only: [`Inventory::stuck`] looks at the rows and the hub's last heartbeats and says what is stuck; the
 //! recoveries are operator steps built from the choke point, the provider sync and `provision`.
+//!
+//! A bare-metal row (`super::metal`) is provisioned and torn down by the onboarding and decommission workflows, whose
+//! own stall windows, bounded retries and manual-intervention verdicts (the recovery matrix) bound those phases: the
+//! VM bounds of pending, provisioning and terminate-stalled are not its, and are not raised for it. Its never-ready,
+//! silent and stalled-drain rows are.
 
 use serde::{Deserialize, Serialize};
 
-use super::inventory::Inventory;
+use super::inventory::{Backing, Inventory};
 use super::state::InstanceState;
 use crate::sensor::SILENT_THRESHOLD_MS;
 
@@ -104,7 +109,11 @@ impl Inventory {
         let past = |since_ms: u64, bound_ms: u64| now_ms.saturating_sub(since_ms) > bound_ms;
         let mut signals = Vec::new();
         for instance in self.instances.values() {
+            let metal = matches!(instance.backing, Backing::BareMetal { .. });
             let row = match instance.state {
+                // The onboarding and decommission workflows bound a bare-metal row's provisioning and teardown.
+                InstanceState::Pending | InstanceState::Terminated if metal => None,
+                InstanceState::Provisioning if metal && instance.first_heartbeat_ms.is_none() => None,
                 InstanceState::Pending => {
                     past(instance.state_since_ms, PENDING_STUCK_MS).then_some((Stuck::Pending, instance.state_since_ms))
                 }

@@ -10,11 +10,14 @@ use super::approval::{Done, Governance, Policy, Requested};
 use super::control::{Control, ControlRefusal, ProviderCall};
 use super::cordon::{CordonRefusal, CordonState, DrainCordon, DrainRefusal, UncordonRefusal, UncordonState};
 use super::inventory::{Backing, Decided, DeferredOperation, InstanceRecord, Inventory, InventoryError};
+use super::metal::MetalCall;
 use super::pool::{LifecycleClass, Pool, PoolRefusal, PoolState, ReleaseDisposition, Released};
 use super::provision::{AgentPhase, ProviderStep, ProvisionRefusal, Provisioned};
 use super::state::InstanceState;
 use super::stuck::Stuck;
 use super::sync::{ListedVm, SyncSignal};
+use crate::matrix::WorkflowState;
+use crate::ports::bare_metal::{MetalPower, MetalStatus};
 
 /// An inventory and the journal lines its decisions wrote, kept together as a driver keeps them.
 #[derive(Default)]
@@ -442,6 +445,218 @@ fn every_stuck_row_of_the_runbook_is_signalled_past_its_bound_and_not_before() {
     assert!(seen.contains(&(provisioning, Stuck::Provisioning)));
     assert!(seen.contains(&(draining, Stuck::DrainStalled)));
     assert_eq!(seen.len(), 6, "{seen:?}");
+}
+
+fn metal() -> Backing {
+    Backing::BareMetal { mac: "52:54:00:00:00:01".into() }
+}
+
+/// A pending bare-metal instance of a new node.
+fn metal_row(platform: &mut Platform, name: &str) -> String {
+    let node = platform.node(name);
+    let provisioned = platform.inventory.provision(&node, metal(), Some(&format!("op-{name}")), 0).unwrap();
+    platform.commit(provisioned).instance().to_owned()
+}
+
+/// The step of a row given its machine's status (and power reading): its call, and the kinds of the records that
+/// follow it. The records are then committed.
+fn metal_step(
+    platform: &mut Platform,
+    id: &str,
+    status: &MetalStatus,
+    powered: Option<bool>,
+    now_ms: u64,
+) -> (Option<MetalCall>, Vec<String>) {
+    let instance = platform.inventory.instance(id).unwrap().clone();
+    let step = platform.inventory.metal_step(&instance, status, powered, now_ms);
+    let kinds = step.then.records.iter().map(record_kind).collect();
+    platform.commit(step.then);
+    (step.call, kinds)
+}
+
+fn record_kind(record: &InstanceRecord) -> String {
+    let line = record.to_line();
+    let json: serde_json::Value = serde_json::from_str(line.split_once(' ').unwrap().1).unwrap();
+    json["record"].as_str().unwrap().to_owned()
+}
+
+fn onboarding(system_id: Option<&str>) -> MetalStatus {
+    MetalStatus::Onboarding { system_id: system_id.map(str::to_owned) }
+}
+
+fn deployed() -> MetalStatus {
+    MetalStatus::Deployed { system_id: "abc123".into() }
+}
+
+#[test]
+fn a_bare_metal_row_is_provisioned_by_its_onboarding_and_runs_on_its_agents_first_ready_heartbeat() {
+    let mut platform = Platform::default();
+    let id = metal_row(&mut platform, "node-02");
+    let step = |p: &mut Platform, status: &MetalStatus| metal_step(p, &id, status, None, MINUTE);
+    assert_eq!(
+        step(&mut platform, &MetalStatus::Racked),
+        (Some(MetalCall::Onboard), vec!["transition".to_owned()]),
+        "a racked machine is asked for, then the row provisions"
+    );
+    assert_eq!(platform.state(&id), InstanceState::Provisioning);
+    assert_eq!(step(&mut platform, &onboarding(None)), (Some(MetalCall::Onboard), vec![]), "a run to resume");
+    assert_eq!(
+        step(&mut platform, &onboarding(Some("abc123"))),
+        (Some(MetalCall::Onboard), vec!["provider_created".to_owned()]),
+        "the system id, once a checkpoint names it"
+    );
+    assert_eq!(platform.inventory.instance(&id).unwrap().cloud_instance_id.as_deref(), Some("abc123"));
+    assert_eq!(step(&mut platform, &onboarding(Some("abc123"))), (Some(MetalCall::Onboard), vec![]), "once");
+    let retrying = MetalStatus::OnboardingRetrying { system_id: Some("abc123".into()) };
+    assert_eq!(step(&mut platform, &retrying), (None, vec![]), "a retryable stop is the runner's to rerun");
+    assert_eq!(step(&mut platform, &deployed()), (None, vec![]), "deployed: the agent's heartbeat says running");
+    assert_eq!(platform.state(&id), InstanceState::Provisioning);
+    platform.commit(platform.inventory.handle_heartbeat(&id, AgentPhase::Ready, 2 * MINUTE));
+    assert_eq!(platform.state(&id), InstanceState::Running);
+    assert_eq!(step(&mut platform, &deployed()), (None, vec![]), "a running row owes nothing");
+
+    // A controller that died after the onboarding began (or completed) finds the row still pending and adopts it.
+    let late = metal_row(&mut platform, "node-03");
+    assert_eq!(
+        metal_step(&mut platform, &late, &onboarding(Some("def456")), None, MINUTE),
+        (Some(MetalCall::Onboard), vec!["provider_created".to_owned(), "transition".to_owned()])
+    );
+    let retried = metal_row(&mut platform, "node-05");
+    assert_eq!(
+        metal_step(&mut platform, &retried, &MetalStatus::OnboardingRetrying { system_id: None }, None, MINUTE),
+        (None, vec!["transition".to_owned()])
+    );
+    assert_eq!(platform.state(&retried), InstanceState::Provisioning);
+    let done = metal_row(&mut platform, "node-04");
+    assert_eq!(
+        metal_step(&mut platform, &done, &deployed(), None, MINUTE),
+        (None, vec!["provider_created".to_owned(), "transition".to_owned()])
+    );
+    assert_eq!(platform.state(&done), InstanceState::Provisioning);
+    assert_eq!(platform.replayed(), platform.inventory);
+}
+
+#[test]
+fn an_onboarding_stopped_for_good_or_a_machine_retired_under_it_errors_a_provisioning_row() {
+    let failed = MetalStatus::OnboardingFailed { state: WorkflowState::FailedManualIntervention };
+    let retired = MetalStatus::DecommissionFailed { state: WorkflowState::FailedManualIntervention };
+    for status in
+        [failed, MetalStatus::Decommissioning, MetalStatus::DecommissionRetrying, retired, MetalStatus::Decommissioned]
+    {
+        for provisioning in [false, true] {
+            let mut platform = Platform::default();
+            let id = metal_row(&mut platform, "node-02");
+            if provisioning {
+                platform.commit(platform.inventory.begin_provisioning(&id, 0).unwrap());
+            }
+            assert_eq!(
+                metal_step(&mut platform, &id, &status, None, MINUTE),
+                (None, vec!["transition".to_owned()]),
+                "{status:?}"
+            );
+            assert_eq!(platform.state(&id), InstanceState::Error, "{status:?}");
+            assert_eq!(metal_step(&mut platform, &id, &status, None, MINUTE), (None, vec![]), "error is at rest");
+        }
+    }
+}
+
+#[test]
+fn a_bare_metal_terminate_is_its_decommission_and_is_confirmed_once_the_workflow_completed() {
+    let mut platform = Platform::default();
+    let id = metal_row(&mut platform, "node-02");
+    platform.commit(platform.inventory.begin_provisioning(&id, 0).unwrap());
+    platform.commit(platform.inventory.handle_heartbeat(&id, AgentPhase::Ready, MINUTE));
+    platform.commit(platform.inventory.control(&id, Control::Terminate, false, 2 * MINUTE).unwrap());
+    let failed = MetalStatus::OnboardingFailed { state: WorkflowState::FailedManualIntervention };
+    let retrying = MetalStatus::OnboardingRetrying { system_id: None };
+    for status in [deployed(), onboarding(Some("abc123")), retrying, failed, MetalStatus::Decommissioning] {
+        assert_eq!(
+            metal_step(&mut platform, &id, &status, None, 3 * MINUTE),
+            (Some(MetalCall::Decommission), vec![]),
+            "{status:?}"
+        );
+    }
+    let stuck = MetalStatus::DecommissionFailed { state: WorkflowState::FailedManualIntervention };
+    assert_eq!(metal_step(&mut platform, &id, &stuck, None, 3 * MINUTE), (None, vec![]), "a person's follow-up");
+    let rerun = MetalStatus::DecommissionRetrying;
+    assert_eq!(metal_step(&mut platform, &id, &rerun, None, 3 * MINUTE), (None, vec![]), "the runner's rerun");
+    assert!(platform.inventory.instance(&id).unwrap().destroy_pending_since_ms.is_some(), "not released");
+    assert_eq!(
+        metal_step(&mut platform, &id, &MetalStatus::Decommissioned, None, 4 * MINUTE),
+        (None, vec!["destroy_confirmed".to_owned()])
+    );
+    assert_eq!(metal_step(&mut platform, &id, &MetalStatus::Decommissioned, None, 4 * MINUTE), (None, vec![]));
+
+    // A pending row terminated before its machine was ever asked for: nothing to release.
+    let never = metal_row(&mut platform, "node-03");
+    platform.commit(platform.inventory.control(&never, Control::Terminate, false, MINUTE).unwrap());
+    assert_eq!(
+        metal_step(&mut platform, &never, &MetalStatus::Racked, None, MINUTE),
+        (None, vec!["destroy_confirmed".to_owned()])
+    );
+    assert_eq!(platform.replayed(), platform.inventory);
+}
+
+#[test]
+fn a_bare_metal_stop_and_start_follow_maas_power_and_a_cloud_row_gets_no_metal_step() {
+    let mut platform = Platform::default();
+    let id = metal_row(&mut platform, "node-02");
+    platform.commit(platform.inventory.begin_provisioning(&id, 0).unwrap());
+    platform.commit(platform.inventory.handle_heartbeat(&id, AgentPhase::Ready, MINUTE));
+    assert_eq!(metal_step(&mut platform, &id, &deployed(), Some(false), MINUTE), (None, vec![]), "running");
+    let stop = platform.commit(platform.inventory.control(&id, Control::Stop, false, 2 * MINUTE).unwrap());
+    assert_eq!(stop.provider_call, ProviderCall::Stop { backing: metal(), cloud_instance_id: None, hard: false });
+    let off = Some(MetalCall::Power(MetalPower::Off));
+    assert_eq!(metal_step(&mut platform, &id, &deployed(), Some(true), 3 * MINUTE), (off, vec![]), "still on");
+    assert_eq!(metal_step(&mut platform, &id, &deployed(), None, 3 * MINUTE), (None, vec![]), "no reading");
+    assert_eq!(
+        metal_step(&mut platform, &id, &deployed(), Some(false), 3 * MINUTE),
+        (None, vec!["transition".to_owned()])
+    );
+    assert_eq!(platform.state(&id), InstanceState::Stopped);
+    platform.commit(platform.inventory.control(&id, Control::Start, false, 4 * MINUTE).unwrap());
+    let on = Some(MetalCall::Power(MetalPower::On));
+    assert_eq!(metal_step(&mut platform, &id, &deployed(), Some(false), 5 * MINUTE), (on, vec![]), "still off");
+    assert_eq!(metal_step(&mut platform, &id, &deployed(), Some(true), 5 * MINUTE), (None, vec![]), "booting");
+    assert_eq!(platform.state(&id), InstanceState::Starting);
+
+    let vm = platform.running("vm-01", 0);
+    let cloud_row = platform.inventory.instance(&vm).unwrap().clone();
+    platform.commit(platform.inventory.control(&vm, Control::Terminate, false, MINUTE).unwrap());
+    let cloud_row_terminated = platform.inventory.instance(&vm).unwrap().clone();
+    for row in [cloud_row, cloud_row_terminated] {
+        let step = platform.inventory.metal_step(&row, &MetalStatus::Decommissioned, Some(true), MINUTE);
+        assert_eq!((step.call, step.then.records.len()), (None, 0));
+    }
+}
+
+#[test]
+fn a_bare_metal_row_is_not_held_to_the_vm_bounds_its_workflows_keep() {
+    let mut platform = Platform::default();
+    let pending = metal_row(&mut platform, "node-02");
+    let provisioning = metal_row(&mut platform, "node-03");
+    platform.commit(platform.inventory.begin_provisioning(&provisioning, 0).unwrap());
+    let never_ready = metal_row(&mut platform, "node-04");
+    platform.commit(platform.inventory.begin_provisioning(&never_ready, 0).unwrap());
+    platform.commit(platform.inventory.handle_heartbeat(&never_ready, AgentPhase::Booting, MINUTE));
+    let terminating = metal_row(&mut platform, "node-05");
+    platform.commit(platform.inventory.begin_provisioning(&terminating, 0).unwrap());
+    platform.commit(platform.inventory.handle_heartbeat(&terminating, AgentPhase::Ready, MINUTE));
+    platform.commit(platform.inventory.control(&terminating, Control::Terminate, false, 2 * MINUTE).unwrap());
+    let silent = metal_row(&mut platform, "node-06");
+    platform.commit(platform.inventory.begin_provisioning(&silent, 0).unwrap());
+    platform.commit(platform.inventory.handle_heartbeat(&silent, AgentPhase::Ready, MINUTE));
+    let seen: Vec<(String, Stuck)> = platform
+        .inventory
+        .stuck(60 * MINUTE, |_| Some(MINUTE))
+        .into_iter()
+        .map(|signal| (signal.instance, signal.stuck))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![(never_ready, Stuck::NeverReady), (silent, Stuck::Silent)],
+        "not {pending} nor {provisioning} nor {terminating}"
+    );
 }
 
 #[test]

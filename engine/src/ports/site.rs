@@ -240,6 +240,9 @@ pub trait MaasApi {
     fn mark_fixed(&self, system_id: &str) -> impl Future<Output = Result<Machine, MaasError>>;
     /// `op=power_off` (hard): MAAS asks the BMC and answers; the power may still read on afterwards.
     fn power_off(&self, system_id: &str) -> impl Future<Output = Result<(), MaasError>>;
+    /// `op=power_on`: power a deployed (or allocated) machine on; MAAS refuses one not allocated to the caller (409
+    /// "Can't start node: it hasn't been allocated.").
+    fn power_on(&self, system_id: &str) -> impl Future<Output = Result<(), MaasError>>;
     /// `op=query_power_state`: MAAS asks the BMC now.
     fn power_state(&self, system_id: &str) -> impl Future<Output = Result<PowerState, MaasError>>;
     /// `DELETE machines/{id}/` (204).

@@ -98,6 +98,8 @@ pub struct History<R: WorkflowRecord> {
     /// The last run began and has recorded neither a stop nor a completion (its controller died, perhaps before its
     /// first checkpoint): a restarted controller runs the workflow again.
     pub unfinished: bool,
+    /// The state the last run stopped in, when it stopped (cleared by a run's start and a completion).
+    pub last_stop: Option<WorkflowState>,
     /// The stages the last run checkpointed, since it started.
     last_run_reached: BTreeSet<R::Stage>,
     /// The last run recorded a stop or a completion, since it started.
@@ -114,6 +116,7 @@ impl<R: WorkflowRecord> Default for History<R> {
             reached: BTreeSet::new(),
             interrupted_at: None,
             unfinished: false,
+            last_stop: None,
             last_run_reached: BTreeSet::new(),
             last_run_ended: false,
         }
@@ -137,6 +140,7 @@ impl<R: WorkflowRecord> History<R> {
                     history.runs = history.runs.max(run);
                     history.interrupted_at = None;
                     history.unfinished = true;
+                    history.last_stop = None;
                     history.last_run_reached.clear();
                     history.last_run_ended = false;
                 }
@@ -151,10 +155,12 @@ impl<R: WorkflowRecord> History<R> {
                         history.failed_retryable_runs += 1;
                     }
                     history.end_run();
+                    history.last_stop = Some(workflow_state);
                 }
                 Entry::Completed { completion, .. } => {
                     history.completed = Some(completion);
                     history.end_run();
+                    history.last_stop = None;
                 }
                 Entry::Work { .. } => {}
             }

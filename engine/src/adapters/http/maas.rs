@@ -692,6 +692,10 @@ impl<T: HttpTransport, C: Clock> MaasApi for MaasClient<T, C> {
         self.call("power_off", Method::Post, machine_op_path(system_id, "power_off"), Some(Form::new())).await.map(drop)
     }
 
+    async fn power_on(&self, system_id: &str) -> Result<(), MaasError> {
+        self.call("power_on", Method::Post, machine_op_path(system_id, "power_on"), Some(Form::new())).await.map(drop)
+    }
+
     async fn power_state(&self, system_id: &str) -> Result<PowerState, MaasError> {
         let wire: PowerStateWire =
             self.get("query_power_state", machine_op_path(system_id, "query_power_state")).await?;
