@@ -23,6 +23,9 @@ const SCENARIOS: &[&str] = &[
     "hub-crashes-and-restarts-mid-run.toml",
     "instances-agent-up-but-never-ready-is-terminated-and-provisioned-afresh.toml",
     "instances-approval-parks-cordon-and-terminate-until-approved-or-denied.toml",
+    "instances-bare-metal-controller-killed-after-the-deploy-call-runs-one-deploy.toml",
+    "instances-bare-metal-machines-are-onboarded-powered-and-decommissioned.toml",
+    "instances-bare-metal-onboarding-stopped-for-a-person-errors-the-row-and-its-terminate-asks-once.toml",
     "instances-controller-killed-after-the-create-adopts-the-vm-by-its-tag.toml",
     "instances-controller-killed-between-terminate-commit-and-destroy-finishes-it-once.toml",
     "instances-cordon-outcomes-and-refusals-of-pool-members.toml",
@@ -1486,4 +1489,111 @@ fn instances_controller_killed_after_the_create_adopts_the_vm_by_its_tag() {
     assert_eq!(vms_created(&trace)["i-00001"], 1, "one VM");
     assert_eq!(records(&trace, "provider_created").len(), 1, "adopted once the controller was back");
     assert_eq!(final_states(&trace)["i-00001"], "running");
+}
+
+/// The region calls of `workflow` as (op, system id, status), in order.
+fn site_requests(trace: &[String], workflow: &str) -> Vec<(String, String, u64)> {
+    json(trace)
+        .into_iter()
+        .filter(|event| event["kind"] == "site.request" && event["workflow"] == workflow)
+        .map(|event| {
+            let text = |key: &str| event[key].as_str().unwrap_or_default().to_owned();
+            (text("op"), text("system_id"), event["status"].as_u64().unwrap_or_default())
+        })
+        .collect()
+}
+
+/// The first time an event of `kind` for `workflow` carries `event.event == name`.
+fn workflow_event_ms(trace: &[String], kind: &str, workflow: &str, name: &str) -> Option<u64> {
+    json(trace)
+        .into_iter()
+        .find(|event| event["kind"] == kind && event["workflow"] == workflow && event["event"]["event"] == name)
+        .map(|event| event["t_ms"].as_u64().unwrap())
+}
+
+fn record_ms(trace: &[String], kind: &str, instance: &str) -> Option<u64> {
+    json(trace)
+        .into_iter()
+        .find(|event| {
+            event["kind"] == "instance.record"
+                && event["record"]["record"] == kind
+                && event["record"]["instance"] == instance
+        })
+        .map(|event| event["t_ms"].as_u64().unwrap())
+}
+
+#[test]
+fn instances_bare_metal_machines_are_onboarded_powered_and_decommissioned() {
+    let (record, trace) = run_file("instances-bare-metal-machines-are-onboarded-powered-and-decommissioned.toml");
+    assert!(reached(&record, "onboarding_completed") && reached(&record, "decommission_completed"));
+    let states = final_states(&trace);
+    let expected = [("i-00001", "terminated"), ("i-00002", "running"), ("i-00003", "running")];
+    assert_eq!(states, expected.iter().map(|(id, state)| (id.to_string(), state.to_string())).collect());
+    for created in records(&trace, "instance_created") {
+        assert_eq!(created["instance"]["backing"]["provider"], "bare_metal", "{created}");
+    }
+    let events: Vec<String> = records(&trace, "transition")
+        .iter()
+        .filter(|transition| transition["instance"] == "i-00002")
+        .map(|transition| transition["event"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(events, ["mark_provisioning", "mark_running", "stop", "mark_stopped", "start", "mark_running"]);
+    // Power goes to MAAS, each call after a read of the machine; the system id is the one the onboarding named.
+    let system_id = records(&trace, "provider_created")
+        .into_iter()
+        .find(|created| created["instance"] == "i-00002")
+        .map(|created| created["cloud_instance_id"].as_str().unwrap().to_owned())
+        .unwrap();
+    let powered: Vec<(String, String, u64)> = site_requests(&trace, "instances")
+        .into_iter()
+        .filter(|(op, _, _)| op == "power_off" || op == "power_on")
+        .collect();
+    assert_eq!(powered, [("power_off".into(), system_id.clone(), 200), ("power_on".into(), system_id, 200)]);
+    // The terminate is the decommission, and the destroy is confirmed only once it completed.
+    let terminated = record_ms(&trace, "destroy_requested", "i-00001").unwrap();
+    let begun = workflow_event_ms(&trace, "engine.decommission", "decommission-node-02", "stage_started").unwrap();
+    let completed = workflow_event_ms(&trace, "engine.decommission", "decommission-node-02", "completed").unwrap();
+    let confirmed = record_ms(&trace, "destroy_confirmed", "i-00001").unwrap();
+    assert!(
+        terminated <= begun && begun < completed && completed <= confirmed,
+        "{terminated} {begun} {completed} {confirmed}"
+    );
+    assert!(workflow_event_ms(&trace, "engine.decommission", "decommission-node-03", "stage_started").is_none());
+}
+
+#[test]
+fn instances_bare_metal_onboarding_stopped_for_a_person_errors_the_row_and_its_terminate_asks_once() {
+    let (record, trace) = run_file(
+        "instances-bare-metal-onboarding-stopped-for-a-person-errors-the-row-and-its-terminate-asks-once.toml",
+    );
+    assert!(reached(&record, "mac_drift_classified"));
+    let events: Vec<String> = records(&trace, "transition")
+        .iter()
+        .filter(|transition| transition["instance"] == "i-00001")
+        .map(|transition| transition["event"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(events, ["mark_provisioning", "mark_errored", "terminate"]);
+    assert_eq!(final_states(&trace)["i-00002"], "running");
+    let runs = json(&trace)
+        .into_iter()
+        .filter(|event| {
+            event["kind"] == "engine.decommission"
+                && event["workflow"] == "decommission-node-02"
+                && event["event"]["event"] == "stage_started"
+        })
+        .count();
+    assert_eq!(runs, 1, "a retryable stop is not asked for again on every pass");
+    assert!(record_ms(&trace, "destroy_requested", "i-00001").is_some());
+    assert!(record_ms(&trace, "destroy_confirmed", "i-00001").is_none(), "the machine was never released");
+}
+
+#[test]
+fn instances_bare_metal_controller_killed_after_the_deploy_call_runs_one_deploy() {
+    let (record, trace) = run_file("instances-bare-metal-controller-killed-after-the-deploy-call-runs-one-deploy.toml");
+    assert!(reached(&record, "host_restarted") && reached(&record, "onboarding_completed"));
+    assert_eq!(records(&trace, "instance_created").len(), 1, "one row across the restart");
+    assert_eq!(final_states(&trace)["i-00001"], "running");
+    let deploys =
+        site_requests(&trace, "onboard-node-02").into_iter().filter(|(op, _, status)| op == "deploy" && *status == 200);
+    assert_eq!(deploys.count(), 1, "the rerun adopts the deploy in flight");
 }

@@ -478,7 +478,7 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         stage_steps: Vec::new(),
         expect: Expectations::default(),
         onboarding,
-        instances: spec::instances::resolve_instances(&source, file.instances.as_ref())?,
+        instances: spec::instances::resolve_instances(&source, file.instances.as_ref(), file.onboarding.is_some())?,
     };
     let (faults, faults_span) = match &file.faults {
         Some(faults) => (faults.get_ref().clone(), faults.span()),

@@ -135,6 +135,8 @@ catalogue! {
         "a request the instance controller refuses (a cordon, a drain, a hold, a control verb ...) writes its audit record and nothing else";
     EveryInstanceSettles: "every_instance_settles", Eventually,
         "every instance settles in running, stopped, terminated or error within its state's bound (no orphaned pending or provisioning row), and every terminate's destroy is confirmed, counted from the last fault or controller boot";
+    BareMetalFollowsItsWorkflows: "bare_metal_follows_its_workflows", Always,
+        "a bare-metal instance runs only once its machine's agent enrolled, its machine's decommission begins only after the instance was terminated, and its destroy is confirmed only once that decommission completed (or when the machine was never onboarded)";
     TerminatedGuestSignalled: "terminated_guest_signalled", Eventually,
         "a guest the provider still runs after its row was terminated is gone, or signalled cloud_sync_terminated_guest_present, within the hourly sync's period and a pass";
     CordonFenced: "cordon_fenced", Sometimes,

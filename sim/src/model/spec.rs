@@ -700,7 +700,7 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
     }
     let liveness_budget_ms = file.liveness_budget_ms.unwrap_or(DEFAULT_LIVENESS_BUDGET_MS);
     let onboarding = resolve_onboarding(&source, file.onboarding.as_ref(), &fleet, duration_ms)?;
-    let instances = instances::resolve_instances(&source, file.instances.as_ref())?;
+    let instances = instances::resolve_instances(&source, file.instances.as_ref(), onboarding.is_some())?;
 
     let mut steps = Vec::with_capacity(file.step.len());
     let mut stage_steps = Vec::new();
@@ -1171,6 +1171,10 @@ pub(crate) fn validate_step(
         Step::ClockSkew { target, .. } if target == MAAS => {
             Some(format!("{key}.target: the maas host runs on the site's clock, which cannot be skewed"))
         }
+        Step::Decommission { target } if instances.is_some_and(|instances| instances.bare_metal) => Some(format!(
+            "{key}: in a bare-metal run {target} is decommissioned by terminating its instance (an instance_operator \
+             step with op = \"terminate\" and target = \"{target}\")"
+        )),
         // No rule on the values of the other kinds (or the values passed the rules above).
         Step::Partition { .. }
         | Step::PartitionOneway { .. }

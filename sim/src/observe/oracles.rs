@@ -147,6 +147,7 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
         OracleId::NothingWrittenBeforeApproval => Box::new(instance::NothingBeforeApproval::default()),
         OracleId::RefusedWritesNothing => Box::new(instance::RefusedWritesNothing),
         OracleId::EveryInstanceSettles => Box::new(instance::EveryInstanceSettles::default()),
+        OracleId::BareMetalFollowsItsWorkflows => Box::new(instance::BareMetalFollowsItsWorkflows::default()),
         OracleId::TerminatedGuestSignalled => Box::new(instance::TerminatedGuestSignalled::default()),
         OracleId::CordonFenced => Box::new(instance::CordonReached(instance::CordonOutcome::Fenced)),
         OracleId::CordonClaimed => Box::new(instance::CordonReached(instance::CordonOutcome::Claimed)),

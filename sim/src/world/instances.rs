@@ -31,6 +31,7 @@ use crate::model::faults::{DeathPoint, DeathSubsystem, InstanceOp, ProviderFault
 use crate::model::spec::instances::{ACCOUNT, INSTANCE_TYPE, InstancesSpec, REGION, TEMPLATE};
 use crate::observe::trace::Body;
 use crate::world::controller::SimJournal;
+use crate::world::metal::SimMetal;
 use crate::world::net::HostId;
 use crate::world::{CONTROLLER_ID, HUB_ID, World};
 
@@ -43,7 +44,7 @@ pub const REPLENISH_MS: u64 = 60_000;
 /// The cloud sync's period.
 pub const SYNC_MS: u64 = 60 * 60_000;
 /// Platform rows an enrolled agent has: certificates, bootstrap tokens, peers.
-const PLATFORM_ROWS: [u32; 3] = [1, 1, 2];
+pub(crate) const PLATFORM_ROWS: [u32; 3] = [1, 1, 2];
 
 /// The instance lifecycle's part of the world.
 pub(crate) struct InstancesWorld {
@@ -63,6 +64,8 @@ pub(crate) struct InstancesWorld {
     wake: Rc<Notify>,
     /// The kinds of the instance records journaled, in order (what a request wrote is the slice its call added).
     journaled: RefCell<Vec<String>>,
+    /// In a bare-metal run, the instance each machine's agent enrols as (the onboarding request carries it).
+    metal_agents: RefCell<BTreeMap<String, String>>,
 }
 
 impl InstancesWorld {
@@ -80,6 +83,36 @@ impl InstancesWorld {
             requests: RefCell::new(VecDeque::new()),
             wake: Rc::new(Notify::new()),
             journaled: RefCell::new(Vec::new()),
+            metal_agents: RefCell::new(BTreeMap::new()),
+        }
+    }
+
+    pub(crate) fn spec(&self) -> &InstancesSpec {
+        &self.spec
+    }
+
+    /// The onboarding of `machine` is requested for `instance`: its agent will enrol as that instance.
+    pub(crate) fn enrols_as(&self, machine: &str, instance: &str) {
+        self.metal_agents.borrow_mut().insert(machine.to_owned(), instance.to_owned());
+    }
+
+    /// The instance `machine`'s agent enrols as, if its onboarding was requested for one.
+    pub(crate) fn agent_of(&self, machine: &str) -> Option<String> {
+        self.metal_agents.borrow().get(machine).cloned()
+    }
+
+    /// An agent enrolled at the hub: the platform rows it now has.
+    pub(crate) fn platform_rows_for(&self, instance: &str, rows: [u32; 3]) {
+        self.platform.borrow_mut().insert(instance.to_owned(), rows);
+    }
+
+    /// The hub heard an agent: its last heartbeat, and (once until the controller reads it) what it said.
+    pub(crate) fn heard_at_hub(&self, instance: &str, heard: Heard, now_ms: u64) {
+        let ready = heard == Heard::Heartbeat(AgentPhase::Ready);
+        self.last_heartbeat.borrow_mut().insert(instance.to_owned(), (now_ms, ready));
+        let mut unread = self.unread.borrow_mut();
+        if !unread.iter().any(|(id, queued)| id == instance && *queued == heard) {
+            unread.push((instance.to_owned(), heard));
         }
     }
 }
@@ -230,7 +263,7 @@ impl PlatformRows for SimPlatform {
     }
 }
 
-type Driver<'a> = InstanceDriver<'a, SimJournal, SimProvider, SimPlatform>;
+type Driver<'a> = InstanceDriver<'a, SimJournal, SimProvider, SimMetal, SimPlatform>;
 
 /// The stuck rows raised and those the on-call recovered, each as (instance, row, since when).
 type StuckSeen = BTreeSet<(String, Stuck, u64)>;
@@ -319,7 +352,8 @@ impl World {
         let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
         let provider = SimProvider { world: self.clone(), from: CONTROLLER_ID };
         let platform = SimPlatform { world: self.clone(), from: CONTROLLER_ID };
-        let mut driver = match InstanceDriver::open(&journal, &provider, &platform).await {
+        let metal = SimMetal { world: self.clone() };
+        let mut driver = match InstanceDriver::open(&journal, &provider, &metal, &platform).await {
             Ok(driver) => driver,
             Err(error) => return self.pass_failed("open", &error),
         };
@@ -380,7 +414,8 @@ impl World {
     }
 
     /// The pools and plain nodes of the spec that the journal does not have yet, and each plain node's first
-    /// provision under `op-<node>` (a retry of the same operation when a dead controller had begun it).
+    /// provision under `op-<node>` (a retry of the same operation when a dead controller had begun it). In a
+    /// bare-metal run every machine of the site is a node too (its worker named as it), provisioned on its machine.
     async fn set_up(&self, driver: &mut Driver<'_>) -> Result<(), DriverError> {
         let spec = self.instances().spec.clone();
         let now_ms = self.now_ms();
@@ -404,13 +439,27 @@ impl World {
                 driver.commit(decided).await?;
             }
         }
-        for name in spec.plain_names() {
+        let plain = spec.plain_names().into_iter().map(|name| (name, None, cloud_backing()));
+        let machines: Vec<(String, Option<String>, Backing)> = match (&self.site, spec.bare_metal) {
+            (Some(site), true) => {
+                let racked = site.state.borrow();
+                racked
+                    .racked
+                    .iter()
+                    .map(|(machine, racked)| {
+                        (machine.clone(), Some(machine.clone()), Backing::BareMetal { mac: racked.pxe_mac.clone() })
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        for (name, worker, backing) in plain.chain(machines) {
             let node_id = match node_by_name(driver, &name) {
                 Some(id) => id,
                 None => {
                     let decided = driver
                         .inventory()
-                        .create_node(ACCOUNT, &name, TEMPLATE, None, BTreeMap::new())
+                        .create_node(ACCOUNT, &name, TEMPLATE, worker.as_deref(), BTreeMap::new())
                         .map_err(|refusal| DriverError::Refused(refusal.to_string()))?;
                     driver.commit(decided).await?
                 }
@@ -418,7 +467,7 @@ impl World {
             let begun = driver.inventory().instances.values().any(|instance| instance.node == node_id);
             if !begun {
                 let operation_id = format!("op-{name}");
-                driver.provision(&node_id, cloud_backing(), Some(&operation_id), now_ms).await?;
+                driver.provision(&node_id, backing, Some(&operation_id), now_ms).await?;
             }
         }
         Ok(())
@@ -615,7 +664,14 @@ impl World {
             InstanceOp::Provision => {
                 let node = node_by_name(driver, target)
                     .ok_or_else(|| DriverError::Refused(format!("{target} names no node")))?;
-                driver.provision(&node, cloud_backing(), operation_id, now_ms).await?;
+                // A node is provisioned again on what backed it (its machine, for a bare-metal node).
+                let backing = driver
+                    .inventory()
+                    .instances
+                    .values()
+                    .rfind(|instance| instance.node == node)
+                    .map_or_else(cloud_backing, |instance| instance.backing.clone());
+                driver.provision(&node, backing, operation_id, now_ms).await?;
                 return Ok("performed".to_owned());
             }
             InstanceOp::ClearStuck => {

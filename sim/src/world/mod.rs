@@ -12,6 +12,7 @@ pub mod disk;
 pub mod hub;
 pub mod instances;
 pub mod journal;
+pub mod metal;
 pub mod net;
 pub mod nodes;
 pub mod operator;

@@ -22,7 +22,7 @@ use engine::ports::site::{self as port, MaasError};
 use engine::ports::{SecretsError, TransportError};
 use engine::workflow::RetryPolicy;
 use fakes::agent::{HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS};
-use fakes::hub::{AgentKind, Request};
+use fakes::hub::{AgentKind, Request, Response};
 use fakes::maas::region::{CreateMachine, MachineView, PowerParameters};
 use fakes::maas::{
     BmcFault, DhcpFault, DnsFault, EventsQuery, HwSyncFault, MaasBody, MaasRequest, MaasResponse, PowerCredential,
@@ -217,6 +217,19 @@ impl SiteWorld {
     }
 
     /// The transport's plug, on a transport that has one (the wire).
+    /// The instance controller asks for `machine`'s onboarding (a bare-metal provision): the runner takes it as it
+    /// takes a `resume_onboarding` — a workflow in flight is the same request.
+    pub(crate) fn request_onboarding(&self, machine: &str) {
+        self.resumes.borrow_mut().push(machine.to_owned());
+        self.resume_requested.notify_one();
+    }
+
+    /// The instance controller asks for `machine`'s decommission (a bare-metal terminate).
+    pub(crate) fn request_decommission(&self, machine: &str) {
+        self.decommissions.borrow_mut().push(machine.to_owned());
+        self.resume_requested.notify_one();
+    }
+
     pub(crate) fn plug(&self) -> Option<Rc<dyn SitePlug>> {
         self.plug.borrow().clone()
     }
@@ -422,6 +435,7 @@ impl World {
                     kind: AgentKind::Durable,
                     token: bearer,
                 });
+                self.metal_enrolled(machine);
                 Ok(())
             }
             Ok(VaultResponse::Redeemed { node, token_id }) => {
@@ -443,8 +457,15 @@ impl World {
                 (running, self.site().state.borrow().enrolled.get(&machine).cloned())
             };
             if let (true, Some(token)) = (running, token) {
-                let request = Request::Heartbeat { agent: machine.clone(), token, revision: None };
-                let _ = self.call(host, HUB_ID, HEARTBEAT_TIMEOUT_MS, move |world| world.hub_request(request)).await;
+                let (request, agent) =
+                    (Request::Heartbeat { agent: machine.clone(), token, revision: None }, machine.clone());
+                let _ = self
+                    .call(host, HUB_ID, HEARTBEAT_TIMEOUT_MS, move |world| {
+                        if world.hub_request(request) == Response::Ok {
+                            world.metal_heartbeat(&agent);
+                        }
+                    })
+                    .await;
             }
             tokio::time::sleep(std::time::Duration::from_millis(HEARTBEAT_INTERVAL_MS)).await;
         }
@@ -462,7 +483,17 @@ impl World {
         let running: Rc<RefCell<BTreeSet<String>>> = Rc::default();
         let decommissioning: Rc<RefCell<BTreeSet<String>>> = Rc::default();
         let lines = self.controller_journal().await;
-        for machine in &onboarding.machines {
+        // In a bare-metal run the instance controller asks for each machine's onboarding (its provision): at boot
+        // only the workflows a run of which began are taken up again, as in any run.
+        let bare_metal = self.spec.instances.as_ref().is_some_and(|instances| instances.bare_metal);
+        let began = |machine: &String| {
+            engine::onboarding::record::OnboardHistory::of(
+                &crate::model::ids::onboarding_workflow_id(machine),
+                lines.iter().map(String::as_str),
+            )
+            .is_ok_and(|history| history.runs > 0)
+        };
+        for machine in onboarding.machines.iter().filter(|machine| !bare_metal || began(machine)) {
             // A node whose decommission began is not onboarded again.
             let decommission_began = engine::decommission::record::DecommissionHistory::of(
                 &crate::model::ids::decommission_workflow_id(machine),
@@ -863,7 +894,7 @@ pub(crate) struct SimMaas {
 type SiteAnswer<T> = Option<(u16, Result<T, MaasError>)>;
 
 /// The region calls that change a machine (the ones a `controller_death` at `after_remote_mutation` follows).
-const MUTATING_OPS: [&str; 10] = [
+const MUTATING_OPS: [&str; 11] = [
     "create",
     "commission",
     "set_boot_disk",
@@ -873,6 +904,7 @@ const MUTATING_OPS: [&str; 10] = [
     "abort",
     "mark_fixed",
     "power_off",
+    "power_on",
     "delete",
 ];
 
@@ -958,7 +990,13 @@ impl World {
 
 /// The workflow kind a workflow id belongs to.
 fn subsystem(workflow: &str) -> DeathSubsystem {
-    if workflow.starts_with("decommission-") { DeathSubsystem::Decommission } else { DeathSubsystem::Onboarding }
+    if workflow.starts_with("decommission-") {
+        DeathSubsystem::Decommission
+    } else if workflow == crate::world::metal::INSTANCES_WORKFLOW {
+        DeathSubsystem::Instances
+    } else {
+        DeathSubsystem::Onboarding
+    }
 }
 
 /// A region answer in the engine's terms: a 2xx with the expected body, else an HTTP error.
@@ -1264,6 +1302,11 @@ impl port::MaasApi for SimMaas {
     async fn power_off(&self, system_id: &str) -> Result<(), MaasError> {
         let request = MaasRequest::PowerOff { system_id: system_id.to_owned() };
         self.request("power_off", Some(system_id), request, |_, _, _| Some(())).await
+    }
+
+    async fn power_on(&self, system_id: &str) -> Result<(), MaasError> {
+        let request = MaasRequest::PowerOn { system_id: system_id.to_owned() };
+        self.request("power_on", Some(system_id), request, |_, _, _| Some(())).await
     }
 
     async fn power_state(&self, system_id: &str) -> Result<port::PowerState, MaasError> {
@@ -1577,6 +1620,9 @@ impl port::MaasApi for SiteMaas {
     async fn power_off(&self, system_id: &str) -> Result<(), MaasError> {
         either!(SiteMaas, self.power_off(system_id))
     }
+    async fn power_on(&self, system_id: &str) -> Result<(), MaasError> {
+        either!(SiteMaas, self.power_on(system_id))
+    }
     async fn power_state(&self, system_id: &str) -> Result<port::PowerState, MaasError> {
         either!(SiteMaas, self.power_state(system_id))
     }
@@ -1678,6 +1724,9 @@ impl port::MaasApi for WireMaas {
     }
     async fn power_off(&self, system_id: &str) -> Result<(), MaasError> {
         self.traced("power_off", Some(system_id), self.wire.maas.power_off(system_id)).await
+    }
+    async fn power_on(&self, system_id: &str) -> Result<(), MaasError> {
+        self.traced("power_on", Some(system_id), self.wire.maas.power_on(system_id)).await
     }
     async fn power_state(&self, system_id: &str) -> Result<port::PowerState, MaasError> {
         self.traced("query_power_state", Some(system_id), self.wire.maas.power_state(system_id)).await

@@ -56,6 +56,10 @@ pub struct InstancesSpec {
     /// The on-call follows the runbook's recovery of every stuck row by itself; off, only the scenario's
     /// `instance_operator` steps act.
     pub on_call: bool,
+    /// Every machine of the `[onboarding]` site is a Node with a bare-metal instance, provisioned by its onboarding
+    /// workflow and terminated by its decommission workflow (absent from the configuration when false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bare_metal: bool,
 }
 
 impl InstancesSpec {
@@ -78,6 +82,7 @@ pub(crate) struct InstancesFile {
     quota: Option<Spanned<u32>>,
     governance: Option<GovernanceFile>,
     on_call: Option<bool>,
+    bare_metal: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -98,10 +103,12 @@ struct GovernanceFile {
     terminate: Option<Policy>,
 }
 
-/// Resolves the table: every count within its bound, pool names unique and well-formed, `target <= max`.
+/// Resolves the table: every count within its bound, pool names unique and well-formed, `target <= max`, and
+/// `bare_metal` only over a site (`has_site`: the file has an `[onboarding]` table).
 pub(crate) fn resolve_instances(
     source: &Source,
     file: Option<&Spanned<InstancesFile>>,
+    has_site: bool,
 ) -> Result<Option<InstancesSpec>, SpecError> {
     let Some(file) = file else { return Ok(None) };
     let table = file.get_ref();
@@ -160,15 +167,23 @@ pub(crate) fn resolve_instances(
             ));
         }
     };
-    if plain == 0 && pools.is_empty() {
-        return Err(source.error_at(Some(file.span()), "instances: needs plain nodes or a pool"));
+    let bare_metal = table.bare_metal.as_ref().is_some_and(|flag| *flag.get_ref());
+    if bare_metal && !has_site {
+        let span = table.bare_metal.as_ref().map(Spanned::span);
+        return Err(source.error_at(
+            span,
+            "instances.bare_metal: the site's machines back the instances, which needs an [onboarding] table",
+        ));
+    }
+    if plain == 0 && pools.is_empty() && !bare_metal {
+        return Err(source.error_at(Some(file.span()), "instances: needs plain nodes, a pool or bare_metal = true"));
     }
     let default = Governance::default();
     let governance = table.governance.as_ref().map_or(default, |file| Governance {
         instance_cordon: file.instance_cordon.unwrap_or(default.instance_cordon),
         terminate: file.terminate.unwrap_or(default.terminate),
     });
-    Ok(Some(InstancesSpec { plain, pools, quota, governance, on_call: table.on_call.unwrap_or(true) }))
+    Ok(Some(InstancesSpec { plain, pools, quota, governance, on_call: table.on_call.unwrap_or(true), bare_metal }))
 }
 
 #[cfg(test)]
@@ -210,7 +225,11 @@ nodes = 1
         let table = "\n[instances]\nplain = 1\n";
         let pool = |fields: &str| format!("{table}\n[[instances.pool]]\n{fields}\n");
         let cases = [
-            ("\n[instances]\n".to_owned(), "instances: needs plain nodes or a pool"),
+            ("\n[instances]\n".to_owned(), "instances: needs plain nodes, a pool or bare_metal = true"),
+            (
+                "\n[instances]\nplain = 1\nbare_metal = true\n".to_owned(),
+                "s.toml:12:14: instances.bare_metal: the site's machines back the instances, which needs an [onboarding] table",
+            ),
             ("\n[instances]\nplain = 501\n".to_owned(), "instances.plain: must be 0 to 500, not 501"),
             ("\n[instances]\nplain = 1\nquota = 0\n".to_owned(), "instances.quota: must be 1 to 10000, not 0"),
             ("\n[instances]\nplain = 1\nwhatever = 1\n".to_owned(), "unknown field `whatever`"),
@@ -233,6 +252,19 @@ nodes = 1
             pool("name = \"e\"\nclass = \"spot\"\ntarget = 1")
         );
         assert!(err(&twice).contains("\"e\" is another pool's name"), "{}", err(&twice));
+    }
+
+    #[test]
+    fn a_bare_metal_table_takes_the_site_s_machines_and_refuses_a_decommission_step() {
+        let site = "\n[onboarding]\nnodes = 2\n\n[instances]\nbare_metal = true\n";
+        let spec = parse_scenario("s.toml", &format!("{BASE}{site}")).unwrap().run;
+        assert!(spec.instances.as_ref().is_some_and(|instances| instances.bare_metal && instances.plain == 0));
+        let step = "\n[[step]]\nat_ms = 10\nkind = \"decommission\"\ntarget = \"node-02\"\n";
+        let error = err(&format!("{site}{step}"));
+        assert!(error.starts_with("s.toml:"), "{error}");
+        assert!(error.contains("in a bare-metal run node-02 is decommissioned by terminating its instance"), "{error}");
+        let without = parse_scenario("s.toml", &format!("{BASE}\n[onboarding]\nnodes = 2\n{step}"));
+        assert!(without.is_ok(), "a site run without bare_metal keeps its decommission step");
     }
 
     #[test]

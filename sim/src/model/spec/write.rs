@@ -228,6 +228,9 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
         let _ = writeln!(out, "\n[instances]\nplain = {}", int(instances.plain));
         let _ = writeln!(out, "quota = {}", int(instances.quota));
         let _ = writeln!(out, "on_call = {}", instances.on_call);
+        if instances.bare_metal {
+            let _ = writeln!(out, "bare_metal = true");
+        }
         let governance = &instances.governance;
         let _ = writeln!(
             out,

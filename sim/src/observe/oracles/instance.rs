@@ -15,7 +15,7 @@ use fakes::cloud::GuestEvent;
 
 use super::{Finding, Oracle};
 use crate::model::faults::Counted;
-use crate::observe::trace::{Body, Event};
+use crate::observe::trace::{Body, Event, OnboardingBody};
 
 /// The runbook's lifecycle table, written out again for the oracle: where `event` may take a row in `from`.
 fn allowed(from: InstanceState, event: InstanceEvent) -> Option<InstanceState> {
@@ -322,9 +322,93 @@ fn unsettled_bound_ms(state: InstanceState) -> Option<u64> {
 /// The time a destroy may stay unconfirmed: the terminate-stalled bound, the reap, a teardown and a pass or two.
 const DESTROY_CONFIRMED_MS: u64 = 20 * 60_000;
 
+/// Where a machine's workflow got to, as the trace shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Workflow {
+    /// A stage started; the workflow has not rested since.
+    Running,
+    /// Completed at this time.
+    Completed(u64),
+    /// Stopped for good (not `failed_retryable`) at this time.
+    StoppedForGood(u64),
+}
+
+/// The bare-metal rows of a run and their machines' workflows, from the trace: which instance is backed by which
+/// machine (its node's name), and where each machine's onboarding and decommission got to.
+#[derive(Default)]
+struct MetalBook {
+    node_names: BTreeMap<String, String>,
+    /// Bare-metal instance → machine.
+    machines: BTreeMap<String, String>,
+    onboarding: BTreeMap<String, Workflow>,
+    decommission: BTreeMap<String, Workflow>,
+}
+
+impl MetalBook {
+    fn observe(&mut self, event: &Event) {
+        let (book, workflow, step) = match &event.body {
+            Body::InstanceRecord { record: InstanceRecord::NodeCreated { node } } => {
+                self.node_names.insert(node.id.clone(), node.name.clone());
+                return;
+            }
+            Body::InstanceRecord { record: InstanceRecord::InstanceCreated { instance } } => {
+                if matches!(instance.backing, engine::instance::inventory::Backing::BareMetal { .. })
+                    && let Some(name) = self.node_names.get(&instance.node)
+                {
+                    self.machines.insert(instance.id.clone(), name.clone());
+                }
+                return;
+            }
+            Body::Onboarding { workflow, event } => (&mut self.onboarding, workflow.strip_prefix("onboard-"), event),
+            Body::Decommission { workflow, event } => {
+                (&mut self.decommission, workflow.strip_prefix("decommission-"), event)
+            }
+            _ => return,
+        };
+        let Some(machine) = workflow else { return };
+        let state = match step {
+            OnboardingBody::StageStarted { .. } => Workflow::Running,
+            OnboardingBody::Completed { .. } => Workflow::Completed(event.t_ms),
+            OnboardingBody::Stopped { workflow_state, .. } if workflow_state != "failed_retryable" => {
+                Workflow::StoppedForGood(event.t_ms)
+            }
+            _ => return,
+        };
+        book.insert(machine.to_owned(), state);
+    }
+
+    fn machine(&self, instance: &str) -> Option<&String> {
+        self.machines.get(instance)
+    }
+
+    /// When a bare-metal row's wait on its workflow ends: `Some(None)` when it never began (the row's own bound
+    /// applies), `Some(Some(t))` when it rested at `t`, `None` while it runs (its workflow's oracle judges it) or
+    /// stopped for good on a decommission (a person's follow-up).
+    fn rested(&self, instance: &str, state: InstanceState) -> Option<Option<u64>> {
+        let machine = self.machine(instance)?;
+        let onboarding = self.onboarding.get(machine).copied();
+        if state != InstanceState::Terminated {
+            return match onboarding {
+                None => Some(None),
+                Some(Workflow::Running) => None,
+                Some(Workflow::Completed(t) | Workflow::StoppedForGood(t)) => Some(Some(t)),
+            };
+        }
+        match (onboarding, self.decommission.get(machine).copied()) {
+            (Some(Workflow::Running), None) | (_, Some(Workflow::Running | Workflow::StoppedForGood(_))) => None,
+            (Some(Workflow::Completed(t) | Workflow::StoppedForGood(t)), None) => Some(Some(t)),
+            (None, None) => Some(None),
+            (_, Some(Workflow::Completed(t))) => Some(Some(t)),
+        }
+    }
+}
+
 /// `every_instance_settles`: every row settles in running, stopped, terminated or error within its bound, and a
 /// terminate's destroy is confirmed within its own. A row under an operator's ops hold is its owner's: the hold
-/// refuses the terminate a stuck row's recovery needs, so it is judged from when the hold is lifted.
+/// refuses the terminate a stuck row's recovery needs, so it is judged from when the hold is lifted. A bare-metal
+/// row's provisioning and destroy wait on its machine's onboarding and decommission: while one runs, the workflow's
+/// own oracles judge it (`every_node_onboarded_or_diagnosed`, `every_decommission_rests`), a decommission stopped
+/// for good is a person's follow-up, and the row's bound runs from when its workflow rested.
 #[derive(Default)]
 pub(crate) struct EveryInstanceSettles {
     /// Each row's state and when it entered it (or its hold was lifted, if later).
@@ -333,23 +417,38 @@ pub(crate) struct EveryInstanceSettles {
     /// Destroys owed, since when.
     destroys: BTreeMap<String, u64>,
     disturbed_ms: u64,
+    metal: MetalBook,
 }
 
 impl EveryInstanceSettles {
+    /// From when a row's bound runs: when it entered its state, the last disturbance, and (a bare-metal row waiting
+    /// on its machine) when the workflow rested; `None` while the workflow runs.
+    fn bound_start_ms(&self, instance: &str, state: InstanceState, since_ms: u64) -> Option<u64> {
+        let start = since_ms.max(self.disturbed_ms);
+        if self.metal.machine(instance).is_none() || matches!(state, InstanceState::Starting | InstanceState::Stopping)
+        {
+            return Some(start);
+        }
+        self.metal.rested(instance, state).map(|rested| rested.map_or(start, |t| t.max(start)))
+    }
+
     fn judge(&self, now_ms: u64, out: &mut Vec<Finding>) {
         for (instance, (state, since_ms)) in &self.rows {
             if self.held.contains(instance) {
                 continue;
             }
-            if let Some(bound) = unsettled_bound_ms(*state) {
-                let deadline = since_ms.max(&self.disturbed_ms) + bound;
+            if let (Some(bound), Some(from_ms)) =
+                (unsettled_bound_ms(*state), self.bound_start_ms(instance, *state, *since_ms))
+            {
+                let deadline = from_ms + bound;
                 if now_ms > deadline {
                     out.push(Finding { t_ms: deadline, evidence: format!("{instance} is still {state}") });
                 }
             }
         }
         for (instance, since_ms) in &self.destroys {
-            let deadline = since_ms.max(&self.disturbed_ms) + DESTROY_CONFIRMED_MS;
+            let Some(from_ms) = self.bound_start_ms(instance, InstanceState::Terminated, *since_ms) else { continue };
+            let deadline = from_ms + DESTROY_CONFIRMED_MS;
             if now_ms > deadline {
                 out.push(Finding { t_ms: deadline, evidence: format!("{instance}'s destroy is not confirmed") });
             }
@@ -359,6 +458,7 @@ impl EveryInstanceSettles {
 
 impl Oracle for EveryInstanceSettles {
     fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
+        self.metal.observe(event);
         match &event.body {
             Body::Step { step } if step.step_kind().counted() != Counted::DriverAction => {
                 self.disturbed_ms = event.t_ms;
@@ -394,6 +494,61 @@ impl Oracle for EveryInstanceSettles {
 
     fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
         self.judge(end_ms, out);
+    }
+}
+
+/// `bare_metal_follows_its_workflows`: a bare-metal instance runs only once its machine's agent enrolled at the hub,
+/// its machine's decommission begins only after the instance was terminated, and its destroy is confirmed only
+/// once that decommission completed (or when its machine's onboarding never began: nothing to release).
+#[derive(Default)]
+pub(crate) struct BareMetalFollowsItsWorkflows {
+    metal: MetalBook,
+    enrolled: BTreeSet<String>,
+    terminated: BTreeSet<String>,
+}
+
+impl Oracle for BareMetalFollowsItsWorkflows {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        self.metal.observe(event);
+        let finding = |evidence: String| Finding { t_ms: event.t_ms, evidence };
+        match &event.body {
+            Body::SiteAgentEnrol { machine, .. } => {
+                self.enrolled.insert(machine.clone());
+            }
+            Body::InstanceRecord { record: InstanceRecord::Transition { instance, to, .. } } => {
+                let Some(machine) = self.metal.machine(instance).cloned() else { return };
+                if *to == InstanceState::Terminated {
+                    self.terminated.insert(instance.clone());
+                }
+                if *to == InstanceState::Running && !self.enrolled.contains(&machine) {
+                    out.push(finding(format!("{instance} is running but {machine}'s agent never enrolled")));
+                }
+            }
+            Body::InstanceRecord { record: InstanceRecord::DestroyConfirmed { instance } } => {
+                let Some(machine) = self.metal.machine(instance) else { return };
+                let released = matches!(self.metal.decommission.get(machine), Some(Workflow::Completed(_)));
+                let never_onboarded = !self.metal.onboarding.contains_key(machine);
+                if !released && !never_onboarded {
+                    out.push(finding(format!(
+                        "{instance}'s destroy was confirmed before {machine}'s decommission completed"
+                    )));
+                }
+            }
+            Body::Decommission { workflow, event: OnboardingBody::StageStarted { .. } } => {
+                let Some(machine) = workflow.strip_prefix("decommission-") else { return };
+                let live: Vec<&String> = self
+                    .metal
+                    .machines
+                    .iter()
+                    .filter(|(instance, backing)| *backing == machine && !self.terminated.contains(*instance))
+                    .map(|(instance, _)| instance)
+                    .collect();
+                if let Some(instance) = live.first() {
+                    out.push(finding(format!("{machine}'s decommission began while its instance {instance} lives")));
+                }
+            }
+            _ => {}
+        }
     }
 }
 
@@ -560,6 +715,137 @@ mod tests {
 
     use InstanceEvent as E;
     use InstanceState as S;
+
+    /// A bare-metal story's opening: node `node-02` and its instance `i-1` on the machine.
+    fn metal_rows() -> [Event; 2] {
+        let node = engine::instance::inventory::Node {
+            id: "n-1".into(),
+            account: "acme".into(),
+            name: "node-02".into(),
+            template_id: "t".into(),
+            worker_id: Some("node-02".into()),
+            enabled: true,
+            config: Default::default(),
+        };
+        let backing = Backing::BareMetal { mac: "52:54:00:00:00:01".into() };
+        let instance = Instance::pending("i-1".into(), "n-1".into(), "node-02-0".into(), backing, None, None, 0);
+        [
+            rec(0, InstanceRecord::NodeCreated { node }),
+            rec(0, InstanceRecord::InstanceCreated { instance: Box::new(instance) }),
+        ]
+    }
+
+    fn workflow(t_ms: u64, decommission: bool, event: OnboardingBody) -> Event {
+        let body = if decommission {
+            Body::Decommission { workflow: "decommission-node-02".into(), event }
+        } else {
+            Body::Onboarding { workflow: "onboard-node-02".into(), event }
+        };
+        ev(t_ms, body)
+    }
+
+    fn started(t_ms: u64, decommission: bool) -> Event {
+        workflow(t_ms, decommission, OnboardingBody::StageStarted { stage: "s".into(), attempt: 1 })
+    }
+
+    fn completed(t_ms: u64, decommission: bool) -> Event {
+        workflow(t_ms, decommission, OnboardingBody::Completed { system_id: "abc".into() })
+    }
+
+    fn stopped(t_ms: u64, decommission: bool, state: &str) -> Event {
+        workflow(
+            t_ms,
+            decommission,
+            OnboardingBody::Stopped {
+                stage: "s".into(),
+                class: "state_ambiguity".into(),
+                workflow_state: state.into(),
+                node_state: "active".into(),
+                evidence: Vec::new(),
+            },
+        )
+    }
+
+    #[test]
+    fn bare_metal_follows_its_workflows_catches_a_run_before_enrolment_and_a_release_before_the_decommission() {
+        let enrol = ev(5, Body::SiteAgentEnrol { machine: "node-02".into(), system_id: "abc".into() });
+        let running = rec(6, moved("i-1", E::MarkRunning, S::Provisioning, S::Running));
+        let terminate = rec(10, moved("i-1", E::Terminate, S::Running, S::Terminated));
+        let confirmed = rec(30, InstanceRecord::DestroyConfirmed { instance: "i-1".into() });
+        let [node, instance] = metal_rows();
+        let good = [
+            node.clone(),
+            instance.clone(),
+            started(1, false),
+            enrol.clone(),
+            running.clone(),
+            completed(7, false),
+            terminate.clone(),
+            started(11, true),
+            completed(29, true),
+            confirmed.clone(),
+        ];
+        assert!(run(&mut BareMetalFollowsItsWorkflows::default(), &good, 40).is_empty());
+        let unenrolled = [node.clone(), instance.clone(), started(1, false), running.clone()];
+        let found = run(&mut BareMetalFollowsItsWorkflows::default(), &unenrolled, 40);
+        assert!(found.len() == 1 && found[0].evidence.contains("never enrolled"), "{found:?}");
+        let early = [
+            node.clone(),
+            instance.clone(),
+            started(1, false),
+            enrol.clone(),
+            running.clone(),
+            terminate.clone(),
+            started(11, true),
+            confirmed.clone(),
+        ];
+        let found = run(&mut BareMetalFollowsItsWorkflows::default(), &early, 40);
+        assert!(found.len() == 1 && found[0].evidence.contains("before node-02's decommission completed"), "{found:?}");
+        let live = [node.clone(), instance.clone(), started(1, false), enrol, running, started(11, true)];
+        let found = run(&mut BareMetalFollowsItsWorkflows::default(), &live, 40);
+        assert!(found.len() == 1 && found[0].evidence.contains("while its instance i-1 lives"), "{found:?}");
+        let never_onboarded =
+            [node, instance, rec(1, moved("i-1", E::Terminate, S::Pending, S::Terminated)), confirmed];
+        assert!(run(&mut BareMetalFollowsItsWorkflows::default(), &never_onboarded, 40).is_empty());
+    }
+
+    #[test]
+    fn every_instance_settles_judges_a_bare_metal_row_from_when_its_workflow_rested() {
+        let minute = 60_000;
+        let [node, instance] = metal_rows();
+        let provisioning = rec(0, moved("i-1", E::MarkProvisioning, S::Pending, S::Provisioning));
+        let opening = [node.clone(), instance.clone(), provisioning.clone(), started(minute, false)];
+        // While the onboarding runs, its own oracle judges it.
+        assert!(run(&mut EveryInstanceSettles::default(), &opening, 600 * minute).is_empty());
+        // Rested at 100 min: the row's bound runs from then.
+        let mut rested = opening.to_vec();
+        rested.push(stopped(100 * minute, false, "failed_manual_intervention"));
+        assert!(run(&mut EveryInstanceSettles::default(), &rested, 120 * minute).is_empty());
+        let found = run(&mut EveryInstanceSettles::default(), &rested, 200 * minute);
+        assert!(found.len() == 1 && found[0].evidence.contains("still provisioning"), "{found:?}");
+        // A retryable stop is no rest: the workflow's oracle judges it.
+        let mut retrying = opening.to_vec();
+        retrying.push(stopped(100 * minute, false, "failed_retryable"));
+        assert!(run(&mut EveryInstanceSettles::default(), &retrying, 600 * minute).is_empty());
+        // Never asked for: the row's own bound from its start.
+        let found =
+            run(&mut EveryInstanceSettles::default(), &[node.clone(), instance.clone(), provisioning], 60 * minute);
+        assert_eq!(found.len(), 1, "{found:?}");
+        // A destroy owed: judged from the decommission's completion; excused while a stopped one waits for a person.
+        let mut owed = rested.clone();
+        owed.push(rec(101 * minute, moved("i-1", E::Terminate, S::Error, S::Terminated)));
+        owed.push(rec(101 * minute, InstanceRecord::DestroyRequested { instance: "i-1".into(), at_ms: 101 * minute }));
+        let mut stuck = owed.clone();
+        stuck.push(started(102 * minute, true));
+        stuck.push(stopped(103 * minute, true, "failed_manual_intervention"));
+        assert!(run(&mut EveryInstanceSettles::default(), &stuck, 600 * minute).is_empty());
+        let mut released = owed.clone();
+        released.push(started(102 * minute, true));
+        released.push(completed(150 * minute, true));
+        assert!(run(&mut EveryInstanceSettles::default(), &released, 160 * minute).is_empty());
+        let found = run(&mut EveryInstanceSettles::default(), &released, 200 * minute);
+        assert!(found.len() == 1 && found[0].evidence.contains("destroy is not confirmed"), "{found:?}");
+    }
 
     #[test]
     fn transitions_legal_passes_the_table_and_catches_an_edge_off_it_or_a_wrong_from() {
