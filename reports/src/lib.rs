@@ -150,6 +150,10 @@ pub struct RunRecord {
     /// The lanes of the run's rollouts, in the order they began (at most [`SPANS_MAX`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lanes: Vec<LaneSpan>,
+    /// What each of the run's rollouts did to every selected node, as its last account said, in the order the
+    /// rollouts were first accounted (at most [`SPANS_MAX`] rollouts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rollouts: Vec<RolloutAccount>,
     /// The run's onboarding workflows, in the order they began (at most [`SPANS_MAX`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workflows: Vec<WorkflowSpan>,
@@ -189,6 +193,57 @@ pub const PHASES: [&str; 4] = ["rollout", "onboarding", "rollout+onboarding", "s
 pub struct AvailabilityPoint {
     pub t_ms: u64,
     pub available: u64,
+}
+
+/// The outcomes a rollout's account gives a selected node, in the order reports list them: it proved the successor
+/// (`upgraded`), was never taken down (`prior`), was quarantined with a repair plan, is held by someone else, or was
+/// taken down and did not prove the successor (`stuck`).
+pub const NODE_OUTCOMES: [&str; 5] = ["upgraded", "prior", "quarantined", "held", "stuck"];
+
+/// The most nodes one [`RolloutAccount`] lists by name (its `counts` count every one).
+pub const ACCOUNT_NODES_MAX: usize = 1_000;
+
+/// What one rollout did to every selected node (RCCA all-selected acceptance: a quarantine, a prior lane or a node
+/// someone else holds never shrinks the denominator).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutAccount {
+    /// The rollout's name (`rollout-<revision>`).
+    pub rollout: String,
+    /// How it ended: `successor`, `partial`, `refused`, `failed: …`, or `in flight` when the run ended first.
+    pub outcome: String,
+    /// Selected nodes by outcome (one of [`NODE_OUTCOMES`]): every selected node is counted once.
+    pub counts: BTreeMap<String, u64>,
+    /// The selected nodes by name, in name order (at most [`ACCOUNT_NODES_MAX`]).
+    pub nodes: Vec<NodeRecord>,
+}
+
+impl RolloutAccount {
+    /// How many nodes the rollout selected.
+    pub fn selected(&self) -> u64 {
+        self.counts.values().fold(0u64, |total, count| total.saturating_add(*count))
+    }
+
+    /// How many selected nodes have `outcome`.
+    pub fn count(&self, outcome: &str) -> u64 {
+        self.counts.get(outcome).copied().unwrap_or(0)
+    }
+}
+
+/// One selected node of a rollout and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeRecord {
+    pub node: String,
+    /// One of [`NODE_OUTCOMES`].
+    pub outcome: String,
+    /// Why: a prior node's reason, a stuck node's step and error, the owners of a node held elsewhere, a
+    /// quarantine's surfaces. Empty for an upgraded node.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// A quarantined node's repair plan: what brings it back.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub repair: String,
 }
 
 /// One lane of a rollout: from its first step to its verdict.
@@ -244,6 +299,10 @@ pub struct Summary {
     /// the campaign fills it when its runs onboard machines (`sim::model::pairs::matrix_listed_pairs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub matrix_listed: Vec<String>,
+    /// Selected nodes by outcome ([`NODE_OUTCOMES`]) over every account of every run: the all-selected denominator
+    /// and what became of it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rollout_nodes: BTreeMap<String, u64>,
     /// For each sometimes-property the campaign names: in how many runs it was reached.
     pub sometimes_reached: BTreeMap<String, u64>,
     /// Sometimes-properties the campaign names that no run reached: a non-empty list fails the campaign.
@@ -354,6 +413,7 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
     let mut violations_by_oracle = BTreeMap::new();
     let mut faults = BTreeMap::new();
     let mut matrix_pairs = BTreeMap::new();
+    let mut rollout_nodes = BTreeMap::new();
     let mut sometimes_reached: BTreeMap<String, u64> = sometimes_named.iter().map(|name| (name.clone(), 0)).collect();
     let mut passed: u64 = 0;
     let mut records = Vec::new();
@@ -375,6 +435,9 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
         for (pair, count) in &run.matrix_pairs {
             add(matrix_pairs.entry(pair.clone()).or_insert(0), *count);
         }
+        for (outcome, count) in run.rollouts.iter().flat_map(|account| &account.counts) {
+            add(rollout_nodes.entry(outcome.clone()).or_insert(0), *count);
+        }
         for firing in &run.reached {
             if let Some(count) = sometimes_reached.get_mut(&firing.oracle) {
                 add(count, 1);
@@ -395,6 +458,7 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
         faults,
         matrix_pairs,
         matrix_listed: Vec::new(),
+        rollout_nodes,
         sometimes_reached,
         sometimes_never_reached,
         campaign_digest: digest_of(&records),
@@ -642,6 +706,25 @@ mod tests {
                 start_ms: 2,
                 end_ms: 9,
                 verdict: Some("successor".into()),
+            }],
+            rollouts: vec![RolloutAccount {
+                rollout: "rollout-r".into(),
+                outcome: "partial".into(),
+                counts: BTreeMap::from([("upgraded".to_owned(), 1), ("quarantined".to_owned(), 1)]),
+                nodes: vec![
+                    NodeRecord {
+                        node: "w1".into(),
+                        outcome: "upgraded".into(),
+                        detail: String::new(),
+                        repair: String::new(),
+                    },
+                    NodeRecord {
+                        node: "w2".into(),
+                        outcome: "quarantined".into(),
+                        detail: "marker absent".into(),
+                        repair: "mend the surfaces on w2".into(),
+                    },
+                ],
             }],
             workflows: vec![WorkflowSpan {
                 workflow: "onboard-node-04".into(),

@@ -175,6 +175,7 @@ pub fn check_report(report: &CampaignReport) -> Result<(), String> {
         violations_by_oracle,
         faults,
         matrix_pairs,
+        rollout_nodes,
         sometimes_reached,
         sometimes_never_reached,
         virtual_duration_ms_total,
@@ -222,6 +223,9 @@ pub fn check_run(run: &RunRecord) -> Result<(), (String, String)> {
     if let Some(position) = run.reached.iter().position(|firing| firing.property != PropertyKind::Sometimes) {
         return fail(&format!("reached[{position}].property"), "only a sometimes-property is reached".to_owned());
     }
+    for (position, account) in run.rollouts.iter().enumerate() {
+        check_account(account).map_err(|(key, reason)| (format!("rollouts[{position}].{key}"), reason))?;
+    }
     let judged = crate::judge(run.panic.is_some(), &run.violations, &run.unmet);
     if judged != run.verdict {
         return fail(
@@ -230,6 +234,43 @@ pub fn check_run(run: &RunRecord) -> Result<(), (String, String)> {
                 "{}, but its panic, violations and unmet expectations give {}",
                 run.verdict.label(),
                 judged.label()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Checks one rollout's account against itself: its counts name known outcomes, its node list is every counted node
+/// (up to the cap) in name order with the counted outcomes, and a `successor` counts only upgraded nodes.
+fn check_account(account: &crate::RolloutAccount) -> Result<(), (String, String)> {
+    let fail = |key: &str, reason: String| Err((key.to_owned(), reason));
+    if let Some(outcome) = account.counts.keys().find(|outcome| !crate::NODE_OUTCOMES.contains(&outcome.as_str())) {
+        return fail(&format!("counts.{outcome}"), format!("not an outcome (one of {:?})", crate::NODE_OUTCOMES));
+    }
+    let selected = account.selected();
+    let listed = selected.min(crate::ACCOUNT_NODES_MAX as u64);
+    if account.nodes.len() as u64 != listed {
+        return fail("nodes", format!("{} listed, but the counts give {selected} selected nodes", account.nodes.len()));
+    }
+    if let Some(position) = account.nodes.windows(2).position(|pair| pair[0].node >= pair[1].node) {
+        return fail(&format!("nodes[{}].node", position + 1), "not in name order, or listed twice".to_owned());
+    }
+    for outcome in crate::NODE_OUTCOMES {
+        let tally = account.nodes.iter().filter(|node| node.outcome == outcome).count() as u64;
+        let counted = account.count(outcome);
+        if tally > counted || (listed == selected && tally != counted) {
+            return fail(&format!("counts.{outcome}"), format!("{counted}, but the node list has {tally}"));
+        }
+    }
+    if let Some(node) = account.nodes.iter().find(|node| !crate::NODE_OUTCOMES.contains(&node.outcome.as_str())) {
+        return fail("nodes", format!("{}: {} is not an outcome", node.node, node.outcome));
+    }
+    if account.outcome == "successor" && account.count("upgraded") != selected {
+        return fail(
+            "outcome",
+            format!(
+                "successor, but {} of the {selected} selected nodes are not upgraded",
+                selected - account.count("upgraded")
             ),
         );
     }
@@ -404,6 +445,61 @@ mod tests {
         value["runs"][0]["verdict"] = serde_json::json!({"outcome": "fail", "kind": "panic"});
         resummarize(&mut value);
         assert_eq!(reason(&value), "inconsistent: runs[0].panic: absent with the verdict fail (panic)");
+    }
+
+    #[test]
+    fn a_rollout_account_that_disagrees_with_itself_is_refused() {
+        let mut value = report_json();
+        value["runs"][0]["rollouts"] = serde_json::json!([{
+            "rollout": "rollout-b", "outcome": "partial", "counts": {"upgraded": 1, "quarantined": 1},
+            "nodes": [
+                {"node": "w1", "outcome": "upgraded"},
+                {"node": "w2", "outcome": "quarantined", "detail": "marker absent", "repair": "mend it"}
+            ]
+        }]);
+        resummarize(&mut value);
+        let report = parse_report("r.json", value.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            report.summary.rollout_nodes,
+            std::collections::BTreeMap::from([("quarantined".into(), 1), ("upgraded".into(), 1)])
+        );
+        // A quarantine may not be called a successor, however the summary is recomputed.
+        let mut forged = value.clone();
+        forged["runs"][0]["rollouts"][0]["outcome"] = "successor".into();
+        resummarize(&mut forged);
+        assert_eq!(
+            reason(&forged),
+            "inconsistent: runs[0].rollouts[0].outcome: successor, but 1 of the 2 selected nodes are not upgraded"
+        );
+        let mut shrunk = value.clone();
+        shrunk["runs"][0]["rollouts"][0]["counts"] = serde_json::json!({"upgraded": 1});
+        resummarize(&mut shrunk);
+        assert_eq!(
+            reason(&shrunk),
+            "inconsistent: runs[0].rollouts[0].nodes: 2 listed, but the counts give 1 selected nodes"
+        );
+        let mut relabelled = value.clone();
+        relabelled["runs"][0]["rollouts"][0]["nodes"][1]["outcome"] = "upgraded".into();
+        resummarize(&mut relabelled);
+        assert_eq!(
+            reason(&relabelled),
+            "inconsistent: runs[0].rollouts[0].counts.upgraded: 1, but the node list has 2"
+        );
+        let mut twice = value.clone();
+        twice["runs"][0]["rollouts"][0]["nodes"][1]["node"] = "w1".into();
+        resummarize(&mut twice);
+        assert_eq!(
+            reason(&twice),
+            "inconsistent: runs[0].rollouts[0].nodes[1].node: not in name order, or listed twice"
+        );
+        let mut unknown = value.clone();
+        unknown["runs"][0]["rollouts"][0]["counts"] = serde_json::json!({"upgraded": 1, "gone": 1});
+        resummarize(&mut unknown);
+        assert!(reason(&unknown).starts_with("inconsistent: runs[0].rollouts[0].counts.gone: not an outcome"));
+        // The summary's totals are checked against the runs too.
+        let mut total = value;
+        total["summary"]["rollout_nodes"] = serde_json::json!({"upgraded": 2});
+        assert!(reason(&total).starts_with("inconsistent: summary.rollout_nodes: the file has"), "{}", reason(&total));
     }
 
     #[test]

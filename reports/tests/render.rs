@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use reports::render;
 use reports::{
-    AvailabilityPoint, CampaignReport, FailureKind, Firing, LaneSpan, Outcome, PropertyKind, RunRecord, SCHEMA_VERSION,
-    Verdict, WorkflowSpan, summarize,
+    AvailabilityPoint, CampaignReport, FailureKind, Firing, LaneSpan, NodeRecord, Outcome, PropertyKind,
+    RolloutAccount, RunRecord, SCHEMA_VERSION, Verdict, WorkflowSpan, summarize,
 };
 
 const CAMPAIGN: &str = "campaigns/fixture.toml";
@@ -42,6 +42,7 @@ fn run(index: u64, verdict: Verdict, rollout: bool) -> RunRecord {
         availability: Vec::new(),
         availability_cut_ms: None,
         lanes: Vec::new(),
+        rollouts: Vec::new(),
         workflows: Vec::new(),
         violations: Vec::new(),
         violation_counts: BTreeMap::new(),
@@ -54,6 +55,27 @@ fn run(index: u64, verdict: Verdict, rollout: bool) -> RunRecord {
 
 fn points(points: &[(u64, u64)]) -> Vec<AvailabilityPoint> {
     points.iter().map(|&(t_ms, available)| AvailabilityPoint { t_ms, available }).collect()
+}
+
+fn account(outcome: &str, nodes: &[(&str, &str, &str, &str)]) -> RolloutAccount {
+    let mut counts = BTreeMap::new();
+    for (_, node_outcome, _, _) in nodes {
+        *counts.entry((*node_outcome).to_owned()).or_insert(0) += 1;
+    }
+    RolloutAccount {
+        rollout: "rollout-2944aebb".to_owned(),
+        outcome: outcome.to_owned(),
+        counts,
+        nodes: nodes
+            .iter()
+            .map(|(node, outcome, detail, repair)| NodeRecord {
+                node: (*node).to_owned(),
+                outcome: (*outcome).to_owned(),
+                detail: (*detail).to_owned(),
+                repair: (*repair).to_owned(),
+            })
+            .collect(),
+    }
 }
 
 fn lane(lane: u64, nodes: u64, start_ms: u64, end_ms: u64, verdict: Option<&str>) -> LaneSpan {
@@ -161,13 +183,30 @@ fn mixed() -> CampaignReport {
     unclassified.violation_counts = BTreeMap::from([("no_duplicate_mutation".to_owned(), 1)]);
     unclassified.run_index = None;
 
-    let pass = with_rollout_series(pass, false, false);
+    let mut pass = with_rollout_series(pass, false, false);
     let unmet = with_rollout_series(unmet, false, false);
     let unclassified = with_rollout_series(unclassified, false, false);
     let safety = with_rollout_series(safety, false, true);
     let mut liveness = with_rollout_series(liveness, true, false);
     // A lane that never committed (the controller lost it), and a series cut at its cap.
     liveness.lanes.push(lane(7, 3, 400_000, 460_000, None));
+    // Accounts: a successor of every node, and a partial with a quarantine (its repair plan), a held node and a stuck
+    // one, so the page lists them.
+    pass.rollouts = vec![account("successor", &[("node-01", "upgraded", "", ""), ("node-02", "upgraded", "", "")])];
+    liveness.rollouts = vec![account(
+        "partial",
+        &[
+            ("node-01", "upgraded", "", ""),
+            ("node-03", "held", "held by operator:alice", ""),
+            ("node-07", "stuck", "at prove: no heartbeat with revision 2944aebb within 60000 ms", ""),
+            (
+                "node-50",
+                "quarantined",
+                "~/.mac/deployed-source-revision is absent",
+                "mend the surfaces on node-50, release the hold quarantine:rollout-2944aebb <at> the hub",
+            ),
+        ],
+    )];
     liveness.availability_cut_ms = Some(9_000_000);
     panic.fault_phases = BTreeMap::from([("partition/steady".to_owned(), 1)]);
 

@@ -10,6 +10,8 @@ use std::rc::Rc;
 use engine::matrix::OnboardingStage;
 use engine::onboarding::driver::OnboardingPolicy;
 use engine::ports::NodeObservation;
+use engine::ports::events::RolloutEnd;
+use engine::rollout::account::{NodeAccount, NodeOutcome};
 use engine::rollout::plan::{Plan, PlanError, PlanInput};
 use engine::rollout::preflight::{EnvClass, SignatureVerifier, Verdict, classify_env};
 use engine::rollout::retry::{AttemptFailure, Backoff, RetryDecision};
@@ -179,6 +181,27 @@ impl RolloutRules for LocalhostRoute {
 #[test]
 fn a_localhost_route_rewrite_is_caught() {
     assert_caught("ci-50.toml", rollout(LocalhostRoute), 5, 0, "every_lane_converged");
+}
+
+/// A quarantine that silently shrinks the all-selected denominator: the rollout is called a successor when every
+/// node it did not quarantine, and no one else held, upgraded (RCCA P1 "Make quarantine explicit").
+struct QuarantineShrinksTheDenominator;
+
+impl RolloutRules for QuarantineShrinksTheDenominator {
+    fn rollout_end(&self, account: &[NodeAccount]) -> RolloutEnd {
+        let counted =
+            |entry: &&NodeAccount| !matches!(entry.outcome, NodeOutcome::Quarantined { .. } | NodeOutcome::Held { .. });
+        if account.iter().filter(counted).all(|entry| entry.outcome == NodeOutcome::Upgraded) {
+            RolloutEnd::Successor
+        } else {
+            RolloutEnd::Partial
+        }
+    }
+}
+
+#[test]
+fn a_quarantine_that_shrinks_the_all_selected_denominator_is_caught() {
+    assert_caught("ci-50.toml", rollout(QuarantineShrinksTheDenominator), 20, 0, "every_selected_node_accounted");
 }
 
 /// The fixed 30-minute timeout with no stall detection: every wait runs to MAAS's own timeout.

@@ -410,7 +410,13 @@ fn rollout_route_swap_stops_at_the_next_lane_boundary() {
         changed[0].contains("\"frozen\":\"sha256:routes-1\"")
             && changed[0].contains("\"published\":\"sha256:routes-2\"")
     );
-    assert!(rollout(&trace, "terminal")[0].contains("converged"));
+    // Lanes 2 and 3 held back: their nodes still serve the prior generation, so the rollout is partial, not a
+    // successor (all-selected acceptance), and its account says why each was left alone.
+    assert!(rollout(&trace, "terminal")[0].contains("\"outcome\":\"partial\""));
+    let account = &record.rollouts[0];
+    assert_eq!((account.count("upgraded"), account.count("prior")), (8, 8), "{account:?}");
+    let node_09 = account.nodes.iter().find(|node| node.node == "node-09").unwrap();
+    assert_eq!(node_09.detail, "the route bundle changed before its lane went down");
     assert!(on(&trace, "node-09", "worker.mutated", &["stop_service"]).is_empty());
 }
 
@@ -506,7 +512,8 @@ fn rollout_abort_is_monotonic_for_an_untouched_participant() {
     // Staged, never stopped, never given a candidate identity: untouched in the RCCA's sense.
     let node_16 = on(&trace, "node-16", "worker.mutated", &[]);
     assert!(node_16.iter().all(|l| l.contains("stage_artifact")), "{node_16:?}");
-    assert!(rollout(&trace, "terminal")[0].contains("converged"));
+    assert!(rollout(&trace, "terminal")[0].contains("\"outcome\":\"partial\""));
+    assert!(record.rollouts[0].nodes.iter().any(|node| node.node == "node-16" && node.outcome == "prior"));
 }
 
 #[test]

@@ -356,19 +356,76 @@ pub enum RolloutEvent {
         frozen: String,
         published: String,
     },
+    /// Just before the terminal event (and after a refusal): every selected node and what became of it, by node.
+    Accounted {
+        nodes: Vec<NodeAccount>,
+    },
     Terminal {
         outcome: TerminalOutcome,
     },
 }
 
+/// What a rollout did to one selected node: the all-selected account (RCCA P1 "Make quarantine explicit ... Its
+/// defect must not silently shrink an all-selected acceptance denominator").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum NodeOutcome {
+    /// It proved the successor revision and generation, and its hold was released.
+    Upgraded,
+    /// It was never taken down: it still serves the unchanged prior generation.
+    Prior { reason: String },
+    /// The preflight (or a failed staging or repair) excluded it; it stays dispatch-held under `hold` until the
+    /// repair plan is carried out.
+    Quarantined { repair: RepairPlan },
+    /// Someone else (an operator, another rollout) holds it: not this rollout's to touch.
+    Held { owners: Vec<String> },
+    /// It was taken down and did not prove the successor: held at `step`; the journal resumes it.
+    Stuck { step: NodeStep, reason: String },
+}
+
+impl NodeOutcome {
+    /// The outcome's name in traces, reports and scenario expectations.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            NodeOutcome::Upgraded => "upgraded",
+            NodeOutcome::Prior { .. } => "prior",
+            NodeOutcome::Quarantined { .. } => "quarantined",
+            NodeOutcome::Held { .. } => "held",
+            NodeOutcome::Stuck { .. } => "stuck",
+        }
+    }
+
+    /// Every outcome's name, in the order reports list them.
+    pub const NAMES: [&'static str; 5] = ["upgraded", "prior", "quarantined", "held", "stuck"];
+}
+
+/// A quarantined node's typed repair plan: what contradicts a coherent identity, the hold that keeps it out of
+/// dispatch, and what repairs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepairPlan {
+    /// The contradictory surfaces, as the preflight (or the failed staging or repair) named them.
+    pub surfaces: Vec<String>,
+    /// The dispatch hold's owner (`quarantine:<rollout>`).
+    pub hold: String,
+    /// What an operator does: mend the surfaces, release the hold, and roll out again.
+    pub command: String,
+}
+
+/// One selected node and what the rollout did to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeAccount {
+    pub node: String,
+    #[serde(flatten)]
+    pub outcome: NodeOutcome,
+}
+
 /// How a rollout ended, as its terminal event says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TerminalOutcome {
-    /// Every lane proved the successor.
+    /// Every selected node proved the successor.
     Successor,
-    /// Every lane successor or prior (a lane the route change held back, say).
-    Converged,
-    /// A lane is stuck: later lanes did not run; journal and holds stay.
+    /// A selected node is not upgraded (prior, quarantined, held by someone else, or stuck): the account says which.
+    /// When a node is stuck, later lanes did not run and journal and holds stay.
     Partial,
     /// The rollout stopped before its lanes were through; journal and holds stay for the next controller.
     Failed(RolloutFailure),
@@ -391,7 +448,6 @@ impl fmt::Display for TerminalOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TerminalOutcome::Successor => f.write_str("successor"),
-            TerminalOutcome::Converged => f.write_str("converged"),
             TerminalOutcome::Partial => f.write_str("partial"),
             TerminalOutcome::Failed(RolloutFailure::LegacyStopped) => {
                 f.write_str("failed: journal non-terminal, holds retained")
@@ -418,11 +474,12 @@ impl Serialize for TerminalOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RolloutEnd {
-    /// Every lane successor.
+    /// Every selected node upgraded: it proved the successor.
     Successor,
-    /// Every lane successor or prior.
-    Converged,
-    /// A lane stuck: later lanes not run.
+    /// A selected node not upgraded (RCCA all-selected acceptance: a quarantine, a prior lane or a node someone else
+    /// holds never shrinks the denominator). Journals written before the per-node account said `converged` for a
+    /// rollout whose every lane was successor or prior; they decode as this.
+    #[serde(alias = "converged")]
     Partial,
     /// No plan: the rollout was refused before any mutation.
     Refused,
@@ -434,7 +491,6 @@ impl RolloutEnd {
     pub fn as_str(self) -> &'static str {
         match self {
             RolloutEnd::Successor => "successor",
-            RolloutEnd::Converged => "converged",
             RolloutEnd::Partial => "partial",
             RolloutEnd::Refused => "refused",
             RolloutEnd::Failed => "failed",
@@ -506,7 +562,6 @@ mod tests {
     fn a_terminal_outcome_serialises_as_the_words_it_always_carried() {
         let cases = [
             (TerminalOutcome::Successor, "successor"),
-            (TerminalOutcome::Converged, "converged"),
             (TerminalOutcome::Partial, "partial"),
             (TerminalOutcome::Failed(RolloutFailure::LegacyStopped), "failed: journal non-terminal, holds retained"),
             (TerminalOutcome::Failed(RolloutFailure::EpochNotOpened), "failed: the hub did not open the epoch"),
@@ -523,9 +578,7 @@ mod tests {
             assert_eq!(outcome.to_string(), words);
             assert_eq!(serde_json::to_string(&outcome).unwrap(), format!("\"{words}\""));
         }
-        for end in
-            [RolloutEnd::Successor, RolloutEnd::Converged, RolloutEnd::Partial, RolloutEnd::Refused, RolloutEnd::Failed]
-        {
+        for end in [RolloutEnd::Successor, RolloutEnd::Partial, RolloutEnd::Refused, RolloutEnd::Failed] {
             assert_eq!(serde_json::to_string(&end).unwrap(), format!("\"{}\"", end.as_str()));
             assert_eq!(serde_json::from_str::<RolloutEnd>(&format!("\"{end}\"")).unwrap(), end);
         }

@@ -19,6 +19,7 @@ use crate::ports::{
     Artifacts, Clock, Endpoint, Hub, HubError, Jitter, Journal, LockGrant, NodeReport, Secrets, Signal, Signals, Ssh,
     SshError, SshRequest, SshResponse,
 };
+use crate::rollout::account::{self, Exclusions, NodeAccount, NodeOutcome};
 use crate::rollout::holds::HoldOwner;
 use crate::rollout::journal::{self, Adopted, Record};
 use crate::rollout::lane::{LaneVerdict, NodeMachine, NodeState, NodeStep, lane_verdict, operation_id};
@@ -91,7 +92,9 @@ pub struct Ports<'a, C, H, S, J, G, X, K, A> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RolloutOutcome {
     pub lanes: Vec<(Vec<String>, LaneVerdict)>,
-    pub quarantined: Vec<String>,
+    /// Every selected node and what became of it, by node (empty when the legacy controller stopped, which has no
+    /// per-node outcome, and when it found a journal it cannot adopt).
+    pub nodes: Vec<NodeAccount>,
     pub outcome: RolloutEnd,
 }
 
@@ -154,7 +157,7 @@ where
                         in_doubt: adopted.in_doubt.len() as u64,
                     },
                 );
-                RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: RolloutEnd::Failed }
+                RolloutOutcome { lanes: Vec::new(), nodes: Vec::new(), outcome: RolloutEnd::Failed }
             }
             (None, RolloutPolicy::Lanes) => self.run_lanes(request).await,
             (None, RolloutPolicy::Legacy) => self.run_legacy(request).await,
@@ -176,11 +179,28 @@ where
     /// How the legacy controller stops: journal non-terminal, holds retained, the whole selection one stuck lane.
     fn legacy_failed(&self, id: &str, all: Vec<String>) -> RolloutOutcome {
         self.emit(id, RolloutEvent::Terminal { outcome: TerminalOutcome::Failed(RolloutFailure::LegacyStopped) });
-        RolloutOutcome { lanes: vec![(all, LaneVerdict::Stuck)], quarantined: Vec::new(), outcome: RolloutEnd::Failed }
+        RolloutOutcome { lanes: vec![(all, LaneVerdict::Stuck)], nodes: Vec::new(), outcome: RolloutEnd::Failed }
     }
 
     fn emit(&self, rollout: &str, event: RolloutEvent) {
         self.signals.emit(Signal::Rollout { rollout: rollout.to_owned(), event });
+    }
+
+    /// Reports the account of every selected node and returns it.
+    fn accounted(&self, rollout: &str, nodes: Vec<NodeAccount>) -> Vec<NodeAccount> {
+        self.emit(rollout, RolloutEvent::Accounted { nodes: nodes.clone() });
+        nodes
+    }
+
+    /// Refuses the rollout before any mutation: the refusal, then the account (every node prior but those someone
+    /// else holds).
+    fn refuse(&self, request: &RolloutRequest, held: &BTreeMap<String, Vec<String>>, reason: String) -> RolloutOutcome {
+        let id = request.rollout.as_str();
+        let selected: Vec<String> = request.nodes.iter().map(|endpoint| endpoint.node.clone()).collect();
+        let nodes = account::refused(&selected, held, &reason);
+        self.emit(id, RolloutEvent::PlanRefused { reason });
+        let nodes = self.accounted(id, nodes);
+        RolloutOutcome { lanes: Vec::new(), nodes, outcome: RolloutEnd::Refused }
     }
 
     async fn record(&self, record: Record) {
@@ -254,21 +274,21 @@ where
         // A node someone else holds (an operator, another rollout) is not this rollout's to take down or release.
         let holds = match self.hub_retrying(request, || self.hub.read_holds()).await {
             Ok(holds) => holds,
-            Err(error) => {
-                self.emit(id, RolloutEvent::PlanRefused { reason: format!("holds unreadable: {error}") });
-                return RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: RolloutEnd::Refused };
-            }
+            Err(error) => return self.refuse(request, &BTreeMap::new(), format!("holds unreadable: {error}")),
         };
         let mut selection = Selection::of(id, &request.nodes, reports, &holds, &|observation| {
             self.rules.classify(observation, self.verifier)
         });
+        let mut excluded = Exclusions::default();
         for (node, verdict) in &selection.preflight {
             let node = node.clone();
             match verdict {
                 NodeSelection::SkippedHeld { owners } => {
+                    excluded.held.insert(node.clone(), owners.clone());
                     self.emit(id, RolloutEvent::SkippedHeld { node, owners: owners.clone() });
                 }
                 NodeSelection::Quarantined { surfaces } => {
+                    excluded.quarantined.insert(node.clone(), surfaces.clone());
                     self.emit(id, RolloutEvent::Quarantined { node, surfaces: surfaces.clone() });
                 }
                 NodeSelection::Eligible { .. } => {}
@@ -282,25 +302,13 @@ where
                 Ok(false) => format!("capsule {digest} is missing from the artifact store"),
                 Err(error) => format!("artifact store unreachable: {error}"),
             };
-            self.emit(id, RolloutEvent::PlanRefused { reason });
-            return RolloutOutcome {
-                lanes: Vec::new(),
-                quarantined: selection.quarantined,
-                outcome: RolloutEnd::Refused,
-            };
+            return self.refuse(request, &excluded.held, reason);
         }
 
         // The first mutation (staging) happens under the deployment lock.
         let fence = match self.take_lock(request, None).await {
             Ok(fence) => fence,
-            Err(reason) => {
-                self.emit(id, RolloutEvent::PlanRefused { reason });
-                return RolloutOutcome {
-                    lanes: Vec::new(),
-                    quarantined: selection.quarantined,
-                    outcome: RolloutEnd::Refused,
-                };
-            }
+            Err(reason) => return self.refuse(request, &excluded.held, reason),
         };
 
         // 3. Every capsule on every eligible node, with bounded fan-out, before anything is planned or stopped: after
@@ -311,6 +319,7 @@ where
                 staged.extend(join_all(batch.iter().map(|endpoint| self.stage_node(request, endpoint))).await);
             }
             for (node, surfaces) in selection.handle_staged(staged) {
+                excluded.quarantined.insert(node.clone(), surfaces.clone());
                 self.emit(id, RolloutEvent::Quarantined { node, surfaces });
             }
         }
@@ -335,6 +344,7 @@ where
                 }
             };
             if let Err(reason) = outcome {
+                excluded.quarantined.insert(node.to_owned(), vec![reason.clone()]);
                 self.emit(id, RolloutEvent::Quarantined { node: node.to_owned(), surfaces: vec![reason] });
                 selection.handle_repair_failed(node);
             }
@@ -349,13 +359,9 @@ where
             Ok(published) => {
                 let reason =
                     format!("route bundle {published} is published, not the approved {}", request.route_digest);
-                self.emit(id, RolloutEvent::PlanRefused { reason });
-                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: RolloutEnd::Refused };
+                return self.refuse(request, &excluded.held, reason);
             }
-            Err(error) => {
-                self.emit(id, RolloutEvent::PlanRefused { reason: format!("route bundle unreadable: {error}") });
-                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: RolloutEnd::Refused };
-            }
+            Err(error) => return self.refuse(request, &excluded.held, format!("route bundle unreadable: {error}")),
         }
 
         // 6. Plan against the floor and the duration budget; refuse before any mutation when it does not fit.
@@ -373,10 +379,7 @@ where
         };
         let plan = match self.rules.plan(&input) {
             Ok(plan) => plan,
-            Err(error) => {
-                self.emit(id, RolloutEvent::PlanRefused { reason: error.to_string() });
-                return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: RolloutEnd::Refused };
-            }
+            Err(error) => return self.refuse(request, &excluded.held, error.to_string()),
         };
         self.record(Record::PlanFrozen {
             rollout: id.to_owned(),
@@ -385,6 +388,7 @@ where
             route_digest: request.route_digest.clone(),
             lanes: plan.lanes.clone(),
             quarantined: quarantined.clone(),
+            excluded: excluded.clone(),
         })
         .await;
         self.record(Record::LockTaken { rollout: id.to_owned(), fence }).await;
@@ -404,21 +408,13 @@ where
             let _ = self.hub_retrying(request, || self.hub.place_hold(node, &quarantine_owner)).await;
         }
 
-        // 8. The epoch pins every member against expiry before the first stop.
-        let members = self.rules.epoch_members(&plan.lanes);
-        let Ok(epoch) = self.hub_retrying(request, || self.hub.open_epoch(&members)).await else {
-            self.emit(id, RolloutEvent::Terminal { outcome: TerminalOutcome::Failed(RolloutFailure::EpochNotOpened) });
-            return RolloutOutcome { lanes: Vec::new(), quarantined, outcome: RolloutEnd::Failed };
-        };
-        self.record(Record::EpochOpened { rollout: id.to_owned(), epoch }).await;
-
-        let adopted = Adopted {
+        let mut adopted = Adopted {
             rollout: id.to_owned(),
             revision: request.revision.clone(),
             generation: request.generation,
             route_digest: request.route_digest.clone(),
             lanes: plan.lanes.clone(),
-            epoch: Some(epoch),
+            epoch: None,
             fence: Some(fence),
             nodes: plan
                 .lanes
@@ -429,7 +425,21 @@ where
                 .collect(),
             in_doubt: Vec::new(),
             committed_lanes: BTreeMap::new(),
+            excluded,
         };
+
+        // 8. The epoch pins every member against expiry before the first stop.
+        let members = self.rules.epoch_members(&plan.lanes);
+        let Ok(epoch) = self.hub_retrying(request, || self.hub.open_epoch(&members)).await else {
+            return self.stop_failed(
+                &adopted,
+                Vec::new(),
+                RolloutFailure::EpochNotOpened,
+                "the hub did not open the epoch",
+            );
+        };
+        self.record(Record::EpochOpened { rollout: id.to_owned(), epoch }).await;
+        adopted.epoch = Some(epoch);
         self.drive_lanes(request, adopted, attestation_keys, fence).await
     }
 
@@ -585,9 +595,8 @@ where
             Ok(fence) => fence,
             Err(reason) => {
                 // Journal and holds stay as they are: the next controller (or this one, later) adopts them.
-                let outcome = TerminalOutcome::Failed(RolloutFailure::LockUnavailable { reason });
-                self.emit(&adopted.rollout, RolloutEvent::Terminal { outcome });
-                return RolloutOutcome { lanes: Vec::new(), quarantined: Vec::new(), outcome: RolloutEnd::Failed };
+                let unrun = "another controller holds the deployment lock";
+                return self.stop_failed(&adopted, Vec::new(), RolloutFailure::LockUnavailable { reason }, unrun);
             }
         };
         if adopted.fence != Some(fence) {
@@ -644,11 +653,9 @@ where
             }
             // The lock is renewed before each lane, so a lane (which the plan fits in one lease) never outlives it.
             if let Err(error) = self.hub_retrying(request, || self.hub.renew_lock(fence, request.lock_lease_ms)).await {
-                let outcome = TerminalOutcome::Failed(RolloutFailure::LockLost { error: error.to_string() });
-                self.emit(&id, RolloutEvent::Terminal { outcome });
-                let quarantined = adopted.nodes.values().filter(|m| m.state == NodeState::Quarantined);
-                let quarantined = quarantined.map(|m| m.node.clone()).collect();
-                return RolloutOutcome { lanes: outcome_lanes, quarantined, outcome: RolloutEnd::Failed };
+                let failure = RolloutFailure::LockLost { error: error.to_string() };
+                let unrun = "the controller lost the deployment lock before its lane";
+                return self.stop_failed(&adopted, outcome_lanes, failure, unrun);
             }
             let machines: Vec<NodeMachine> = lane.iter().map(|node| adopted.nodes[node].clone()).collect();
             let machines =
@@ -666,14 +673,20 @@ where
             }
             outcome_lanes.push((lane, verdict));
         }
-        let all_successor = outcome_lanes.iter().all(|(_, verdict)| *verdict == LaneVerdict::Successor);
-        let (outcome, terminal) = if all_successor {
-            (RolloutEnd::Successor, TerminalOutcome::Successor)
-        } else if stopped {
-            (RolloutEnd::Partial, TerminalOutcome::Partial)
+        let unrun = if stopped {
+            "a stuck lane holds back the later lanes"
+        } else if route_changed {
+            "the route bundle changed before its lane went down"
         } else {
-            (RolloutEnd::Converged, TerminalOutcome::Converged)
+            "its lane never went down"
         };
+        let nodes = account::account(&id, &adopted.nodes, &adopted.excluded, unrun);
+        let outcome = self.rules.rollout_end(&nodes);
+        let terminal = match outcome {
+            RolloutEnd::Successor => TerminalOutcome::Successor,
+            _ => TerminalOutcome::Partial,
+        };
+        let nodes = self.accounted(&id, nodes);
         if !stopped {
             if let Some(epoch) = adopted.epoch {
                 self.close_epoch(request, &adopted, epoch).await;
@@ -682,9 +695,22 @@ where
             let _ = self.hub_retrying(request, || self.hub.release_lock(fence)).await;
         }
         self.emit(&id, RolloutEvent::Terminal { outcome: terminal });
-        let quarantined =
-            adopted.nodes.values().filter(|m| m.state == NodeState::Quarantined).map(|m| m.node.clone()).collect();
-        RolloutOutcome { lanes: outcome_lanes, quarantined, outcome }
+        RolloutOutcome { lanes: outcome_lanes, nodes, outcome }
+    }
+
+    /// The rollout stops failed with its journal and holds as they are (the next controller adopts them): the
+    /// account of every node, then the terminal event.
+    fn stop_failed(
+        &self,
+        adopted: &Adopted,
+        lanes: Vec<(Vec<String>, LaneVerdict)>,
+        failure: RolloutFailure,
+        unrun: &str,
+    ) -> RolloutOutcome {
+        let id = adopted.rollout.as_str();
+        let nodes = self.accounted(id, account::account(id, &adopted.nodes, &adopted.excluded, unrun));
+        self.emit(id, RolloutEvent::Terminal { outcome: TerminalOutcome::Failed(failure) });
+        RolloutOutcome { lanes, nodes, outcome: RolloutEnd::Failed }
     }
 
     /// Makes the epoch terminal. Members whose candidate identity was never written are named untouched; one whose
@@ -1059,6 +1085,7 @@ where
             route_digest: request.route_digest.clone(),
             lanes: vec![all.clone()],
             quarantined: Vec::new(),
+            excluded: Exclusions::default(),
         })
         .await;
         let mut quiesced: Vec<&Endpoint> = Vec::new();
@@ -1147,12 +1174,13 @@ where
             }
         }
         self.record(Record::Terminal { rollout: id.to_owned(), outcome: RolloutEnd::Successor }).await;
+        // Every node proved the successor: the legacy controller's one account (it stops on any failure).
+        let mut upgraded: Vec<NodeAccount> =
+            all.iter().map(|node| NodeAccount { node: node.clone(), outcome: NodeOutcome::Upgraded }).collect();
+        upgraded.sort_by(|a, b| a.node.cmp(&b.node));
+        let nodes = self.accounted(id, upgraded);
         self.emit(id, RolloutEvent::Terminal { outcome: TerminalOutcome::Successor });
-        RolloutOutcome {
-            lanes: vec![(all, LaneVerdict::Successor)],
-            quarantined: Vec::new(),
-            outcome: RolloutEnd::Successor,
-        }
+        RolloutOutcome { lanes: vec![(all, LaneVerdict::Successor)], nodes, outcome: RolloutEnd::Successor }
     }
 }
 

@@ -13,7 +13,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::ports::JournalError;
 use crate::ports::events::RolloutEnd;
+use crate::rollout::account::Exclusions;
 use crate::rollout::lane::{LaneVerdict, NodeMachine, NodeState, NodeStep};
+
+fn is_empty(exclusions: &Exclusions) -> bool {
+    *exclusions == Exclusions::default()
+}
 
 const PREFIX: &str = "rollout ";
 
@@ -28,6 +33,10 @@ pub enum Record {
         route_digest: String,
         lanes: Vec<Vec<String>>,
         quarantined: Vec<String>,
+        /// The quarantines' surfaces and the nodes someone else held, for the account. Absent from journals written
+        /// before the account (their quarantines are accounted with no surfaces, and their held nodes not at all).
+        #[serde(default, skip_serializing_if = "is_empty")]
+        excluded: Exclusions,
     },
     /// The deployment lock's fence this rollout holds: a controller adopting the journal supersedes exactly it.
     LockTaken {
@@ -126,6 +135,8 @@ pub struct Adopted {
     /// Each must be re-checked against the node (did it happen?) before it is done or redone.
     pub in_doubt: Vec<(String, NodeStep)>,
     pub committed_lanes: BTreeMap<usize, LaneVerdict>,
+    /// The selected nodes outside the lanes, as the plan recorded them.
+    pub excluded: Exclusions,
 }
 
 /// Replays journal lines and returns the latest rollout that is not terminal, if any.
@@ -134,7 +145,9 @@ pub fn replay<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<Option<Ado
     for line in lines {
         let Some(record) = Record::decode(line) else { continue };
         let record = record?;
-        if let Record::PlanFrozen { rollout, revision, generation, route_digest, lanes, quarantined } = &record {
+        if let Record::PlanFrozen { rollout, revision, generation, route_digest, lanes, quarantined, excluded } =
+            &record
+        {
             let mut nodes: BTreeMap<String, NodeMachine> =
                 lanes.iter().flatten().map(|node| (node.clone(), NodeMachine::new(node.clone()))).collect();
             for node in quarantined {
@@ -151,6 +164,7 @@ pub fn replay<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<Option<Ado
                 nodes,
                 in_doubt: Vec::new(),
                 committed_lanes: BTreeMap::new(),
+                excluded: excluded.clone(),
             });
             continue;
         }
@@ -218,6 +232,10 @@ mod tests {
             route_digest: "sha256:routes".into(),
             lanes: vec![vec!["w1".into(), "w2".into()], vec!["w3".into()]],
             quarantined: vec!["w50".into()],
+            excluded: Exclusions {
+                quarantined: [("w50".to_owned(), vec!["marker absent".to_owned()])].into_iter().collect(),
+                held: [("w9".to_owned(), vec!["operator:alice".to_owned()])].into_iter().collect(),
+            },
         }
     }
 
@@ -299,14 +317,34 @@ mod tests {
 
     fn lines_with_second_plan(records: &[Record]) -> Vec<String> {
         let mut all = lines(records);
-        let Record::PlanFrozen { revision, generation, route_digest, lanes, quarantined, .. } = plan() else {
+        let Record::PlanFrozen { revision, generation, route_digest, lanes, quarantined, excluded, .. } = plan() else {
             unreachable!()
         };
+        let rollout = "r2".into();
         all.push(
-            Record::PlanFrozen { rollout: "r2".into(), revision, generation, route_digest, lanes, quarantined }
-                .encode(),
+            Record::PlanFrozen { rollout, revision, generation, route_digest, lanes, quarantined, excluded }.encode(),
         );
         all
+    }
+
+    #[test]
+    fn the_plan_keeps_its_exclusions_and_a_journal_from_before_the_account_still_decodes() {
+        let lines = lines(&[plan()]);
+        let adopted = replay(lines.iter().map(String::as_str)).unwrap().unwrap();
+        assert_eq!(adopted.excluded.quarantined["w50"], ["marker absent"]);
+        assert_eq!(adopted.excluded.held["w9"], ["operator:alice"]);
+        // Written before the account: no exclusions, and `converged` for a rollout of successor and prior lanes.
+        let old = [
+            r#"rollout {"record":"plan_frozen","rollout":"r0","revision":"a","generation":1,"route_digest":"d","lanes":[["w1"]],"quarantined":["w2"]}"#,
+            r#"rollout {"record":"terminal","rollout":"r0","outcome":"converged"}"#,
+        ];
+        let Some(Ok(Record::PlanFrozen { excluded, .. })) = Record::decode(old[0]) else { panic!("{old:?}") };
+        assert_eq!(excluded, Exclusions::default());
+        assert_eq!(
+            Record::decode(old[1]).unwrap().unwrap(),
+            Record::Terminal { rollout: "r0".into(), outcome: RolloutEnd::Partial }
+        );
+        assert_eq!(replay(old).unwrap(), None, "a terminal rollout is not adopted");
     }
 
     #[test]

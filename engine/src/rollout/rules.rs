@@ -1,10 +1,12 @@
 //! The rollout's decisions behind one seam: the driver asks [`Rules`] to classify a node, plan the lanes, judge a
-//! failed attempt, name the epoch's members, spell the recovery and installed environments and say when capsules are
-//! fetched. The production rules are [`Rcca`], whose methods are the trait's defaults (the RCCA's replacement plan);
-//! a test may run the real driver with one decision replaced by a historical defect, to measure whether the harness
-//! catches it (`docs/testing.md`, "Named historical bugs"). Nothing in production selects anything but [`Rcca`].
+//! failed attempt, name the epoch's members, spell the recovery and installed environments, say when capsules are
+//! fetched and judge the rollout's end from its account. The production rules are [`Rcca`], whose methods are the
+//! trait's defaults (the RCCA's replacement plan); a test may run the real driver with one decision replaced by a
+//! historical defect, to measure whether the harness catches it (`docs/testing.md`, "Named historical bugs"). Nothing in production selects anything but [`Rcca`].
 
 use crate::ports::NodeObservation;
+use crate::ports::events::RolloutEnd;
+use crate::rollout::account::{self, NodeAccount};
 use crate::rollout::plan::{self, Plan, PlanError, PlanInput};
 use crate::rollout::preflight::{self, Expectation, SignatureVerifier, Verdict};
 use crate::rollout::retry::{AttemptFailure, Backoff, RetryDecision};
@@ -63,6 +65,11 @@ pub trait Rules {
     /// When the capsules are fetched.
     fn staging(&self) -> Staging {
         Staging::BeforeQuiescence
+    }
+
+    /// How the rollout ended, from its account of every selected node: `successor` only when every one upgraded.
+    fn rollout_end(&self, account: &[NodeAccount]) -> RolloutEnd {
+        account::rollout_end(account)
     }
 }
 

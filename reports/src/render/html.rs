@@ -621,6 +621,63 @@ fn histogram(title: &str, durations: &[u64], note: &str) -> String {
     html
 }
 
+/// The most nodes not upgraded the page lists by name.
+const NODES_LISTED_MAX: usize = 40;
+
+/// Every selected node by outcome, over every run's rollouts, then the nodes not upgraded (first runs first): why,
+/// and a quarantine's repair plan.
+fn nodes_section(report: &CampaignReport) -> String {
+    let mut html = String::from("<section id=\"nodes\">\n<h2>Selected nodes by outcome</h2>\n");
+    let Some(sentence) = super::nodes_sentence(report) else {
+        html.push_str("<p class=\"missing\">no run record holds a rollout's account of its nodes</p>\n</section>\n");
+        return html;
+    };
+    html.push_str(&format!("<p>{}</p>\n", esc(&sentence)));
+    let selected = report.summary.rollout_nodes.values().fold(0u64, |sum, count| sum.saturating_add(*count));
+    let rows: Vec<(String, u64, String, String)> = crate::NODE_OUTCOMES
+        .iter()
+        .map(|outcome| {
+            let count = report.summary.rollout_nodes.get(*outcome).copied().unwrap_or(0);
+            let class = if *outcome == "upgraded" { "s-pass" } else { "s-fail" };
+            ((*outcome).to_owned(), count, class.to_owned(), format!("{count} of {selected} selected nodes {outcome}"))
+        })
+        .collect();
+    html.push_str(&bars(&rows, Some(selected), "selected nodes by outcome"));
+    let others: Vec<(u64, &crate::RolloutAccount, &crate::NodeRecord)> = report
+        .runs
+        .iter()
+        .flat_map(|run| {
+            run.rollouts.iter().flat_map(move |account| {
+                account
+                    .nodes
+                    .iter()
+                    .filter(|node| node.outcome != "upgraded")
+                    .map(move |node| (run.run_index.unwrap_or(0), account, node))
+            })
+        })
+        .collect();
+    if !others.is_empty() {
+        html.push_str(&format!(
+            "<p>{} not upgraded{}:</p>\n<table>\n<tr><th>run</th><th>rollout</th><th>node</th><th>outcome</th><th>why</th><th>repair</th></tr>\n",
+            count_of(others.len() as u64, "node"),
+            if others.len() > NODES_LISTED_MAX { format!(", the first {NODES_LISTED_MAX} listed") } else { String::new() }
+        ));
+        for (run, account, node) in others.iter().take(NODES_LISTED_MAX) {
+            html.push_str(&format!(
+                "<tr><td class=\"n\">{run}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                esc(&account.rollout),
+                esc(&node.node),
+                esc(&node.outcome),
+                esc(&clip(&node.detail, 160)),
+                esc(&clip(&node.repair, 200))
+            ));
+        }
+        html.push_str("</table>\n");
+    }
+    html.push_str("</section>\n");
+    html
+}
+
 /// Time to converge, per phase: the lanes of rollouts and the onboarding workflows, over every run.
 fn converge_section(report: &CampaignReport) -> String {
     let mut html = String::from("<section id=\"converge\">\n<h2>Time to converge, per phase</h2>\n");
@@ -875,7 +932,8 @@ pub fn html(report: &CampaignReport) -> String {
             format!("{} ({} ms)", human_ms(summary.virtual_duration_ms_total), summary.virtual_duration_ms_total),
         ),
     ];
-    for (key, value) in numbers {
+    let nodes = super::nodes_sentence(report).map(|nodes| ("nodes", nodes));
+    for (key, value) in numbers.into_iter().chain(nodes) {
         html.push_str(&format!("<tr><th>{key}</th><td>{}</td></tr>\n", esc(&value)));
     }
     let codes = [
@@ -899,6 +957,7 @@ pub fn html(report: &CampaignReport) -> String {
     html.push_str(&failures_section(report));
     html.push_str(&availability_section(report));
     html.push_str(&lanes_section(report));
+    html.push_str(&nodes_section(report));
     html.push_str(&converge_section(report));
     html.push_str(&phases_section(report));
     html.push_str(&matrix_section(report));

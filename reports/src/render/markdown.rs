@@ -55,6 +55,9 @@ pub fn markdown(report: &CampaignReport) -> String {
     md.push_str(&format!("| runs | {} |\n", summary.runs));
     md.push_str(&format!("| passed | {} |\n", summary.passed));
     md.push_str(&format!("| failed | {} ({}) |\n", summary.failed, cell(&failure_counts(report))));
+    if let Some(nodes) = super::nodes_sentence(report) {
+        md.push_str(&format!("| nodes | {} |\n", cell(&nodes)));
+    }
     md.push_str(&format!("| campaign digest | {} |\n", code(&summary.campaign_digest)));
     md.push_str(&format!("| config hash | {} |\n", code(&report.config_hash)));
     md.push_str(&format!("| built from | fleetsim {} at {} |\n\n", cell(&report.tool_version), code(&report.commit)));

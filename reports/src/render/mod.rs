@@ -224,6 +224,33 @@ impl Rollouts {
     }
 }
 
+/// The all-selected account in one sentence: every selected node of every rollout by outcome, and the rollouts by
+/// how they ended. `None` when no record holds an account.
+pub(crate) fn nodes_sentence(report: &CampaignReport) -> Option<String> {
+    let nodes = &report.summary.rollout_nodes;
+    if nodes.is_empty() {
+        return None;
+    }
+    let selected = nodes.values().fold(0u64, |sum, count| sum.saturating_add(*count));
+    let by_outcome: Vec<String> = crate::NODE_OUTCOMES
+        .iter()
+        .filter_map(|outcome| nodes.get(*outcome).filter(|count| **count > 0).map(|count| format!("{count} {outcome}")))
+        .collect();
+    let mut ends: BTreeMap<String, u64> = BTreeMap::new();
+    for account in report.runs.iter().flat_map(|run| &run.rollouts) {
+        *ends.entry(account.outcome.split(':').next().unwrap_or_default().to_owned()).or_insert(0) += 1;
+    }
+    let rollouts: u64 = ends.values().sum();
+    let ends: Vec<String> = ends.iter().map(|(end, count)| format!("{count} {end}")).collect();
+    Some(format!(
+        "{selected} selected nodes over {}: {} ({} per mille upgraded); the rollouts ended {}",
+        count_of(rollouts, "rollout"),
+        by_outcome.join(", "),
+        nodes.get("upgraded").copied().unwrap_or(0) * 1000 / selected.max(1),
+        ends.join(", ")
+    ))
+}
+
 /// Violations by oracle, in oracle order.
 pub(crate) fn oracle_groups(report: &CampaignReport) -> BTreeMap<String, OracleGroup> {
     let mut groups: BTreeMap<String, OracleGroup> = BTreeMap::new();

@@ -25,6 +25,9 @@ pub fn text(report: &CampaignReport) -> String {
         text.push_str(&format!("  failed        {} ({})\n", summary.failed, failure_counts(report)));
     }
     text.push_str(&format!("  lanes         {}\n", Rollouts::of(report).sentence(summary.runs)));
+    if let Some(nodes) = super::nodes_sentence(report) {
+        text.push_str(&format!("  nodes         {nodes}\n"));
+    }
     let faults: Vec<String> = summary.faults.iter().map(|(kind, count)| format!("{kind} {count}")).collect();
     text.push_str(&format!(
         "  faults        {}\n",

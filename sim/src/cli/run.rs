@@ -73,6 +73,9 @@ pub(super) fn write_run(dir: &Path, output: &RunOutput) -> Result<(), CliError> 
 }
 
 /// The human summary of one run.
+/// The most not-upgraded nodes of one rollout a run's text names.
+const NODES_SHOWN_MAX: usize = 12;
+
 pub fn render_run(record: &RunRecord) -> String {
     let mut text = String::new();
     let run = record.run_index.map(|i| format!(" run {i}")).unwrap_or_default();
@@ -102,6 +105,24 @@ pub fn render_run(record: &RunRecord) -> String {
         "  reached       {}\n",
         if reached.is_empty() { "nothing".to_owned() } else { reached.join(", ") }
     ));
+    for account in &record.rollouts {
+        let counts: Vec<String> = reports::NODE_OUTCOMES
+            .iter()
+            .filter(|outcome| account.count(outcome) > 0)
+            .map(|outcome| format!("{} {outcome}", account.count(outcome)))
+            .collect();
+        text.push_str(&format!("  rollout       {} {}: {}\n", account.rollout, account.outcome, counts.join(", ")));
+        // The nodes not upgraded, by name, with why (and a quarantine's repair), at most a screenful.
+        let others: Vec<&reports::NodeRecord> =
+            account.nodes.iter().filter(|node| node.outcome != "upgraded").collect();
+        for node in others.iter().take(NODES_SHOWN_MAX) {
+            let repair = if node.repair.is_empty() { String::new() } else { format!(" — repair: {}", node.repair) };
+            text.push_str(&format!("    {} {}: {}{repair}\n", node.node, node.outcome, node.detail));
+        }
+        if others.len() > NODES_SHOWN_MAX {
+            text.push_str(&format!("    … and {} more in run.json\n", others.len() - NODES_SHOWN_MAX));
+        }
+    }
     if record.violations.is_empty() {
         text.push_str("  violations    none\n");
     } else {

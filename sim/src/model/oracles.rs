@@ -53,6 +53,8 @@ catalogue! {
         "no task is dispatched to a worker under a dispatch hold, nor to one a rollout quiesced";
     EveryLaneConverged: "every_lane_converged", Eventually,
         "a started rollout reaches a terminal state with every lane successor or prior";
+    EverySelectedNodeAccounted: "every_selected_node_accounted", Always,
+        "a rollout's account names every selected node once, each as the trace shows it (upgraded only after its release step, stuck only without one, quarantined only after its quarantine, held only when skipped for another's hold, prior only when never quiesced), and a rollout ends successor only when its account has every selected node upgraded";
     HoldsAccounted: "holds_accounted", Eventually,
         "when the run ends, every deployment hold still placed is on a node of a lane the journal committed as stuck";
     InstanceSilentRaised: "instance_silent_raised", Sometimes,
@@ -72,7 +74,7 @@ catalogue! {
     ControllerAdoptedJournal: "controller_adopted_journal", Sometimes,
         "a restarted controller adopted a dead controller's rollout journal";
     RolloutReachedSuccessor: "rollout_reached_successor", Sometimes,
-        "a rollout finished with every lane on the successor revision";
+        "a rollout finished with every selected node on the successor revision";
     RolloutStoppedOnRouteChange: "rollout_stopped_on_route_change", Sometimes,
         "a rollout saw the hub publish another route bundle and took no further lane down";
     RetryRecovered: "retry_recovered", Sometimes,

@@ -288,7 +288,34 @@ pub struct Expectations {
     /// Conformance: the operator actions the run writes an audit record for (`resume`, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub audits: Vec<String>,
+    /// The run's last rollout (`[expect.rollout]`): its outcome, lane verdicts and node outcomes. Absent from the
+    /// configuration when the file states none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutExpect>,
 }
+
+/// What a scenario states of its last rollout (`[expect.rollout]`); each key is checked only when stated.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutExpect {
+    /// `successor`, `partial`, `refused` or `failed` (any failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// Every lane's verdict in plan order (`successor`, `prior`, `stuck`; `uncommitted` for a lane that began and
+    /// never committed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<Vec<String>>,
+    /// Selected nodes by outcome; an outcome not named is expected to have none. They add up to the fleet.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nodes: BTreeMap<String, u64>,
+    /// Named nodes' outcomes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node: BTreeMap<String, String>,
+}
+
+/// The rollout outcomes `[expect.rollout] outcome` may name.
+pub const ROLLOUT_OUTCOMES: [&str; 4] = ["successor", "partial", "refused", "failed"];
+/// The lane verdicts `[expect.rollout] lanes` may name.
+pub const LANE_VERDICTS: [&str; 4] = ["successor", "prior", "stuck", "uncommitted"];
 
 /// Everything one run executes, resolved: defaults filled in, steps materialised and ordered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -484,6 +511,18 @@ struct ExpectFile {
     conditions: Vec<Spanned<String>>,
     #[serde(default)]
     audits: Vec<Spanned<String>>,
+    rollout: Option<Spanned<RolloutExpectFile>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RolloutExpectFile {
+    outcome: Option<Spanned<String>>,
+    lanes: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    nodes: BTreeMap<Spanned<String>, Spanned<u64>>,
+    #[serde(default)]
+    node: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 /// A scenario's `seed`: an integer, or a string of decimal digits for a seed above TOML's largest integer
@@ -713,7 +752,7 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
     steps.sort_by_key(|timed| timed.at_ms);
     check_liveness_room(&source, &file.step, &steps, duration_ms, liveness_budget_ms)?;
 
-    let expect = resolve_expect(&source, &file.expect)?;
+    let expect = resolve_expect(&source, &file.expect, &fleet)?;
     Ok(Scenario {
         seed: file.seed,
         run: RunSpec {
@@ -1339,7 +1378,7 @@ fn parse_stage(name: &str) -> Option<engine::matrix::Stage> {
 pub const PRIOR_REVISION: &str = "7f3bbd12";
 pub const PRIOR_GENERATION: u64 = 4;
 
-fn resolve_expect(source: &Source, file: &ExpectFile) -> Result<Expectations, SpecError> {
+fn resolve_expect(source: &Source, file: &ExpectFile, fleet: &FleetSpec) -> Result<Expectations, SpecError> {
     let mut must_hold = Vec::new();
     for name in &file.must_hold {
         let info = known_oracle(source, "expect.must_hold", name)?;
@@ -1428,7 +1467,58 @@ fn resolve_expect(source: &Source, file: &ExpectFile) -> Result<Expectations, Sp
         timeouts: list("timeouts", &file.timeouts, &timeouts_known)?,
         conditions: list("conditions", &file.conditions, &conditions_known)?,
         audits: list("audits", &file.audits, &actions_known)?,
+        rollout: file.rollout.as_ref().map(|rollout| resolve_rollout_expect(source, rollout, fleet)).transpose()?,
     })
+}
+
+/// `[expect.rollout]`: known outcomes and verdicts, counts that add up to the fleet, nodes the fleet has.
+fn resolve_rollout_expect(
+    source: &Source,
+    file: &Spanned<RolloutExpectFile>,
+    fleet: &FleetSpec,
+) -> Result<RolloutExpect, SpecError> {
+    let one_of = |key: &str, value: &Spanned<String>, known: &[&str]| -> Result<String, SpecError> {
+        if known.contains(&value.get_ref().as_str()) {
+            return Ok(value.get_ref().clone());
+        }
+        Err(source.error_at(
+            Some(value.span()),
+            format!("expect.rollout.{key}: \"{}\" is not one of {}", value.get_ref(), known.join(", ")),
+        ))
+    };
+    let rollout = file.get_ref();
+    let outcome = rollout.outcome.as_ref().map(|value| one_of("outcome", value, &ROLLOUT_OUTCOMES)).transpose()?;
+    let lanes = match &rollout.lanes {
+        Some(lanes) => Some(lanes.iter().map(|lane| one_of("lanes", lane, &LANE_VERDICTS)).collect::<Result<_, _>>()?),
+        None => None,
+    };
+    let mut nodes = BTreeMap::new();
+    for (outcome, count) in &rollout.nodes {
+        one_of("nodes", outcome, &reports::NODE_OUTCOMES)?;
+        nodes.insert(outcome.get_ref().clone(), *count.get_ref());
+    }
+    let counted = nodes.values().fold(0u64, |total, count| total.saturating_add(*count));
+    if !nodes.is_empty() && counted != u64::from(fleet.nodes) {
+        return Err(source.error_at(
+            Some(file.span()),
+            format!("expect.rollout.nodes: the counts add up to {counted} nodes, the fleet has {}", fleet.nodes),
+        ));
+    }
+    let mut node = BTreeMap::new();
+    for (name, outcome) in &rollout.node {
+        if fleet.node_index(name.get_ref()).is_none() {
+            return Err(source.error_at(
+                Some(name.span()),
+                format!(
+                    "expect.rollout.node: \"{}\" is not a node of this fleet (node-01 … {})",
+                    name.get_ref(),
+                    fleet.node_name(fleet.nodes)
+                ),
+            ));
+        }
+        node.insert(name.get_ref().clone(), one_of("node", outcome, &reports::NODE_OUTCOMES)?);
+    }
+    Ok(RolloutExpect { outcome, lanes, nodes, node })
 }
 
 pub(crate) fn known_oracle(
@@ -1464,6 +1554,42 @@ nodes = 2
 
     fn err(text: &str) -> String {
         parse_scenario("s.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_rollout_expectation_names_known_outcomes_counts_the_fleet_and_its_nodes() {
+        let ok = parse_scenario(
+            "s.toml",
+            &format!("{MINIMAL}\n[expect.rollout]\noutcome = \"partial\"\nlanes = [\"successor\"]\nnodes = {{ upgraded = 1, quarantined = 1 }}\nnode = {{ \"node-02\" = \"quarantined\" }}\n"),
+        )
+        .unwrap();
+        let rollout = ok.run.expect.rollout.unwrap();
+        assert_eq!(rollout.outcome.as_deref(), Some("partial"));
+        assert_eq!(rollout.node["node-02"], "quarantined");
+        let cases = [
+            (
+                "outcome = \"converged\"",
+                "s.toml:11:11: expect.rollout.outcome: \"converged\" is not one of successor, partial, refused, failed",
+            ),
+            (
+                "lanes = [\"done\"]",
+                "s.toml:11:10: expect.rollout.lanes: \"done\" is not one of successor, prior, stuck, uncommitted",
+            ),
+            (
+                "nodes = { gone = 2 }",
+                "s.toml:11:11: expect.rollout.nodes: \"gone\" is not one of upgraded, prior, quarantined, held, stuck",
+            ),
+            ("nodes = { upgraded = 1 }", "expect.rollout.nodes: the counts add up to 1 nodes, the fleet has 2"),
+            (
+                "node = { \"node-09\" = \"upgraded\" }",
+                "s.toml:11:10: expect.rollout.node: \"node-09\" is not a node of this fleet (node-01 … node-02)",
+            ),
+            ("colour = \"red\"", "unknown field `colour`"),
+        ];
+        for (line, message) in cases {
+            let found = err(&format!("{MINIMAL}\n[expect.rollout]\n{line}\n"));
+            assert!(found.contains(message), "{line}: {found}");
+        }
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub struct Collectors {
     pub lanes: Vec<reports::LaneSpan>,
     /// `(rollout, lane)` → its index in `lanes`, and the nodes seen starting steps in it.
     lane_index: BTreeMap<(String, u64), (usize, BTreeSet<String>)>,
+    /// Each rollout's last account, in the order the rollouts were first accounted (at most `reports::SPANS_MAX`).
+    pub rollouts: Vec<reports::RolloutAccount>,
+    /// Rollouts refused, whose account follows the refusal.
+    refused: BTreeSet<String>,
     pub workflows: Vec<reports::WorkflowSpan>,
     workflow_index: BTreeMap<String, usize>,
     /// Rollouts started and not yet terminal (or refused).
@@ -162,9 +166,17 @@ impl Collectors {
                     span.nodes = nodes.len() as u64;
                 }
             }
-            RolloutBody::Terminal { .. } | RolloutBody::PlanRefused { .. } => {
+            RolloutBody::Terminal { outcome } => {
                 self.rollouts_active = self.rollouts_active.saturating_sub(1);
+                if let Some(account) = self.rollouts.iter_mut().find(|account| account.rollout == rollout) {
+                    account.outcome = outcome.to_string();
+                }
             }
+            RolloutBody::PlanRefused { .. } => {
+                self.rollouts_active = self.rollouts_active.saturating_sub(1);
+                self.refused.insert(rollout.to_owned());
+            }
+            RolloutBody::Accounted { nodes } => self.on_account(rollout, nodes),
             RolloutBody::PlanFrozen { .. }
             | RolloutBody::Quarantined { .. }
             | RolloutBody::Repaired { .. }
@@ -176,6 +188,45 @@ impl Collectors {
             | RolloutBody::LockTaken { .. }
             | RolloutBody::Reauthenticated { .. }
             | RolloutBody::SkippedHeld { .. } => {}
+        }
+    }
+
+    /// A rollout's account of every selected node: it replaces the rollout's earlier one (an adopting controller
+    /// accounts again), in flight until its terminal event (or refused, when a refusal came just before it).
+    fn on_account(&mut self, rollout: &str, nodes: &[engine::ports::events::NodeAccount]) {
+        use engine::ports::events::NodeOutcome;
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        let mut records = Vec::new();
+        for entry in nodes {
+            *counts.entry(entry.outcome.as_str().to_owned()).or_default() += 1;
+            if records.len() >= reports::ACCOUNT_NODES_MAX {
+                continue;
+            }
+            let (detail, repair) = match &entry.outcome {
+                NodeOutcome::Upgraded => (String::new(), String::new()),
+                NodeOutcome::Prior { reason } => (reason.clone(), String::new()),
+                NodeOutcome::Quarantined { repair } => (repair.surfaces.join("; "), repair.command.clone()),
+                NodeOutcome::Held { owners } => (format!("held by {}", owners.join(", ")), String::new()),
+                NodeOutcome::Stuck { step, reason } => (format!("at {}: {reason}", step.as_str()), String::new()),
+            };
+            records.push(reports::NodeRecord {
+                node: entry.node.clone(),
+                outcome: entry.outcome.as_str().to_owned(),
+                detail,
+                repair,
+            });
+        }
+        let outcome = if self.refused.remove(rollout) { "refused" } else { "in flight" };
+        let account = reports::RolloutAccount {
+            rollout: rollout.to_owned(),
+            outcome: outcome.to_owned(),
+            counts,
+            nodes: records,
+        };
+        match self.rollouts.iter().position(|kept| kept.rollout == rollout) {
+            Some(index) => self.rollouts[index] = account,
+            None if self.rollouts.len() < reports::SPANS_MAX => self.rollouts.push(account),
+            None => {}
         }
     }
 

@@ -77,6 +77,7 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
         OracleId::NoIncoherentNodeMutated => Box::new(rollout::NoIncoherentNodeMutated::default()),
         OracleId::NoDispatchToHeldWorker => Box::new(rollout::NoDispatchToHeld::default()),
         OracleId::EveryLaneConverged => Box::new(rollout::EveryLaneConverged::default()),
+        OracleId::EverySelectedNodeAccounted => Box::new(rollout::EverySelectedNodeAccounted::new(ctx)),
         OracleId::HoldsAccounted => Box::new(rollout::HoldsAccounted::default()),
         OracleId::InstanceSilentRaised => Box::new(Reached(|body| matches!(body, Body::InstanceSilent { .. }))),
         OracleId::InstanceRecoveredRaised => Box::new(Reached(|body| matches!(body, Body::InstanceRecovered { .. }))),

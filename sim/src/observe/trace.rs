@@ -206,6 +206,7 @@ pub enum RolloutBody {
     LockTaken { fence: u64, superseded: bool },
     Reauthenticated { expires_at_ms: u64 },
     SkippedHeld { node: String, owners: Vec<String> },
+    Accounted { nodes: Vec<engine::ports::events::NodeAccount> },
     Terminal { outcome: engine::ports::events::TerminalOutcome },
 }
 
@@ -234,6 +235,7 @@ impl From<engine::ports::events::RolloutEvent> for RolloutBody {
             E::LockTaken { fence, superseded } => RolloutBody::LockTaken { fence, superseded },
             E::Reauthenticated { expires_at_ms } => RolloutBody::Reauthenticated { expires_at_ms },
             E::SkippedHeld { node, owners } => RolloutBody::SkippedHeld { node, owners },
+            E::Accounted { nodes } => RolloutBody::Accounted { nodes },
             E::Terminal { outcome } => RolloutBody::Terminal { outcome },
         }
     }

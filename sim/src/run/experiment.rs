@@ -187,6 +187,7 @@ partition = { per_mille = 1000, count_max = 3 }
             availability: vec![],
             availability_cut_ms: None,
             lanes: vec![],
+            rollouts: vec![],
             workflows: vec![],
             violations: vec![],
             violation_counts: Default::default(),

@@ -30,6 +30,9 @@ pub struct Policy {
     /// `[lanes] converged_per_mille_min`: of the runs that started a rollout, the share without an
     /// `every_lane_converged` violation.
     pub lanes_converged_per_mille_min: Option<u32>,
+    /// `[nodes] upgraded_per_mille_min`: of the selected nodes of every rollout account in the report, the share
+    /// upgraded (RCCA all-selected acceptance: a quarantined, prior, held or stuck node counts against it).
+    pub nodes_upgraded_per_mille_min: Option<u32>,
     /// `[violations] max`: the most violations, over all runs, of each named oracle.
     pub violations_max: BTreeMap<String, u64>,
     /// `[violations] others_max`: the most violations of any oracle `max` does not name.
@@ -56,6 +59,7 @@ struct PolicyFile {
     #[serde(default)]
     runs: RunsFile,
     lanes: Option<LanesFile>,
+    nodes: Option<NodesFile>,
     #[serde(default)]
     violations: ViolationsFile,
     #[serde(default)]
@@ -79,6 +83,12 @@ struct RunsFile {
 #[serde(deny_unknown_fields)]
 struct LanesFile {
     converged_per_mille_min: Spanned<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodesFile {
+    upgraded_per_mille_min: Spanned<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -157,6 +167,10 @@ pub fn parse_policy(path: &str, text: &str) -> Result<Policy, SpecError> {
         lanes_converged_per_mille_min: per_mille(
             "lanes.converged_per_mille_min",
             &file.lanes.map(|lanes| lanes.converged_per_mille_min),
+        )?,
+        nodes_upgraded_per_mille_min: per_mille(
+            "nodes.upgraded_per_mille_min",
+            &file.nodes.map(|nodes| nodes.upgraded_per_mille_min),
         )?,
         violations_others_max: file.violations.others_max,
         commit_matches_head: file.commit.is_some_and(|commit| commit.matches_head),
@@ -488,6 +502,33 @@ pub fn decide(report: &CampaignReport, policy: &Policy, evidence: &Evidence) -> 
             }
         });
     }
+    if let Some(min) = policy.nodes_upgraded_per_mille_min {
+        let total = |outcome: Option<&str>| {
+            summary
+                .rollout_nodes
+                .iter()
+                .filter(|(name, _)| outcome.is_none_or(|outcome| name.as_str() == outcome))
+                .fold(0u64, |sum, (_, count)| sum.saturating_add(*count))
+        };
+        let (selected, upgraded) = (total(None), total(Some("upgraded")));
+        let met = selected > 0 && upgraded.saturating_mul(1000) >= u64::from(min).saturating_mul(selected);
+        decision.check("nodes.upgraded_per_mille_min", met, || {
+            if let Some(share) = upgraded.saturating_mul(1000).checked_div(selected) {
+                let others: Vec<String> = summary
+                    .rollout_nodes
+                    .iter()
+                    .filter(|(name, count)| name.as_str() != "upgraded" && **count > 0)
+                    .map(|(name, count)| format!("{count} {name}"))
+                    .collect();
+                format!(
+                    "{upgraded} of the {selected} selected nodes upgraded ({share} per mille; {}), the policy needs {min} per mille",
+                    others.join(", ")
+                )
+            } else {
+                "no rollout accounted for a selected node".to_owned()
+            }
+        });
+    }
     for (oracle, max) in &policy.violations_max {
         let found = summary.violations_by_oracle.get(oracle).copied().unwrap_or(0);
         decision.check(format!("violations.max.{oracle}"), found <= *max, || {
@@ -663,6 +704,7 @@ matches_head = true
             availability: vec![],
             availability_cut_ms: None,
             lanes: vec![],
+            rollouts: vec![],
             workflows: vec![],
             violations: vec![],
             violation_counts: BTreeMap::new(),
@@ -734,6 +776,42 @@ matches_head = true
         assert_eq!(decision.checks, 17);
         let text = render(&decision, "r.json", &report, &policy(), 2);
         assert_eq!(text, "gate PASS: r.json meets gate.toml: 4 runs, 4 passed, 17 checks met, 2 runs re-checked\n");
+    }
+
+    #[test]
+    fn the_upgraded_share_counts_every_selected_node_of_every_account() {
+        let (mut report, evidence) = good();
+        let account = |upgraded: u64, quarantined: u64| reports::RolloutAccount {
+            rollout: "rollout-r".into(),
+            outcome: "partial".into(),
+            counts: BTreeMap::from([("upgraded".to_owned(), upgraded), ("quarantined".to_owned(), quarantined)]),
+            nodes: vec![],
+        };
+        report.runs[0].rollouts = vec![account(7, 1)];
+        report.runs[1].rollouts = vec![account(8, 0)];
+        report.summary = reports::summarize(&report.runs, &["node_quarantined".into()], |_| "digest".into());
+        let mut policy = policy();
+        let judge = |report: &CampaignReport, policy: &Policy| {
+            let decision = decide(report, policy, &evidence);
+            decision.unmet.iter().map(|u| format!("{}: {}", u.threshold, u.reason)).collect::<Vec<_>>()
+        };
+        policy.nodes_upgraded_per_mille_min = Some(937);
+        assert_eq!(judge(&report, &policy), Vec::<String>::new(), "15 of 16 is 937.5 per mille");
+        policy.nodes_upgraded_per_mille_min = Some(938);
+        assert_eq!(
+            judge(&report, &policy),
+            [
+                "nodes.upgraded_per_mille_min: 15 of the 16 selected nodes upgraded (937 per mille; 1 quarantined), the policy needs 938 per mille"
+            ]
+        );
+        for run in &mut report.runs {
+            run.rollouts.clear();
+        }
+        report.summary = reports::summarize(&report.runs, &["node_quarantined".into()], |_| "digest".into());
+        assert_eq!(judge(&report, &policy), ["nodes.upgraded_per_mille_min: no rollout accounted for a selected node"]);
+        let file = POLICY.replace("[lanes]", "[nodes]\nupgraded_per_mille_min = 1001\n\n[lanes]");
+        let error = parse_policy("gate.toml", &file).unwrap_err().to_string();
+        assert!(error.contains("nodes.upgraded_per_mille_min: a per-mille share is 0 to 1000, not 1001"), "{error}");
     }
 
     #[test]

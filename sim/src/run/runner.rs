@@ -184,6 +184,9 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
     );
 
     unmet.extend(conformance_unmet(&spec.expect, &outcome.collectors));
+    if let Some(expected) = &spec.expect.rollout {
+        unmet.extend(rollout_unmet(expected, &outcome.collectors));
+    }
 
     let verdict = reports::judge(outcome.ended.panic.is_some(), &violations, &unmet);
     let collectors = outcome.collectors;
@@ -216,6 +219,7 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
             availability,
             availability_cut_ms: collectors.availability_cut_ms,
             lanes: collectors.lanes,
+            rollouts: collectors.rollouts,
             workflows: collectors.workflows,
             violations,
             violation_counts,
@@ -285,6 +289,61 @@ pub fn conformance_unmet(
     unmet
 }
 
+/// What `[expect.rollout]` states of the run's last rollout and its account did not show: the outcome, every
+/// lane's verdict in plan order, the node counts by outcome, the named nodes' outcomes.
+pub fn rollout_unmet(
+    expected: &crate::model::spec::RolloutExpect,
+    seen: &crate::observe::collect::Collectors,
+) -> Vec<String> {
+    let Some(account) = seen.rollouts.last() else {
+        return vec!["a rollout account, and the run has none".to_owned()];
+    };
+    let name = &account.rollout;
+    let mut unmet = Vec::new();
+    if let Some(outcome) = &expected.outcome {
+        let ended = account.outcome.split(':').next().unwrap_or_default();
+        if ended != outcome {
+            unmet.push(format!("{name} ended {outcome}, the run's ended {}", account.outcome));
+        }
+    }
+    if let Some(lanes) = &expected.lanes {
+        let mut spans: Vec<&reports::LaneSpan> = seen.lanes.iter().filter(|span| &span.rollout == name).collect();
+        spans.sort_by_key(|span| span.lane);
+        let verdicts: Vec<&str> = spans.iter().map(|span| span.verdict.as_deref().unwrap_or("uncommitted")).collect();
+        if verdicts.iter().ne(lanes.iter()) {
+            unmet.push(format!("{name} lanes [{}], the run's were [{}]", lanes.join(", "), verdicts.join(", ")));
+        }
+    }
+    if !expected.nodes.is_empty() {
+        let differs = reports::NODE_OUTCOMES
+            .iter()
+            .any(|outcome| expected.nodes.get(*outcome).copied().unwrap_or(0) != account.count(outcome));
+        if differs {
+            let show = |counts: &std::collections::BTreeMap<String, u64>| {
+                counts
+                    .iter()
+                    .filter(|(_, count)| **count > 0)
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            unmet.push(format!(
+                "{name} nodes {{{}}}, the run's were {{{}}}",
+                show(&expected.nodes),
+                show(&account.counts)
+            ));
+        }
+    }
+    for (node, outcome) in &expected.node {
+        let found =
+            account.nodes.iter().find(|record| &record.node == node).map_or("unaccounted", |r| r.outcome.as_str());
+        if found != outcome {
+            unmet.push(format!("{name} {node} {outcome}, the run's was {found}"));
+        }
+    }
+    unmet
+}
+
 /// Whether the run's typed events show a section 7 condition, and the engine meeting it: the out-of-band change
 /// was made to MAAS (a fault step applied) and the workflow adopted the observed state or
 /// stopped it as an ambiguity; a late enrolment was adopted by an operator after the workflow had failed.
@@ -311,6 +370,66 @@ fn condition_shown(condition: &str, seen: &crate::observe::collect::Collectors) 
 mod tests {
     use super::*;
     use reports::{FailureKind, Verdict};
+
+    #[test]
+    fn each_rollout_expectation_is_unmet_when_the_account_shows_otherwise() {
+        use crate::model::spec::RolloutExpect;
+        use crate::observe::collect::Collectors;
+        let mut seen = Collectors::default();
+        let node = |node: &str, outcome: &str| reports::NodeRecord {
+            node: node.into(),
+            outcome: outcome.into(),
+            detail: String::new(),
+            repair: String::new(),
+        };
+        seen.rollouts.push(reports::RolloutAccount {
+            rollout: "rollout-b".into(),
+            outcome: "partial".into(),
+            counts: [("upgraded".to_owned(), 1), ("quarantined".to_owned(), 1)].into_iter().collect(),
+            nodes: vec![node("node-01", "upgraded"), node("node-02", "quarantined")],
+        });
+        let lane = |lane, verdict: Option<&str>| reports::LaneSpan {
+            rollout: "rollout-b".into(),
+            lane,
+            nodes: 1,
+            start_ms: 0,
+            end_ms: 1,
+            verdict: verdict.map(str::to_owned),
+        };
+        seen.lanes = vec![lane(1, None), lane(0, Some("successor"))];
+        let met = RolloutExpect {
+            outcome: Some("partial".into()),
+            lanes: Some(vec!["successor".into(), "uncommitted".into()]),
+            nodes: [("upgraded".to_owned(), 1), ("quarantined".to_owned(), 1)].into_iter().collect(),
+            node: [("node-02".to_owned(), "quarantined".to_owned())].into_iter().collect(),
+        };
+        assert_eq!(rollout_unmet(&met, &seen), Vec::<String>::new());
+        let broken = [
+            (
+                RolloutExpect { outcome: Some("successor".into()), ..met.clone() },
+                "rollout-b ended successor, the run's ended partial",
+            ),
+            (
+                RolloutExpect { lanes: Some(vec!["successor".into()]), ..met.clone() },
+                "rollout-b lanes [successor], the run's were [successor, uncommitted]",
+            ),
+            (
+                RolloutExpect { nodes: [("upgraded".to_owned(), 2)].into_iter().collect(), ..met.clone() },
+                "rollout-b nodes {upgraded 2}, the run's were {quarantined 1, upgraded 1}",
+            ),
+            (
+                RolloutExpect {
+                    node: [("node-01".to_owned(), "held".to_owned())].into_iter().collect(),
+                    ..met.clone()
+                },
+                "rollout-b node-01 held, the run's was upgraded",
+            ),
+        ];
+        for (expect, unmet) in broken {
+            assert_eq!(rollout_unmet(&expect, &seen), [unmet.to_owned()]);
+        }
+        assert_eq!(rollout_unmet(&met, &Collectors::default()), ["a rollout account, and the run has none".to_owned()]);
+    }
 
     #[test]
     fn each_conformance_expectation_is_unmet_when_the_run_shows_otherwise() {

@@ -291,6 +291,27 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
                 let _ = writeln!(out, "{key} = {}", strings(values));
             }
         }
+        if let Some(rollout) = &expect.rollout {
+            let _ = writeln!(out, "\n[expect.rollout]");
+            if let Some(outcome) = &rollout.outcome {
+                let _ = writeln!(out, "outcome = {}", string(outcome));
+            }
+            if let Some(lanes) = &rollout.lanes {
+                let _ = writeln!(out, "lanes = {}", strings(lanes));
+            }
+            let table = |pairs: Vec<(String, String)>| {
+                let pairs: Vec<String> = pairs.into_iter().map(|(key, value)| format!("{key} = {value}")).collect();
+                format!("{{ {} }}", pairs.join(", "))
+            };
+            if !rollout.nodes.is_empty() {
+                let pairs = rollout.nodes.iter().map(|(outcome, count)| (outcome.clone(), int(*count))).collect();
+                let _ = writeln!(out, "nodes = {}", table(pairs));
+            }
+            if !rollout.node.is_empty() {
+                let pairs = rollout.node.iter().map(|(node, outcome)| (string(node), string(outcome))).collect();
+                let _ = writeln!(out, "node = {}", table(pairs));
+            }
+        }
     }
     Ok(out)
 }

@@ -1,9 +1,10 @@
 //! The oracles of the rolling deployment (the 2026-09-21 RCCA): the availability floor, lane bounds, no duplicate
-//! or incoherent mutation, no fetch after quiescence, holds accounted for, lanes converged, receipts and time bounds.
+//! or incoherent mutation, no fetch after quiescence, every selected node accounted for, holds accounted for, lanes
+//! converged, receipts and time bounds.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine::ports::events::{LaneVerdict, RolloutStep, TerminalOutcome};
+use engine::ports::events::{LaneVerdict, NodeAccount, NodeOutcome, NodeStep, RolloutStep, TerminalOutcome};
 
 use crate::model::faults::Step;
 use crate::observe::oracles::{Finding, Oracle, OracleContext};
@@ -448,6 +449,115 @@ impl Oracle for EveryLaneConverged {
                 out.push(Finding { t_ms: end_ms, evidence: format!("the rollout ended {outcome}") });
             }
             Some(_) => {}
+        }
+    }
+}
+
+/// Judges every rollout's account against the trace: the engine's word on a node is believed only where the
+/// events the trace already holds show it.
+pub(super) struct EverySelectedNodeAccounted {
+    /// Nodes the fleet has: every rollout selects all of them.
+    selected: usize,
+    /// Per rollout: the nodes it released, began quiescing, quarantined and skipped for another's hold.
+    seen: BTreeMap<String, RolloutSeen>,
+    /// Per rollout: the nodes its last account did not call upgraded.
+    not_upgraded: BTreeMap<String, Option<Vec<String>>>,
+}
+
+#[derive(Default)]
+struct RolloutSeen {
+    released: BTreeSet<String>,
+    quiesced: BTreeSet<String>,
+    quarantined: BTreeSet<String>,
+    skipped: BTreeSet<String>,
+}
+
+impl EverySelectedNodeAccounted {
+    pub(super) fn new(ctx: &OracleContext) -> Self {
+        EverySelectedNodeAccounted {
+            selected: ctx.nodes as usize,
+            seen: BTreeMap::new(),
+            not_upgraded: BTreeMap::new(),
+        }
+    }
+
+    fn judge_account(&mut self, t_ms: u64, rollout: &str, nodes: &[NodeAccount], out: &mut Vec<Finding>) {
+        let seen = self.seen.entry(rollout.to_owned()).or_default();
+        let mut finding = |evidence: String| out.push(Finding { t_ms, evidence: format!("{rollout}: {evidence}") });
+        let names: BTreeSet<&str> = nodes.iter().map(|entry| entry.node.as_str()).collect();
+        if names.len() != nodes.len() || nodes.len() != self.selected {
+            finding(format!(
+                "the account names {} distinct nodes in {} entries, but the rollout selected {}",
+                names.len(),
+                nodes.len(),
+                self.selected
+            ));
+        }
+        for entry in nodes {
+            let node = entry.node.as_str();
+            let released = seen.released.contains(node);
+            let contradiction = match &entry.outcome {
+                NodeOutcome::Upgraded if !released => Some("upgraded, but it never completed its release step"),
+                NodeOutcome::Upgraded => None,
+                _ if released => Some("not upgraded, but it completed its release step"),
+                NodeOutcome::Prior { .. } if seen.quiesced.contains(node) => {
+                    Some("prior, but the rollout began quiescing it")
+                }
+                NodeOutcome::Quarantined { .. } if !seen.quarantined.contains(node) => {
+                    Some("quarantined, but the rollout never reported its quarantine")
+                }
+                NodeOutcome::Held { .. } if !seen.skipped.contains(node) => {
+                    Some("held by someone else, but the rollout never skipped it for a hold")
+                }
+                NodeOutcome::Prior { .. }
+                | NodeOutcome::Quarantined { .. }
+                | NodeOutcome::Held { .. }
+                | NodeOutcome::Stuck { .. } => None,
+            };
+            if let Some(contradiction) = contradiction {
+                finding(format!("{node} is accounted {contradiction}"));
+            }
+        }
+        let not_upgraded =
+            nodes.iter().filter(|entry| entry.outcome != NodeOutcome::Upgraded).map(|entry| entry.node.clone());
+        self.not_upgraded.insert(rollout.to_owned(), Some(not_upgraded.collect()));
+    }
+}
+
+impl Oracle for EverySelectedNodeAccounted {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let Body::Rollout { rollout, event: body } = &event.body else { return };
+        let seen = self.seen.entry(rollout.clone()).or_default();
+        match body {
+            RolloutBody::StepDone { node, step: RolloutStep::Node(NodeStep::Release), .. } => {
+                seen.released.insert(node.clone());
+            }
+            RolloutBody::StepStarted { node, step: RolloutStep::Node(NodeStep::Quiesce), .. } => {
+                seen.quiesced.insert(node.clone());
+            }
+            RolloutBody::Quarantined { node, .. } => {
+                seen.quarantined.insert(node.clone());
+            }
+            RolloutBody::SkippedHeld { node, .. } => {
+                seen.skipped.insert(node.clone());
+            }
+            RolloutBody::Accounted { nodes } => self.judge_account(event.t_ms, rollout, nodes, out),
+            RolloutBody::Terminal { outcome: TerminalOutcome::Successor } => {
+                let evidence = match self.not_upgraded.get(rollout) {
+                    None | Some(None) => Some("ended successor without accounting for its nodes".to_owned()),
+                    Some(Some(missing)) if !missing.is_empty() => Some(format!(
+                        "ended successor with {} of {} selected nodes not upgraded ({})",
+                        missing.len(),
+                        self.selected,
+                        missing.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+                    )),
+                    Some(Some(_)) => None,
+                };
+                if let Some(evidence) = evidence {
+                    out.push(Finding { t_ms: event.t_ms, evidence: format!("{rollout}: {evidence}") });
+                }
+            }
+            _ => {}
         }
     }
 }

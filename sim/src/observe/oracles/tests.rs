@@ -554,3 +554,97 @@ fn recovery_work_between_a_failure_and_its_decision_must_be_the_failed_rows() {
     assert_eq!(findings.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [8, 11], "{findings:#?}");
     assert!(findings[0].evidence.contains("not its row's recovery work"), "{}", findings[0].evidence);
 }
+
+#[test]
+fn an_account_is_believed_only_where_the_trace_shows_it_and_a_successor_needs_every_node_upgraded() {
+    use engine::ports::events::{NodeAccount, NodeOutcome, NodeStep, RolloutStep};
+    let step = |t, node: &str, step: NodeStep, done: bool| {
+        let (node, step) = (node.to_owned(), RolloutStep::Node(step));
+        rollout(
+            t,
+            if done {
+                RolloutBody::StepDone { node, step, lane: 0 }
+            } else {
+                RolloutBody::StepStarted { node, step, lane: 0 }
+            },
+        )
+    };
+    let entry = |node: &str, outcome: NodeOutcome| NodeAccount { node: node.into(), outcome };
+    let upgraded = |node: &str| entry(node, NodeOutcome::Upgraded);
+    let quarantined = |node: &str| {
+        entry(node, NodeOutcome::Quarantined { repair: engine::rollout::account::repair_plan("r", node, vec![]) })
+    };
+    let accounted = |t, nodes: Vec<NodeAccount>| rollout(t, RolloutBody::Accounted { nodes });
+    let terminal = |t, outcome| rollout(t, RolloutBody::Terminal { outcome });
+    let oracle = || EverySelectedNodeAccounted::new(&ctx());
+    // The honest story: n1–n3 released, n4 quarantined; the rollout is partial.
+    let mut story =
+        vec![rollout(1, RolloutBody::Quarantined { node: "n4".into(), surfaces: vec!["marker absent".into()] })];
+    for node in ["n1", "n2", "n3"] {
+        story.push(step(2, node, NodeStep::Quiesce, false));
+        story.push(step(3, node, NodeStep::Release, true));
+    }
+    let honest = vec![upgraded("n1"), upgraded("n2"), upgraded("n3"), quarantined("n4")];
+    let mut good = story.clone();
+    good.extend([accounted(4, honest.clone()), terminal(5, TerminalOutcome::Partial)]);
+    assert!(run(&mut oracle(), &good, 10).is_empty(), "{:?}", run(&mut oracle(), &good, 10));
+    // The quarantine shrinks the denominator: a successor with n4 not upgraded.
+    let mut shrunk = story.clone();
+    shrunk.extend([accounted(4, honest.clone()), terminal(5, TerminalOutcome::Successor)]);
+    let found = run(&mut oracle(), &shrunk, 10);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].evidence.contains("ended successor with 1 of 4 selected nodes not upgraded (n4)"), "{found:?}");
+    // A node left out of the account.
+    let mut short = story.clone();
+    short.push(accounted(4, honest[..3].to_vec()));
+    assert!(run(&mut oracle(), &short, 10)[0].evidence.contains("the account names 3 distinct nodes in 3 entries"));
+    // Each outcome the trace contradicts.
+    let lies = [
+        (
+            vec![upgraded("n1"), upgraded("n2"), upgraded("n3"), upgraded("n4")],
+            "n4 is accounted upgraded, but it never completed its release step",
+        ),
+        (
+            vec![
+                entry("n1", NodeOutcome::Prior { reason: "x".into() }),
+                upgraded("n2"),
+                upgraded("n3"),
+                quarantined("n4"),
+            ],
+            "n1 is accounted not upgraded, but it completed its release step",
+        ),
+        (
+            vec![
+                upgraded("n1"),
+                upgraded("n2"),
+                upgraded("n3"),
+                entry("n4", NodeOutcome::Held { owners: vec!["op".into()] }),
+            ],
+            "n4 is accounted held by someone else, but the rollout never skipped it for a hold",
+        ),
+    ];
+    for (nodes, lie) in lies {
+        let mut events = story.clone();
+        events.push(accounted(4, nodes));
+        let found = run(&mut oracle(), &events, 10);
+        assert!(found.iter().any(|finding| finding.evidence.contains(lie)), "{lie}: {found:?}");
+    }
+    // Prior after a quiesce began, and a quarantine never reported.
+    let mut begun = vec![step(1, "n1", NodeStep::Quiesce, false)];
+    begun.push(accounted(
+        2,
+        vec![entry("n1", NodeOutcome::Prior { reason: "x".into() }), quarantined("n2"), upgraded("n3"), upgraded("n4")],
+    ));
+    let found = run(&mut oracle(), &begun, 10);
+    assert!(
+        found.iter().any(|f| f.evidence.contains("n1 is accounted prior, but the rollout began quiescing it")),
+        "{found:?}"
+    );
+    assert!(
+        found.iter().any(|f| f.evidence.contains("n2 is accounted quarantined, but the rollout never reported")),
+        "{found:?}"
+    );
+    // A successor with no account at all.
+    let found = run(&mut oracle(), &[terminal(1, TerminalOutcome::Successor)], 10);
+    assert!(found[0].evidence.contains("ended successor without accounting for its nodes"), "{found:?}");
+}
