@@ -463,39 +463,25 @@ mod tests {
             report.summary.rollout_nodes,
             std::collections::BTreeMap::from([("quarantined".into(), 1), ("upgraded".into(), 1)])
         );
-        // A quarantine may not be called a successor, however the summary is recomputed.
-        let mut forged = value.clone();
-        forged["runs"][0]["rollouts"][0]["outcome"] = "successor".into();
-        resummarize(&mut forged);
-        assert_eq!(
-            reason(&forged),
-            "inconsistent: runs[0].rollouts[0].outcome: successor, but 1 of the 2 selected nodes are not upgraded"
-        );
-        let mut shrunk = value.clone();
-        shrunk["runs"][0]["rollouts"][0]["counts"] = serde_json::json!({"upgraded": 1});
-        resummarize(&mut shrunk);
-        assert_eq!(
-            reason(&shrunk),
-            "inconsistent: runs[0].rollouts[0].nodes: 2 listed, but the counts give 1 selected nodes"
-        );
-        let mut relabelled = value.clone();
-        relabelled["runs"][0]["rollouts"][0]["nodes"][1]["outcome"] = "upgraded".into();
-        resummarize(&mut relabelled);
-        assert_eq!(
-            reason(&relabelled),
-            "inconsistent: runs[0].rollouts[0].counts.upgraded: 1, but the node list has 2"
-        );
-        let mut twice = value.clone();
-        twice["runs"][0]["rollouts"][0]["nodes"][1]["node"] = "w1".into();
-        resummarize(&mut twice);
-        assert_eq!(
-            reason(&twice),
-            "inconsistent: runs[0].rollouts[0].nodes[1].node: not in name order, or listed twice"
-        );
-        let mut unknown = value.clone();
-        unknown["runs"][0]["rollouts"][0]["counts"] = serde_json::json!({"upgraded": 1, "gone": 1});
-        resummarize(&mut unknown);
-        assert!(reason(&unknown).starts_with("inconsistent: runs[0].rollouts[0].counts.gone: not an outcome"));
+        // A quarantine may not be called a successor, however the summary is recomputed; nor may the counts and the
+        // node list disagree.
+        let forged = |pointer: &str, edit: serde_json::Value| {
+            let mut forged = value.clone();
+            *forged.pointer_mut(&format!("/runs/0/rollouts/0/{pointer}")).unwrap() = edit;
+            resummarize(&mut forged);
+            reason(&forged)
+        };
+        let cases = [
+            ("outcome", "successor".into(), "outcome: successor, but 1 of the 2 selected nodes are not upgraded"),
+            ("counts", serde_json::json!({"upgraded": 1}), "nodes: 2 listed, but the counts give 1 selected nodes"),
+            ("nodes/1/outcome", "upgraded".into(), "counts.upgraded: 1, but the node list has 2"),
+            ("nodes/1/node", "w1".into(), "nodes[1].node: not in name order, or listed twice"),
+            ("counts", serde_json::json!({"upgraded": 1, "gone": 1}), "counts.gone: not an outcome"),
+        ];
+        for (pointer, edit, expected) in cases {
+            let found = forged(pointer, edit);
+            assert!(found.starts_with(&format!("inconsistent: runs[0].rollouts[0].{expected}")), "{pointer}: {found}");
+        }
         // The summary's totals are checked against the runs too.
         let mut total = value;
         total["summary"]["rollout_nodes"] = serde_json::json!({"upgraded": 2});

@@ -1415,15 +1415,8 @@ fn resolve_expect(source: &Source, file: &ExpectFile, fleet: &FleetSpec) -> Resu
         }
         matrix_pairs.push(pair.get_ref().clone());
     }
-    let one_of = |key: &str, value: &Spanned<String>, known: &[&str]| -> Result<String, SpecError> {
-        if known.contains(&value.get_ref().as_str()) {
-            return Ok(value.get_ref().clone());
-        }
-        Err(source.error_at(
-            Some(value.span()),
-            format!("expect.{key}: \"{}\" is not one of {}", value.get_ref(), known.join(", ")),
-        ))
-    };
+    let one_of =
+        |key: &str, value: &Spanned<String>, known: &[&str]| one_of(source, &format!("expect.{key}"), value, known);
     let mut recovery_work = None;
     if let Some(entries) = &file.recovery_work {
         let mut checked = Vec::new();
@@ -1471,20 +1464,23 @@ fn resolve_expect(source: &Source, file: &ExpectFile, fleet: &FleetSpec) -> Resu
     })
 }
 
+/// `value` when it is one of `known`, else an error at its place naming `key` and what it may be.
+fn one_of(source: &Source, key: &str, value: &Spanned<String>, known: &[&str]) -> Result<String, SpecError> {
+    if known.contains(&value.get_ref().as_str()) {
+        return Ok(value.get_ref().clone());
+    }
+    Err(source
+        .error_at(Some(value.span()), format!("{key}: \"{}\" is not one of {}", value.get_ref(), known.join(", "))))
+}
+
 /// `[expect.rollout]`: known outcomes and verdicts, counts that add up to the fleet, nodes the fleet has.
 fn resolve_rollout_expect(
     source: &Source,
     file: &Spanned<RolloutExpectFile>,
     fleet: &FleetSpec,
 ) -> Result<RolloutExpect, SpecError> {
-    let one_of = |key: &str, value: &Spanned<String>, known: &[&str]| -> Result<String, SpecError> {
-        if known.contains(&value.get_ref().as_str()) {
-            return Ok(value.get_ref().clone());
-        }
-        Err(source.error_at(
-            Some(value.span()),
-            format!("expect.rollout.{key}: \"{}\" is not one of {}", value.get_ref(), known.join(", ")),
-        ))
+    let one_of = |key: &str, value: &Spanned<String>, known: &[&str]| {
+        one_of(source, &format!("expect.rollout.{key}"), value, known)
     };
     let rollout = file.get_ref();
     let outcome = rollout.outcome.as_ref().map(|value| one_of("outcome", value, &ROLLOUT_OUTCOMES)).transpose()?;
