@@ -292,13 +292,7 @@ impl<'a, J: Journal, P: Provider, M: BareMetal, R: PlatformRows> InstanceDriver<
         for id in ids {
             let instance = self.inventory.instance(&id)?;
             if matches!(instance.backing, Backing::BareMetal { .. }) {
-                let in_flight = matches!(
-                    instance.state,
-                    InstanceState::Pending
-                        | InstanceState::Provisioning
-                        | InstanceState::Stopping
-                        | InstanceState::Starting
-                ) || instance.destroy_pending_since_ms.is_some();
+                let in_flight = crate::instance::metal::metal_owed(instance);
                 if in_flight {
                     self.follow_metal(&id, now_ms).await?;
                 }
@@ -402,8 +396,10 @@ impl<'a, J: Journal, P: Provider, M: BareMetal, R: PlatformRows> InstanceDriver<
             Ok(status) => status,
             Err(error) => return Ok(Progress::Deferred(error)),
         };
+        // The row holds the machine's system id once its onboarding named it: power is asked and sent by it.
+        let system_id = instance.cloud_instance_id.as_deref();
         let powered = if matches!(instance.state, InstanceState::Stopping | InstanceState::Starting) {
-            match self.metal.powered(mac).await {
+            match self.metal.powered(mac, system_id).await {
                 Ok(powered) => Some(powered),
                 Err(error) => return Ok(Progress::Deferred(error)),
             }
@@ -415,7 +411,7 @@ impl<'a, J: Journal, P: Provider, M: BareMetal, R: PlatformRows> InstanceDriver<
             let made = match call {
                 MetalCall::Onboard => self.metal.onboard(mac, instance_id).await,
                 MetalCall::Decommission => self.metal.decommission(mac).await,
-                MetalCall::Power(action) => self.metal.power(mac, action).await,
+                MetalCall::Power(action) => self.metal.power(mac, system_id, action).await,
             };
             if let Err(error) = made {
                 return Ok(Progress::Deferred(error));
@@ -475,18 +471,24 @@ impl<'a, J: Journal, P: Provider, M: BareMetal, R: PlatformRows> InstanceDriver<
     }
 
     async fn dispatch(&self, call: &ProviderCall) -> Result<(), DriverError> {
-        let (ProviderCall::Start { backing, .. }
-        | ProviderCall::Stop { backing, .. }
-        | ProviderCall::Reboot { backing, .. }) = call
+        let (ProviderCall::Start { backing, cloud_instance_id, .. }
+        | ProviderCall::Stop { backing, cloud_instance_id, .. }
+        | ProviderCall::Reboot { backing, cloud_instance_id, .. }) = call
         else {
             return Ok(());
         };
+        // A bare-metal row's `cloud_instance_id` is its machine's MAAS system id once its onboarding named it.
+        let system_id = cloud_instance_id.as_deref();
         let result = match (backing, call) {
             // A bare-metal instance is powered through MAAS: a stop is a power-off (the runbook's `shutdown -h now`
             // over SSH ends the same way), a reboot a power cycle.
-            (Backing::BareMetal { mac }, ProviderCall::Start { .. }) => self.metal.power(mac, MetalPower::On).await,
-            (Backing::BareMetal { mac }, ProviderCall::Stop { .. }) => self.metal.power(mac, MetalPower::Off).await,
-            (Backing::BareMetal { mac }, _) => self.metal.power(mac, MetalPower::Cycle).await,
+            (Backing::BareMetal { mac }, ProviderCall::Start { .. }) => {
+                self.metal.power(mac, system_id, MetalPower::On).await
+            }
+            (Backing::BareMetal { mac }, ProviderCall::Stop { .. }) => {
+                self.metal.power(mac, system_id, MetalPower::Off).await
+            }
+            (Backing::BareMetal { mac }, _) => self.metal.power(mac, system_id, MetalPower::Cycle).await,
             (_, ProviderCall::Start { cloud_instance_id: Some(id), .. }) => self.provider.start(id).await,
             (_, ProviderCall::Stop { cloud_instance_id: Some(id), hard, .. }) => self.provider.stop(id, *hard).await,
             (_, ProviderCall::Reboot { cloud_instance_id: Some(id), .. }) => self.provider.reboot(id).await,

@@ -94,6 +94,18 @@ impl MetalStep {
     }
 }
 
+/// Whether a bare-metal row is in flight, so that [`Inventory::metal_step`] may owe it a step: pending,
+/// provisioning, stopping, starting, or terminated with its destroy owed (a destroy is requested only by the
+/// terminate). Any other row (and every cloud row) gets no step whatever its machine shows; the driver follows only
+/// these.
+pub fn metal_owed(instance: &Instance) -> bool {
+    matches!(instance.backing, Backing::BareMetal { .. })
+        && (matches!(
+            instance.state,
+            InstanceState::Pending | InstanceState::Provisioning | InstanceState::Stopping | InstanceState::Starting
+        ) || (instance.state == InstanceState::Terminated && instance.destroy_pending_since_ms.is_some()))
+}
+
 impl Inventory {
     /// The step of one bare-metal row given where its machine got to (`powered`: MAAS's power reading, asked only
     /// for a stopping or starting row). A cloud row, or a row with nothing owed, gets no step.
@@ -104,7 +116,7 @@ impl Inventory {
         powered: Option<bool>,
         now_ms: u64,
     ) -> MetalStep {
-        if !matches!(instance.backing, Backing::BareMetal { .. }) {
+        if !metal_owed(instance) {
             return MetalStep::nothing();
         }
         let created = |system_id: &Option<String>| -> Vec<InstanceRecord> {

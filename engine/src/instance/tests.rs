@@ -976,3 +976,49 @@ fn a_drain_under_a_gated_cordon_policy_needs_its_cordon_approved_first() {
     platform.commit(drained);
     assert_eq!(platform.state(&id), InstanceState::Stopping);
 }
+
+/// `metal_owed` is the whole of which rows `metal_step` acts on: a row it calls settled gets nothing from any status
+/// and power reading, and each in-flight state gets a call or a record from some status.
+#[test]
+fn a_bare_metal_row_is_owed_a_step_exactly_when_it_is_in_flight() {
+    let mut platform = Platform::default();
+    let id = metal_row(&mut platform, "node-02");
+    let row = platform.inventory.instance(&id).unwrap().clone();
+    let failed = WorkflowState::FailedManualIntervention;
+    let statuses = [
+        MetalStatus::Racked,
+        onboarding(None),
+        onboarding(Some("abc123")),
+        MetalStatus::OnboardingRetrying { system_id: Some("abc123".into()) },
+        deployed(),
+        MetalStatus::OnboardingFailed { state: failed },
+        MetalStatus::Decommissioning,
+        MetalStatus::DecommissionRetrying,
+        MetalStatus::DecommissionFailed { state: failed },
+        MetalStatus::Decommissioned,
+    ];
+    let mut owed_states = Vec::new();
+    for state in InstanceState::ALL {
+        for destroy_pending in [None, Some(0)] {
+            let instance =
+                super::inventory::Instance { state, destroy_pending_since_ms: destroy_pending, ..row.clone() };
+            let owed = super::metal::metal_owed(&instance);
+            let acted = statuses.iter().any(|status| {
+                [None, Some(true), Some(false)].into_iter().any(|powered| {
+                    let step = platform.inventory.metal_step(&instance, status, powered, MINUTE);
+                    step.call.is_some() || !step.then.records.is_empty()
+                })
+            });
+            assert_eq!(owed, acted, "{state} (destroy pending: {destroy_pending:?})");
+            if owed && destroy_pending.is_none() {
+                owed_states.push(state);
+            }
+        }
+    }
+    let expected =
+        [InstanceState::Pending, InstanceState::Provisioning, InstanceState::Starting, InstanceState::Stopping];
+    assert_eq!(owed_states, expected);
+    let cloud =
+        super::inventory::Instance { backing: Backing::Cloud { region: "r".into(), instance_type: "t".into() }, ..row };
+    assert!(!super::metal::metal_owed(&cloud), "a cloud row is never a bare-metal step's");
+}

@@ -55,10 +55,16 @@ pub trait BareMetal {
     fn onboard(&self, mac: &str, instance: &str) -> impl Future<Output = Result<(), ProviderError>>;
     /// Asks the runner to run the machine's decommission.
     fn decommission(&self, mac: &str) -> impl Future<Output = Result<(), ProviderError>>;
-    /// Powers the deployed machine through MAAS.
-    fn power(&self, mac: &str, action: MetalPower) -> impl Future<Output = Result<(), ProviderError>>;
-    /// Whether MAAS reads the machine powered on.
-    fn powered(&self, mac: &str) -> impl Future<Output = Result<bool, ProviderError>>;
+    /// Powers the deployed machine through MAAS. `system_id` is the MAAS system id the row already holds, when it
+    /// does: the machine is then read by it (a fresh read before the call) rather than looked up by MAC first.
+    fn power(
+        &self,
+        mac: &str,
+        system_id: Option<&str>,
+        action: MetalPower,
+    ) -> impl Future<Output = Result<(), ProviderError>>;
+    /// Whether MAAS reads the machine powered on (asked by `system_id` when the row holds it).
+    fn powered(&self, mac: &str, system_id: Option<&str>) -> impl Future<Output = Result<bool, ProviderError>>;
 }
 
 /// The port of a controller with no MAAS site: every call is refused, so a bare-metal row it is handed stays where it
@@ -80,10 +86,10 @@ impl BareMetal for NoSite {
     async fn decommission(&self, _mac: &str) -> Result<(), ProviderError> {
         Err(no_site())
     }
-    async fn power(&self, _mac: &str, _action: MetalPower) -> Result<(), ProviderError> {
+    async fn power(&self, _mac: &str, _system_id: Option<&str>, _action: MetalPower) -> Result<(), ProviderError> {
         Err(no_site())
     }
-    async fn powered(&self, _mac: &str) -> Result<bool, ProviderError> {
+    async fn powered(&self, _mac: &str, _system_id: Option<&str>) -> Result<bool, ProviderError> {
         Err(no_site())
     }
 }

@@ -54,16 +54,26 @@ impl SimMetal {
             .ok_or_else(|| ProviderError::NotFound(format!("no machine is racked with PXE MAC {mac}")))
     }
 
-    /// The machine's MAAS system id, read from the region (`list_by_mac`) and then read whole: what a power call
-    /// acts on is read first.
-    async fn system_id(&self, mac: &str) -> Result<String, ProviderError> {
+    /// The machine's MAAS system id, read whole from the region: by the id the row holds, or found by its MAC
+    /// (`list_by_mac`) first. What a power call acts on is read first.
+    async fn read_system(&self, mac: &str, known: Option<&str>) -> Result<String, ProviderError> {
+        let maas = self.world.site_maas(CONTROLLER_ID, INSTANCES_WORKFLOW);
+        let system_id = match known {
+            Some(system_id) => system_id.to_owned(),
+            None => self.find_system(mac).await?,
+        };
+        let read = maas.machine(&system_id).await.map_err(provider_error)?;
+        Ok(read.system_id)
+    }
+
+    /// The system id of the machine with this MAC, as the region lists it.
+    async fn find_system(&self, mac: &str) -> Result<String, ProviderError> {
         let maas = self.world.site_maas(CONTROLLER_ID, INSTANCES_WORKFLOW);
         let listed = maas.machines_with_mac(mac).await.map_err(provider_error)?;
         let Some(machine) = listed.into_iter().next() else {
             return Err(ProviderError::NotFound(format!("MAAS has no machine with MAC {mac}")));
         };
-        let read = maas.machine(&machine.system_id).await.map_err(provider_error)?;
-        Ok(read.system_id)
+        Ok(machine.system_id)
     }
 }
 
@@ -92,8 +102,8 @@ impl BareMetal for SimMetal {
         Ok(())
     }
 
-    async fn power(&self, mac: &str, action: MetalPower) -> Result<(), ProviderError> {
-        let system_id = self.system_id(mac).await?;
+    async fn power(&self, mac: &str, system_id: Option<&str>, action: MetalPower) -> Result<(), ProviderError> {
+        let system_id = self.read_system(mac, system_id).await?;
         let maas = self.world.site_maas(CONTROLLER_ID, INSTANCES_WORKFLOW);
         match action {
             MetalPower::On => maas.power_on(&system_id).await,
@@ -106,8 +116,12 @@ impl BareMetal for SimMetal {
         .map_err(provider_error)
     }
 
-    async fn powered(&self, mac: &str) -> Result<bool, ProviderError> {
-        let system_id = self.system_id(mac).await?;
+    async fn powered(&self, mac: &str, system_id: Option<&str>) -> Result<bool, ProviderError> {
+        // A power reading mutates nothing: by the id the row holds it needs no read before it.
+        let system_id = match system_id {
+            Some(system_id) => system_id.to_owned(),
+            None => self.find_system(mac).await?,
+        };
         let maas = self.world.site_maas(CONTROLLER_ID, INSTANCES_WORKFLOW);
         match maas.power_state(&system_id).await.map_err(provider_error)? {
             PowerState::On => Ok(true),
