@@ -461,7 +461,7 @@ pub(super) struct EverySelectedNodeAccounted {
     /// Per rollout: the nodes it released, began quiescing, quarantined and skipped for another's hold.
     seen: BTreeMap<String, RolloutSeen>,
     /// Per rollout: the nodes its last account did not call upgraded.
-    not_upgraded: BTreeMap<String, Option<Vec<String>>>,
+    not_upgraded: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Default)]
@@ -520,7 +520,7 @@ impl EverySelectedNodeAccounted {
         }
         let not_upgraded =
             nodes.iter().filter(|entry| entry.outcome != NodeOutcome::Upgraded).map(|entry| entry.node.clone());
-        self.not_upgraded.insert(rollout.to_owned(), Some(not_upgraded.collect()));
+        self.not_upgraded.insert(rollout.to_owned(), not_upgraded.collect());
     }
 }
 
@@ -544,14 +544,14 @@ impl Oracle for EverySelectedNodeAccounted {
             RolloutBody::Accounted { nodes } => self.judge_account(event.t_ms, rollout, nodes, out),
             RolloutBody::Terminal { outcome: TerminalOutcome::Successor } => {
                 let evidence = match self.not_upgraded.get(rollout) {
-                    None | Some(None) => Some("ended successor without accounting for its nodes".to_owned()),
-                    Some(Some(missing)) if !missing.is_empty() => Some(format!(
+                    None => Some("ended successor without accounting for its nodes".to_owned()),
+                    Some(missing) if !missing.is_empty() => Some(format!(
                         "ended successor with {} of {} selected nodes not upgraded ({})",
                         missing.len(),
                         self.selected,
                         missing.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
                     )),
-                    Some(Some(_)) => None,
+                    Some(_) => None,
                 };
                 if let Some(evidence) = evidence {
                     out.push(Finding { t_ms: event.t_ms, evidence: format!("{rollout}: {evidence}") });
