@@ -372,6 +372,12 @@ mod tests {
     use reports::{FailureKind, Verdict};
 
     #[test]
+    fn the_reports_name_the_node_outcomes_as_the_engine_does() {
+        // The reports crate depends on no workspace crate, so it spells the names itself; they must not drift.
+        assert_eq!(reports::NODE_OUTCOMES, engine::ports::events::NodeOutcome::NAMES);
+    }
+
+    #[test]
     fn each_rollout_expectation_is_unmet_when_the_account_shows_otherwise() {
         use crate::model::spec::RolloutExpect;
         use crate::observe::collect::Collectors;
