@@ -20,6 +20,7 @@ const SCENARIOS: &[&str] = &[
     "decommission-retains-the-maas-record-by-policy-with-a-follow-up.toml",
     "epoch-aware-expiry-keeps-members-and-expires-strays.toml",
     "fifty-agents-heartbeat-for-two-hours-through-faults.toml",
+    "fleet-one-life-onboarded-machines-are-rolled-out-to-then-decommissioned.toml",
     "hub-crashes-and-restarts-mid-run.toml",
     "instances-agent-up-but-never-ready-is-terminated-and-provisioned-afresh.toml",
     "instances-approval-parks-cordon-and-terminate-until-approved-or-denied.toml",
@@ -371,6 +372,43 @@ fn rollout_positive_marker_repair_with_agreeing_evidence() {
     let repair = on(&trace, "node-05", "worker.mutated", &["repair-0"]);
     assert_eq!(repair.len(), 1);
     assert!(repair[0].contains("~/.mac/deployed-source-revision"), "the marker is written, nothing else is touched");
+}
+
+#[test]
+fn fleet_one_life_onboarded_machines_are_rolled_out_to_then_decommissioned() {
+    let (record, trace) = run_file("fleet-one-life-onboarded-machines-are-rolled-out-to-then-decommissioned.toml");
+    let at = |line: &String| -> u64 {
+        let value: serde_json::Value = serde_json::from_str(line).expect("trace lines are JSON");
+        value["t_ms"].as_u64().expect("every event has a time")
+    };
+    let on = |host: &str, kind: &str| -> Vec<&String> {
+        events(&trace, kind).into_iter().filter(|l| l.contains(&format!("\"host\":\"{host}\""))).collect()
+    };
+    // A node's host runs only once its machine's agent enrolled through the site, and node-06 (no boot disk) never.
+    for node in ["node-01", "node-02", "node-03", "node-04", "node-05"] {
+        let enrolled: Vec<&String> = events(&trace, "site.agent_enrol")
+            .into_iter()
+            .filter(|l| l.contains(&format!("\"machine\":\"{node}\"")))
+            .collect();
+        let boots = on(node, "host.boot");
+        assert_eq!((enrolled.len(), boots.len()), (1, 1), "{node}: one enrolment, one boot");
+        assert!(at(boots[0]) >= at(enrolled[0]), "{node} booted before its agent enrolled");
+    }
+    assert!(on("node-06", "host.boot").is_empty(), "node-06 never onboarded, so it never runs");
+    // The rollout selects the enrolled nodes only, and upgrades them.
+    let selected = events(&trace, "rollout.selected");
+    assert_eq!(selected.len(), 1);
+    assert!(selected[0].contains("\"node-05\"") && !selected[0].contains("node-06"), "{}", selected[0]);
+    let account = &record.rollouts[0];
+    assert_eq!((account.outcome.as_str(), account.nodes.len()), ("successor", 5));
+    // The decommission comes after the rollout ended, and its release powers node-02 off: its host goes down.
+    let terminal = at(rollout(&trace, "terminal")[0]);
+    let requested = at(events(&trace, "step").into_iter().find(|l| l.contains("\"decommission\"")).expect("requested"));
+    assert_eq!(requested, terminal + 600_000, "wait_ms after the rollout's end");
+    let crashes = on("node-02", "host.crash");
+    assert_eq!(crashes.len(), 1, "released, so powered off");
+    assert!(at(crashes[0]) > requested);
+    assert!(["node-01", "node-03"].iter().all(|node| on(node, "host.crash").is_empty()));
 }
 
 #[test]

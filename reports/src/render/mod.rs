@@ -189,9 +189,12 @@ impl Rollouts {
                 *rollouts.lanes.entry(lane.verdict.clone().unwrap_or_else(|| "uncommitted".to_owned())).or_insert(0) +=
                     1;
             }
-            let started = run.config["steps"]
-                .as_array()
-                .is_some_and(|steps| steps.iter().any(|step| step["step"]["kind"] == "start_rollout"));
+            // Timed steps, or steps waiting for a phase (`phase_steps`, absent when there are none).
+            let started = ["steps", "phase_steps"].iter().any(|key| {
+                run.config[key]
+                    .as_array()
+                    .is_some_and(|steps| steps.iter().any(|step| step["step"]["kind"] == "start_rollout"))
+            });
             if started {
                 rollouts.runs_with_rollout += 1;
             }

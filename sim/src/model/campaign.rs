@@ -12,7 +12,7 @@ use reports::PropertyKind;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::model::faults::{BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Step, TimedStep};
+use crate::model::faults::{BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Phase, PhaseStep, Step, TimedStep};
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::{
     self, CONTROLLER, EngineFile, Expectations, FleetFile, HUB, HubFile, NetworkFile, RangeMs, RunSpec, Source,
@@ -48,16 +48,33 @@ pub struct Campaign {
 #[serde(deny_unknown_fields)]
 pub struct DecommissionPlan {
     pub per_mille: u32,
+    /// When the requests come: in virtual ms of the run, or with `after`, after the end of that phase.
     pub at_ms: RangeMs,
+    /// `after = "rollout"`: the requests come `at_ms` after the rollout ended (absent from the hash when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Phase>,
 }
 
 /// A rollout every run of the campaign starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RolloutStart {
+    /// When the operator asks for it: in virtual ms of the run, or with `after`, after the end of that phase.
     pub at_ms: u64,
     pub revision: String,
+    /// `after = "onboarding"`: the request comes `at_ms` after every onboarding rests, and the rollout's faults are
+    /// aimed at the rollout from there, each as in a campaign whose rollout starts at `at_ms` (absent from the hash
+    /// when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Phase>,
+    /// With `after`: how long after the request the rollout's faults may land (SSH timeouts within its first third),
+    /// in ms (default 90 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_ms: Option<u64>,
 }
+
+/// The default of `rollout.window_ms`.
+pub const ROLLOUT_WINDOW_MS_DEFAULT: u64 = 5_400_000;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -476,6 +493,7 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         network: spec::resolve_network(&source, &file.network)?,
         steps: Vec::new(),
         stage_steps: Vec::new(),
+        phase_steps: Vec::new(),
         expect: Expectations::default(),
         onboarding,
         instances: spec::instances::resolve_instances(&source, file.instances.as_ref(), file.onboarding.is_some())?,
@@ -506,8 +524,41 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         None => None,
         Some(rollout) => {
             let start = rollout.get_ref();
-            if start.at_ms < window_start_ms || start.at_ms >= duration_ms - liveness_budget_ms {
-                return Err(source.error_at(Some(rollout.span()), "rollout.at_ms: must fall inside the fault window"));
+            match start.after {
+                None if start.at_ms < window_start_ms || start.at_ms >= duration_ms - liveness_budget_ms => {
+                    return Err(
+                        source.error_at(Some(rollout.span()), "rollout.at_ms: must fall inside the fault window")
+                    );
+                }
+                None if start.window_ms.is_some() => {
+                    return Err(source.error_at(Some(rollout.span()), "rollout.window_ms: goes with after"));
+                }
+                None => {}
+                Some(Phase::Onboarding) => {
+                    if base.onboarding.is_none() {
+                        return Err(source.error_at(
+                            Some(rollout.span()),
+                            "rollout.after: \"onboarding\" needs an [onboarding] table",
+                        ));
+                    }
+                    let window_ms = start.window_ms.unwrap_or(ROLLOUT_WINDOW_MS_DEFAULT);
+                    if window_ms == 0 || start.at_ms.saturating_add(window_ms) >= duration_ms {
+                        return Err(source.error_at(
+                            Some(rollout.span()),
+                            format!(
+                                "rollout: at_ms plus window_ms ({} ms) must be more than 0 and shorter than the run \
+                                 ({duration_ms} ms)",
+                                start.at_ms.saturating_add(window_ms)
+                            ),
+                        ));
+                    }
+                }
+                Some(other) => {
+                    return Err(source.error_at(
+                        Some(rollout.span()),
+                        format!("rollout.after: a rollout can wait for \"onboarding\", not \"{}\"", other.as_str()),
+                    ));
+                }
             }
             if start.revision.is_empty() || start.revision == spec::PRIOR_REVISION {
                 return Err(source.error_at(
@@ -549,6 +600,22 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
                     Some(plan.span()),
                     "decommission.at_ms: needs min <= max, before the liveness budget starts",
                 ));
+            }
+            match value.after {
+                None => {}
+                Some(Phase::Rollout) if rollout.is_some() => {}
+                Some(Phase::Rollout) => {
+                    return Err(source.error_at(Some(plan.span()), "decommission.after: \"rollout\" needs a `rollout`"));
+                }
+                Some(other) => {
+                    return Err(source.error_at(
+                        Some(plan.span()),
+                        format!(
+                            "decommission.after: decommissions can wait for \"rollout\", not \"{}\"",
+                            other.as_str()
+                        ),
+                    ));
+                }
             }
             Some(value)
         }
@@ -821,9 +888,24 @@ impl Campaign {
                 (Step::AgentStop { target: target.clone() }, Step::AgentStart { target })
             });
         }
+        let mut phase_steps = Vec::new();
         if let Some(rate) = mix.ttl_expiry {
             if rng.random_range(0..1000) < rate.per_mille {
-                planner.ttl_expiry(&mut rng, rate, &mut steps);
+                // After the rollout, when it waits for onboarding: the agents whose TTL expires are enrolled then,
+                // and no lane is under way (the availability floor counts every stopped worker, whatever stopped
+                // it: an expiry inside a lane that left the fleet at its floor would be the fault's dip, not the
+                // rollout's).
+                match self.relative_rollout() {
+                    None => {
+                        planner.ttl_expiry(&mut rng, rate, (self.window_start_ms, planner.window_end_ms()), &mut steps)
+                    }
+                    Some((rollout, _)) => {
+                        let mut drawn = Vec::new();
+                        let window_ms = rollout.window_ms.unwrap_or(ROLLOUT_WINDOW_MS_DEFAULT);
+                        planner.ttl_expiry(&mut rng, rate, (0, window_ms), &mut drawn);
+                        phase_steps.extend(after(Phase::Rollout, drawn));
+                    }
+                }
             }
         }
         if let Some(rate) = mix.clock_skew {
@@ -836,27 +918,63 @@ impl Campaign {
                 (Step::ClockSkew { target: target.clone(), skew_ms }, Step::ClockSkew { target, skew_ms: 0 })
             });
         }
-        self.draw_rollout_faults(&planner, &mut rng, &mut steps);
+        match self.relative_rollout() {
+            None => self.draw_rollout_faults(
+                &planner,
+                &mut rng,
+                (self.window_start_ms, planner.window_end_ms()),
+                &mut steps,
+            ),
+            Some((_, window_end)) => {
+                let mut drawn = Vec::new();
+                self.draw_rollout_faults(&planner, &mut rng, (0, window_end), &mut drawn);
+                phase_steps.extend(after(Phase::Onboarding, drawn));
+            }
+        }
         self.draw_site_faults(&planner, &mut rng, &mut steps);
-        self.draw_decommissions(&mut rng, &mut steps);
+        let mut decommissions = Vec::new();
+        self.draw_decommissions(&mut rng, &mut decommissions);
+        for (relative, timed) in decommissions {
+            match self.decommission.and_then(|plan| plan.after).filter(|_| relative) {
+                Some(phase) => phase_steps.extend(after(phase, vec![timed])),
+                None => steps.push(timed),
+            }
+        }
         if let Some(instances) = &self.base.instances {
             let window = (self.window_start_ms, planner.window_end_ms());
             instances::draw(instances, &self.faults, window, &mut rng, &mut steps);
         }
         if let Some(rollout) = &self.rollout {
-            steps.push(TimedStep {
-                at_ms: rollout.at_ms,
-                step: Step::StartRollout { revision: rollout.revision.clone() },
-            });
+            let step = Step::StartRollout { revision: rollout.revision.clone() };
+            match rollout.after {
+                None => steps.push(TimedStep { at_ms: rollout.at_ms, step }),
+                Some(phase) => phase_steps.push(PhaseStep { after: phase, wait_ms: rollout.at_ms, step }),
+            }
         }
         steps.sort_by_key(|timed| timed.at_ms);
-        RunSpec { steps, ..self.base.clone() }
+        RunSpec { steps, phase_steps, ..self.base.clone() }
+    }
+
+    /// The rollout, when it waits for a phase, and the end of its fault window in ms after that phase.
+    fn relative_rollout(&self) -> Option<(&RolloutStart, u64)> {
+        let rollout = self.rollout.as_ref().filter(|rollout| rollout.after.is_some())?;
+        Some((rollout, rollout.at_ms + rollout.window_ms.unwrap_or(ROLLOUT_WINDOW_MS_DEFAULT)))
     }
 
     /// The RCCA gate's faults, drawn after the others so adding them changed no older plan.
-    fn draw_rollout_faults(&self, planner: &Planner, rng: &mut ChaCha8Rng, steps: &mut Vec<TimedStep>) {
+    fn draw_rollout_faults(
+        &self,
+        planner: &Planner,
+        rng: &mut ChaCha8Rng,
+        (window_start_ms, window_end): (u64, u64),
+        steps: &mut Vec<TimedStep>,
+    ) {
         let mix = &self.faults;
-        let window_end = planner.window_end_ms();
+        // A rollout that waits for a phase has its fault window to itself: its SSH timeouts land in the first third.
+        let ssh_window = match self.relative_rollout() {
+            None => (window_start_ms, window_end),
+            Some((rollout, _)) => (rollout.at_ms, rollout.at_ms + (window_end - rollout.at_ms) / 3),
+        };
         if let Some(rate) = mix.marker_drift {
             if rng.random_range(0..1000) < rate.per_mille {
                 for _ in 0..rng.random_range(1..=rate.count_max) {
@@ -870,7 +988,7 @@ impl Campaign {
             if rng.random_range(0..1000) < loss.per_mille {
                 for _ in 0..rng.random_range(1..=loss.count_max) {
                     let target = planner.random_node(rng);
-                    let at_ms = rng.random_range(self.window_start_ms..window_end);
+                    let at_ms = rng.random_range(ssh_window.0..ssh_window.1);
                     let count = rng.random_range(1..=loss.timeouts_max);
                     steps.push(TimedStep { at_ms, step: Step::SshTimeout { target, count } });
                 }
@@ -922,7 +1040,7 @@ impl Campaign {
         if let (Some(rate), Some(rollout)) = (mix.stale_lock, &self.rollout) {
             if rng.random_range(0..1000) < rate.per_mille {
                 let lease = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 600_000 });
-                let earliest = rollout.at_ms.saturating_sub(60_000).max(self.window_start_ms);
+                let earliest = rollout.at_ms.saturating_sub(60_000).max(window_start_ms);
                 let at_ms = rng.random_range(earliest..=(rollout.at_ms + 1_800_000).min(window_end).max(earliest));
                 let lease_ms = rng.random_range(lease.min..=lease.max);
                 steps.push(TimedStep { at_ms, step: Step::StaleLock { lease_ms } });
@@ -939,7 +1057,7 @@ impl Campaign {
         if let (Some(rate), Some(_)) = (mix.artifact_missing, &self.rollout) {
             if rng.random_range(0..1000) < rate.per_mille {
                 let artifact = *fakes::artifacts::ArtifactKind::ALL.choose(rng).expect("kinds exist");
-                let restored_at = rng.random_range(self.window_start_ms..window_end);
+                let restored_at = rng.random_range(window_start_ms..window_end);
                 steps.push(TimedStep { at_ms: 0, step: Step::ArtifactMissing { artifact, restored: false } });
                 steps.push(TimedStep { at_ms: restored_at, step: Step::ArtifactMissing { artifact, restored: true } });
             }
@@ -1054,7 +1172,10 @@ impl Campaign {
 
     /// The decommission requests and decommission's faults, drawn after every other kind and only with a
     /// `[decommission]` table, so they change no older campaign's plans.
-    fn draw_decommissions(&self, rng: &mut ChaCha8Rng, steps: &mut Vec<TimedStep>) {
+    /// Each step comes tagged: whether it is timed from the decommission request (and so waits for the phase the
+    /// requests wait for, with `after`), or from the start of the run.
+    fn draw_decommissions(&self, rng: &mut ChaCha8Rng, tagged: &mut Vec<(bool, TimedStep)>) {
+        let mut steps = Tagged { relative: true, steps: tagged };
         let (Some(plan), Some(onboarding)) = (&self.decommission, &self.base.onboarding) else { return };
         let mut requested: Vec<(String, u64)> = Vec::new();
         for machine in &onboarding.machines {
@@ -1128,6 +1249,7 @@ impl Campaign {
                         .expect("actions exist");
                         let (workflow, at_ms) = if rng.random_bool(0.5) {
                             let window_end = self.base.duration_ms - self.base.liveness_budget_ms;
+                            steps.relative = false;
                             (Workflow::Onboarding, rng.random_range(self.window_start_ms..window_end))
                         } else {
                             let at_ms =
@@ -1146,11 +1268,29 @@ impl Campaign {
                                 resolves_freeze: false,
                             },
                         });
+                        steps.relative = true;
                     }
                 }
             }
         }
     }
+}
+
+/// Steps as they are drawn, each tagged with [`Tagged::relative`] at the time.
+struct Tagged<'a> {
+    relative: bool,
+    steps: &'a mut Vec<(bool, TimedStep)>,
+}
+
+impl Tagged<'_> {
+    fn push(&mut self, timed: TimedStep) {
+        self.steps.push((self.relative, timed));
+    }
+}
+
+/// Steps timed from the end of `phase` instead of from the start of the run, in the order drawn.
+fn after(phase: Phase, drawn: Vec<TimedStep>) -> impl Iterator<Item = PhaseStep> {
+    drawn.into_iter().map(move |timed| PhaseStep { after: phase, wait_ms: timed.at_ms, step: timed.step })
 }
 
 struct Planner<'a> {
@@ -1192,7 +1332,13 @@ impl Planner<'_> {
         }
     }
 
-    fn ttl_expiry(&self, rng: &mut ChaCha8Rng, rate: TtlRate, steps: &mut Vec<TimedStep>) {
+    fn ttl_expiry(
+        &self,
+        rng: &mut ChaCha8Rng,
+        rate: TtlRate,
+        (from_ms, to_ms): (u64, u64),
+        steps: &mut Vec<TimedStep>,
+    ) {
         let nodes = self.base.fleet.node_names();
         let count = rng.random_range(1..=rate.members_max) as usize;
         let members: BTreeSet<String> = nodes.choose_multiple(rng, count).cloned().collect();
@@ -1200,8 +1346,8 @@ impl Planner<'_> {
             nodes.iter().filter(|n| !members.contains(*n) && !self.base.fleet.durable.contains(*n)).collect();
         let stray = strays.choose(rng).map(|s| (*s).clone());
         let stop_ms = rng.random_range(ttl_stop_ms_max(self.base) - 10 * 60_000..=ttl_stop_ms_max(self.base));
-        let latest_start = self.window_end_ms() - stop_ms - 2 * engine::sensor::SENSOR_PERIOD_MS;
-        let start = rng.random_range(self.window_start_ms..=latest_start);
+        let latest_start = to_ms.saturating_sub(stop_ms + 2 * engine::sensor::SENSOR_PERIOD_MS).max(from_ms);
+        let start = rng.random_range(from_ms..=latest_start);
         steps.push(TimedStep { at_ms: start, step: Step::OpenEpoch { members: members.iter().cloned().collect() } });
         for node in members.iter().chain(stray.as_ref()) {
             steps.push(TimedStep { at_ms: start + 1, step: Step::AgentStop { target: node.clone() } });
@@ -1404,6 +1550,56 @@ sometimes = ["instance_silent_raised"]
         let instance = FaultMix::default().instance_kinds().map(|(knob, _)| knob.name().to_owned());
         for name in site.iter().chain(&decommission).chain(&instance) {
             assert!(catalogue.contains(name), "{name} is no knob of the catalogue");
+        }
+    }
+
+    /// A rollout that waits for onboarding takes its faults with it: they are timed from the end of onboarding, the
+    /// TTL expiry and the decommissions from the end of the rollout, and none is timed from the start of the run.
+    #[test]
+    fn a_rollout_after_onboarding_aims_its_faults_at_it() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../campaigns/fleet-50.toml");
+        let campaign = load_campaign(Path::new(path)).unwrap();
+        let rollout_kinds = ["start_rollout", "ssh_timeout", "marker_drift", "stale_lock"];
+        let mut seen = BTreeSet::new();
+        for index in 0..20 {
+            let spec = campaign.run_spec(index);
+            for timed in &spec.steps {
+                assert!(
+                    !rollout_kinds.contains(&timed.step.kind()),
+                    "run {index}: {:?} is timed from the start",
+                    timed.step
+                );
+                let relative = matches!(
+                    timed.step,
+                    Step::Decommission { .. }
+                        | Step::OpenEpoch { .. }
+                        | Step::ControllerDeath { subsystem: DeathSubsystem::Rollout, .. }
+                );
+                assert!(!relative, "run {index}: {:?} is timed from the start", timed.step);
+            }
+            for phased in &spec.phase_steps {
+                let kind = phased.step.kind();
+                seen.insert((phased.after, kind));
+                match kind {
+                    "start_rollout" => assert_eq!((phased.after, phased.wait_ms), (Phase::Onboarding, 120_000)),
+                    // The first third of the rollout's window.
+                    "ssh_timeout" => assert!((120_000..120_000 + 1_800_000).contains(&phased.wait_ms), "{phased:?}"),
+                    "decommission" => {
+                        assert_eq!(phased.after, Phase::Rollout);
+                        assert!((600_000..=1_800_000).contains(&phased.wait_ms), "{phased:?}");
+                    }
+                    "open_epoch" => assert_eq!(phased.after, Phase::Rollout),
+                    _ => {}
+                }
+            }
+        }
+        for wanted in [
+            (Phase::Onboarding, "start_rollout"),
+            (Phase::Onboarding, "ssh_timeout"),
+            (Phase::Rollout, "decommission"),
+            (Phase::Rollout, "open_epoch"),
+        ] {
+            assert!(seen.contains(&wanted), "{wanted:?} never drawn in 20 runs");
         }
     }
 

@@ -819,6 +819,38 @@ pub struct StageStep {
     pub step: Step,
 }
 
+/// The end of a phase of the run a step can wait for (`after = "..."`), when the part of the world that owns it gets
+/// there: a step aimed at what only exists once the phase is over (a rollout to machines MAAS onboarded, the
+/// decommission of a worker once its rollout ended) without guessing when that will be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Every machine of the site had its onboarding started and every onboarding workflow rests.
+    Onboarding,
+    /// The controller's rollout ended (any terminal outcome), seen by the controller.
+    Rollout,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 2] = [Phase::Onboarding, Phase::Rollout];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Onboarding => "onboarding",
+            Phase::Rollout => "rollout",
+        }
+    }
+}
+
+/// A step fired `wait_ms` after the run reaches the end of `after` (the first time it does). It fires at most
+/// once, and never when the phase is never reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseStep {
+    pub after: Phase,
+    pub wait_ms: u64,
+    pub step: Step,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

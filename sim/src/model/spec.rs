@@ -13,7 +13,7 @@ use reports::PropertyKind;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::model::faults::{Counted, InstanceOp, StageStep, Step, TimedStep};
+use crate::model::faults::{Counted, InstanceOp, Phase, PhaseStep, StageStep, Step, TimedStep};
 use crate::model::link::LinkConfig;
 use crate::model::oracles;
 
@@ -242,6 +242,12 @@ pub struct OnboardingSpec {
     /// matrix's defaults. Absent from the configuration when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub timeouts: BTreeMap<String, u64>,
+    /// `fleet = true`: the site's machines are the fleet's nodes, one identity across their life. A node's host
+    /// is up only while MAAS has its machine deployed, powered and its agent enrolled; its agent heartbeats with the
+    /// bearer its enrolment redeemed; a rollout selects the nodes enrolled when it is requested. Absent from the
+    /// configuration when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fleet: bool,
 }
 
 impl OnboardingSpec {
@@ -340,6 +346,10 @@ pub struct RunSpec {
     /// Steps fired by onboarding stages (`on_stage`); absent from the configuration when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stage_steps: Vec<StageStep>,
+    /// Steps fired after a phase of the run ends (`after`), in file order; absent from the configuration when there
+    /// are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phase_steps: Vec<PhaseStep>,
     pub expect: Expectations,
     /// Absent from the configuration (and so from its hash) when the file has no `[onboarding]` table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -364,6 +374,13 @@ impl RunSpec {
     /// SHA-256 of [`RunSpec::config_value`].
     pub fn config_hash(&self) -> String {
         crate::model::digest::sha256_hex(self.config_value().to_string().as_bytes())
+    }
+
+    /// Every step of the run, however it is triggered: timed, stage-triggered, then phase-triggered.
+    pub fn all_steps(&self) -> impl Iterator<Item = &Step> {
+        let timed = self.steps.iter().map(|timed| &timed.step);
+        let staged = self.stage_steps.iter().map(|staged| &staged.step);
+        timed.chain(staged).chain(self.phase_steps.iter().map(|phased| &phased.step))
     }
 
     /// The largest one-way latency any link can have during the run.
@@ -423,6 +440,8 @@ pub(crate) struct OnboardingFile {
     no_erase_release_allowed: Option<bool>,
     maas_delete_required: Option<bool>,
     roce_mandatory: Option<bool>,
+    /// The site's machines are the fleet's nodes (one identity from onboarding to decommission).
+    fleet: Option<bool>,
     timeouts: Option<TimeoutsFile>,
 }
 
@@ -743,16 +762,19 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
 
     let mut steps = Vec::with_capacity(file.step.len());
     let mut stage_steps = Vec::new();
+    let mut phase_steps = Vec::new();
     for (index, table) in file.step.iter().enumerate() {
         match parse_step(&source, index, table, &fleet, onboarding.as_ref(), instances.as_ref(), duration_ms)? {
             Triggered::At(timed) => steps.push(timed),
             Triggered::OnStage(staged) => stage_steps.push(staged),
+            Triggered::After(phased) => phase_steps.push(phased),
         }
     }
     steps.sort_by_key(|timed| timed.at_ms);
     check_liveness_room(&source, &file.step, &steps, duration_ms, liveness_budget_ms)?;
 
-    let expect = resolve_expect(&source, &file.expect, &fleet)?;
+    let one_life = onboarding.as_ref().is_some_and(|onboarding| onboarding.fleet);
+    let expect = resolve_expect(&source, &file.expect, &fleet, one_life)?;
     Ok(Scenario {
         seed: file.seed,
         run: RunSpec {
@@ -767,6 +789,7 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
             network,
             steps,
             stage_steps,
+            phase_steps,
             expect,
             onboarding,
             instances,
@@ -804,9 +827,25 @@ pub(crate) fn resolve_onboarding(
         }
         Some(value) => *value.get_ref(),
     };
-    let total = fleet.nodes + nodes;
+    let one_life = table.fleet.unwrap_or(false);
+    if one_life && nodes != fleet.nodes {
+        return Err(source.error_at(
+            Some(table.nodes.span()),
+            format!(
+                "onboarding.nodes: with fleet = true the site's machines are the fleet's nodes, so it must be \
+                 fleet.nodes ({}), not {nodes}",
+                fleet.nodes
+            ),
+        ));
+    }
+    let machines = if one_life {
+        fleet.node_names()
+    } else {
+        let total = fleet.nodes + nodes;
+        (fleet.nodes + 1..=total).map(|index| node_name(total, index)).collect()
+    };
     Ok(Some(OnboardingSpec {
-        machines: (fleet.nodes + 1..=total).map(|index| node_name(total, index)).collect(),
+        machines,
         policy: table.policy.unwrap_or(engine::onboarding::driver::OnboardingPolicy::Current),
         start_at_ms,
         stall_window_ms: positive(
@@ -821,6 +860,7 @@ pub(crate) fn resolve_onboarding(
         maas_delete_required: table.maas_delete_required.unwrap_or(false),
         roce_mandatory: table.roce_mandatory.unwrap_or(false),
         timeouts: site_timeouts(source, table.timeouts.as_ref())?,
+        fleet: one_life,
     }))
 }
 
@@ -961,10 +1001,11 @@ fn unknown_host(source: &Source, span: Range<usize>, key: &str, name: &str, flee
     )
 }
 
-/// What fires a step: the clock, or an onboarding stage.
+/// What fires a step: the clock, an onboarding stage, or the end of a phase.
 enum Triggered {
     At(TimedStep),
     OnStage(StageStep),
+    After(PhaseStep),
 }
 
 fn parse_step(
@@ -985,11 +1026,43 @@ fn parse_step(
     let operator = fields.get("kind").and_then(toml::Value::as_str) == Some("operator");
     let workflow = if operator { None } else { fields.remove("workflow") };
     let occurrence = fields.remove("occurrence");
+    let after = fields.remove("after");
+    let wait_ms = fields.remove("wait_ms");
+    if let Some(after) = after {
+        if at_ms.is_some() || on_stage.is_some() || workflow.is_some() || occurrence.is_some() {
+            return Err(source.error_at(
+                Some(span),
+                format!("{key}: after (with wait_ms) is a trigger of its own: give no at_ms, on_stage, workflow or occurrence"),
+            ));
+        }
+        let phase = parse_phase(source, &key, span.clone(), &after, onboarding)?;
+        let delay_ms = match wait_ms {
+            None => 0,
+            Some(toml::Value::Integer(delay)) if delay >= 0 && (delay as u64) <= duration_ms => delay as u64,
+            Some(other) => {
+                return Err(source.error_at(
+                    Some(span),
+                    format!("{key}.wait_ms: must be a whole number of ms from 0 to the run's length ({duration_ms}), not {other}"),
+                ));
+            }
+        };
+        let step = Step::deserialize(toml::Value::Table(fields)).map_err(|error| {
+            let message = error.message().trim_end().replace('\n', "; ");
+            source.error_at(Some(span.clone()), format!("{key}: {message}"))
+        })?;
+        validate_step(source, &key, span.clone(), &step, fleet, onboarding, instances)?;
+        return Ok(Triggered::After(PhaseStep { after: phase, wait_ms: delay_ms, step }));
+    }
+    if wait_ms.is_some() {
+        return Err(source.error_at(Some(span), format!("{key}.wait_ms: goes with after = \"<phase>\"")));
+    }
     let trigger = match (at_ms, on_stage) {
         (Some(_), Some(_)) => {
             return Err(source.error_at(Some(span), format!("{key}: give at_ms or on_stage, not both")));
         }
-        (None, None) => return Err(source.error_at(Some(span), format!("{key}: missing at_ms (or on_stage)"))),
+        (None, None) => {
+            return Err(source.error_at(Some(span), format!("{key}: missing at_ms (or on_stage, or after)")));
+        }
         (Some(toml::Value::Integer(at)), None) if at >= 0 => {
             let at_ms = at as u64;
             if at_ms > duration_ms {
@@ -1032,6 +1105,25 @@ fn parse_step(
             Ok(Triggered::OnStage(StageStep { workflow, stage, occurrence, step }))
         }
     }
+}
+
+/// `after = "<phase>"`: `onboarding` needs an `[onboarding]` table.
+fn parse_phase(
+    source: &Source,
+    key: &str,
+    span: Range<usize>,
+    after: &toml::Value,
+    onboarding: Option<&OnboardingSpec>,
+) -> Result<Phase, SpecError> {
+    let phase = Phase::ALL.into_iter().find(|phase| after.as_str() == Some(phase.as_str())).ok_or_else(|| {
+        let names: Vec<&str> = Phase::ALL.iter().map(|phase| phase.as_str()).collect();
+        source
+            .error_at(Some(span.clone()), format!("{key}.after: {after} is not a phase (one of {})", names.join(", ")))
+    })?;
+    if phase == Phase::Onboarding && onboarding.is_none() {
+        return Err(source.error_at(Some(span), format!("{key}.after: \"onboarding\" needs an [onboarding] table")));
+    }
+    Ok(phase)
 }
 
 /// `on_stage = "<stage>"`, `workflow = "<machine>"`, `occurrence = N` (default 1) of a stage-triggered step. A
@@ -1378,7 +1470,12 @@ fn parse_stage(name: &str) -> Option<engine::matrix::Stage> {
 pub const PRIOR_REVISION: &str = "7f3bbd12";
 pub const PRIOR_GENERATION: u64 = 4;
 
-fn resolve_expect(source: &Source, file: &ExpectFile, fleet: &FleetSpec) -> Result<Expectations, SpecError> {
+fn resolve_expect(
+    source: &Source,
+    file: &ExpectFile,
+    fleet: &FleetSpec,
+    one_life: bool,
+) -> Result<Expectations, SpecError> {
     let mut must_hold = Vec::new();
     for name in &file.must_hold {
         let info = known_oracle(source, "expect.must_hold", name)?;
@@ -1460,7 +1557,11 @@ fn resolve_expect(source: &Source, file: &ExpectFile, fleet: &FleetSpec) -> Resu
         timeouts: list("timeouts", &file.timeouts, &timeouts_known)?,
         conditions: list("conditions", &file.conditions, &conditions_known)?,
         audits: list("audits", &file.audits, &actions_known)?,
-        rollout: file.rollout.as_ref().map(|rollout| resolve_rollout_expect(source, rollout, fleet)).transpose()?,
+        rollout: file
+            .rollout
+            .as_ref()
+            .map(|rollout| resolve_rollout_expect(source, rollout, fleet, one_life))
+            .transpose()?,
     })
 }
 
@@ -1473,11 +1574,13 @@ fn one_of(source: &Source, key: &str, value: &Spanned<String>, known: &[&str]) -
         .error_at(Some(value.span()), format!("{key}: \"{}\" is not one of {}", value.get_ref(), known.join(", "))))
 }
 
-/// `[expect.rollout]`: known outcomes and verdicts, counts that add up to the fleet, nodes the fleet has.
+/// `[expect.rollout]`: known outcomes and verdicts, counts that add up to the fleet (at most the fleet, when the
+/// site's machines are the fleet's: a rollout selects only the nodes enrolled), nodes the fleet has.
 fn resolve_rollout_expect(
     source: &Source,
     file: &Spanned<RolloutExpectFile>,
     fleet: &FleetSpec,
+    one_life: bool,
 ) -> Result<RolloutExpect, SpecError> {
     let one_of = |key: &str, value: &Spanned<String>, known: &[&str]| {
         one_of(source, &format!("expect.rollout.{key}"), value, known)
@@ -1494,7 +1597,8 @@ fn resolve_rollout_expect(
         nodes.insert(outcome.get_ref().clone(), *count.get_ref());
     }
     let counted = nodes.values().fold(0u64, |total, count| total.saturating_add(*count));
-    if !nodes.is_empty() && counted != u64::from(fleet.nodes) {
+    let fits = if one_life { counted <= u64::from(fleet.nodes) } else { counted == u64::from(fleet.nodes) };
+    if !nodes.is_empty() && !fits {
         return Err(source.error_at(
             Some(file.span()),
             format!("expect.rollout.nodes: the counts add up to {counted} nodes, the fleet has {}", fleet.nodes),
@@ -1550,6 +1654,57 @@ nodes = 2
 
     fn err(text: &str) -> String {
         parse_scenario("s.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn one_life_and_phase_triggers_are_checked() {
+        let site = "\n[onboarding]\nnodes = 2\nfleet = true\n";
+        let ok = parse_scenario(
+            "s.toml",
+            &format!("{MINIMAL}{site}\n[[step]]\nafter = \"onboarding\"\nwait_ms = 5\nkind = \"start_rollout\"\nrevision = \"2944aebb\"\n"),
+        )
+        .unwrap();
+        let onboarding = ok.run.onboarding.as_ref().unwrap();
+        assert_eq!(
+            (onboarding.fleet, onboarding.machines.clone()),
+            (true, vec!["node-01".to_owned(), "node-02".to_owned()])
+        );
+        assert_eq!(
+            ok.run.phase_steps,
+            vec![PhaseStep {
+                after: Phase::Onboarding,
+                wait_ms: 5,
+                step: Step::StartRollout { revision: "2944aebb".into() }
+            }]
+        );
+        assert!(ok.run.steps.is_empty());
+        let mismatch = err(&format!("{MINIMAL}\n[onboarding]\nnodes = 3\nfleet = true\n"));
+        assert!(
+            mismatch.contains("onboarding.nodes: with fleet = true") && mismatch.contains("fleet.nodes (2), not 3"),
+            "{mismatch}"
+        );
+        let step = |trigger: &str| format!("{MINIMAL}{site}\n[[step]]\n{trigger}\nkind = \"route_swap\"\n");
+        let unknown = err(&step("after = \"lunch\""));
+        assert!(unknown.contains("step[0].after: \"lunch\" is not a phase (one of onboarding, rollout)"), "{unknown}");
+        let both = err(&step("after = \"rollout\"\nat_ms = 5"));
+        assert!(both.contains("after (with wait_ms) is a trigger of its own"), "{both}");
+        let stray = err(&step("at_ms = 5\nwait_ms = 5"));
+        assert!(stray.contains("step[0].wait_ms: goes with after"), "{stray}");
+        let no_site = err(&format!("{MINIMAL}\n[[step]]\nafter = \"onboarding\"\nkind = \"route_swap\"\n"));
+        assert!(no_site.contains("\"onboarding\" needs an [onboarding] table"), "{no_site}");
+        // An agent_enrol_delay keeps its own delay_ms under an after trigger.
+        let delayed = parse_scenario(
+            "s.toml",
+            &step("after = \"onboarding\"\nwait_ms = 7")
+                .replace("kind = \"route_swap\"", "kind = \"agent_enrol_delay\"\ntarget = \"node-01\"\ndelay_ms = 9"),
+        )
+        .unwrap();
+        assert_eq!(delayed.run.phase_steps[0].step, Step::AgentEnrolDelay { target: "node-01".into(), delay_ms: 9 });
+        // A one-life rollout expectation may count fewer nodes than the fleet (the rollout selects the enrolled).
+        assert!(
+            parse_scenario("s.toml", &format!("{MINIMAL}{site}\n[expect.rollout]\nnodes = {{ upgraded = 1 }}\n"))
+                .is_ok()
+        );
     }
 
     #[test]

@@ -48,10 +48,9 @@ pub fn oracle_context(spec: &RunSpec) -> OracleContext {
             })
             .unwrap_or_default(),
         decommissions: spec
-            .steps
-            .iter()
-            .filter_map(|timed| {
-                let Step::Decommission { target } = &timed.step else { return None };
+            .all_steps()
+            .filter_map(|step| {
+                let Step::Decommission { target } = step else { return None };
                 Some(crate::model::ids::decommission_workflow_id(target))
             })
             .collect::<std::collections::BTreeSet<String>>()

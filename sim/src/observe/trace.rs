@@ -35,6 +35,13 @@ pub enum Body {
     /// `docs/oracles.md`, "When a run ends early").
     #[serde(rename = "run.settled")]
     RunSettled { quiet_since_ms: u64, duration_ms: u64 },
+    /// The run reached the end of a phase that phase-triggered steps wait for (`after`).
+    #[serde(rename = "run.phase")]
+    PhaseReached { phase: crate::model::faults::Phase },
+    /// The operator's rollout request selected these nodes (every node of the fleet, or in a run whose machines are
+    /// the fleet's, the nodes enrolled at the hub when it was made).
+    #[serde(rename = "rollout.selected")]
+    RolloutSelected { rollout: String, nodes: Vec<String> },
     /// A step of the fault plan was applied.
     #[serde(rename = "step")]
     Step { step: Step },

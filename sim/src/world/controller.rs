@@ -17,7 +17,7 @@ use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::Notify;
 
-use crate::model::faults::{DeathPoint, DeathSubsystem, Step};
+use crate::model::faults::{DeathPoint, DeathSubsystem, Phase, Step};
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::{CONTROLLER, HUB, PRIOR_REVISION, RunSpec};
 use crate::observe::trace::Body;
@@ -64,8 +64,8 @@ impl Controller {
         for capsule in capsule_set(PRIOR_REVISION) {
             artifacts.publish(capsule);
         }
-        for timed in &spec.steps {
-            if let Step::StartRollout { revision } = &timed.step {
+        for step in spec.all_steps() {
+            if let Step::StartRollout { revision } = step {
                 for capsule in capsule_set(revision) {
                     artifacts.publish(capsule);
                 }
@@ -120,14 +120,17 @@ impl World {
     /// `start_rollout`: the operator's request for `revision`, kept in the controller's configuration; the rollout
     /// task wakes to run it.
     pub(crate) fn request_rollout(&self, revision: &str) {
-        *self.controller.rollout_request.borrow_mut() = Some(self.rollout_request_for(revision));
+        let request = self.rollout_request_for(revision);
+        let nodes = request.nodes.iter().map(|endpoint| endpoint.node.clone()).collect();
+        self.record_sim(Body::RolloutSelected { rollout: request.rollout.clone(), nodes });
+        *self.controller.rollout_request.borrow_mut() = Some(request);
         self.controller.rollout_requested.notify_one();
     }
 
     /// `artifact_missing`: `artifact` of every revision the plan rolls out goes missing from the store, or comes back.
     pub(crate) fn set_artifact_missing(&self, artifact: ArtifactKind, restored: bool) {
-        for timed in &self.spec.steps {
-            if let Step::StartRollout { revision } = &timed.step {
+        for step in self.spec.all_steps() {
+            if let Step::StartRollout { revision } = step {
                 let digest = fakes::artifacts::capsule_digest(artifact, revision);
                 let mut store = self.controller.artifacts.borrow_mut();
                 if restored { store.repair(&digest) } else { store.set_missing(digest) }
@@ -184,9 +187,13 @@ impl World {
         std::future::pending::<()>().await;
     }
 
-    /// The request the operator's `start_rollout` makes: every node, the spec's lane size and floor.
+    /// The request the operator's `start_rollout` makes: every node (in a run whose machines are the fleet's, every
+    /// node enrolled at the hub and up now), the spec's lane size and floor.
     fn rollout_request_for(&self, revision: &str) -> RolloutRequest {
-        let endpoints = self.nodes.endpoints();
+        let mut endpoints = self.nodes.endpoints();
+        if self.one_life() {
+            endpoints.retain(|endpoint| self.fleet_node_enrolled(&endpoint.node));
+        }
         let hub_key = self.hub.ssh_host_key();
         RolloutRequest {
             rollout: format!("rollout-{revision}"),
@@ -234,7 +241,9 @@ impl World {
                 let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
                 let lines = journal.replay().await.unwrap_or_default();
                 let finished = format!("\"record\":\"terminal\",\"rollout\":\"{}\"", request.rollout);
-                if !lines.iter().any(|line| line.contains(&finished)) {
+                if lines.iter().any(|line| line.contains(&finished)) {
+                    self.phase_reached(Phase::Rollout);
+                } else {
                     let rules = self.rules().rollout;
                     let ports = Ports {
                         clock: &SimClock { world: self.clone(), host: CONTROLLER_ID },
@@ -251,6 +260,7 @@ impl World {
                     // Refused, partial or failed rollouts are not retried here: a new request, or a restarted
                     // controller adopting the journal, starts the next attempt.
                     ports.run_rollout(&request).await;
+                    self.phase_reached(Phase::Rollout);
                 }
             }
             self.controller.rollout_requested.notified().await;

@@ -12,6 +12,7 @@ pub mod disk;
 pub mod hub;
 pub mod instances;
 pub mod journal;
+pub mod life;
 pub mod metal;
 pub mod net;
 pub mod nodes;
@@ -102,6 +103,12 @@ pub struct World {
     settle: RefCell<crate::world::settle::Settle>,
     /// The fault plan's timed steps have all been applied.
     plan_done: Cell<bool>,
+    /// The phases the run has reached ([`World::phase_reached`]), each once.
+    phases_reached: RefCell<std::collections::BTreeSet<crate::model::faults::Phase>>,
+    /// Phase-triggered steps not applied yet: a run does not settle before they are.
+    phase_steps_pending: Cell<usize>,
+    /// The tasks applying phase-triggered steps (not host tasks: no crash stops them).
+    phase_tasks: RefCell<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// The engine's decision seams the controller's workflows run with: production's ([`Default`]), or a test's with one
@@ -134,6 +141,7 @@ impl World {
     /// Builds the world at virtual time 0. Nothing runs until [`World::boot_all`].
     pub fn new(spec: Rc<RunSpec>, seed: u64, keep_trace: bool, sink: Box<dyn Sink>) -> Rc<World> {
         let stage_steps = spec.stage_steps.len();
+        let phase_steps = spec.phase_steps.len();
         let seeds = SeedTree::new(seed);
         let mut names: Vec<Rc<str>> = vec![Rc::from(CONTROLLER), Rc::from(HUB)];
         let mut roles = vec![Role::Controller, Role::Hub];
@@ -176,6 +184,9 @@ impl World {
             stopped: Cell::new(false),
             settle: RefCell::new(settle),
             plan_done: Cell::new(false),
+            phases_reached: RefCell::new(std::collections::BTreeSet::new()),
+            phase_steps_pending: Cell::new(phase_steps),
+            phase_tasks: RefCell::new(Vec::new()),
             rules: RefCell::new(EngineRules::default()),
         })
     }
@@ -232,7 +243,11 @@ impl World {
     /// worker has had a canary dispatch since the last change; and for [`World::quiet_ms`] no event but the steady
     /// beat has been recorded.
     pub(crate) fn settled(&self) -> Option<u64> {
-        if !self.plan_done.get() || self.restart_pending() || !self.credential_at_rest() {
+        if !self.plan_done.get()
+            || self.phase_steps_pending.get() > 0
+            || self.restart_pending()
+            || !self.credential_at_rest()
+        {
             return None;
         }
         let quiet_since = self.settle.borrow().quiet_since()?;
@@ -313,7 +328,10 @@ impl World {
             nodes: u64::from(self.spec.fleet.nodes),
             config_hash: self.spec.config_hash(),
         });
-        for index in 1..=self.spec.fleet.nodes {
+        // In a run whose machines are the fleet's, a node's agent registers when its machine's enrolment redeems
+        // its bootstrap token, and its host comes up when MAAS has deployed it.
+        let one_life = self.one_life();
+        for index in (1..=self.spec.fleet.nodes).filter(|_| !one_life) {
             let name = self.spec.fleet.node_name(index);
             let durable = self.spec.fleet.durable.contains(&name);
             let kind = if durable { AgentKind::Durable } else { AgentKind::Fungible };
@@ -321,7 +339,9 @@ impl World {
             self.hub_request(Request::Register { agent: name, kind, token });
         }
         for host in 0..self.names.len() {
-            self.boot(host);
+            if !(one_life && self.node_index(host).is_some()) {
+                self.boot(host);
+            }
         }
         if self.site.is_some() {
             self.start_site();
@@ -397,6 +417,12 @@ impl World {
 
     /// `restart`: boots `host` again if it is down.
     pub(crate) fn restart(self: &Rc<Self>, host: HostId) {
+        if self.one_life() && self.node_index(host).is_some() {
+            // A one-life node runs again only if its machine is powered with its deployed OS.
+            let name = self.names[host].clone();
+            self.sync_fleet_host(&name);
+            return;
+        }
         if !self.is_up(host) {
             self.boot(host);
         }
@@ -430,6 +456,9 @@ impl World {
         self.stopped.set(true);
         if let Some(site) = &self.site {
             site.shutdown();
+        }
+        for task in self.phase_tasks.borrow_mut().drain(..) {
+            task.abort();
         }
         let tasks: Vec<JoinSet<()>> =
             self.hosts.borrow_mut().iter_mut().map(|host| std::mem::take(&mut host.tasks)).collect();

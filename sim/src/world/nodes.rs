@@ -109,14 +109,25 @@ impl Nodes {
 impl World {
     pub(super) async fn run_agent(self: Rc<Self>, host: HostId, index: u32) {
         let name = self.names[host].to_string();
-        let token = self.nodes.token(index).to_owned();
+        // A one-life node's agent carries the bearer its enrolment redeemed, and heartbeats only while it is
+        // enrolled (a decommission uninstalls it).
+        let one_life = self.one_life();
+        let fixed = (!one_life).then(|| self.nodes.token(index).to_owned());
         let mut agent = Agent::new(name.clone());
         let phase_ms = self.nodes.rngs.borrow_mut()[index as usize - 1].random_range(0..HEARTBEAT_INTERVAL_MS);
         tokio::time::sleep(std::time::Duration::from_millis(phase_ms)).await;
         let mut next = Instant::now();
         loop {
             agent.service = self.nodes.workers.borrow()[index as usize - 1].worker.service;
-            if agent.poll_tick() == AgentAction::SendHeartbeat {
+            let bearer;
+            let token = match &fixed {
+                Some(token) => Some(token.as_str()),
+                None => {
+                    bearer = self.fleet_node_bearer(&name);
+                    bearer.as_deref()
+                }
+            };
+            if let Some(token) = token.filter(|_| agent.poll_tick() == AgentAction::SendHeartbeat) {
                 let outcome = match self.foreign_hub_url(index) {
                     // The agent dials the hub its environment names: any other address is not the hub.
                     Some(url) => {
@@ -124,7 +135,7 @@ impl World {
                         self.record(host, Body::AgentHeartbeatFailed { error });
                         HeartbeatOutcome::Unreachable
                     }
-                    None => self.send_heartbeat(host, index, &name, &token).await,
+                    None => self.send_heartbeat(host, index, &name, token, one_life).await,
                 };
                 agent.handle_heartbeat_outcome(outcome);
             }
@@ -137,10 +148,27 @@ impl World {
     }
 
     /// One heartbeat of node `index`'s agent to the hub, and how it went.
-    async fn send_heartbeat(self: &Rc<Self>, host: HostId, index: u32, name: &str, token: &str) -> HeartbeatOutcome {
+    /// `metal`: the heartbeat is also its bare-metal instance's, if the node is one (a one-life run's).
+    async fn send_heartbeat(
+        self: &Rc<Self>,
+        host: HostId,
+        index: u32,
+        name: &str,
+        token: &str,
+        metal: bool,
+    ) -> HeartbeatOutcome {
         let revision = self.node_revision(index);
         let request = Request::Heartbeat { agent: name.to_owned(), token: token.to_owned(), revision };
-        let result = self.call(host, HUB_ID, HEARTBEAT_TIMEOUT_MS, move |world| world.hub_request(request)).await;
+        let agent = metal.then(|| name.to_owned());
+        let result = self
+            .call(host, HUB_ID, HEARTBEAT_TIMEOUT_MS, move |world| {
+                let response = world.hub_request(request);
+                if let (Some(agent), Response::Ok) = (&agent, &response) {
+                    world.metal_heartbeat(agent);
+                }
+                response
+            })
+            .await;
         match result {
             Ok(Response::Ok) => HeartbeatOutcome::Accepted,
             Ok(Response::Error(error)) => {

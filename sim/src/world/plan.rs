@@ -1,12 +1,12 @@
 //! The fault plan: the scenario's timed steps at their times, the stage-triggered steps at the stage starts they
-//! wait for, and [`World::apply`], which traces a step, counts it when it injects a fault and hands it to the part of
+//! wait for, the phase-triggered steps after the phases they wait for, and [`World::apply`], which traces a step, counts it when it injects a fault and hands it to the part of
 //! the world that owns what it changes (the network, a host, the nodes, the hub, the controller, the MAAS site). The
 //! match names every kind, grouped by the part that owns it, with no catch-all: a new kind does not compile until it
 //! has an owner.
 
 use std::rc::Rc;
 
-use crate::model::faults::{Step, decommission_step, instance_step, site_step};
+use crate::model::faults::{Phase, PhaseStep, Step, decommission_step, instance_step, site_step};
 use crate::observe::trace::Body;
 use crate::world::World;
 
@@ -19,6 +19,30 @@ impl World {
             self.apply(&timed.step);
         }
         self.set_plan_done();
+    }
+
+    /// The run reached the end of `phase`: the first time, the steps waiting for it are applied, each its delay later
+    /// (in file order among equal delays). Not a host task: crashes do not stop it.
+    pub(crate) fn phase_reached(self: &Rc<Self>, phase: Phase) {
+        if !self.phases_reached.borrow_mut().insert(phase) {
+            return;
+        }
+        let mut due: Vec<PhaseStep> =
+            self.spec.phase_steps.iter().filter(|phased| phased.after == phase).cloned().collect();
+        if due.is_empty() {
+            return;
+        }
+        due.sort_by_key(|phased| phased.wait_ms);
+        self.record_sim(Body::PhaseReached { phase });
+        let (world, from_ms) = (self.clone(), self.now_ms());
+        let task = tokio::task::spawn_local(async move {
+            for phased in due {
+                world.sleep_until_ms(from_ms + phased.wait_ms).await;
+                world.apply(&phased.step);
+                world.phase_steps_pending.set(world.phase_steps_pending.get() - 1);
+            }
+        });
+        self.phase_tasks.borrow_mut().push(task);
     }
 
     /// Fires the stage-triggered steps waiting for this start of this stage of `workflow`, in file order.

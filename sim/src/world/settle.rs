@@ -40,8 +40,7 @@ impl Settle {
             .iter()
             .flat_map(|onboarding| onboarding.machines.iter().map(|m| crate::model::ids::onboarding_workflow_id(m)))
             .collect();
-        let staged = spec.stage_steps.iter().map(|staged| &staged.step);
-        for step in spec.steps.iter().map(|timed| &timed.step).chain(staged) {
+        for step in spec.all_steps() {
             match step {
                 Step::Decommission { target } => {
                     open.insert(crate::model::ids::decommission_workflow_id(target));

@@ -33,8 +33,8 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::Notify;
 
 use crate::model::faults::{
-    BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Step, fleet_step, host_step, instance_step, network_step,
-    rollout_step,
+    BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Phase, Step, fleet_step, host_step, instance_step,
+    network_step, rollout_step,
 };
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::OnboardingSpec;
@@ -97,6 +97,9 @@ pub(crate) struct SiteState {
     pub inventory: fakes::inventory::Inventory,
     /// `agent_unreachable`: machines whose agent takes no task.
     pub agents_unreachable: BTreeSet<String>,
+    /// Machines whose onboarding the controller took up (or found finished in its journal), across its boots: the
+    /// onboarding phase ends once every machine is in it and no workflow is in flight.
+    onboarding_taken_up: BTreeSet<String>,
 }
 
 /// An `operator` step's fields, queued for the controller.
@@ -200,6 +203,7 @@ impl SiteWorld {
                 racked,
                 region_down: false,
                 enrolled: BTreeMap::new(),
+                onboarding_taken_up: BTreeSet::new(),
                 pending: BTreeMap::new(),
                 faults_rng: seeds.rng(Consumer::SiteFaults),
                 ssh_unreachable: BTreeMap::new(),
@@ -297,7 +301,11 @@ impl World {
                 }
                 SiteEventKind::StatusWritten { system_id, from, to } => Body::SiteStatus { system_id, from, to },
                 SiteEventKind::Enlisted { machine, system_id } => Body::SiteEnlisted { machine, system_id },
-                SiteEventKind::Power { machine, state, boot } => Body::SitePower { machine, state, boot },
+                SiteEventKind::Power { machine, state, boot } => {
+                    self.record(host, Body::SitePower { machine: machine.clone(), state, boot });
+                    self.sync_fleet_host(&machine);
+                    continue;
+                }
                 SiteEventKind::MacsDrifted { machine, macs } => Body::SiteMacsDrifted { machine, macs },
                 SiteEventKind::Dhcp { machine, mac, ip, mtu_option } => Body::SiteDhcp { machine, mac, ip, mtu_option },
                 SiteEventKind::Pxe { machine, mac, system_id } => Body::SitePxe { machine, mac, system_id },
@@ -356,7 +364,8 @@ impl World {
             let state = site.state.borrow();
             (state.enrolled.keys().cloned().collect::<Vec<String>>(), state.pending.clone())
         };
-        for node in enrolled {
+        // A one-life run's nodes run their agents on their own hosts.
+        for node in enrolled.into_iter().filter(|node| !self.one_life() || self.spec.fleet.node_index(node).is_none()) {
             let world = self.clone();
             self.spawn_on(host, async move { world.run_site_agent(node).await });
         }
@@ -395,7 +404,11 @@ impl World {
                 Ok(Ok(())) => {
                     self.site().state.borrow_mut().pending.remove(&machine);
                     self.record(host, Body::SiteAgentEnrol { machine: machine.clone(), system_id });
-                    self.run_site_agent(machine).await;
+                    if self.one_life() && self.spec.fleet.node_index(&machine).is_some() {
+                        self.sync_fleet_host(&machine);
+                    } else {
+                        self.run_site_agent(machine).await;
+                    }
                     return;
                 }
                 Ok(Err(Some(error))) => {
@@ -502,8 +515,11 @@ impl World {
             .is_ok_and(|history| history.runs > 0);
             if !workflow_completed(&lines, &crate::model::ids::onboarding_workflow_id(machine)) && !decommission_began {
                 self.start_workflow(machine, &permits, &running);
+            } else {
+                self.site().state.borrow_mut().onboarding_taken_up.insert(machine.clone());
             }
         }
+        self.onboarding_rested(&running);
         for machine in self.unfinished_decommissions(&lines) {
             self.start_decommission(&machine, &running, &decommissioning);
         }
@@ -534,6 +550,7 @@ impl World {
             // Already in flight: the running workflow is the resume.
             return;
         }
+        self.site().state.borrow_mut().onboarding_taken_up.insert(machine.to_owned());
         let (world, permits, running, machine) = (self.clone(), permits.clone(), running.clone(), machine.to_owned());
         self.spawn_on(CONTROLLER_ID, async move {
             let _permit = permits.acquire().await.expect("the semaphore is never closed");
@@ -548,7 +565,18 @@ impl World {
                 tokio::time::sleep(std::time::Duration::from_millis(RERUN_DELAY_MS)).await;
             }
             running.borrow_mut().remove(&machine);
+            world.onboarding_rested(&running);
         });
+    }
+
+    /// The onboarding phase ends ([`Phase::Onboarding`]) when every machine's onboarding was taken up and none is
+    /// in flight.
+    fn onboarding_rested(self: &Rc<Self>, running: &RefCell<BTreeSet<String>>) {
+        let Some(onboarding) = &self.spec.onboarding else { return };
+        let all = self.site().state.borrow().onboarding_taken_up.len() == onboarding.machines.len();
+        if all && running.borrow().is_empty() {
+            self.phase_reached(Phase::Onboarding);
+        }
     }
 
     /// The onboarding driver's ports as the controller holds them for `workflow`, owned; the driver borrows them

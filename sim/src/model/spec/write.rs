@@ -183,7 +183,11 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
     if let Some(onboarding) = &spec.onboarding {
         let count = onboarding.machines.len() as u32;
         let total = fleet.nodes + count;
-        let named: Vec<String> = (fleet.nodes + 1..=total).map(|index| node_name(total, index)).collect();
+        let named: Vec<String> = if onboarding.fleet {
+            fleet.node_names()
+        } else {
+            (fleet.nodes + 1..=total).map(|index| node_name(total, index)).collect()
+        };
         if named != onboarding.machines {
             return Err(WriteError(format!(
                 "the onboarding machines {:?} are not named after the fleet's next {count} nodes",
@@ -214,6 +218,9 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
         }
         if onboarding.roce_mandatory {
             let _ = writeln!(out, "roce_mandatory = true");
+        }
+        if onboarding.fleet {
+            let _ = writeln!(out, "fleet = true");
         }
         if !onboarding.timeouts.is_empty() {
             let _ = writeln!(out, "\n[onboarding.timeouts]");
@@ -258,6 +265,13 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
             let _ = writeln!(out, "occurrence = {}", int(staged.occurrence));
         }
         step_fields(&mut out, &staged.step)?;
+    }
+    for phased in &spec.phase_steps {
+        let _ = writeln!(out, "\n[[step]]\nafter = {}", string(phased.after.as_str()));
+        if phased.wait_ms != 0 {
+            let _ = writeln!(out, "wait_ms = {}", int(phased.wait_ms));
+        }
+        step_fields(&mut out, &phased.step)?;
     }
 
     let expect = &spec.expect;

@@ -55,6 +55,8 @@ impl HoldBook {
 #[derive(Debug, Default)]
 pub(crate) struct Availability {
     nodes: usize,
+    /// The last rollout's selection (`rollout.selected`): only its nodes count, once the trace shows one.
+    selected: Option<BTreeSet<String>>,
     stopped: BTreeSet<String>,
     holds: HoldBook,
     tombstoned: BTreeSet<String>,
@@ -81,15 +83,24 @@ impl Availability {
             Body::HubRegistered { agent, .. } => {
                 self.tombstoned.remove(agent);
             }
+            Body::RolloutSelected { nodes, .. } => {
+                self.selected = Some(nodes.iter().cloned().collect());
+            }
             _ => return false,
         }
         true
     }
 
     pub(crate) fn healthy(&self) -> usize {
-        let unhealthy: BTreeSet<&String> =
-            self.stopped.iter().chain(self.holds.held()).chain(self.tombstoned.iter()).collect();
-        self.nodes.saturating_sub(unhealthy.len())
+        let unhealthy: BTreeSet<&String> = self
+            .stopped
+            .iter()
+            .chain(self.holds.held())
+            .chain(self.tombstoned.iter())
+            .filter(|node| self.selected.as_ref().is_none_or(|selected| selected.contains(*node)))
+            .collect();
+        let nodes = self.selected.as_ref().map_or(self.nodes, BTreeSet::len);
+        nodes.saturating_sub(unhealthy.len())
     }
 }
 
@@ -98,6 +109,9 @@ pub(super) struct AvailabilityFloor {
     floor: usize,
     availability: Availability,
     below: bool,
+    /// Rollouts that began (their first event) and have not ended or been refused: the floor is theirs to keep ("at
+    /// every checkpoint of a rollout"), so a change of availability is judged only while one is in flight.
+    in_flight: BTreeSet<String>,
 }
 
 impl AvailabilityFloor {
@@ -106,13 +120,37 @@ impl AvailabilityFloor {
             floor: ctx.availability_floor as usize,
             availability: Availability::new(ctx.nodes as usize),
             below: false,
+            in_flight: BTreeSet::new(),
         }
     }
 }
 
 impl Oracle for AvailabilityFloor {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
-        if self.floor == 0 || !self.availability.observe(event) {
+        if self.floor == 0 {
+            return;
+        }
+        let changed = match &event.body {
+            Body::Rollout { rollout, event: RolloutBody::Terminal { .. } | RolloutBody::PlanRefused { .. } } => {
+                self.in_flight.remove(rollout);
+                false
+            }
+            // A rollout is in flight from the operator's request (or, without one in the trace, its first event) on.
+            // What it finds is not its doing: a selection already under the floor is judged at the next change.
+            Body::RolloutSelected { rollout, .. } => {
+                self.availability.observe(event);
+                self.in_flight.insert(rollout.clone());
+                false
+            }
+            Body::Rollout { rollout, .. } => {
+                if !self.in_flight.contains(rollout) {
+                    self.in_flight.insert(rollout.clone());
+                }
+                false
+            }
+            _ => self.availability.observe(event),
+        };
+        if !changed || self.in_flight.is_empty() {
             return;
         }
         let healthy = self.availability.healthy();
@@ -456,8 +494,10 @@ impl Oracle for EveryLaneConverged {
 /// Judges every rollout's account against the trace: the engine's word on a node is believed only where the
 /// events the trace already holds show it.
 pub(super) struct EverySelectedNodeAccounted {
-    /// Nodes the fleet has: every rollout selects all of them.
-    selected: usize,
+    /// Nodes the fleet has: what a rollout whose selection the trace does not show selects.
+    fleet: usize,
+    /// Per rollout: the nodes its request selected (`rollout.selected`).
+    selected: BTreeMap<String, BTreeSet<String>>,
     /// Per rollout: the nodes it released, began quiescing, quarantined and skipped for another's hold.
     seen: BTreeMap<String, RolloutSeen>,
     /// Per rollout: the nodes its last account did not call upgraded.
@@ -475,7 +515,8 @@ struct RolloutSeen {
 impl EverySelectedNodeAccounted {
     pub(super) fn new(ctx: &OracleContext) -> Self {
         EverySelectedNodeAccounted {
-            selected: ctx.nodes as usize,
+            fleet: ctx.nodes as usize,
+            selected: BTreeMap::new(),
             seen: BTreeMap::new(),
             not_upgraded: BTreeMap::new(),
         }
@@ -485,13 +526,20 @@ impl EverySelectedNodeAccounted {
         let seen = self.seen.entry(rollout.to_owned()).or_default();
         let mut finding = |evidence: String| out.push(Finding { t_ms, evidence: format!("{rollout}: {evidence}") });
         let names: BTreeSet<&str> = nodes.iter().map(|entry| entry.node.as_str()).collect();
-        if names.len() != nodes.len() || nodes.len() != self.selected {
+        let selected = self.selected.get(rollout);
+        let count = selected.map_or(self.fleet, BTreeSet::len);
+        if names.len() != nodes.len() || nodes.len() != count {
             finding(format!(
-                "the account names {} distinct nodes in {} entries, but the rollout selected {}",
+                "the account names {} distinct nodes in {} entries, but the rollout selected {count}",
                 names.len(),
                 nodes.len(),
-                self.selected
             ));
+        }
+        if let Some(selected) = selected {
+            let foreign: Vec<&str> = names.iter().copied().filter(|node| !selected.contains(*node)).collect();
+            if !foreign.is_empty() {
+                finding(format!("the account names nodes the rollout did not select: {}", foreign.join(", ")));
+            }
         }
         for entry in nodes {
             let node = entry.node.as_str();
@@ -526,6 +574,10 @@ impl EverySelectedNodeAccounted {
 
 impl Oracle for EverySelectedNodeAccounted {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        if let Body::RolloutSelected { rollout, nodes } = &event.body {
+            self.selected.insert(rollout.clone(), nodes.iter().cloned().collect());
+            return;
+        }
         let Body::Rollout { rollout, event: body } = &event.body else { return };
         let seen = self.seen.entry(rollout.clone()).or_default();
         match body {
@@ -548,7 +600,7 @@ impl Oracle for EverySelectedNodeAccounted {
                     Some(missing) if !missing.is_empty() => Some(format!(
                         "ended successor with {} of {} selected nodes not upgraded ({})",
                         missing.len(),
-                        self.selected,
+                        self.selected.get(rollout).map_or(self.fleet, BTreeSet::len),
                         missing.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
                     )),
                     Some(_) => None,

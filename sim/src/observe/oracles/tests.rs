@@ -510,12 +510,27 @@ fn an_incoherent_node_is_never_mutated_but_a_staging_failure_may_have_been() {
 #[test]
 fn availability_floor_and_lane_bound_count_holds() {
     let hold = |t, agent: &str| ev(t, "hub", Body::HubHoldPlaced { agent: agent.into(), owner: "deploy:r".into() });
-    let events = [hold(1, "a"), hold(2, "b"), hold(3, "c")];
+    let selected = |nodes: &[&str]| {
+        let nodes = nodes.iter().map(|node| node.to_string()).collect();
+        ev(0, "sim", Body::RolloutSelected { rollout: "r".into(), nodes })
+    };
+    let events = [selected(&["a", "b", "c", "d"]), hold(1, "a"), hold(2, "b"), hold(3, "c")];
     let floor = run(&mut AvailabilityFloor::new(&ctx()), &events, 0);
     assert_eq!(floor.len(), 1, "4 nodes, floor 2: the third hold leaves 1");
     assert_eq!(floor[0].t_ms, 3);
     let mut bound = LaneBound::new(2);
     assert_eq!(run(&mut bound, &events, 0).len(), 1);
+    // The floor is a rollout's to keep: holds while no rollout is in flight are not judged.
+    let outside = [hold(1, "a"), hold(2, "b"), hold(3, "c")];
+    assert!(run(&mut AvailabilityFloor::new(&ctx()), &outside, 0).is_empty());
+    // The selection is the denominator: of three selected, the second hold leaves one.
+    let events = [selected(&["a", "b", "c"]), hold(1, "a"), hold(2, "b")];
+    let floor = run(&mut AvailabilityFloor::new(&ctx()), &events, 0);
+    assert_eq!(floor.iter().map(|f| f.t_ms).collect::<Vec<_>>(), vec![2], "{floor:?}");
+    // A selection already under the floor is not the rollout's dip; a hold it places then is.
+    let events = [selected(&["a"]), hold(1, "a")];
+    let floor = run(&mut AvailabilityFloor::new(&ctx()), &events, 0);
+    assert_eq!(floor.iter().map(|f| f.t_ms).collect::<Vec<_>>(), vec![1], "{floor:?}");
 }
 
 #[test]
