@@ -13,6 +13,12 @@ impl World {
         self.spec.onboarding.as_ref().is_some_and(|onboarding| onboarding.fleet)
     }
 
+    /// Whether `machine` is one of the fleet's nodes in a one-life run (its host is the node's, its agent the
+    /// node's agent).
+    pub(crate) fn is_fleet_machine(&self, machine: &str) -> bool {
+        self.one_life() && self.spec.fleet.node_index(machine).is_some()
+    }
+
     /// The bearer `node`'s agent enrolled with at the hub, while it is enrolled (a one-life run's node only).
     pub(crate) fn fleet_node_bearer(&self, node: &str) -> Option<String> {
         self.site().state.borrow().enrolled.get(node).cloned()
@@ -26,7 +32,7 @@ impl World {
     /// Brings `machine`'s node host up or down as the site has it: up while the machine is powered and its deployed
     /// OS enrolled its agent. Nothing in a run whose machines are not the fleet's.
     pub(crate) fn sync_fleet_host(self: &Rc<Self>, machine: &str) {
-        if !self.one_life() || self.spec.fleet.node_index(machine).is_none() {
+        if !self.is_fleet_machine(machine) {
             return;
         }
         let running = self.site().lock().site.machine(machine).is_some_and(|m| m.agent_enrolled() && m.is_powered());

@@ -148,18 +148,19 @@ impl World {
     }
 
     /// One heartbeat of node `index`'s agent to the hub, and how it went.
-    /// `metal`: the heartbeat is also its bare-metal instance's, if the node is one (a one-life run's).
+    /// `also_instance`: an accepted heartbeat is also the node's bare-metal instance's (`metal_heartbeat`, a no-op
+    /// for a node that is no instance), as in a one-life run, where the fleet node is the machine.
     async fn send_heartbeat(
         self: &Rc<Self>,
         host: HostId,
         index: u32,
         name: &str,
         token: &str,
-        metal: bool,
+        also_instance: bool,
     ) -> HeartbeatOutcome {
         let revision = self.node_revision(index);
         let request = Request::Heartbeat { agent: name.to_owned(), token: token.to_owned(), revision };
-        let agent = metal.then(|| name.to_owned());
+        let agent = also_instance.then(|| name.to_owned());
         let result = self
             .call(host, HUB_ID, HEARTBEAT_TIMEOUT_MS, move |world| {
                 let response = world.hub_request(request);

@@ -1,8 +1,8 @@
 //! The fault plan: the scenario's timed steps at their times, the stage-triggered steps at the stage starts they
-//! wait for, the phase-triggered steps after the phases they wait for, and [`World::apply`], which traces a step, counts it when it injects a fault and hands it to the part of
-//! the world that owns what it changes (the network, a host, the nodes, the hub, the controller, the MAAS site). The
-//! match names every kind, grouped by the part that owns it, with no catch-all: a new kind does not compile until it
-//! has an owner.
+//! wait for, the phase-triggered steps after the phases they wait for, and [`World::apply`], which traces a step,
+//! counts it when it injects a fault and hands it to the part of the world that owns what it changes (the network, a
+//! host, the nodes, the hub, the controller, the MAAS site). The match names every kind, grouped by the part that
+//! owns it, with no catch-all: a new kind does not compile until it has an owner.
 
 use std::rc::Rc;
 

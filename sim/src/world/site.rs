@@ -365,7 +365,7 @@ impl World {
             (state.enrolled.keys().cloned().collect::<Vec<String>>(), state.pending.clone())
         };
         // A one-life run's nodes run their agents on their own hosts.
-        for node in enrolled.into_iter().filter(|node| !self.one_life() || self.spec.fleet.node_index(node).is_none()) {
+        for node in enrolled.into_iter().filter(|node| !self.is_fleet_machine(node)) {
             let world = self.clone();
             self.spawn_on(host, async move { world.run_site_agent(node).await });
         }
@@ -404,7 +404,7 @@ impl World {
                 Ok(Ok(())) => {
                     self.site().state.borrow_mut().pending.remove(&machine);
                     self.record(host, Body::SiteAgentEnrol { machine: machine.clone(), system_id });
-                    if self.one_life() && self.spec.fleet.node_index(&machine).is_some() {
+                    if self.is_fleet_machine(&machine) {
                         self.sync_fleet_host(&machine);
                     } else {
                         self.run_site_agent(machine).await;

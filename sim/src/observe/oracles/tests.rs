@@ -662,4 +662,35 @@ fn an_account_is_believed_only_where_the_trace_shows_it_and_a_successor_needs_ev
     // A successor with no account at all.
     let found = run(&mut oracle(), &[terminal(1, TerminalOutcome::Successor)], 10);
     assert!(found[0].evidence.contains("ended successor without accounting for its nodes"), "{found:?}");
+    // A rollout that selected three of the four nodes (a one-life run's enrolled ones): the denominator is its
+    // selection, and a node outside it has no place in its account.
+    let selected = ev(
+        0,
+        "controller",
+        Body::RolloutSelected { rollout: "r".into(), nodes: vec!["n1".into(), "n2".into(), "n3".into()] },
+    );
+    let mut three = vec![selected];
+    for node in ["n1", "n2", "n3"] {
+        three.push(step(2, node, NodeStep::Quiesce, false));
+        three.push(step(3, node, NodeStep::Release, true));
+    }
+    let mut fits = three.clone();
+    fits.extend([accounted(4, honest[..3].to_vec()), terminal(5, TerminalOutcome::Successor)]);
+    assert!(run(&mut oracle(), &fits, 10).is_empty(), "{:?}", run(&mut oracle(), &fits, 10));
+    let mut foreign = three.clone();
+    foreign.push(accounted(4, vec![upgraded("n1"), upgraded("n2"), quarantined("n4")]));
+    let found = run(&mut oracle(), &foreign, 10);
+    assert!(
+        found.iter().any(|f| f.evidence.contains("the account names nodes the rollout did not select: n4")),
+        "{found:?}"
+    );
+    let mut fleet_sized = three;
+    fleet_sized.push(accounted(4, honest.clone()));
+    let found = run(&mut oracle(), &fleet_sized, 10);
+    assert!(
+        found.iter().any(|f| f
+            .evidence
+            .contains("the account names 4 distinct nodes in 4 entries, but the rollout selected 3")),
+        "{found:?}"
+    );
 }
