@@ -346,23 +346,77 @@ impl std::fmt::Display for HubError {
 /// What happened inside the hub, for the trace. The simulator turns these into trace events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HubEvent {
-    Registered { agent: String },
-    Heartbeat { agent: String },
-    HeartbeatRefused { agent: String },
-    BackOnline { agent: String },
-    Offline { agent: String, silent_ms: u64 },
-    Tombstoned { agent: String, silent_ms: u64, epoch_member: bool },
-    EpochOpened { epoch: u64, members: u64 },
-    EpochClosed { epoch: u64 },
-    HoldPlaced { agent: String, owner: String },
-    HoldReleased { agent: String, owner: String },
-    Dispatched { agent: String, task: String },
-    DispatchRefused { agent: String, task: String },
-    CredentialRejected { principal: String, expired: bool },
-    LockAcquired { holder: String, fence: u64, superseded: Option<String> },
-    LockReleased { holder: String, fence: u64 },
-    MutationFenced { holder: String, presented: Option<u64>, current: u64 },
-    PrincipalRevoked { agent: String },
+    Registered {
+        agent: String,
+    },
+    Heartbeat {
+        agent: String,
+    },
+    HeartbeatRefused {
+        agent: String,
+    },
+    BackOnline {
+        agent: String,
+    },
+    Offline {
+        agent: String,
+        silent_ms: u64,
+    },
+    Tombstoned {
+        agent: String,
+        silent_ms: u64,
+        epoch_member: bool,
+    },
+    /// A sweep found the agent silent past the TTL and kept it because open epoch `epoch` pins it: once per silence.
+    ExpiryDeferred {
+        agent: String,
+        silent_ms: u64,
+        epoch: u64,
+    },
+    EpochOpened {
+        epoch: u64,
+        members: u64,
+    },
+    EpochClosed {
+        epoch: u64,
+    },
+    HoldPlaced {
+        agent: String,
+        owner: String,
+    },
+    HoldReleased {
+        agent: String,
+        owner: String,
+    },
+    Dispatched {
+        agent: String,
+        task: String,
+    },
+    DispatchRefused {
+        agent: String,
+        task: String,
+    },
+    CredentialRejected {
+        principal: String,
+        expired: bool,
+    },
+    LockAcquired {
+        holder: String,
+        fence: u64,
+        superseded: Option<String>,
+    },
+    LockReleased {
+        holder: String,
+        fence: u64,
+    },
+    MutationFenced {
+        holder: String,
+        presented: Option<u64>,
+        current: u64,
+    },
+    PrincipalRevoked {
+        agent: String,
+    },
 }
 
 /// The hub's state. All collections are ordered so that sweeps and reads are deterministic.
@@ -379,6 +433,8 @@ pub struct Hub {
     principals: BTreeMap<String, Principal>,
     lock: Option<DeployLock>,
     next_fence: u64,
+    /// Agents an epoch kept past the TTL, with the `last_seen_ms` of the silence that was reported.
+    deferred: BTreeMap<String, u64>,
 }
 
 impl Hub {
@@ -395,6 +451,7 @@ impl Hub {
             principals: BTreeMap::new(),
             lock: None,
             next_fence: 1,
+            deferred: BTreeMap::new(),
         }
     }
 
@@ -741,15 +798,21 @@ impl Hub {
     /// One pass of the TTL sweeper at hub time `now_ms`.
     pub fn sweep(&mut self, now_ms: u64, events: &mut Vec<HubEvent>) {
         let ttl_ms = self.config.agent_ttl_ms;
-        let open_members: BTreeSet<String> =
-            self.epochs.values().filter(|epoch| epoch.open).flat_map(|epoch| epoch.members.iter().cloned()).collect();
+        let open_members: BTreeMap<&str, u64> = self
+            .epochs
+            .values()
+            .filter(|epoch| epoch.open)
+            .flat_map(|epoch| epoch.members.iter().map(|member| (member.as_str(), epoch.id)))
+            .rev()
+            .collect();
         for row in self.agents.values_mut() {
             let silent_ms = now_ms.saturating_sub(row.last_seen_ms);
             if silent_ms <= ttl_ms || row.status == AgentStatus::Tombstoned {
                 continue;
             }
             let leased = self.leases.get(&row.id).is_some_and(|until| *until > now_ms);
-            let epoch_member = open_members.contains(&row.id);
+            let pinned_by = open_members.get(row.id.as_str()).copied();
+            let epoch_member = pinned_by.is_some();
             match (self.config.expiry, row.kind) {
                 (ExpiryPolicy::Legacy, AgentKind::Fungible) if !leased => {
                     row.status = AgentStatus::Tombstoned;
@@ -763,6 +826,13 @@ impl Hub {
                 (ExpiryPolicy::EpochAware, AgentKind::Durable) if row.status == AgentStatus::Online => {
                     row.status = AgentStatus::Offline;
                     events.push(HubEvent::Offline { agent: row.id.clone(), silent_ms });
+                }
+                (ExpiryPolicy::EpochAware, AgentKind::Fungible) if !leased => {
+                    // Kept by its epoch: said once for this silence.
+                    let epoch = pinned_by.expect("a fungible agent not tombstoned here is an epoch member");
+                    if self.deferred.insert(row.id.clone(), row.last_seen_ms) != Some(row.last_seen_ms) {
+                        events.push(HubEvent::ExpiryDeferred { agent: row.id.clone(), silent_ms, epoch });
+                    }
                 }
                 (ExpiryPolicy::EpochAware, _) => {}
             }
@@ -855,6 +925,18 @@ mod tests {
         assert_eq!(status(&hub, "member"), AgentStatus::Online);
         assert_eq!(status(&hub, "stray"), AgentStatus::Tombstoned);
         assert_eq!(status(&hub, "durable"), AgentStatus::Offline);
+        // The hub says once per silence that the epoch kept the member past the TTL.
+        let deferred = |events: &[HubEvent]| {
+            events
+                .iter()
+                .filter(|event| matches!(event, HubEvent::ExpiryDeferred { agent, .. } if agent == "member"))
+                .count()
+        };
+        assert_eq!(deferred(&events), 1);
+        assert!(events.contains(&HubEvent::ExpiryDeferred { agent: "member".into(), silent_ms: 2 * TTL, epoch }));
+        let mut again = Vec::new();
+        hub.sweep(2 * TTL + DEFAULT_SWEEP_INTERVAL_MS, &mut again);
+        assert_eq!(deferred(&again), 0, "the same silence is said once");
         // A heartbeat brings the durable agent back; once the epoch is terminal the member may expire.
         hub.handle(2 * TTL, heartbeat("durable"), &mut events);
         assert_eq!(status(&hub, "durable"), AgentStatus::Online);

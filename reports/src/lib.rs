@@ -139,6 +139,10 @@ pub struct RunRecord {
     /// [`PHASES`]. Counted like `faults`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub fault_phases: BTreeMap<String, u64>,
+    /// Every fault the run injected, in injection order (at most [`FAULT_LOG_MAX`]): where it landed and what it
+    /// did. `faults` counts the same injections by kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fault_log: Vec<FaultEntry>,
     /// Healthy, eligible workers over virtual time (as `availability_floor` counts them): the change points, the
     /// first at 0, at most [`AVAILABILITY_POINTS_MAX`]. Empty when the count never changed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -186,6 +190,53 @@ pub const SPANS_MAX: usize = 200;
 /// terminal event), an onboarding workflow was in flight (from its first stage to its completion or stop), both, or
 /// neither.
 pub const PHASES: [&str; 4] = ["rollout", "onboarding", "rollout+onboarding", "steady"];
+
+/// The effects a fault can have, in the order reports list them (`docs/faults.md`, "Where a fault lands and what it
+/// does"): every one but `none` makes the fault *effective*.
+pub const FAULT_EFFECTS: [&str; 7] = ["retried", "stalled", "stopped", "quarantined", "repaired", "signalled", "none"];
+
+/// The coarse phases a fault can land in, in the order reports list them: the workflow whose work met it, or `idle`
+/// (nothing was running that it could touch, or it never landed).
+pub const FAULT_PHASES: [&str; 5] = ["rollout", "onboarding", "decommission", "instances", "idle"];
+
+/// The most entries a run's `fault_log` keeps.
+pub const FAULT_LOG_MAX: usize = 2_000;
+
+/// One injected fault: where it landed and what it did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultEntry {
+    /// Its number in the run, from 1 in injection order (the trace's `fault`).
+    pub fault: u64,
+    /// The step kind.
+    pub kind: String,
+    /// What it was aimed at (a host, a machine, a link `a|b` or `from>to`); empty for the whole site, hub or
+    /// controller.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target: String,
+    pub injected_ms: u64,
+    /// When work first met it; absent when nothing ever did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed_ms: Option<u64>,
+    /// Where it landed: `<workflow>:<stage or step>` (`rollout:quiesce`, `onboarding:commission_node`,
+    /// `decommission:drain_node`, `rollout:preflight`, `rollout:lanes`), `instances`, or `idle`; for a fault that
+    /// never landed, `idle`.
+    pub phase: String,
+    /// One of [`FAULT_EFFECTS`].
+    pub effect: String,
+}
+
+impl FaultEntry {
+    /// Whether it had an effect.
+    pub fn effective(&self) -> bool {
+        self.effect != "none"
+    }
+
+    /// The coarse phase (one of [`FAULT_PHASES`]): the part of `phase` before its `:`.
+    pub fn coarse_phase(&self) -> &str {
+        self.phase.split(':').next().unwrap_or(&self.phase)
+    }
+}
 
 /// One change point of a run's availability: from `t_ms` on, `available` workers were healthy and eligible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -291,6 +342,13 @@ pub struct Summary {
     pub violations_by_oracle: BTreeMap<String, u64>,
     /// Faults injected over all runs, by kind.
     pub faults: BTreeMap<String, u64>,
+    /// Effective faults over all runs (those whose effect was not `none`), by kind, from the runs' `fault_log`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub faults_effective: BTreeMap<String, u64>,
+    /// Every logged fault over all runs by `kind/coarse phase/effect` ([`FAULT_PHASES`], [`FAULT_EFFECTS`]): where
+    /// the faults landed and what they did.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fault_landings: BTreeMap<String, u64>,
     /// Recovery-matrix pairs exercised over all runs (`stage/failure_class` → stage failures).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub matrix_pairs: BTreeMap<String, u64>,
@@ -412,6 +470,8 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
     let mut failures = BTreeMap::new();
     let mut violations_by_oracle = BTreeMap::new();
     let mut faults = BTreeMap::new();
+    let mut faults_effective = BTreeMap::new();
+    let mut fault_landings = BTreeMap::new();
     let mut matrix_pairs = BTreeMap::new();
     let mut rollout_nodes = BTreeMap::new();
     let mut sometimes_reached: BTreeMap<String, u64> = sometimes_named.iter().map(|name| (name.clone(), 0)).collect();
@@ -431,6 +491,13 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
         }
         for (kind, count) in &run.faults {
             add(faults.entry(kind.clone()).or_insert(0), *count);
+        }
+        for entry in &run.fault_log {
+            if entry.effective() {
+                add(faults_effective.entry(entry.kind.clone()).or_insert(0), 1);
+            }
+            let key = format!("{}/{}/{}", entry.kind, entry.coarse_phase(), entry.effect);
+            add(fault_landings.entry(key).or_insert(0), 1);
         }
         for (pair, count) in &run.matrix_pairs {
             add(matrix_pairs.entry(pair.clone()).or_insert(0), *count);
@@ -456,6 +523,8 @@ pub fn summarize(runs: &[RunRecord], sometimes_named: &[String], digest_of: impl
         failures,
         violations_by_oracle,
         faults,
+        faults_effective,
+        fault_landings,
         matrix_pairs,
         matrix_listed: Vec::new(),
         rollout_nodes,
@@ -694,6 +763,7 @@ mod tests {
             faults: BTreeMap::from([("partition".to_owned(), 2)]),
             matrix_pairs: BTreeMap::from([("wait_for_ready/pxe_discovery_failure".to_owned(), 1)]),
             fault_phases: BTreeMap::from([("partition/rollout".to_owned(), 2)]),
+            fault_log: Vec::new(),
             availability: vec![
                 AvailabilityPoint { t_ms: 0, available: 3 },
                 AvailabilityPoint { t_ms: 7, available: 2 },

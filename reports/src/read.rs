@@ -174,6 +174,8 @@ pub fn check_report(report: &CampaignReport) -> Result<(), String> {
         failures,
         violations_by_oracle,
         faults,
+        faults_effective,
+        fault_landings,
         matrix_pairs,
         rollout_nodes,
         sometimes_reached,
@@ -226,6 +228,7 @@ pub fn check_run(run: &RunRecord) -> Result<(), (String, String)> {
     for (position, account) in run.rollouts.iter().enumerate() {
         check_account(account).map_err(|(key, reason)| (format!("rollouts[{position}].{key}"), reason))?;
     }
+    check_fault_log(run)?;
     let judged = crate::judge(run.panic.is_some(), &run.violations, &run.unmet);
     if judged != run.verdict {
         return fail(
@@ -236,6 +239,48 @@ pub fn check_run(run: &RunRecord) -> Result<(), (String, String)> {
                 judged.label()
             ),
         );
+    }
+    Ok(())
+}
+
+/// Checks a run's fault log against itself and the run's `faults`: its faults are numbered 1, 2, … in order; each
+/// names a known phase and effect, lands no earlier than it was injected and, when it never landed, is idle with no
+/// effect; and a log with room for every fault counts exactly the injections `faults` counts.
+fn check_fault_log(run: &RunRecord) -> Result<(), (String, String)> {
+    let fail = |key: String, reason: String| Err((key, reason));
+    for (position, entry) in run.fault_log.iter().enumerate() {
+        let key = |field: &str| format!("fault_log[{position}].{field}");
+        if entry.fault != position as u64 + 1 {
+            return fail(key("fault"), format!("{}, but the log in order puts {} here", entry.fault, position + 1));
+        }
+        if !crate::FAULT_EFFECTS.contains(&entry.effect.as_str()) {
+            return fail(
+                key("effect"),
+                format!("{} is not an effect (one of {:?})", entry.effect, crate::FAULT_EFFECTS),
+            );
+        }
+        if !crate::FAULT_PHASES.contains(&entry.coarse_phase()) {
+            return fail(key("phase"), format!("{} is not in a phase (one of {:?})", entry.phase, crate::FAULT_PHASES));
+        }
+        match entry.landed_ms {
+            Some(landed_ms) if landed_ms < entry.injected_ms => {
+                return fail(key("landed_ms"), format!("{landed_ms}, before it was injected at {}", entry.injected_ms));
+            }
+            None if entry.effective() || entry.phase != "idle" => {
+                return fail(key("effect"), format!("{} in {}, but it never landed", entry.effect, entry.phase));
+            }
+            _ => {}
+        }
+    }
+    let injected: u64 = run.faults.values().fold(0, |total, count| total.saturating_add(*count));
+    if injected <= crate::FAULT_LOG_MAX as u64 {
+        let mut logged: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+        for entry in &run.fault_log {
+            *logged.entry(entry.kind.clone()).or_default() += 1;
+        }
+        if logged != run.faults {
+            return fail("fault_log".to_owned(), format!("logs {logged:?}, but the run's faults are {:?}", run.faults));
+        }
     }
     Ok(())
 }
@@ -445,6 +490,48 @@ mod tests {
         value["runs"][0]["verdict"] = serde_json::json!({"outcome": "fail", "kind": "panic"});
         resummarize(&mut value);
         assert_eq!(reason(&value), "inconsistent: runs[0].panic: absent with the verdict fail (panic)");
+    }
+
+    #[test]
+    fn a_fault_log_that_disagrees_with_itself_or_the_faults_is_refused() {
+        let entry = |fault: u64, effect: &str, phase: &str, landed: Option<u64>| {
+            let mut entry = serde_json::json!({
+                "fault": fault, "kind": "ssh_timeout", "injected_ms": 10, "phase": phase, "effect": effect
+            });
+            if let Some(landed) = landed {
+                entry["landed_ms"] = landed.into();
+            }
+            entry
+        };
+        let with_log = |log: serde_json::Value, faults: serde_json::Value| {
+            let mut value = report_json();
+            value["runs"][0]["fault_log"] = log;
+            value["runs"][0]["faults"] = faults;
+            resummarize(&mut value);
+            value
+        };
+        let two = serde_json::json!({"ssh_timeout": 2});
+        let good =
+            serde_json::json!([entry(1, "retried", "rollout:quiesce", Some(12)), entry(2, "none", "idle", None)]);
+        let value = with_log(good, two.clone());
+        assert!(parse_report("r.json", value.to_string().as_bytes()).is_ok(), "{}", reason(&value));
+        assert_eq!(
+            value["summary"]["faults_effective"],
+            serde_json::json!({"ssh_timeout": 1}),
+            "one of the two was effective"
+        );
+        let cases = [
+            (serde_json::json!([entry(2, "retried", "rollout:quiesce", Some(12))]), "runs[0].fault_log[0].fault: 2"),
+            (serde_json::json!([entry(1, "vanished", "idle", None)]), "runs[0].fault_log[0].effect: vanished"),
+            (serde_json::json!([entry(1, "none", "nowhere", Some(12))]), "runs[0].fault_log[0].phase: nowhere"),
+            (serde_json::json!([entry(1, "none", "idle", Some(3))]), "runs[0].fault_log[0].landed_ms: 3, before"),
+            (serde_json::json!([entry(1, "retried", "idle", None)]), "runs[0].fault_log[0].effect: retried in idle"),
+            (serde_json::json!([entry(1, "retried", "rollout:quiesce", Some(12))]), "runs[0].fault_log: logs"),
+        ];
+        for (log, expected) in cases {
+            let value = with_log(log, two.clone());
+            assert!(reason(&value).starts_with(&format!("inconsistent: {expected}")), "{}", reason(&value));
+        }
     }
 
     #[test]

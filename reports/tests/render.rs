@@ -39,6 +39,7 @@ fn run(index: u64, verdict: Verdict, rollout: bool) -> RunRecord {
         faults: BTreeMap::new(),
         matrix_pairs: BTreeMap::new(),
         fault_phases: BTreeMap::new(),
+        fault_log: Vec::new(),
         availability: Vec::new(),
         availability_cut_ms: None,
         lanes: Vec::new(),
@@ -106,7 +107,41 @@ fn with_rollout_series(mut record: RunRecord, stuck: bool, breach: bool) -> RunR
     record
 }
 
+/// Gives a record with faults and no log one entry per injected fault, landing in a few phases with a few effects (a
+/// fault that never landed among them), as a run's collector would write it.
+fn with_fault_log(mut record: RunRecord) -> RunRecord {
+    if !record.fault_log.is_empty() {
+        return record;
+    }
+    let landings = [
+        (Some("rollout:quiesce"), "retried"),
+        (Some("onboarding:commission_node"), "stalled"),
+        (Some("rollout:preflight"), "quarantined"),
+        (None, "none"),
+        (Some("decommission:drain_node"), "stopped"),
+        (Some("rollout:install"), "none"),
+    ];
+    let mut number = 0u64;
+    for (kind, count) in &record.faults {
+        for _ in 0..*count {
+            number += 1;
+            let (phase, effect) = landings[(number as usize + kind.len()) % landings.len()];
+            record.fault_log.push(reports::FaultEntry {
+                fault: number,
+                kind: kind.clone(),
+                target: if kind == "ssh_timeout" { "node-07".to_owned() } else { String::new() },
+                injected_ms: 60_000 * number,
+                landed_ms: phase.map(|_| 60_000 * number + 1_500),
+                phase: phase.unwrap_or("idle").to_owned(),
+                effect: effect.to_owned(),
+            });
+        }
+    }
+    record
+}
+
 fn report(runs: Vec<RunRecord>, sometimes: &[&str]) -> CampaignReport {
+    let runs: Vec<RunRecord> = runs.into_iter().map(with_fault_log).collect();
     let named: Vec<String> = sometimes.iter().map(|name| (*name).to_owned()).collect();
     let summary = summarize(&runs, &named, |bytes| format!("campaign-digest-over-{}-bytes", bytes.len()));
     CampaignReport {

@@ -36,11 +36,15 @@ fn the_rollout_gate_fails_under_the_legacy_controller() {
     let mut gate = campaign("ci-50.toml");
     gate.base.engine.rollout_policy = engine::rollout::driver::RolloutPolicy::Legacy;
     let outputs = sim::run::campaign::execute(&gate, &[0, 1, 2], 2, false, false, &|_| {});
+    let mut serial_quiescence_seen = false;
     for output in outputs {
         let violated: Vec<&str> = output.record.violations.iter().map(|v| v.oracle.as_str()).collect();
-        assert!(violated.contains(&"availability_floor") || violated.contains(&"lane_bound"), "{violated:?}");
-        assert!(!output.record.verdict.passed());
+        // Every run fails; one whose first transient SSH loss stopped the controller before it had quiesced much
+        // fails on its stuck lane alone, the others on the serial quiescence of the whole fleet.
+        assert!(!output.record.verdict.passed(), "{violated:?}");
+        serial_quiescence_seen |= violated.contains(&"availability_floor") || violated.contains(&"lane_bound");
     }
+    assert!(serial_quiescence_seen, "no legacy run broke the floor or the lane bound");
 }
 
 #[test]

@@ -107,7 +107,7 @@ fn every_unmet_threshold_is_listed_and_the_gate_exits_1() {
         &lines[1..],
         [
             "  runs.min: the report has 6 runs, the policy needs at least 100",
-            "  faults.min.controller_death: injected 0 times over all runs, the policy needs at least 1",
+            "  faults.min.controller_death: effective 0 times over all runs (0 injected), the policy needs at least 1",
             "  matrix.required.wait_for_ready/pxe_discovery_failure: no run hit this pair",
         ]
     );
@@ -220,8 +220,16 @@ fn a_report_edited_without_its_summary_is_refused_before_it_is_gated() {
     reports::write_json_atomic(Path::new(&edited), &report).unwrap();
     let (code, out, err) = fleetsim(&["gate", &edited, "--policy", &policy]);
     assert_eq!((code, out.as_str()), (EXIT_BAD_INPUT, ""), "{err}");
+    // The run's own fault log still counts what it injected.
+    assert!(err.starts_with(&format!("error: {edited}: inconsistent: runs[2].fault_log: logs ")), "{err}");
+    report.runs[2].fault_log.clear();
+    reports::write_json_atomic(Path::new(&edited), &report).unwrap();
+    let (code, out, err) = fleetsim(&["gate", &edited, "--policy", &policy]);
+    assert_eq!((code, out.as_str()), (EXIT_BAD_INPUT, ""), "{err}");
     assert!(err.starts_with(&format!("error: {edited}: inconsistent: summary.faults: the file has ")), "{err}");
-    report.summary.faults = resummarized(&report).faults;
+    let recomputed = resummarized(&report);
+    (report.summary.faults, report.summary.faults_effective, report.summary.fault_landings) =
+        (recomputed.faults, recomputed.faults_effective, recomputed.fault_landings);
     reports::write_json_atomic(Path::new(&edited), &report).unwrap();
     let (code, _, err) = fleetsim(&["gate", &edited, "--policy", &policy]);
     assert_eq!(code, EXIT_BAD_INPUT, "{err}");
@@ -243,6 +251,7 @@ fn a_forged_record_with_its_digest_intact_fails_the_whole_record_recheck() {
     let faults: Vec<String> = report.runs[3].faults.keys().cloned().collect();
     assert!(!faults.is_empty(), "run 3 injected faults");
     report.runs[3].faults.clear();
+    report.runs[3].fault_log.clear();
     report.summary = resummarized(&report);
     let edited = fixture.path("edited.json");
     reports::write_json_atomic(Path::new(&edited), &report).unwrap();
@@ -251,7 +260,7 @@ fn a_forged_record_with_its_digest_intact_fails_the_whole_record_recheck() {
     let seed = report.runs[3].seed;
     assert!(
         out.contains(&format!(
-            "  determinism.run.3: run 3 (seed {seed}) replayed to the report's trace digest but another record: it differs in faults"
+            "  determinism.run.3: run 3 (seed {seed}) replayed to the report's trace digest but another record: it differs in fault_log, faults"
         )),
         "{out}"
     );

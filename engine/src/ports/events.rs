@@ -239,11 +239,16 @@ impl LaneVerdict {
     }
 }
 
-/// The step a rollout event names: one of a node's steps, or the legacy controller's attestation recovery through the
-/// hub host (which the lane protocol has no step for).
+/// The step a rollout event names: one of a node's steps, the read-only preflight's observation and the capsule
+/// staging before any lane (which touch a node but are no step of its state machine), or the legacy controller's
+/// attestation recovery through the hub host (which the lane protocol has no step for).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RolloutStep {
     Node(NodeStep),
+    /// The read-only observation of the preflight.
+    Preflight,
+    /// Fetching a capsule onto the node before the quiescence barrier.
+    Stage,
     LegacyRecover,
 }
 
@@ -252,6 +257,8 @@ impl RolloutStep {
     pub fn as_str(self) -> &'static str {
         match self {
             RolloutStep::Node(step) => step.as_str(),
+            RolloutStep::Preflight => "preflight",
+            RolloutStep::Stage => "stage",
             RolloutStep::LegacyRecover => "recover",
         }
     }
@@ -313,6 +320,12 @@ pub enum RolloutEvent {
     Retrying {
         node: String,
         step: RolloutStep,
+        attempt: u64,
+        delay_ms: u64,
+        error: String,
+    },
+    /// A hub call failed and is tried again after `delay_ms` (the controller's `attempt`-th failure of it).
+    HubRetrying {
         attempt: u64,
         delay_ms: u64,
         error: String,

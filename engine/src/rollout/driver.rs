@@ -234,20 +234,13 @@ where
         else {
             return false;
         };
-        let event = RolloutEvent::Retrying {
-            node: node.to_owned(),
-            step: step.into(),
-            attempt: u64::from(*attempt),
-            delay_ms,
-            error: error.to_owned(),
-        };
-        self.emit(&request.rollout, event);
+        self.emit_retry(request, node, step.into(), *attempt, delay_ms, &error);
         self.clock.sleep_ms(delay_ms).await;
         *attempt += 1;
         true
     }
 
-    /// Observes with bounded retry (read-only, always safe to repeat).
+    /// Observes with bounded retry (read-only, always safe to repeat); every retry is reported.
     async fn observe_retrying(&self, request: &RolloutRequest, endpoint: &Endpoint) -> Result<NodeReport, SshError> {
         let mut attempt = 1;
         loop {
@@ -257,6 +250,7 @@ where
                     match self.rules.after_failure(&request.backoff, attempt, failure_class(&error), self.jitter.draw())
                     {
                         RetryDecision::RetryAfter { delay_ms } if request.policy == RolloutPolicy::Lanes => {
+                            self.emit_retry(request, &endpoint.node, RolloutStep::Preflight, attempt, delay_ms, &error);
                             self.clock.sleep_ms(delay_ms).await;
                             attempt += 1;
                         }
@@ -265,6 +259,26 @@ where
                 }
             }
         }
+    }
+
+    /// Reports that attempt `attempt` of `step` on `node` failed with `error` and is tried again in `delay_ms`.
+    fn emit_retry(
+        &self,
+        request: &RolloutRequest,
+        node: &str,
+        step: RolloutStep,
+        attempt: u32,
+        delay_ms: u64,
+        error: &impl ToString,
+    ) {
+        let event = RolloutEvent::Retrying {
+            node: node.to_owned(),
+            step,
+            attempt: u64::from(attempt),
+            delay_ms,
+            error: error.to_string(),
+        };
+        self.emit(&request.rollout, event);
     }
 
     async fn run_lanes(&self, request: &RolloutRequest) -> RolloutOutcome {
@@ -567,6 +581,12 @@ where
                     };
                     match self.rules.after_failure(&request.backoff, attempt, failure, self.jitter.draw()) {
                         RetryDecision::RetryAfter { delay_ms } => {
+                            let event = RolloutEvent::HubRetrying {
+                                attempt: u64::from(attempt),
+                                delay_ms,
+                                error: error.to_string(),
+                            };
+                            self.emit(&request.rollout, event);
                             self.clock.sleep_ms(delay_ms).await;
                             attempt += 1;
                         }
@@ -929,6 +949,7 @@ where
                             self.jitter.draw(),
                         ) {
                             RetryDecision::RetryAfter { delay_ms } => {
+                                self.emit_retry(request, &endpoint.node, RolloutStep::Stage, attempt, delay_ms, &error);
                                 self.clock.sleep_ms(delay_ms).await;
                                 attempt += 1;
                                 // Staging is idempotent by digest: look before fetching again.

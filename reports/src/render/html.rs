@@ -4,15 +4,15 @@
 //! Every plot is derived from what `report.json` holds: pass/fail per run, violations by oracle, the fault kind ×
 //! verdict heatmap, the sometimes-properties reached, and from the per-run series the records carry — availability
 //! over virtual time with the floor (`availability`), the lane timeline of each rollout (`lanes`), the time to
-//! converge of lanes and onboarding workflows (`lanes`, `workflows`), fault kind × lifecycle phase (`fault_phases`)
-//! and stage × failure class against the recovery matrix (`matrix_pairs`, `summary.matrix_listed`). The per-run
+//! converge of lanes and onboarding workflows (`lanes`, `workflows`), the effective faults by kind and the phase they
+//! landed in (`summary.fault_landings`), fault kind × lifecycle phase (`fault_phases`) and stage × failure class against the recovery matrix (`matrix_pairs`, `summary.matrix_listed`). The per-run
 //! plots draw at most [`super::RUNS_PLOTTED`] runs, the failing ones first, and say so. A plot whose data a report
 //! does not hold (one written before the series were kept, or a campaign without rollouts or onboarding) says so
 //! and draws nothing: nothing here is invented.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::{CampaignReport, FailureKind, PHASES, RunRecord};
+use crate::{CampaignReport, FAULT_EFFECTS, FAULT_PHASES, FailureKind, PHASES, RunRecord};
 
 use super::junit::xml_escape as esc;
 use super::{
@@ -781,6 +781,54 @@ fn shade(count: u64, max: u64) -> String {
     ratio(250 + 750 * count / max.max(1))
 }
 
+/// Fault kind × phase of the effective faults: where the faults that changed something landed.
+fn effective_section(report: &CampaignReport) -> String {
+    let summary = &report.summary;
+    let mut html =
+        String::from("<section id=\"effective\">\n<h2>Coverage: effective faults, kind × phase they landed in</h2>\n");
+    let mut cells: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (key, count) in &summary.fault_landings {
+        let mut parts = key.split('/');
+        let (Some(kind), Some(phase), Some(effect)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        if effect != "none" {
+            *cells.entry((kind.to_owned(), phase.to_owned())).or_insert(0) += count;
+        }
+    }
+    if cells.is_empty() {
+        html.push_str(
+            "<p class=\"missing\">no fault had an effect in any run: none was injected, none landed on work that \
+             reacted to it, or the report was written before records kept a fault log</p>\n</section>\n",
+        );
+        return html;
+    }
+    html.push_str(
+        "<p>Each cell counts the faults of that kind that landed while that workflow's work met them (a rollout \
+         step, an onboarding or decommission stage, the instance lifecycle) or while nothing it could touch ran \
+         (<code>idle</code>), and changed something there: a retry, a wait, a stop, a quarantine, a repair or a \
+         signal. The campaign's aim shows in the rows: a fault meant for the rollout that lands idle tested \
+         nothing.</p>\n",
+    );
+    let kinds: Vec<String> = cells.keys().map(|(kind, _)| kind.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+    let phases: Vec<String> = FAULT_PHASES.iter().map(|phase| (*phase).to_owned()).collect();
+    let max = cells.values().copied().max().unwrap_or(0);
+    html.push_str(&grid(
+        &kinds,
+        &phases,
+        |row, column| {
+            let count = cells.get(&(kinds[row].clone(), phases[column].clone())).copied().unwrap_or(0);
+            Cell {
+                text: count.to_string(),
+                class: if count == 0 { "s-zero" } else { "s-pass" }.to_owned(),
+                opacity: if count == 0 { "1".to_owned() } else { shade(count, max) },
+                title: format!("{} effective in {}: {}", kinds[row], phases[column], count_of(count, "fault")),
+            }
+        },
+        "effective faults by kind and the phase they landed in",
+    ));
+    html.push_str("</section>\n");
+    html
+}
+
 /// Fault kind × lifecycle phase: the fault steps of every run by the phase they were injected in.
 fn phases_section(report: &CampaignReport) -> String {
     let mut html = String::from("<section id=\"phases\">\n<h2>Coverage: fault kind × lifecycle phase</h2>\n");
@@ -959,16 +1007,39 @@ pub fn html(report: &CampaignReport) -> String {
     html.push_str(&lanes_section(report));
     html.push_str(&nodes_section(report));
     html.push_str(&converge_section(report));
+    html.push_str(&effective_section(report));
     html.push_str(&phases_section(report));
     html.push_str(&matrix_section(report));
 
-    html.push_str("<section id=\"faults\">\n<h2>Faults injected</h2>\n");
+    html.push_str("<section id=\"faults\">\n<h2>Faults injected, and what they did</h2>\n");
     if summary.faults.is_empty() {
         html.push_str("<p>None.</p>\n");
     } else {
-        html.push_str("<table>\n<tr><th>fault</th><th>count</th></tr>\n");
+        html.push_str(
+            "<p>Each row counts the faults of one kind over every run: injected, effective (something changed course \
+             because of it), and by effect. A fault that never landed counts under <code>none</code>.</p>\n",
+        );
+        html.push_str("<table>\n<tr><th>fault</th><th>injected</th><th>effective</th>");
+        for effect in FAULT_EFFECTS {
+            html.push_str(&format!("<th>{}</th>", esc(effect)));
+        }
+        html.push_str("</tr>\n");
         for (kind, count) in &summary.faults {
-            html.push_str(&format!("<tr><td><code>{}</code></td><td class=\"n\">{count}</td></tr>\n", esc(kind)));
+            let effective = summary.faults_effective.get(kind).copied().unwrap_or(0);
+            html.push_str(&format!(
+                "<tr><td><code>{}</code></td><td class=\"n\">{count}</td><td class=\"n\">{effective}</td>",
+                esc(kind)
+            ));
+            for effect in FAULT_EFFECTS {
+                let by_effect: u64 = summary
+                    .fault_landings
+                    .iter()
+                    .filter(|(key, _)| key.split('/').next() == Some(kind) && key.rsplit('/').next() == Some(effect))
+                    .map(|(_, count)| *count)
+                    .sum();
+                html.push_str(&format!("<td class=\"n\">{by_effect}</td>"));
+            }
+            html.push_str("</tr>\n");
         }
         html.push_str("</table>\n");
     }

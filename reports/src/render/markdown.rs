@@ -127,13 +127,15 @@ pub fn markdown(report: &CampaignReport) -> String {
         md.push_str("```\n\n");
     }
 
-    md.push_str("<details><summary>Faults injected</summary>\n\n");
+    md.push_str("<details><summary>Faults injected and effective</summary>\n\n");
     if summary.faults.is_empty() {
         md.push_str("None.\n\n");
     } else {
-        md.push_str("| fault | count |\n|---|---:|\n");
+        md.push_str("| fault | injected | effective | landed in a rollout step |\n|---|---:|---:|---:|\n");
         for (kind, count) in &summary.faults {
-            md.push_str(&format!("| {} | {count} |\n", code(kind)));
+            let effective = summary.faults_effective.get(kind).copied().unwrap_or(0);
+            let in_rollout = super::landed_in(summary, kind, "rollout");
+            md.push_str(&format!("| {} | {count} | {effective} | {in_rollout} |\n", code(kind)));
         }
         md.push('\n');
     }

@@ -341,6 +341,36 @@ pub(crate) fn failure_counts(report: &CampaignReport) -> String {
     if counts.is_empty() { "none".to_owned() } else { counts.join(", ") }
 }
 
+/// The summary's faults in one line: each kind injected, and how many of those were effective
+/// (`ssh_timeout 12 (9 effective)`), or `none`.
+pub fn faults_sentence(summary: &crate::Summary) -> String {
+    if summary.faults.is_empty() {
+        return "none".to_owned();
+    }
+    let kinds: Vec<String> = summary
+        .faults
+        .iter()
+        .map(|(kind, count)| {
+            let effective = summary.faults_effective.get(kind).copied().unwrap_or(0);
+            format!("{kind} {count} ({effective} effective)")
+        })
+        .collect();
+    kinds.join(", ")
+}
+
+/// How many logged faults of `kind` landed in coarse `phase`, whatever their effect.
+pub fn landed_in(summary: &crate::Summary, kind: &str, phase: &str) -> u64 {
+    summary
+        .fault_landings
+        .iter()
+        .filter(|(key, _)| {
+            let mut parts = key.split('/');
+            parts.next() == Some(kind) && parts.next() == Some(phase)
+        })
+        .map(|(_, count)| *count)
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

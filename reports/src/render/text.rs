@@ -28,11 +28,7 @@ pub fn text(report: &CampaignReport) -> String {
     if let Some(nodes) = super::nodes_sentence(report) {
         text.push_str(&format!("  nodes         {nodes}\n"));
     }
-    let faults: Vec<String> = summary.faults.iter().map(|(kind, count)| format!("{kind} {count}")).collect();
-    text.push_str(&format!(
-        "  faults        {}\n",
-        if faults.is_empty() { "none".to_owned() } else { faults.join(", ") }
-    ));
+    text.push_str(&format!("  faults        {}\n", super::faults_sentence(summary)));
     let sometimes: Vec<String> =
         summary.sometimes_reached.iter().map(|(name, runs)| format!("{name} {runs}/{}", summary.runs)).collect();
     if !sometimes.is_empty() {

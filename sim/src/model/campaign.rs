@@ -12,7 +12,10 @@ use reports::PropertyKind;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::model::faults::{BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Phase, PhaseStep, Step, TimedStep};
+use crate::model::faults::{
+    BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Phase, PhaseStep, RolloutPoint, RolloutStepTrigger,
+    StageStep, Step, TimedStep,
+};
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::{
     self, CONTROLLER, EngineFile, Expectations, FleetFile, HUB, HubFile, NetworkFile, RangeMs, RunSpec, Source,
@@ -494,6 +497,7 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         steps: Vec::new(),
         stage_steps: Vec::new(),
         phase_steps: Vec::new(),
+        rollout_steps: Vec::new(),
         expect: Expectations::default(),
         onboarding,
         instances: spec::instances::resolve_instances(&source, file.instances.as_ref(), file.onboarding.is_some())?,
@@ -918,20 +922,23 @@ impl Campaign {
                 (Step::ClockSkew { target: target.clone(), skew_ms }, Step::ClockSkew { target, skew_ms: 0 })
             });
         }
+        let mut rollout_steps = Vec::new();
         match self.relative_rollout() {
             None => self.draw_rollout_faults(
                 &planner,
                 &mut rng,
                 (self.window_start_ms, planner.window_end_ms()),
                 &mut steps,
+                &mut rollout_steps,
             ),
             Some((_, window_end)) => {
                 let mut drawn = Vec::new();
-                self.draw_rollout_faults(&planner, &mut rng, (0, window_end), &mut drawn);
+                self.draw_rollout_faults(&planner, &mut rng, (0, window_end), &mut drawn, &mut rollout_steps);
                 phase_steps.extend(after(Phase::Onboarding, drawn));
             }
         }
-        self.draw_site_faults(&planner, &mut rng, &mut steps);
+        let mut stage_steps = Vec::new();
+        self.draw_site_faults(&planner, &mut rng, &mut steps, &mut stage_steps);
         let mut decommissions = Vec::new();
         self.draw_decommissions(&mut rng, &mut decommissions);
         for (relative, timed) in decommissions {
@@ -952,7 +959,7 @@ impl Campaign {
             }
         }
         steps.sort_by_key(|timed| timed.at_ms);
-        RunSpec { steps, phase_steps, ..self.base.clone() }
+        RunSpec { steps, stage_steps, phase_steps, rollout_steps, ..self.base.clone() }
     }
 
     /// The rollout, when it waits for a phase, and the end of its fault window in ms after that phase.
@@ -961,19 +968,25 @@ impl Campaign {
         Some((rollout, rollout.at_ms + rollout.window_ms.unwrap_or(ROLLOUT_WINDOW_MS_DEFAULT)))
     }
 
-    /// The RCCA gate's faults, drawn after the others so adding them changed no older plan.
+    /// The RCCA gate's faults, drawn after the others so adding them changed no older plan. With a rollout, the
+    /// faults whose target is only active while it runs — SSH timeouts, controller deaths, stale locks, expiring
+    /// credentials, route swaps — wait for a point of it (`on_rollout`: a node's step start, or the controller's
+    /// begin), so each lands on an active rollout step instead of wherever the clock put it.
     fn draw_rollout_faults(
         &self,
         planner: &Planner,
         rng: &mut ChaCha8Rng,
         (window_start_ms, window_end): (u64, u64),
         steps: &mut Vec<TimedStep>,
+        triggered: &mut Vec<RolloutStepTrigger>,
     ) {
+        use engine::ports::events::NodeStep;
         let mix = &self.faults;
-        // A rollout that waits for a phase has its fault window to itself: its SSH timeouts land in the first third.
-        let ssh_window = match self.relative_rollout() {
-            None => (window_start_ms, window_end),
-            Some((rollout, _)) => (rollout.at_ms, rollout.at_ms + (window_end - rollout.at_ms) / 3),
+        let on = |point: RolloutPoint, node: Option<String>, step: Step| RolloutStepTrigger {
+            point,
+            node,
+            occurrence: 1,
+            step,
         };
         if let Some(rate) = mix.marker_drift {
             if rng.random_range(0..1000) < rate.per_mille {
@@ -988,26 +1001,51 @@ impl Campaign {
             if rng.random_range(0..1000) < loss.per_mille {
                 for _ in 0..rng.random_range(1..=loss.count_max) {
                     let target = planner.random_node(rng);
-                    let at_ms = rng.random_range(ssh_window.0..ssh_window.1);
                     let count = rng.random_range(1..=loss.timeouts_max);
-                    steps.push(TimedStep { at_ms, step: Step::SshTimeout { target, count } });
+                    let step = Step::SshTimeout { target: target.clone(), count };
+                    match &self.rollout {
+                        // The calls that reach a worker over SSH: the preflight's observation (armed as the
+                        // controller begins), then the lane's stop, install, identity write and start.
+                        Some(_) => {
+                            let point = *[
+                                RolloutPoint::Begin,
+                                RolloutPoint::Step(NodeStep::Quiesce),
+                                RolloutPoint::Step(NodeStep::Install),
+                                RolloutPoint::Step(NodeStep::WriteIdentity),
+                                RolloutPoint::Step(NodeStep::Start),
+                            ]
+                            .choose(rng)
+                            .expect("points exist");
+                            let node = (point != RolloutPoint::Begin).then_some(target);
+                            triggered.push(on(point, node, step));
+                        }
+                        None => {
+                            let at_ms = rng.random_range(window_start_ms..window_end);
+                            steps.push(TimedStep { at_ms, step });
+                        }
+                    }
                 }
             }
         }
-        if let (Some(rate), Some(rollout)) = (mix.controller_death, &self.rollout) {
+        if let (Some(rate), Some(_)) = (mix.controller_death, &self.rollout) {
             if rng.random_range(0..1000) < rate.per_mille {
                 let point = *[DeathPoint::AfterIntent, DeathPoint::AfterRemoteMutation, DeathPoint::BeforeCompletion]
                     .choose(rng)
                     .expect("points exist");
                 let duration = rate.duration_ms.unwrap_or(RangeMs { min: 30_000, max: 600_000 });
-                // Armed while the rollout runs, and restarted after it was armed, both inside the window.
-                let armed = (rollout.at_ms + rng.random_range(0..=60_000)).min(window_end - 1);
-                let restart = (armed + rng.random_range(duration.min..=duration.max)).min(window_end).max(armed + 1);
-                steps.push(TimedStep {
-                    at_ms: armed,
-                    step: Step::ControllerDeath { point, subsystem: DeathSubsystem::Rollout, restart_after_ms: None },
-                });
-                steps.push(TimedStep { at_ms: restart, step: Step::Restart { target: CONTROLLER.to_owned() } });
+                // Armed as a node starts one of a lane's first steps; it fires at the protocol's next such point
+                // (intents, mutations and completions still follow in that lane), and the controller boots again
+                // after the drawn time.
+                let steps = [NodeStep::Hold, NodeStep::Quiesce, NodeStep::Install, NodeStep::WriteIdentity];
+                let armed_at = RolloutPoint::Step(*steps.choose(rng).expect("steps exist"));
+                let node = planner.random_node(rng);
+                let restart_after_ms = rng.random_range(duration.min..=duration.max);
+                let step = Step::ControllerDeath {
+                    point,
+                    subsystem: DeathSubsystem::Rollout,
+                    restart_after_ms: Some(restart_after_ms),
+                };
+                triggered.push(on(armed_at, Some(node), step));
             }
         }
         if let Some(rate) = mix.storage_fault {
@@ -1023,27 +1061,31 @@ impl Campaign {
                 }
             }
         }
-        if let (Some(rate), Some(rollout)) = (mix.route_swap, &self.rollout) {
+        if let (Some(rate), Some(_)) = (mix.route_swap, &self.rollout) {
             if rng.random_range(0..1000) < rate.per_mille {
-                let at_ms = (rollout.at_ms + rng.random_range(0..=300_000)).min(window_end);
-                steps.push(TimedStep { at_ms, step: Step::RouteSwap });
+                // Published as a node of some lane is held: the next lane boundary reads it.
+                let node = planner.random_node(rng);
+                triggered.push(on(RolloutPoint::Step(NodeStep::Hold), Some(node), Step::RouteSwap));
             }
         }
-        if let (Some(rate), Some(rollout)) = (mix.credential_expiry, &self.rollout) {
+        if let (Some(rate), Some(_)) = (mix.credential_expiry, &self.rollout) {
             if rng.random_range(0..1000) < rate.per_mille {
                 let renew = rate.duration_ms.unwrap_or(RangeMs { min: 5_000, max: 60_000 });
-                let at_ms = (rollout.at_ms + rng.random_range(0..=600_000)).min(window_end);
                 let renew_after_ms = rng.random_range(renew.min..=renew.max);
-                steps.push(TimedStep { at_ms, step: Step::CredentialExpiry { renew_after_ms } });
+                // Expired as a node is held or released: its next hub mutation meets it.
+                let point = *[RolloutPoint::Step(NodeStep::Hold), RolloutPoint::Step(NodeStep::Release)]
+                    .choose(rng)
+                    .expect("points exist");
+                let node = planner.random_node(rng);
+                triggered.push(on(point, Some(node), Step::CredentialExpiry { renew_after_ms }));
             }
         }
-        if let (Some(rate), Some(rollout)) = (mix.stale_lock, &self.rollout) {
+        if let (Some(rate), Some(_)) = (mix.stale_lock, &self.rollout) {
             if rng.random_range(0..1000) < rate.per_mille {
                 let lease = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 600_000 });
-                let earliest = rollout.at_ms.saturating_sub(60_000).max(window_start_ms);
-                let at_ms = rng.random_range(earliest..=(rollout.at_ms + 1_800_000).min(window_end).max(earliest));
                 let lease_ms = rng.random_range(lease.min..=lease.max);
-                steps.push(TimedStep { at_ms, step: Step::StaleLock { lease_ms } });
+                // Left as the controller begins: it meets it when it takes the lock after its preflight.
+                triggered.push(on(RolloutPoint::Begin, None, Step::StaleLock { lease_ms }));
             }
         }
         if let Some(rate) = mix.operator_hold {
@@ -1066,10 +1108,26 @@ impl Campaign {
 
     /// The MAAS site's faults, drawn after every other kind (and only for the kinds configured), so they change no
     /// older campaign's plans.
-    fn draw_site_faults(&self, planner: &Planner, rng: &mut ChaCha8Rng, steps: &mut Vec<TimedStep>) {
+    fn draw_site_faults(
+        &self,
+        planner: &Planner,
+        rng: &mut ChaCha8Rng,
+        steps: &mut Vec<TimedStep>,
+        staged: &mut Vec<StageStep>,
+    ) {
+        use engine::matrix::{OnboardingStage as S, Stage};
         let Some(onboarding) = &self.base.onboarding else { return };
         let window_end = planner.window_end_ms();
         let machine = |rng: &mut ChaCha8Rng| onboarding.machines.choose(rng).expect("onboarding has machines").clone();
+        // The site's faults that act on the region, the resolver or a BMC while a workflow needs it are aimed at a
+        // stage of a drawn machine's onboarding (`on_stage`, its first start), healed `wait_ms` after it when they
+        // heal: a fault that waited for the clock mostly came when no workflow was there to meet it.
+        let mut at_stage = |workflow: &str, stages: &[S], rng: &mut ChaCha8Rng, steps: Vec<(u64, Step)>| {
+            let stage = Stage::Onboarding(*stages.choose(rng).expect("stages given"));
+            for (wait_ms, step) in steps {
+                staged.push(StageStep { workflow: workflow.to_owned(), stage, occurrence: 1, wait_ms, step });
+            }
+        };
         for (knob, rate) in self.faults.site_kinds() {
             let Some(rate) = rate else { continue };
             if rng.random_range(0..1000) >= rate.per_mille {
@@ -1077,7 +1135,6 @@ impl Campaign {
             }
             for _ in 0..rng.random_range(1..=rate.count_max) {
                 let target = machine(rng);
-                let in_window = |rng: &mut ChaCha8Rng| rng.random_range(self.window_start_ms..window_end);
                 match knob {
                     SiteKnob::MacDrift => steps.push(TimedStep { at_ms: 0, step: Step::MacDrift { target } }),
                     SiteKnob::ScriptHang => steps.push(TimedStep { at_ms: 0, step: Step::ScriptHang { target } }),
@@ -1095,35 +1152,43 @@ impl Campaign {
                         steps.push(TimedStep { at_ms: 0, step: Step::AgentEnrolDelay { target, delay_ms } });
                     }
                     SiteKnob::ResolverServfail => {
+                        // While the machine boots and its cloud-init asks the resolver.
                         let duration = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 600_000 });
-                        let start = in_window(rng);
-                        let heal = (start + rng.random_range(duration.min..=duration.max)).min(window_end);
-                        steps.push(TimedStep { at_ms: start, step: Step::ResolverServfail { zones: None } });
-                        steps.push(TimedStep { at_ms: heal, step: Step::ResolverRepair });
+                        let heal_ms = rng.random_range(duration.min..=duration.max);
+                        let faults = vec![(0, Step::ResolverServfail { zones: None }), (heal_ms, Step::ResolverRepair)];
+                        at_stage(&target, &[S::CommissionNode, S::DeployViaMaas], rng, faults);
                     }
                     SiteKnob::MaasUnavailable => {
-                        let at_ms = in_window(rng);
                         let count = rng.random_range(1..=5);
                         let retry_after_s = rng.random_range(1..=30);
-                        steps.push(TimedStep { at_ms, step: Step::MaasUnavailable { count, retry_after_s } });
+                        let stages = [
+                            S::CreateOrFindInMaas,
+                            S::CommissionNode,
+                            S::WaitForReady,
+                            S::ConfigureStorage,
+                            S::EnsurePxeInterfaceAuto,
+                            S::DeployViaMaas,
+                            S::WaitForDeployed,
+                        ];
+                        at_stage(&target, &stages, rng, vec![(0, Step::MaasUnavailable { count, retry_after_s })]);
                     }
                     SiteKnob::BmcFault => {
+                        // As MAAS powers the machine for its commissioning or its deploy.
                         let duration = rate.duration_ms.unwrap_or(RangeMs { min: 30_000, max: 600_000 });
                         let fault =
                             *[BmcFaultKind::Unreachable, BmcFaultKind::IgnoreCommands, BmcFaultKind::WrongCredentials]
                                 .choose(rng)
                                 .expect("faults exist");
-                        let start = in_window(rng);
-                        let heal = (start + rng.random_range(duration.min..=duration.max)).min(window_end);
-                        steps.push(TimedStep { at_ms: start, step: Step::BmcFault { target: target.clone(), fault } });
-                        steps.push(TimedStep {
-                            at_ms: heal,
-                            step: Step::BmcFault { target, fault: BmcFaultKind::Healthy },
-                        });
+                        let heal_ms = rng.random_range(duration.min..=duration.max);
+                        let faults = vec![
+                            (0, Step::BmcFault { target: target.clone(), fault }),
+                            (heal_ms, Step::BmcFault { target: target.clone(), fault: BmcFaultKind::Healthy }),
+                        ];
+                        at_stage(&target, &[S::CommissionNode, S::DeployViaMaas], rng, faults);
                     }
                     SiteKnob::MachineDeleted => {
-                        let at_ms = in_window(rng);
-                        steps.push(TimedStep { at_ms, step: Step::MachineDeleted { target } });
+                        let stages = [S::WaitForReady, S::ConfigureStorage, S::DeployViaMaas, S::WaitForDeployed];
+                        at_stage(&target, &stages, rng, vec![(0, Step::MachineDeleted { target: target.clone() })]);
                     }
                     SiteKnob::HwSyncStops => {
                         let after_syncs = rng.random_range(0..=2);
@@ -1134,13 +1199,12 @@ impl Campaign {
                         steps.push(TimedStep { at_ms: 0, step: Step::SshUnreachable { target, count } });
                     }
                     SiteKnob::PreseedFailure => {
-                        let at_ms = in_window(rng);
                         let count = rng.random_range(1..=2);
-                        steps.push(TimedStep { at_ms, step: Step::PreseedFailure { count } });
+                        at_stage(&target, &[S::DeployViaMaas], rng, vec![(0, Step::PreseedFailure { count })]);
                     }
                     SiteKnob::InterfaceDisconnected => {
-                        let at_ms = in_window(rng);
-                        steps.push(TimedStep { at_ms, step: Step::InterfaceDisconnected { target } });
+                        let step = Step::InterfaceDisconnected { target: target.clone() };
+                        at_stage(&target, &[S::ConfigureStorage, S::EnsurePxeInterfaceAuto], rng, vec![(0, step)]);
                     }
                     SiteKnob::CommissioningSlow => {
                         let interval = rate.duration_ms.unwrap_or(RangeMs { min: 60_000, max: 180_000 });
@@ -1350,8 +1414,8 @@ impl Planner<'_> {
         let start = rng.random_range(from_ms..=latest_start);
         steps.push(TimedStep { at_ms: start, step: Step::OpenEpoch { members: members.iter().cloned().collect() } });
         for node in members.iter().chain(stray.as_ref()) {
-            steps.push(TimedStep { at_ms: start + 1, step: Step::AgentStop { target: node.clone() } });
-            steps.push(TimedStep { at_ms: start + stop_ms, step: Step::AgentStart { target: node.clone() } });
+            let silent_ms = stop_ms - 1;
+            steps.push(TimedStep { at_ms: start + 1, step: Step::TtlExpiry { target: node.clone(), silent_ms } });
         }
         steps.push(TimedStep {
             at_ms: start + stop_ms + 2 * engine::sensor::SENSOR_PERIOD_MS,
@@ -1449,9 +1513,15 @@ sometimes = ["instance_silent_raised"]
             let spec = campaign.run_spec(index);
             let machines = &spec.onboarding.as_ref().unwrap().machines;
             assert_eq!(machines, &["node-11", "node-12", "node-13"]);
-            let site_steps: Vec<&Step> = spec.steps.iter().map(|t| &t.step).filter(|s| s.is_site_step()).collect();
+            let staged = spec.stage_steps.iter().map(|staged| &staged.step);
+            let site_steps: Vec<&Step> =
+                spec.steps.iter().map(|t| &t.step).chain(staged).filter(|s| s.is_site_step()).collect();
             assert!(site_steps.iter().any(|s| matches!(s, Step::MacDrift { .. })));
-            assert!(site_steps.iter().any(|s| matches!(s, Step::MaasUnavailable { .. })));
+            // The region's 503s wait for a drawn machine's stage, not for the clock.
+            assert!(spec.stage_steps.iter().any(
+                |staged| matches!(staged.step, Step::MaasUnavailable { .. }) && machines.contains(&staged.workflow)
+            ));
+            assert!(!spec.steps.iter().any(|timed| matches!(timed.step, Step::MaasUnavailable { .. })));
             assert!(site_steps.iter().flat_map(|s| s.names()).all(|(_, m)| machines.iter().any(|n| n == m)));
             let others: Vec<&TimedStep> = spec.steps.iter().filter(|t| !t.step.is_site_step()).collect();
             let plain_spec = plain.run_spec(index);
@@ -1582,8 +1652,6 @@ sometimes = ["instance_silent_raised"]
                 seen.insert((phased.after, kind));
                 match kind {
                     "start_rollout" => assert_eq!((phased.after, phased.wait_ms), (Phase::Onboarding, 120_000)),
-                    // The first third of the rollout's window.
-                    "ssh_timeout" => assert!((120_000..120_000 + 1_800_000).contains(&phased.wait_ms), "{phased:?}"),
                     "decommission" => {
                         assert_eq!(phased.after, Phase::Rollout);
                         assert!((600_000..=1_800_000).contains(&phased.wait_ms), "{phased:?}");
@@ -1593,13 +1661,30 @@ sometimes = ["instance_silent_raised"]
                 }
             }
         }
-        for wanted in [
-            (Phase::Onboarding, "start_rollout"),
-            (Phase::Onboarding, "ssh_timeout"),
-            (Phase::Rollout, "decommission"),
-            (Phase::Rollout, "open_epoch"),
-        ] {
+        for wanted in
+            [(Phase::Onboarding, "start_rollout"), (Phase::Rollout, "decommission"), (Phase::Rollout, "open_epoch")]
+        {
             assert!(seen.contains(&wanted), "{wanted:?} never drawn in 20 runs");
+        }
+        // What only an active rollout can meet waits for a point of it, never for the clock.
+        let mut aimed = BTreeSet::new();
+        for index in 0..20 {
+            let spec = campaign.run_spec(index);
+            for phased in &spec.phase_steps {
+                let rollouts = matches!(
+                    phased.step,
+                    Step::SshTimeout { .. }
+                        | Step::StaleLock { .. }
+                        | Step::CredentialExpiry { .. }
+                        | Step::RouteSwap
+                        | Step::ControllerDeath { subsystem: DeathSubsystem::Rollout, .. }
+                );
+                assert!(!rollouts, "run {index}: {:?} timed from a phase's end", phased.step);
+            }
+            aimed.extend(spec.rollout_steps.iter().map(|triggered| triggered.step.kind()));
+        }
+        for kind in ["ssh_timeout", "controller_death", "stale_lock", "credential_expiry", "route_swap"] {
+            assert!(aimed.contains(kind), "{kind} never aimed at the rollout in 20 runs: {aimed:?}");
         }
     }
 
@@ -1653,7 +1738,10 @@ target = 2
                 let campaign = parse_campaign("c.toml", &text).unwrap_or_else(|error| panic!("{knob}: {error}"));
                 for index in 0..campaign.runs {
                     let spec = campaign.run_spec(index);
-                    let kinds: Vec<StepKind> = spec.steps.iter().map(|timed| timed.step.step_kind()).collect();
+                    let timed = spec.steps.iter().map(|timed| &timed.step);
+                    let aimed = spec.rollout_steps.iter().map(|triggered| &triggered.step);
+                    let staged = spec.stage_steps.iter().map(|staged| &staged.step);
+                    let kinds: Vec<StepKind> = timed.chain(aimed).chain(staged).map(Step::step_kind).collect();
                     assert!(kinds.contains(&kind), "{knob} drew no {} in run {index}: {kinds:?}", kind.name());
                     for drawn in kinds {
                         if matches!(drawn.counted(), Counted::Always | Counted::When) {

@@ -208,6 +208,12 @@ pub enum Step {
     AgentStart {
         target: String,
     },
+    /// The agent of `target` stops and stays silent for `silent_ms`, then starts again: the hub's TTL expiry of a
+    /// silent agent when `silent_ms` is past the TTL (RCCA: "the hub's one-hour default fungible-agent TTL").
+    TtlExpiry {
+        target: String,
+        silent_ms: u64,
+    },
     /// Driver action: open a deployment epoch on the hub with these members.
     OpenEpoch {
         members: Vec<String>,
@@ -695,8 +701,9 @@ catalogue! {
         ClockSkew "clock_skew" [target] ["clock_skew"] When { skew_ms } *skew_ms != 0;
     }
     Fleet fleet_step {
-        AgentStop "agent_stop" [target] ["agent_stop", "ttl_expiry"] Always;
+        AgentStop "agent_stop" [target] ["agent_stop"] Always;
         AgentStart "agent_start" [target] [] Never;
+        TtlExpiry "ttl_expiry" [target] ["ttl_expiry"] Always;
         OpenEpoch "open_epoch" [members] [] DriverAction;
         CloseEpoch "close_epoch" [] [] DriverAction;
         TaskLease "task_lease" [target] [] DriverAction;
@@ -772,7 +779,28 @@ catalogue! {
     }
 }
 
+/// The key of the link between `a` and `b` in both directions: the two names in order, `a|b`.
+pub fn link_key(a: &str, b: &str) -> String {
+    if a <= b { format!("{a}|{b}") } else { format!("{b}|{a}") }
+}
+
 impl Step {
+    /// What the step is aimed at, as the fault ledger and the run record's `fault_log` name it: a link (`a|b` for
+    /// both directions, `from>to` for one), the host or machine it names, or empty for one that acts on the whole
+    /// site, hub or controller.
+    pub fn target_key(&self) -> String {
+        match self {
+            Step::Partition { a, b }
+            | Step::Repair { a, b }
+            | Step::Hold { a, b }
+            | Step::Release { a, b }
+            | Step::LinkLoss { a, b, .. }
+            | Step::LinkLatency { a, b, .. } => link_key(a, b),
+            Step::PartitionOneway { from, to } | Step::RepairOneway { from, to } => format!("{from}>{to}"),
+            other => other.names().first().map(|(_, name)| (*name).to_owned()).unwrap_or_default(),
+        }
+    }
+
     /// The step's `kind`, as written in files and counted in run records.
     pub fn kind(&self) -> &'static str {
         self.step_kind().name()
@@ -800,6 +828,86 @@ fn default_operator_role() -> engine::recovery::ActorRole {
     engine::recovery::ActorRole::Operator
 }
 
+/// What a fault that landed did to the run: the first thing that changed course because of it (`docs/faults.md`,
+/// "Where a fault lands and what it does"). A fault is *effective* when its effect is not [`Effect::None`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// The engine tried a call, a step or a stage again.
+    Retried,
+    /// A workflow or the rollout waited on it: a lock held by someone else, a stall it classified.
+    Stalled,
+    /// Something stopped because of it: a node's step, a workflow, a lane, the rollout, the controller, an agent's
+    /// identity (tombstoned).
+    Stopped,
+    /// A node was quarantined and left dispatch-held with its repair plan.
+    Quarantined,
+    /// The engine repaired what it changed, or compensated for it.
+    Repaired,
+    /// A typed signal was raised about it (a silence, a stuck row, an agent marked offline or kept by its epoch past
+    /// the TTL) and nothing else changed course.
+    Signalled,
+    /// It landed and nothing changed course, or it never landed.
+    None,
+}
+
+impl Effect {
+    /// Every effect, in the order reports list them.
+    pub const ALL: [Effect; 7] = [
+        Effect::Retried,
+        Effect::Stalled,
+        Effect::Stopped,
+        Effect::Quarantined,
+        Effect::Repaired,
+        Effect::Signalled,
+        Effect::None,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Retried => "retried",
+            Effect::Stalled => "stalled",
+            Effect::Stopped => "stopped",
+            Effect::Quarantined => "quarantined",
+            Effect::Repaired => "repaired",
+            Effect::Signalled => "signalled",
+            Effect::None => "none",
+        }
+    }
+}
+
+/// What a fault landed on: whose work met it. The phase it landed in is that subject's activity at the time, and its
+/// effect is that subject's first reaction after it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Subject {
+    /// A fleet node (its worker over SSH, its agent at the hub).
+    Node(String),
+    /// A site machine (its onboarding or decommission workflow).
+    Machine(String),
+    /// The rollout as a whole (its lock, its credential, its route bundle, its artifacts).
+    Rollout,
+    /// The controller host: whatever it was running.
+    Controller,
+    /// A host as a whole (`hub`, `maas`, a node) for a fault of the network or the host.
+    Host(String),
+    /// The instance lifecycle on the cloud provider.
+    Instances,
+}
+
+impl Subject {
+    /// The name reactions are matched on: a node's or machine's name, `rollout`, `controller`, a host's name, or
+    /// `instances`.
+    pub fn key(&self) -> &str {
+        match self {
+            Subject::Node(name) | Subject::Machine(name) | Subject::Host(name) => name,
+            Subject::Rollout => "rollout",
+            Subject::Controller => "controller",
+            Subject::Instances => "instances",
+        }
+    }
+}
+
 /// A step and when it happens, in virtual ms from the start of the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimedStep {
@@ -815,6 +923,72 @@ pub struct StageStep {
     /// The machine whose workflow triggers the step.
     pub workflow: String,
     pub stage: engine::matrix::Stage,
+    pub occurrence: u64,
+    /// How long after the stage's start the step fires (0: at once, before the stage's first request).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wait_ms: u64,
+    pub step: Step,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+/// Where in a rollout a rollout-triggered step fires (`on_rollout`): when the controller begins a rollout (a fresh
+/// one, or one it adopts from the journal after a death), or when a node starts one of its steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RolloutPoint {
+    Begin,
+    Step(engine::ports::events::NodeStep),
+}
+
+impl RolloutPoint {
+    /// Every point, in rollout order.
+    pub const ALL: [RolloutPoint; 8] = [
+        RolloutPoint::Begin,
+        RolloutPoint::Step(engine::ports::events::NodeStep::Hold),
+        RolloutPoint::Step(engine::ports::events::NodeStep::Quiesce),
+        RolloutPoint::Step(engine::ports::events::NodeStep::Install),
+        RolloutPoint::Step(engine::ports::events::NodeStep::WriteIdentity),
+        RolloutPoint::Step(engine::ports::events::NodeStep::Start),
+        RolloutPoint::Step(engine::ports::events::NodeStep::Prove),
+        RolloutPoint::Step(engine::ports::events::NodeStep::Release),
+    ];
+
+    /// Its name in files: `begin`, or the node step's.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutPoint::Begin => "begin",
+            RolloutPoint::Step(step) => step.as_str(),
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<RolloutPoint> {
+        RolloutPoint::ALL.into_iter().find(|point| point.as_str() == name)
+    }
+}
+
+impl Serialize for RolloutPoint {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for RolloutPoint {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        RolloutPoint::parse(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown rollout point {name}")))
+    }
+}
+
+/// A step fired by the rollout itself (`on_rollout`): the `occurrence`-th time the rollout reaches `point` — for a
+/// node step, `node`'s start of it (any node's when `node` is absent) — before the step's first call. It aims a
+/// fault at an active rollout step without guessing when that will be. It fires at most once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutStepTrigger {
+    pub point: RolloutPoint,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     pub occurrence: u64,
     pub step: Step,
 }

@@ -1,4 +1,5 @@
-//! The ids the world, the oracles and `drive` share: the workflow ids of a machine's onboarding and decommission.
+//! The ids the world, the oracles and `drive` share: the workflow ids of a machine's onboarding and decommission,
+//! and the machine a workflow id names.
 
 use engine::matrix::Workflow;
 
@@ -18,4 +19,9 @@ pub fn workflow_id(workflow: Workflow, machine: &str) -> String {
         Workflow::Onboarding => onboarding_workflow_id(machine),
         Workflow::Decommission => decommission_workflow_id(machine),
     }
+}
+
+/// The machine a workflow id names (`onboard-<machine>`, `decommission-<machine>`); any other id as it is.
+pub fn machine_of_workflow(workflow: &str) -> &str {
+    workflow.strip_prefix("onboard-").or_else(|| workflow.strip_prefix("decommission-")).unwrap_or(workflow)
 }

@@ -13,7 +13,9 @@ use reports::PropertyKind;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::model::faults::{Counted, InstanceOp, Phase, PhaseStep, StageStep, Step, TimedStep};
+use crate::model::faults::{
+    Counted, InstanceOp, Phase, PhaseStep, RolloutPoint, RolloutStepTrigger, StageStep, Step, TimedStep,
+};
 use crate::model::link::LinkConfig;
 use crate::model::oracles;
 
@@ -350,6 +352,9 @@ pub struct RunSpec {
     /// are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phase_steps: Vec<PhaseStep>,
+    /// Steps fired by the rollout (`on_rollout`), in file order; absent from the configuration when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rollout_steps: Vec<RolloutStepTrigger>,
     pub expect: Expectations,
     /// Absent from the configuration (and so from its hash) when the file has no `[onboarding]` table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -380,7 +385,8 @@ impl RunSpec {
     pub fn all_steps(&self) -> impl Iterator<Item = &Step> {
         let timed = self.steps.iter().map(|timed| &timed.step);
         let staged = self.stage_steps.iter().map(|staged| &staged.step);
-        timed.chain(staged).chain(self.phase_steps.iter().map(|phased| &phased.step))
+        let triggered = self.rollout_steps.iter().map(|triggered| &triggered.step);
+        timed.chain(staged).chain(self.phase_steps.iter().map(|phased| &phased.step)).chain(triggered)
     }
 
     /// The largest one-way latency any link can have during the run.
@@ -763,11 +769,22 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
     let mut steps = Vec::with_capacity(file.step.len());
     let mut stage_steps = Vec::new();
     let mut phase_steps = Vec::new();
+    let mut rollout_steps = Vec::new();
     for (index, table) in file.step.iter().enumerate() {
         match parse_step(&source, index, table, &fleet, onboarding.as_ref(), instances.as_ref(), duration_ms)? {
             Triggered::At(timed) => steps.push(timed),
             Triggered::OnStage(staged) => stage_steps.push(staged),
             Triggered::After(phased) => phase_steps.push(phased),
+            Triggered::OnRollout(triggered) => rollout_steps.push(triggered),
+        }
+    }
+    if let Some(index) = file.step.iter().position(|table| table.get_ref().contains_key("on_rollout")) {
+        let rolls_out = steps.iter().map(|timed| &timed.step).chain(phase_steps.iter().map(|phased| &phased.step));
+        if !rolls_out.into_iter().any(|step| matches!(step, Step::StartRollout { .. })) {
+            return Err(source.error_at(
+                Some(file.step[index].span()),
+                format!("step[{index}].on_rollout: the run starts no rollout (add a start_rollout step)"),
+            ));
         }
     }
     steps.sort_by_key(|timed| timed.at_ms);
@@ -790,6 +807,7 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
             steps,
             stage_steps,
             phase_steps,
+            rollout_steps,
             expect,
             onboarding,
             instances,
@@ -1001,11 +1019,12 @@ fn unknown_host(source: &Source, span: Range<usize>, key: &str, name: &str, flee
     )
 }
 
-/// What fires a step: the clock, an onboarding stage, or the end of a phase.
+/// What fires a step: the clock, an onboarding stage, the end of a phase, or a point of the rollout.
 enum Triggered {
     At(TimedStep),
     OnStage(StageStep),
     After(PhaseStep),
+    OnRollout(RolloutStepTrigger),
 }
 
 fn parse_step(
@@ -1028,6 +1047,27 @@ fn parse_step(
     let occurrence = fields.remove("occurrence");
     let after = fields.remove("after");
     let wait_ms = fields.remove("wait_ms");
+    if let Some(point) = fields.remove("on_rollout") {
+        if at_ms.is_some() || on_stage.is_some() || workflow.is_some() || after.is_some() || wait_ms.is_some() {
+            return Err(source.error_at(
+                Some(span),
+                format!("{key}: on_rollout (with node and occurrence) is a trigger of its own: give no at_ms, on_stage, workflow, after or wait_ms"),
+            ));
+        }
+        let node = fields.remove("node");
+        let triggered = parse_rollout_trigger(source, &key, span.clone(), point, node, occurrence, fleet)?;
+        let step = Step::deserialize(toml::Value::Table(fields)).map_err(|error| {
+            let message = error.message().trim_end().replace('\n', "; ");
+            source.error_at(Some(span.clone()), format!("{key}: {message}"))
+        })?;
+        validate_step(source, &key, span.clone(), &step, fleet, onboarding, instances)?;
+        if is_driver_action(&step) {
+            return Err(source
+                .error_at(Some(span), format!("{key}: a {} step is a driver action; give it an at_ms", step.kind())));
+        }
+        let (point, node, occurrence) = triggered;
+        return Ok(Triggered::OnRollout(RolloutStepTrigger { point, node, occurrence, step }));
+    }
     if let Some(after) = after {
         if at_ms.is_some() || on_stage.is_some() || workflow.is_some() || occurrence.is_some() {
             return Err(source.error_at(
@@ -1053,9 +1093,20 @@ fn parse_step(
         validate_step(source, &key, span.clone(), &step, fleet, onboarding, instances)?;
         return Ok(Triggered::After(PhaseStep { after: phase, wait_ms: delay_ms, step }));
     }
-    if wait_ms.is_some() {
-        return Err(source.error_at(Some(span), format!("{key}.wait_ms: goes with after = \"<phase>\"")));
+    if wait_ms.is_some() && on_stage.is_none() {
+        return Err(source
+            .error_at(Some(span), format!("{key}.wait_ms: goes with after = \"<phase>\" or on_stage = \"<stage>\"")));
     }
+    let stage_wait_ms = match wait_ms {
+        None => 0,
+        Some(toml::Value::Integer(delay)) if delay >= 0 && (delay as u64) <= duration_ms => delay as u64,
+        Some(other) => {
+            return Err(source.error_at(
+                Some(span),
+                format!("{key}.wait_ms: must be a whole number of ms from 0 to the run's length ({duration_ms}), not {other}"),
+            ));
+        }
+    };
     let trigger = match (at_ms, on_stage) {
         (Some(_), Some(_)) => {
             return Err(source.error_at(Some(span), format!("{key}: give at_ms or on_stage, not both")));
@@ -1102,9 +1153,54 @@ fn parse_step(
                     format!("{key}: a {} step is a driver action; give it an at_ms", step.kind()),
                 ));
             }
-            Ok(Triggered::OnStage(StageStep { workflow, stage, occurrence, step }))
+            Ok(Triggered::OnStage(StageStep { workflow, stage, occurrence, wait_ms: stage_wait_ms, step }))
         }
     }
+}
+
+/// `on_rollout = "<point>"`, `node = "<node>"` (optional), `occurrence = N` (default 1) of a rollout-triggered step.
+fn parse_rollout_trigger(
+    source: &Source,
+    key: &str,
+    span: Range<usize>,
+    point: toml::Value,
+    node: Option<toml::Value>,
+    occurrence: Option<toml::Value>,
+    fleet: &FleetSpec,
+) -> Result<(RolloutPoint, Option<String>, u64), SpecError> {
+    let point = point.as_str().and_then(RolloutPoint::parse).ok_or_else(|| {
+        let names: Vec<&str> = RolloutPoint::ALL.iter().map(|point| point.as_str()).collect();
+        source.error_at(
+            Some(span.clone()),
+            format!("{key}.on_rollout: {point} is not a point of the rollout (one of {})", names.join(", ")),
+        )
+    })?;
+    let node = match node {
+        None => None,
+        Some(toml::Value::String(node)) if fleet.node_index(&node).is_some() => Some(node),
+        Some(other) => {
+            return Err(source.error_at(
+                Some(span),
+                format!(
+                    "{key}.node: {other} is not a node of this fleet ({}..{})",
+                    fleet.node_name(1),
+                    fleet.node_name(fleet.nodes)
+                ),
+            ));
+        }
+    };
+    if node.is_some() && point == RolloutPoint::Begin {
+        return Err(source
+            .error_at(Some(span), format!("{key}.node: on_rollout = \"begin\" is the controller's, not a node's")));
+    }
+    let occurrence = match occurrence {
+        None => 1,
+        Some(toml::Value::Integer(occurrence)) if occurrence >= 1 => occurrence as u64,
+        Some(other) => {
+            return Err(source.error_at(Some(span), format!("{key}.occurrence: must be 1 or more, not {other}")));
+        }
+    };
+    Ok((point, node, occurrence))
 }
 
 /// `after = "<phase>"`: `onboarding` needs an `[onboarding]` table.
@@ -1242,7 +1338,10 @@ pub(crate) fn validate_step(
         Step::LinkLatency { min_ms, max_ms, .. } if min_ms > max_ms => {
             Some(format!("{key}: min_ms is more than max_ms"))
         }
-        Step::AgentStop { target } | Step::AgentStart { target } | Step::TaskLease { target, .. }
+        Step::AgentStop { target }
+        | Step::AgentStart { target }
+        | Step::TaskLease { target, .. }
+        | Step::TtlExpiry { target, .. }
             if fleet.node_index(target).is_none() =>
         {
             Some(format!("{key}.target: \"{target}\" runs no agent (only nodes do)"))
@@ -1255,6 +1354,7 @@ pub(crate) fn validate_step(
             .find(|member| fleet.node_index(member).is_none())
             .map(|member| format!("{key}.members: \"{member}\" runs no agent (only nodes do)")),
         Step::CloseEpoch { epoch: 0 } => Some(format!("{key}.epoch: epochs are numbered from 1")),
+        Step::TtlExpiry { silent_ms: 0, .. } => Some(format!("{key}.silent_ms: must be at least 1")),
         Step::MarkerDrift { target, .. }
         | Step::EndpointIdentityChange { target }
         | Step::StorageFault { target, .. }
@@ -1320,6 +1420,7 @@ pub(crate) fn validate_step(
         | Step::ClockSkew { .. }
         | Step::AgentStop { .. }
         | Step::AgentStart { .. }
+        | Step::TtlExpiry { .. }
         | Step::CloseEpoch { .. }
         | Step::TaskLease { .. }
         | Step::StartRollout { .. }
@@ -1785,6 +1886,56 @@ nodes = 2
         assert!(action.contains("step[0]: unknown variant `reboot`"), "{action}");
         let secret = err(&step("workflow = \"onboarding\"\naction = \"resume\"\nreason = \"fleetsim-secret-x\""));
         assert!(secret.contains("step[0].reason: the audit record"), "{secret}");
+    }
+
+    #[test]
+    fn rollout_triggered_steps_are_validated_and_kept() {
+        let rollout = "\n[[step]]\nat_ms = 0\nkind = \"start_rollout\"\nrevision = \"2944aebb\"\n";
+        let text = |body: &str| format!("{MINIMAL}{rollout}\n[[step]]\n{body}\n");
+        let ok = parse_scenario(
+            "s.toml",
+            &text("on_rollout = \"install\"\nnode = \"node-02\"\noccurrence = 2\nkind = \"ssh_timeout\"\ntarget = \"node-02\"\ncount = 1"),
+        )
+        .unwrap();
+        assert_eq!(
+            ok.run.rollout_steps,
+            [RolloutStepTrigger {
+                point: RolloutPoint::Step(engine::ports::events::NodeStep::Install),
+                node: Some("node-02".into()),
+                occurrence: 2,
+                step: Step::SshTimeout { target: "node-02".into(), count: 1 },
+            }]
+        );
+        let begin = parse_scenario("s.toml", &text("on_rollout = \"begin\"\nkind = \"stale_lock\"\nlease_ms = 60_000"))
+            .unwrap();
+        assert_eq!(begin.run.rollout_steps[0].point, RolloutPoint::Begin);
+        let point = err(&text("on_rollout = \"polish\"\nkind = \"route_swap\""));
+        assert!(
+            point.contains("step[1].on_rollout: \"polish\" is not a point of the rollout (one of begin, hold"),
+            "{point}"
+        );
+        let node = err(&text("on_rollout = \"hold\"\nnode = \"node-09\"\nkind = \"route_swap\""));
+        assert!(node.contains("step[1].node: \"node-09\" is not a node of this fleet (node-01..node-02)"), "{node}");
+        let begin_node = err(&text("on_rollout = \"begin\"\nnode = \"node-01\"\nkind = \"route_swap\""));
+        assert!(begin_node.contains("step[1].node: on_rollout = \"begin\" is the controller's"), "{begin_node}");
+        let both = err(&text("on_rollout = \"hold\"\nat_ms = 5\nkind = \"route_swap\""));
+        assert!(both.contains("step[1]: on_rollout (with node and occurrence) is a trigger of its own"), "{both}");
+        let driver = err(&text("on_rollout = \"hold\"\nkind = \"start_rollout\"\nrevision = \"c0ffee1\""));
+        assert!(driver.contains("step[1]: a start_rollout step is a driver action; give it an at_ms"), "{driver}");
+        let zero = err(&text("on_rollout = \"hold\"\noccurrence = 0\nkind = \"route_swap\""));
+        assert!(zero.contains("step[1].occurrence: must be 1 or more, not 0"), "{zero}");
+        let alone = err(&format!("{MINIMAL}\n[[step]]\non_rollout = \"hold\"\nkind = \"route_swap\"\n"));
+        assert!(
+            alone.contains("s.toml:10:1: step[0].on_rollout: the run starts no rollout (add a start_rollout step)"),
+            "{alone}"
+        );
+        let ttl = err(&format!(
+            "{MINIMAL}\n[[step]]\nat_ms = 0\nkind = \"ttl_expiry\"\ntarget = \"node-01\"\nsilent_ms = 0\n"
+        ));
+        assert!(ttl.contains("step[0].silent_ms: must be at least 1"), "{ttl}");
+        // Written back, it reads as it was.
+        let written = crate::model::spec::write::scenario_toml(&ok.run, ok.seed, &[]).unwrap();
+        assert_eq!(parse_scenario("s.toml", &written).unwrap().run.rollout_steps, ok.run.rollout_steps);
     }
 
     #[test]

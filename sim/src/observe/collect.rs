@@ -1,9 +1,9 @@
 //! The collectors: the per-run series the report's plots and tables draw (`reports::RunRecord`'s `availability`,
-//! `lanes`, `workflows`, `fault_phases` and `matrix_pairs`), gathered from the trace's events as a [`Sink`].
+//! `lanes`, `workflows`, `fault_phases`, `fault_log` and `matrix_pairs`), gathered from the trace's events as a
+//! [`Sink`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::faults::Step;
 use crate::observe::trace::{Body, Event, OnboardingBody, RolloutBody, Sink};
 
 /// The per-run series the report's plots draw (`reports::RunRecord`'s `availability`, `lanes`, `workflows` and
@@ -44,9 +44,10 @@ pub struct Collectors {
     rollouts_active: u64,
     /// Onboarding workflows started and not yet completed or stopped.
     workflows_in_flight: BTreeSet<String>,
-    /// Every step applied, with the lifecycle phase it was applied in (one of `reports::PHASES`); the runner keeps
-    /// the faults among them.
-    pub step_phases: Vec<(Step, &'static str)>,
+    /// Every fault injected, by kind, with the lifecycle phase it was injected in (one of `reports::PHASES`).
+    pub fault_phases: BTreeMap<String, u64>,
+    /// Where each fault landed and what it did.
+    pub landings: crate::observe::landing::FaultBook,
 }
 
 impl Sink for Collectors {
@@ -63,6 +64,7 @@ impl Sink for Collectors {
         }
         self.on_workflow_event(event);
         self.on_series_event(event);
+        self.landings.on_event(event);
     }
 }
 
@@ -105,15 +107,17 @@ impl Collectors {
                 self.availability.push(reports::AvailabilityPoint { t_ms, available: *nodes });
                 return;
             }
-            Body::Step { step } => {
+            Body::Step { step, fault } => {
                 let phase = match (self.rollouts_active > 0, !self.workflows_in_flight.is_empty()) {
                     (true, false) => reports::PHASES[0],
                     (false, true) => reports::PHASES[1],
                     (true, true) => reports::PHASES[2],
                     (false, false) => reports::PHASES[3],
                 };
-                self.step_phases.push((step.clone(), phase));
-                if matches!(step, Step::StartRollout { .. }) {
+                if fault.is_some() {
+                    *self.fault_phases.entry(format!("{}/{phase}", step.kind())).or_insert(0) += 1;
+                }
+                if matches!(step, crate::model::faults::Step::StartRollout { .. }) {
                     self.rollouts_active += 1;
                 }
                 return;
@@ -182,6 +186,7 @@ impl Collectors {
             | RolloutBody::Repaired { .. }
             | RolloutBody::Adopted { .. }
             | RolloutBody::Retrying { .. }
+            | RolloutBody::HubRetrying { .. }
             | RolloutBody::NodeFailed { .. }
             | RolloutBody::RouteChanged { .. }
             | RolloutBody::LockWaiting { .. }

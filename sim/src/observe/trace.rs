@@ -42,9 +42,26 @@ pub enum Body {
     /// the fleet's, the nodes enrolled at the hub when it was made).
     #[serde(rename = "rollout.selected")]
     RolloutSelected { rollout: String, nodes: Vec<String> },
-    /// A step of the fault plan was applied.
+    /// A step of the fault plan was applied; `fault` numbers it (from 1, in injection order) when it injected a
+    /// fault.
     #[serde(rename = "step")]
-    Step { step: Step },
+    Step {
+        step: Step,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fault: Option<u64>,
+    },
+    /// Fault `fault` (of `fault_kind`) landed: for the first time, work of `on` met it (a call timed out on it, a read saw
+    /// it, a workflow failed on it). `effect` is set when landing is itself its effect (the controller died, the hub
+    /// acted on a silent agent, a lock wait began); otherwise the effect is `on`'s first reaction after it
+    /// (`docs/faults.md`, "Where a fault lands and what it does").
+    #[serde(rename = "fault.landed")]
+    FaultLanded {
+        fault: u64,
+        fault_kind: crate::model::faults::StepKind,
+        on: crate::model::faults::Subject,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        effect: Option<crate::model::faults::Effect>,
+    },
     #[serde(rename = "host.crash")]
     HostCrash { lost_unsynced_writes: u64 },
     #[serde(rename = "host.boot")]
@@ -61,6 +78,10 @@ pub enum Body {
     HubOffline { agent: String, silent_ms: u64 },
     #[serde(rename = "hub.tombstoned")]
     HubTombstoned { agent: String, silent_ms: u64 },
+    /// A sweep found an agent silent past the TTL and left it because an open epoch pins it (reported once per
+    /// silence).
+    #[serde(rename = "hub.expiry_deferred")]
+    HubExpiryDeferred { agent: String, silent_ms: u64, epoch: u64 },
     #[serde(rename = "hub.epoch_opened")]
     HubEpochOpened { epoch: u64, members: Vec<String> },
     #[serde(rename = "hub.epoch_closed")]
@@ -206,6 +227,7 @@ pub enum RolloutBody {
     StepStarted { node: String, step: RolloutStep, lane: u64 },
     StepDone { node: String, step: RolloutStep, lane: u64 },
     Retrying { node: String, step: RolloutStep, attempt: u64, delay_ms: u64, error: String },
+    HubRetrying { attempt: u64, delay_ms: u64, error: String },
     NodeFailed { node: String, step: RolloutStep, error: String, endpoint: String, replay: String },
     LaneCommitted { lane: u64, verdict: LaneVerdict, nodes: Vec<String> },
     RouteChanged { frozen: String, published: String },
@@ -233,6 +255,7 @@ impl From<engine::ports::events::RolloutEvent> for RolloutBody {
             E::Retrying { node, step, attempt, delay_ms, error } => {
                 RolloutBody::Retrying { node, step, attempt, delay_ms, error }
             }
+            E::HubRetrying { attempt, delay_ms, error } => RolloutBody::HubRetrying { attempt, delay_ms, error },
             E::NodeFailed { node, step, error, endpoint, replay } => {
                 RolloutBody::NodeFailed { node, step, error, endpoint, replay }
             }
@@ -419,8 +442,11 @@ mod tests {
             serde_json::to_string(&event).unwrap(),
             r#"{"t_ms":5,"host":"hub","kind":"hub.heartbeat","agent":"node-01"}"#
         );
-        let step =
-            Event { t_ms: 0, host: Rc::from("sim"), body: Body::Step { step: Step::Crash { target: "hub".into() } } };
+        let step = Event {
+            t_ms: 0,
+            host: Rc::from("sim"),
+            body: Body::Step { step: Step::Crash { target: "hub".into() }, fault: None },
+        };
         assert_eq!(
             serde_json::to_string(&step).unwrap(),
             r#"{"t_ms":0,"host":"sim","kind":"step","step":{"kind":"crash","target":"hub"}}"#

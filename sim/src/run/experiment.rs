@@ -184,6 +184,7 @@ partition = { per_mille = 1000, count_max = 3 }
             faults: Default::default(),
             matrix_pairs: Default::default(),
             fault_phases: Default::default(),
+            fault_log: Vec::new(),
             availability: vec![],
             availability_cut_ms: None,
             lanes: vec![],

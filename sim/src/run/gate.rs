@@ -37,8 +37,14 @@ pub struct Policy {
     pub violations_max: BTreeMap<String, u64>,
     /// `[violations] others_max`: the most violations of any oracle `max` does not name.
     pub violations_others_max: Option<u64>,
-    /// `[faults] min`: each step kind injected at least this many times over all runs.
+    /// `[faults] min`: each step kind *effective* at least this many times over all runs (it landed and something
+    /// changed course because of it: the runs' `fault_log`).
     pub faults_min: BTreeMap<String, u64>,
+    /// `[faults] injected_min`: each step kind injected at least this many times over all runs.
+    pub faults_injected_min: BTreeMap<String, u64>,
+    /// `[faults] aimed`: for each step kind, the coarse phase its injections must land in and the least share of
+    /// them (per mille) that must.
+    pub faults_aimed: BTreeMap<String, Aim>,
     /// `[matrix] required`: recovery-matrix pairs (`stage/failure_class`) each hit at least once.
     pub matrix_required: Vec<String>,
     /// `[matrix] listed`: pairs of which at least `listed_per_mille_min` per mille must be hit.
@@ -102,6 +108,17 @@ struct ViolationsFile {
 #[serde(deny_unknown_fields)]
 struct FaultsFile {
     min: Option<Spanned<BTreeMap<String, u64>>>,
+    injected_min: Option<Spanned<BTreeMap<String, u64>>>,
+    aimed: Option<Spanned<BTreeMap<String, Aim>>>,
+}
+
+/// Where a fault kind's injections must land: `phase` (one of `reports::FAULT_PHASES`) for at least `per_mille_min`
+/// of them.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Aim {
+    pub phase: String,
+    pub per_mille_min: u32,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -204,16 +221,46 @@ pub fn parse_policy(path: &str, text: &str) -> Result<Policy, SpecError> {
             }
         }
     }
-    if let Some(min) = &file.faults.min {
-        for (kind, count) in min.get_ref() {
-            let kinds = crate::model::faults::StepKind::ALL.iter().map(|kind| kind.name());
-            if !kinds.clone().any(|known| known == kind) {
+    let known_kind = |key: &str, span: std::ops::Range<usize>, kind: &str| {
+        let kinds = crate::model::faults::StepKind::ALL.iter().map(|kind| kind.name());
+        if kinds.clone().any(|known| known == kind) {
+            Ok(())
+        } else {
+            let known = kinds.collect::<Vec<_>>().join(", ");
+            Err(source.error_at(Some(span), format!("faults.{key}.{kind}: unknown step kind (known: {known})")))
+        }
+    };
+    for (key, file_min, out) in [
+        ("min", &file.faults.min, &mut policy.faults_min),
+        ("injected_min", &file.faults.injected_min, &mut policy.faults_injected_min),
+    ] {
+        if let Some(min) = file_min {
+            for (kind, count) in min.get_ref() {
+                known_kind(key, min.span(), kind)?;
+                out.insert(kind.clone(), *count);
+            }
+        }
+    }
+    if let Some(aimed) = &file.faults.aimed {
+        for (kind, aim) in aimed.get_ref() {
+            known_kind("aimed", aimed.span(), kind)?;
+            if !reports::FAULT_PHASES.contains(&aim.phase.as_str()) {
                 return Err(source.error_at(
-                    Some(min.span()),
-                    format!("faults.min.{kind}: unknown step kind (known: {})", kinds.collect::<Vec<_>>().join(", ")),
+                    Some(aimed.span()),
+                    format!(
+                        "faults.aimed.{kind}.phase: \"{}\" is not a phase (one of {})",
+                        aim.phase,
+                        reports::FAULT_PHASES.join(", ")
+                    ),
                 ));
             }
-            policy.faults_min.insert(kind.clone(), *count);
+            if aim.per_mille_min > 1000 {
+                return Err(source.error_at(
+                    Some(aimed.span()),
+                    format!("faults.aimed.{kind}.per_mille_min: {} is more than 1000", aim.per_mille_min),
+                ));
+            }
+            policy.faults_aimed.insert(kind.clone(), aim.clone());
         }
     }
     for (key, pairs, out) in [
@@ -547,9 +594,34 @@ pub fn decide(report: &CampaignReport, policy: &Policy, evidence: &Evidence) -> 
         });
     }
     for (kind, min) in &policy.faults_min {
-        let fired = summary.faults.get(kind).copied().unwrap_or(0);
-        decision.check(format!("faults.min.{kind}"), fired >= *min, || {
-            format!("injected {fired} times over all runs, the policy needs at least {min}")
+        let effective = summary.faults_effective.get(kind).copied().unwrap_or(0);
+        let injected = summary.faults.get(kind).copied().unwrap_or(0);
+        decision.check(format!("faults.min.{kind}"), effective >= *min, || {
+            format!("effective {effective} times over all runs ({injected} injected), the policy needs at least {min}")
+        });
+    }
+    for (kind, min) in &policy.faults_injected_min {
+        let injected = summary.faults.get(kind).copied().unwrap_or(0);
+        decision.check(format!("faults.injected_min.{kind}"), injected >= *min, || {
+            format!("injected {injected} times over all runs, the policy needs at least {min}")
+        });
+    }
+    for (kind, aim) in &policy.faults_aimed {
+        let logged = |phase: Option<&str>| -> u64 {
+            summary
+                .fault_landings
+                .iter()
+                .filter(|(key, _)| {
+                    let mut parts = key.split('/');
+                    parts.next() == Some(kind.as_str()) && phase.is_none_or(|phase| parts.next() == Some(phase))
+                })
+                .map(|(_, count)| *count)
+                .sum()
+        };
+        let (all, aimed) = (logged(None), logged(Some(&aim.phase)));
+        let min = u64::from(aim.per_mille_min);
+        decision.check(format!("faults.aimed.{kind}"), all > 0 && aimed * 1000 >= min * all, || {
+            format!("{aimed} of {all} landed in {}, the policy needs {min} per mille", aim.phase)
         });
     }
     let hit = |pair: &String| summary.matrix_pairs.get(pair).is_some_and(|count| *count > 0);
@@ -667,6 +739,8 @@ others_max = 0
 
 [faults]
 min = { ssh_timeout = 2, controller_death = 1 }
+injected_min = { ssh_timeout = 2 }
+aimed = { ssh_timeout = { phase = "rollout", per_mille_min = 500 } }
 
 [matrix]
 required = ["wait_for_ready/pxe_discovery_failure"]
@@ -701,6 +775,10 @@ matches_head = true
             faults: BTreeMap::from([("ssh_timeout".to_owned(), 1), ("controller_death".to_owned(), 1)]),
             matrix_pairs: BTreeMap::from([("wait_for_ready/pxe_discovery_failure".to_owned(), 1)]),
             fault_phases: Default::default(),
+            fault_log: vec![
+                logged(1, "ssh_timeout", "rollout:quiesce", "retried"),
+                logged(2, "controller_death", "rollout:lanes", "stopped"),
+            ],
             availability: vec![],
             availability_cut_ms: None,
             lanes: vec![],
@@ -718,6 +796,18 @@ matches_head = true
             unmet: vec![],
             panic: None,
             repro: String::new(),
+        }
+    }
+
+    fn logged(fault: u64, kind: &str, phase: &str, effect: &str) -> reports::FaultEntry {
+        reports::FaultEntry {
+            fault,
+            kind: kind.into(),
+            target: String::new(),
+            injected_ms: 0,
+            landed_ms: Some(1),
+            phase: phase.into(),
+            effect: effect.into(),
         }
     }
 
@@ -771,11 +861,12 @@ matches_head = true
         let (report, evidence) = good();
         let decision = decide(&report, &policy(), &evidence);
         assert!(decision.passed(), "{:?}", decision.unmet);
-        // report, config_hash, runs, runs.min, pass rate, sometimes, lanes, 1 oracle, others, 2 faults, 1 required
-        // pair, listed share, determinism count, 2 re-checked runs, commit.
-        assert_eq!(decision.checks, 17);
+        // report, config_hash, runs, runs.min, pass rate, sometimes, lanes, 1 oracle, others, 2 effective and 1
+        // injected fault minimums, 1 aimed kind, 1 required pair, listed share, determinism count, 2 re-checked
+        // runs, commit.
+        assert_eq!(decision.checks, 19);
         let text = render(&decision, "r.json", &report, &policy(), 2);
-        assert_eq!(text, "gate PASS: r.json meets gate.toml: 4 runs, 4 passed, 17 checks met, 2 runs re-checked\n");
+        assert_eq!(text, "gate PASS: r.json meets gate.toml: 4 runs, 4 passed, 19 checks met, 2 runs re-checked\n");
     }
 
     #[test]
@@ -822,8 +913,13 @@ matches_head = true
         report.runs[2].violation_counts = BTreeMap::from([("lane_bound".to_owned(), 1)]);
         for run in &mut report.runs {
             run.faults.remove("controller_death");
+            run.fault_log.retain(|entry| entry.kind != "controller_death");
             run.matrix_pairs.clear();
             run.reached.clear();
+        }
+        // Three of the four SSH timeouts never landed: one is effective, and one of four landed in the rollout.
+        for run in &mut report.runs[..3] {
+            run.fault_log[0] = reports::FaultEntry { landed_ms: None, ..logged(1, "ssh_timeout", "idle", "none") };
         }
         report.summary = reports::summarize(&report.runs, &["node_quarantined".into()], |_| "digest".into());
         evidence.rechecks[1].replayed = "other".into();
@@ -837,7 +933,9 @@ matches_head = true
                 "lanes.converged_per_mille_min: every_lane_converged held in 3 of the 4 runs that started a rollout, the policy needs 1000 per mille".to_owned(),
                 "violations.max.every_lane_converged: 2 violations over all runs, the policy allows 0".to_owned(),
                 "violations.others_max: violations over the 0 allowed: lane_bound 1".to_owned(),
-                "faults.min.controller_death: injected 0 times over all runs, the policy needs at least 1".to_owned(),
+                "faults.min.controller_death: effective 0 times over all runs (0 injected), the policy needs at least 1".to_owned(),
+                "faults.min.ssh_timeout: effective 1 times over all runs (4 injected), the policy needs at least 2".to_owned(),
+                "faults.aimed.ssh_timeout: 1 of 4 landed in rollout, the policy needs 500 per mille".to_owned(),
                 "matrix.required.wait_for_ready/pxe_discovery_failure: no run hit this pair".to_owned(),
                 "matrix.listed_per_mille_min: 0 of 2 listed pairs hit, the policy needs 500 per mille; not hit: wait_for_ready/pxe_discovery_failure, commission_node/bmc_power_failure".to_owned(),
                 format!("determinism.run.{replayed_index}: run {replayed_index} (seed {replayed_index}) replayed to trace digest other, the report has d{replayed_index}"),
@@ -945,14 +1043,26 @@ matches_head = true
                 .starts_with("gate.toml:18:7: faults.min.ssh_timeot: unknown step kind (known: partition")
         );
         assert!(
+            error("injected_min = { ssh_timeout", "injected_min = { ssh_timout")
+                .starts_with("gate.toml:19:16: faults.injected_min.ssh_timout: unknown step kind (known: partition")
+        );
+        assert_eq!(
+            error("phase = \"rollout\"", "phase = \"lanes\""),
+            "gate.toml:20:9: faults.aimed.ssh_timeout.phase: \"lanes\" is not a phase (one of rollout, onboarding, decommission, instances, idle)"
+        );
+        assert_eq!(
+            error("per_mille_min = 500 }", "per_mille_min = 1500 }"),
+            "gate.toml:20:9: faults.aimed.ssh_timeout.per_mille_min: 1500 is more than 1000"
+        );
+        assert!(
             error("required = [\"wait_for_ready/pxe_discovery_failure\"]", "required = [\"wait_for_ready\"]")
                 .starts_with(
-                    "gate.toml:21:13: matrix.required: \"wait_for_ready\" is not a `stage/failure_class` pair"
+                    "gate.toml:23:13: matrix.required: \"wait_for_ready\" is not a `stage/failure_class` pair"
                 )
         );
         assert!(
             error("\"commission_node/bmc_power_failure\"", "\"commission_node/meteor\"")
-                .starts_with("gate.toml:22:51: matrix.listed: \"commission_node/meteor\" names no failure class")
+                .starts_with("gate.toml:24:51: matrix.listed: \"commission_node/meteor\" names no failure class")
         );
         assert!(
             error("\"commission_node/bmc_power_failure\"", "\"drain_node/agent_enrollment_failure\"")
@@ -971,7 +1081,7 @@ matches_head = true
         );
         assert_eq!(
             error("recheck_runs = 2", "recheck_runs = 5000"),
-            "gate.toml:26:16: determinism.recheck_runs: at most 1000, not 5000"
+            "gate.toml:28:16: determinism.recheck_runs: at most 1000, not 5000"
         );
     }
 }

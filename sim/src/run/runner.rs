@@ -191,12 +191,6 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
     let verdict = reports::judge(outcome.ended.panic.is_some(), &violations, &unmet);
     let collectors = outcome.collectors;
     let ended = outcome.ended;
-    let mut fault_phases = std::collections::BTreeMap::new();
-    for (step, phase) in &collectors.step_phases {
-        if step.is_fault(&spec.network, |_| true) {
-            *fault_phases.entry(format!("{}/{phase}", step.kind())).or_insert(0) += 1;
-        }
-    }
     // A series that never changed says nothing a plot could show.
     let availability = if collectors.availability.len() > 1 { collectors.availability } else { Vec::new() };
     RunOutput {
@@ -215,7 +209,8 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
             virtual_duration_ms: ended.virtual_duration_ms,
             faults: ended.faults,
             matrix_pairs: collectors.matrix_pairs,
-            fault_phases,
+            fault_phases: collectors.fault_phases,
+            fault_log: collectors.landings.finish(),
             availability,
             availability_cut_ms: collectors.availability_cut_ms,
             lanes: collectors.lanes,
@@ -345,10 +340,12 @@ pub fn rollout_unmet(
 }
 
 /// Whether the run's typed events show a section 7 condition, and the engine meeting it: the out-of-band change
-/// was made to MAAS (a fault step applied) and the workflow adopted the observed state or
+/// was made to MAAS (a fault step injected) and the workflow adopted the observed state or
 /// stopped it as an ambiguity; a late enrolment was adopted by an operator after the workflow had failed.
 fn condition_shown(condition: &str, seen: &crate::observe::collect::Collectors) -> bool {
-    let applied = |kinds: &[&str]| seen.step_phases.iter().any(|(step, _)| kinds.contains(&step.kind()));
+    let applied = |kinds: &[&str]| {
+        seen.fault_phases.keys().any(|key| kinds.iter().any(|kind| key.split('/').next() == Some(*kind)))
+    };
     let ambiguity = seen.matrix_pairs.keys().any(|pair| pair.ends_with("/state_ambiguity"));
     let completed = seen.ends.values().any(|(state, _)| state == "completed");
     match condition {

@@ -17,7 +17,7 @@ use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::Notify;
 
-use crate::model::faults::{DeathPoint, DeathSubsystem, Phase, Step};
+use crate::model::faults::{DeathPoint, DeathSubsystem, Effect, Phase, Step, StepKind, Subject};
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::{CONTROLLER, HUB, PRIOR_REVISION, RunSpec};
 use crate::observe::trace::Body;
@@ -88,8 +88,8 @@ impl Controller {
         self.artifacts.borrow().fetch_delay_ms(digest)
     }
 
-    /// A node's fetch of `digest` from the store.
-    pub(crate) fn fetch_artifact(&self, digest: &str) -> Result<Capsule, ArtifactError> {
+    /// A node's fetch of `digest` from the store (the world's [`World::fetch_artifact`] reports a missing one).
+    fn fetch(&self, digest: &str) -> Result<Capsule, ArtifactError> {
         self.artifacts.borrow().fetch(digest)
     }
 
@@ -127,6 +127,11 @@ impl World {
         self.controller.rollout_requested.notify_one();
     }
 
+    /// The route bundle the operator's current rollout request approved, if there is a request.
+    pub(crate) fn approved_route_digest(&self) -> Option<String> {
+        self.controller.rollout_request.borrow().as_ref().map(|request| request.route_digest.clone())
+    }
+
     /// `artifact_missing`: `artifact` of every revision the plan rolls out goes missing from the store, or comes back.
     pub(crate) fn set_artifact_missing(&self, artifact: ArtifactKind, restored: bool) {
         for step in self.spec.all_steps() {
@@ -146,9 +151,18 @@ impl World {
         self.controller.credential.set(CredentialState { renew_at_ms: Some(self.now_ms() + renew_after_ms), ..state });
     }
 
-    /// Disarms and reports the death trap when it is armed at `point` of `subsystem`.
-    /// Disarms and reports the death trap when it is armed at `point` of `subsystem`.
-    pub(crate) fn take_death(self: &Rc<Self>, subsystem: DeathSubsystem, point: DeathPoint) -> bool {
+    /// A fetch of `digest` from the artifact store: a capsule `artifact_missing` took away lands that fault.
+    pub(crate) fn fetch_artifact(&self, digest: &str) -> Result<Capsule, ArtifactError> {
+        let fetched = self.controller.fetch(digest);
+        if fetched.is_err() {
+            self.fault_met(StepKind::ArtifactMissing, "", Subject::Rollout, None);
+        }
+        fetched
+    }
+
+    /// Disarms and reports the death trap when it is armed at `point` of `subsystem`; `on` is the work that reached
+    /// it (the rollout, or the workflow whose record or call it was).
+    pub(crate) fn take_death(self: &Rc<Self>, subsystem: DeathSubsystem, point: DeathPoint, on: Subject) -> bool {
         let Some((armed_subsystem, armed_point, restart_after_ms)) = self.controller.death_trap.get() else {
             return false;
         };
@@ -156,6 +170,7 @@ impl World {
             return false;
         }
         self.controller.death_trap.set(None);
+        self.fault_met(StepKind::ControllerDeath, "", on, Some(Effect::Stopped));
         if let Some(delay_ms) = restart_after_ms {
             // The world's timer, not a controller task: it must outlive the controller's death.
             let world = self.clone();
@@ -171,9 +186,9 @@ impl World {
         true
     }
 
-    /// A restart armed by a controller death is still to come.
+    /// A restart armed by a controller death, or the start of an agent a `ttl_expiry` silenced, is still to come.
     pub(crate) fn restart_pending(&self) -> bool {
-        self.controller.restarts_pending.get() > 0
+        self.controller.restarts_pending.get() > 0 || self.agent_start_pending()
     }
 
     /// No credential renewal is due later: the rotation state machine has nothing left to install by itself.
@@ -257,6 +272,7 @@ impl World {
                         verifier: &SimVerifier,
                         rules: rules.as_ref(),
                     };
+                    self.on_rollout_point(crate::model::faults::RolloutPoint::Begin, None);
                     // Refused, partial or failed rollouts are not retried here: a new request, or a restarted
                     // controller adopting the journal, starts the next attempt.
                     ports.run_rollout(&request).await;
@@ -282,20 +298,30 @@ impl Journal for SimJournal {
             std::future::pending::<()>().await;
         }
         let kind = record_kind(record);
-        if kind == Some("completed") && self.world.take_death(DeathSubsystem::Rollout, DeathPoint::BeforeCompletion) {
+        // The work a death at this record stops: the rollout, or the workflow or instance the record is of.
+        let on = || match (kind, engine::ports::record_subject(record)) {
+            (Some(_), _) => Subject::Rollout,
+            (None, Some(workflow)) if workflow_record_kind(record).is_some() => {
+                Subject::Machine(crate::model::ids::machine_of_workflow(&workflow).to_owned())
+            }
+            _ => Subject::Instances,
+        };
+        if kind == Some("completed")
+            && self.world.take_death(DeathSubsystem::Rollout, DeathPoint::BeforeCompletion, on())
+        {
             self.world.die_here(self.host).await;
         }
         // The MAAS workflows' deaths: before a `completed` record, after a `checkpoint` (a stage attempt's intent).
         let workflow = workflow_record_kind(record);
         if let Some((subsystem, "completed")) = workflow {
-            if self.world.take_death(subsystem, DeathPoint::BeforeCompletion) {
+            if self.world.take_death(subsystem, DeathPoint::BeforeCompletion, on()) {
                 self.world.die_here(self.host).await;
             }
         }
         let instance = engine::instance::inventory::InstanceRecord::from_line(record).and_then(Result::ok);
         let instance_kind = instance.as_ref().map(crate::world::instances::kind_of);
         if instance_kind.as_deref() == Some("cascaded")
-            && self.world.take_death(DeathSubsystem::Instances, DeathPoint::BeforeCompletion)
+            && self.world.take_death(DeathSubsystem::Instances, DeathPoint::BeforeCompletion, on())
         {
             self.world.die_here(self.host).await;
         }
@@ -303,12 +329,12 @@ impl Journal for SimJournal {
         if let (Some(instance), Some(kind)) = (instance, instance_kind) {
             let terminate_committed = kind == "destroy_requested";
             self.world.record_instance(self.host, instance, kind);
-            if terminate_committed && self.world.take_death(DeathSubsystem::Instances, DeathPoint::AfterIntent) {
+            if terminate_committed && self.world.take_death(DeathSubsystem::Instances, DeathPoint::AfterIntent, on()) {
                 self.world.die_here(self.host).await;
             }
         }
         if let Some((subsystem, "checkpoint")) = workflow {
-            if self.world.take_death(subsystem, DeathPoint::AfterIntent) {
+            if self.world.take_death(subsystem, DeathPoint::AfterIntent, on()) {
                 self.world.die_here(self.host).await;
             }
         }
@@ -318,7 +344,7 @@ impl Journal for SimJournal {
             let body = Body::JournalAppended { record: kind.to_owned(), operation_id, route_digest };
             self.world.record(self.host, body);
             if (kind == "intent" || kind == "intents")
-                && self.world.take_death(DeathSubsystem::Rollout, DeathPoint::AfterIntent)
+                && self.world.take_death(DeathSubsystem::Rollout, DeathPoint::AfterIntent, on())
             {
                 self.world.die_here(self.host).await;
             }
@@ -413,7 +439,7 @@ struct SimArtifacts {
 
 impl ports::Artifacts for SimArtifacts {
     async fn available(&self, digest: &str) -> Result<bool, TransportError> {
-        Ok(self.world.controller.fetch_artifact(digest).is_ok())
+        Ok(self.world.fetch_artifact(digest).is_ok())
     }
 }
 

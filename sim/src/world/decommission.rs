@@ -88,6 +88,7 @@ impl SimFleet {
         let world = &self.world;
         let op = inventory_op(&request);
         let node = inventory_node(&request).to_owned();
+        let inventory_node_name = node.clone();
         let answer = world
             .call(self.from, HUB_ID, world.spec.engine.call_timeout_ms, move |world| {
                 world.site().state.borrow_mut().inventory.handle(request)
@@ -102,7 +103,11 @@ impl SimFleet {
         // A decommission death armed after a remote mutation: the inventory changed and said so.
         if matches!(answer, Ok(Ok(_)))
             && matches!(op, "transition" | "release_allocations" | "remove")
-            && world.take_death(DeathSubsystem::Decommission, DeathPoint::AfterRemoteMutation)
+            && world.take_death(
+                DeathSubsystem::Decommission,
+                DeathPoint::AfterRemoteMutation,
+                crate::model::faults::Subject::Machine(inventory_node_name.clone()),
+            )
         {
             world.die_here(self.from).await;
         }

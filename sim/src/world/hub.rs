@@ -14,6 +14,7 @@ use fakes::worker::Worker;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::model::faults::{StepKind, Subject};
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::{HUB, RunSpec};
 use crate::observe::trace::Body;
@@ -25,6 +26,9 @@ const CANARY_PERIOD_MS: u64 = 20_000;
 
 /// The owner of an operator's dispatch hold (`operator_hold`): no rollout may release it.
 pub const OPERATOR_HOLD_OWNER: &str = "operator:maintenance";
+
+/// The holder of the deployment lock a `stale_lock` leaves: a controller that crashed before the run's.
+pub const STALE_LOCK_HOLDER: &str = "controller@crashed-earlier";
 
 /// The controller's principal at the hub.
 pub(crate) const CONTROLLER_PRINCIPAL: &str = "controller";
@@ -49,6 +53,9 @@ pub(crate) struct HubHost {
     canary_tasks: Cell<u64>,
     /// Controller mutations the hub will carry out without its answer arriving (`hub_timeout`).
     timeouts: Cell<u32>,
+    /// The hub's number of each epoch an `open_epoch` step opened, in plan order (`None` when the hub was down or
+    /// refused it).
+    plan_epochs: RefCell<Vec<Option<u64>>>,
 }
 
 impl HubHost {
@@ -66,6 +73,7 @@ impl HubHost {
             rng: RefCell::new(seeds.rng(Consumer::Hub)),
             canary_tasks: Cell::new(0),
             timeouts: Cell::new(0),
+            plan_epochs: RefCell::new(Vec::new()),
         }
     }
 
@@ -139,6 +147,9 @@ impl World {
                 HubEvent::BackOnline { agent } => Body::HubBackOnline { agent },
                 HubEvent::Offline { agent, silent_ms } => Body::HubOffline { agent, silent_ms },
                 HubEvent::Tombstoned { agent, silent_ms, epoch_member: _ } => Body::HubTombstoned { agent, silent_ms },
+                HubEvent::ExpiryDeferred { agent, silent_ms, epoch } => {
+                    Body::HubExpiryDeferred { agent, silent_ms, epoch }
+                }
                 HubEvent::EpochOpened { epoch, members: _ } => {
                     let members = self
                         .hub
@@ -203,14 +214,26 @@ impl World {
         }
     }
 
-    /// `open_epoch`: the deployment opens an epoch of `members` at the hub.
+    /// `open_epoch`: the deployment opens an epoch of `members` at the hub; the plan numbers it (its `close_epoch`
+    /// names it by that number, whatever epochs a rollout opened meanwhile).
     pub(crate) fn open_epoch(&self, members: &[String]) {
-        self.driver_hub_request(Request::OpenEpoch { members: members.to_vec() });
+        let opened = if self.is_up(HUB_ID) {
+            match self.hub_request(Request::OpenEpoch { members: members.to_vec() }) {
+                Response::EpochOpened { epoch } => Some(epoch),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        self.hub.plan_epochs.borrow_mut().push(opened);
     }
 
-    /// `close_epoch`: the deployment closes `epoch`, naming no member untouched.
+    /// `close_epoch`: the deployment closes the plan's `epoch`-th epoch, naming no member untouched.
     pub(crate) fn close_epoch(&self, epoch: u64) {
-        self.driver_hub_request(Request::CloseEpoch { epoch, untouched: Vec::new() });
+        let opened = self.hub.plan_epochs.borrow().get(epoch as usize - 1).copied().flatten();
+        if let Some(epoch) = opened {
+            self.driver_hub_request(Request::CloseEpoch { epoch, untouched: Vec::new() });
+        }
     }
 
     /// `task_lease`: the hub grants a task lease on `agent` for `duration_ms` of the hub's clock.
@@ -221,7 +244,7 @@ impl World {
 
     /// `stale_lock`: a controller that crashed earlier left the deployment lock taken for `lease_ms`.
     pub(crate) fn leave_stale_lock(&self, lease_ms: u64) {
-        let holder = "controller@crashed-earlier".to_owned();
+        let holder = STALE_LOCK_HOLDER.to_owned();
         self.driver_hub_request(Request::AcquireLock { holder, lease_ms });
     }
 
@@ -283,6 +306,7 @@ impl SimHub {
             request: Box::new(request),
         };
         if self.world.hub.take_timeout() {
+            self.world.fault_met(StepKind::HubTimeout, "", Subject::Rollout, None);
             // The hub carries the mutation out; its answer never arrives, and the caller times out.
             let timeout_ms = self.world.spec.engine.call_timeout_ms;
             let hung = self.world.call_with(self.from, HUB_ID, timeout_ms, move |world| {
@@ -410,7 +434,13 @@ impl ports::Hub for SimHub {
 
     async fn route_bundle(&self) -> Result<String, ports::HubError> {
         match self.request(Request::ReadRouteBundle).await? {
-            Response::RouteBundle { digest } => Ok(digest),
+            Response::RouteBundle { digest } => {
+                // A swapped bundle lands when the controller reads one its request did not approve.
+                if self.world.approved_route_digest().is_some_and(|approved| approved != digest) {
+                    self.world.fault_met(StepKind::RouteSwap, "", Subject::Rollout, None);
+                }
+                Ok(digest)
+            }
             other => Err(rejected(other)),
         }
     }

@@ -163,7 +163,11 @@ impl SimProvider {
             .map_err(ProviderError::Transport)?;
         if create && answer.is_ok() {
             // The create executed at the provider; a death armed here dies before its answer is journaled.
-            if world.take_death(DeathSubsystem::Instances, DeathPoint::AfterRemoteMutation) {
+            if world.take_death(
+                DeathSubsystem::Instances,
+                DeathPoint::AfterRemoteMutation,
+                crate::model::faults::Subject::Instances,
+            ) {
                 world.die_here(self.from).await;
             }
             let lost = &world.instances().answers_lost;

@@ -12,6 +12,7 @@ pub mod disk;
 pub mod hub;
 pub mod instances;
 pub mod journal;
+pub mod ledger;
 pub mod life;
 pub mod metal;
 pub mod net;
@@ -40,6 +41,7 @@ use crate::observe::trace::{Body, Event, Sink, Trace};
 use crate::world::controller::Controller;
 use crate::world::disk::SimDisk;
 use crate::world::hub::HubHost;
+use crate::world::ledger::LinkMeeting;
 use crate::world::net::{HostId, NetState};
 use crate::world::nodes::Nodes;
 
@@ -82,10 +84,16 @@ pub struct World {
     /// The first panic message of a task of this run, if any.
     panic: RefCell<Option<String>>,
     faults: RefCell<BTreeMap<String, u64>>,
+    /// Every injected fault, open until it lands (`ledger.rs`).
+    ledger: RefCell<crate::world::ledger::Ledger>,
     /// Which of the spec's stage-triggered steps have fired (each fires once).
     stage_steps_fired: RefCell<Vec<bool>>,
     /// How many times each (workflow, stage) has started.
     stage_starts: RefCell<BTreeMap<(String, String), u64>>,
+    /// Which of the spec's rollout-triggered steps have fired (each fires once).
+    rollout_steps_fired: RefCell<Vec<bool>>,
+    /// How many times the rollout has reached each point, by node (and, under `None`, over all nodes).
+    rollout_points: RefCell<BTreeMap<(crate::model::faults::RolloutPoint, Option<String>), u64>>,
     stopped: Cell<bool>,
     /// The hub host.
     pub(crate) hub: HubHost,
@@ -105,10 +113,12 @@ pub struct World {
     plan_done: Cell<bool>,
     /// The phases the run has reached ([`World::phase_reached`]), each once.
     phases_reached: RefCell<std::collections::BTreeSet<crate::model::faults::Phase>>,
-    /// Phase-triggered steps not applied yet: a run does not settle before they are.
+    /// Phase-triggered steps not applied yet, and stage-triggered steps waiting out their `wait_ms`: a run does not
+    /// settle before they are applied.
     phase_steps_pending: Cell<usize>,
-    /// The tasks applying phase-triggered steps (not host tasks: no crash stops them).
-    phase_tasks: RefCell<Vec<tokio::task::JoinHandle<()>>>,
+    /// The world's own timers: phase-triggered steps, agents a `ttl_expiry` starts again (not host tasks: no crash
+    /// stops them).
+    timers: RefCell<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// The engine's decision seams the controller's workflows run with: production's ([`Default`]), or a test's with one
@@ -141,6 +151,7 @@ impl World {
     /// Builds the world at virtual time 0. Nothing runs until [`World::boot_all`].
     pub fn new(spec: Rc<RunSpec>, seed: u64, keep_trace: bool, sink: Box<dyn Sink>) -> Rc<World> {
         let stage_steps = spec.stage_steps.len();
+        let rollout_steps = spec.rollout_steps.len();
         let phase_steps = spec.phase_steps.len();
         let seeds = SeedTree::new(seed);
         let mut names: Vec<Rc<str>> = vec![Rc::from(CONTROLLER), Rc::from(HUB)];
@@ -179,14 +190,17 @@ impl World {
             trace: RefCell::new(Trace::new(sink, keep_trace)),
             panic: RefCell::new(None),
             faults: RefCell::new(BTreeMap::new()),
+            ledger: RefCell::new(crate::world::ledger::Ledger::default()),
             stage_steps_fired: RefCell::new(vec![false; stage_steps]),
             stage_starts: RefCell::new(BTreeMap::new()),
+            rollout_steps_fired: RefCell::new(vec![false; rollout_steps]),
+            rollout_points: RefCell::new(BTreeMap::new()),
             stopped: Cell::new(false),
             settle: RefCell::new(settle),
             plan_done: Cell::new(false),
             phases_reached: RefCell::new(std::collections::BTreeSet::new()),
             phase_steps_pending: Cell::new(phase_steps),
-            phase_tasks: RefCell::new(Vec::new()),
+            timers: RefCell::new(Vec::new()),
             rules: RefCell::new(EngineRules::default()),
         })
     }
@@ -220,15 +234,22 @@ impl World {
     // --- trace -----------------------------------------------------------------------------------------------------
 
     pub(crate) fn record(&self, host: HostId, body: Body) {
-        let event = Event { t_ms: self.now_ms(), host: self.names[host].clone(), body };
-        self.settle.borrow_mut().observe(event.t_ms, &event.host, &event.body);
-        self.trace.borrow_mut().record(event);
+        self.record_as(self.names[host].clone(), body);
     }
 
     pub(crate) fn record_sim(&self, body: Body) {
-        let event = Event { t_ms: self.now_ms(), host: self.sim_host.clone(), body };
+        self.record_as(self.sim_host.clone(), body);
+    }
+
+    /// Records an event, then the faults that landed on what it shows (`ledger.rs`), right after it.
+    fn record_as(&self, host: Rc<str>, body: Body) {
+        let landed = self.faults_see(&body);
+        let event = Event { t_ms: self.now_ms(), host, body };
         self.settle.borrow_mut().observe(event.t_ms, &event.host, &event.body);
         self.trace.borrow_mut().record(event);
+        for landing in landed {
+            self.record_sim(landing);
+        }
     }
 
     /// The fault plan has applied its last timed step.
@@ -457,7 +478,7 @@ impl World {
         if let Some(site) = &self.site {
             site.shutdown();
         }
-        for task in self.phase_tasks.borrow_mut().drain(..) {
+        for task in self.timers.borrow_mut().drain(..) {
             task.abort();
         }
         let tasks: Vec<JoinSet<()>> =
@@ -498,7 +519,12 @@ impl World {
             tokio::time::sleep(round_trip.min(deadline - Instant::now())).await;
             return Err(TransportError::ConnectionRefused);
         }
-        if plan.request_lost || self.net.borrow().is_blocked(from, to) {
+        if self.net.borrow().slowed(from, to) {
+            self.link_met(from, from, to, LinkMeeting::Slowed);
+        }
+        let blocked = self.net.borrow().is_blocked(from, to);
+        if plan.request_lost || blocked {
+            self.link_met(from, from, to, if blocked { LinkMeeting::Blocked } else { LinkMeeting::Lost });
             tokio::time::sleep_until(deadline).await;
             return Err(TransportError::Timeout);
         }
@@ -506,8 +532,9 @@ impl World {
         let world = self.clone();
         self.spawn_on(to, async move {
             tokio::time::sleep(std::time::Duration::from_millis(plan.request_latency_ms)).await;
-            world.wait_released(from, to).await;
+            world.wait_released(from, from, to).await;
             if world.net.borrow().is_blocked(from, to) {
+                world.link_met(from, from, to, LinkMeeting::Blocked);
                 let _ = reply.send(None);
                 return;
             }
@@ -520,8 +547,12 @@ impl World {
                 Delivery::Hang => std::future::pending().await,
             };
             tokio::time::sleep(std::time::Duration::from_millis(plan.response_latency_ms)).await;
-            world.wait_released(to, from).await;
-            let delivered = !plan.response_lost && !world.net.borrow().is_blocked(to, from);
+            world.wait_released(from, to, from).await;
+            let blocked = world.net.borrow().is_blocked(to, from);
+            if plan.response_lost || blocked {
+                world.link_met(from, to, from, if blocked { LinkMeeting::Blocked } else { LinkMeeting::Lost });
+            }
+            let delivered = !plan.response_lost && !blocked;
             let _ = reply.send(delivered.then_some(value));
         });
         match tokio::time::timeout_at(deadline, answer).await {
@@ -537,10 +568,12 @@ impl World {
         }
     }
 
-    async fn wait_released(&self, from: HostId, to: HostId) {
+    /// Waits while the direction `from` → `to` is held; `caller` is who made the call.
+    async fn wait_released(&self, caller: HostId, from: HostId, to: HostId) {
         loop {
             let held = self.net.borrow().held(from, to);
             let Some(notify) = held else { return };
+            self.link_met(caller, from, to, LinkMeeting::Held);
             notify.notified().await;
         }
     }
@@ -601,6 +634,18 @@ impl Signals for SimSignals {
                 Body::Decommission { workflow, event: crate::observe::trace::OnboardingBody::from(event) }
             }
         };
+        let point = match &body {
+            Body::Rollout {
+                event:
+                    crate::observe::trace::RolloutBody::StepStarted {
+                        node,
+                        step: engine::ports::events::RolloutStep::Node(step),
+                        ..
+                    },
+                ..
+            } => Some((crate::model::faults::RolloutPoint::Step(*step), node.clone())),
+            _ => None,
+        };
         let started = match &body {
             Body::Onboarding { workflow, event: crate::observe::trace::OnboardingBody::StageStarted { stage, .. } }
             | Body::Decommission {
@@ -612,6 +657,9 @@ impl Signals for SimSignals {
         self.world.record(self.host, body);
         if let Some((workflow, stage)) = started {
             self.world.on_stage_started(&workflow, &stage);
+        }
+        if let Some((point, node)) = point {
+            self.world.on_rollout_point(point, Some(&node));
         }
     }
 }

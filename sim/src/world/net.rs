@@ -140,6 +140,14 @@ impl NetState {
     }
 
     /// The notifier to wait on when `(from, to)` is held.
+    /// Whether a fault set the latency of the direction `from` → `to` off the run's default.
+    pub fn slowed(&self, from: HostId, to: HostId) -> bool {
+        self.overrides.get(&(from, to)).is_some_and(|link| {
+            (link.latency_min_ms, link.latency_max_ms)
+                != (self.default_link.latency_min_ms, self.default_link.latency_max_ms)
+        })
+    }
+
     pub fn held(&self, from: HostId, to: HostId) -> Option<Rc<Notify>> {
         self.held.get(&(from, to)).cloned()
     }

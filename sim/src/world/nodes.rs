@@ -17,7 +17,7 @@ use rand::{Rng, RngCore};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
-use crate::model::faults::{DeathPoint, DeathSubsystem};
+use crate::model::faults::{DeathPoint, DeathSubsystem, StepKind, Subject};
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::{PRIOR_GENERATION, PRIOR_REVISION, RunSpec};
 use crate::observe::trace::Body;
@@ -34,6 +34,8 @@ pub(crate) struct Nodes {
     workers: RefCell<Vec<SshEndpoint>>,
     /// Per host: SSH connections still to time out (`ssh_timeout`).
     ssh_timeouts: RefCell<BTreeMap<HostId, u32>>,
+    /// Agents a `ttl_expiry` silenced that have not started again yet.
+    silenced: std::cell::Cell<u32>,
 }
 
 impl Nodes {
@@ -57,6 +59,7 @@ impl Nodes {
             rngs: RefCell::new(rngs),
             workers: RefCell::new(workers),
             ssh_timeouts: RefCell::new(BTreeMap::new()),
+            silenced: std::cell::Cell::new(0),
         }
     }
 
@@ -213,6 +216,26 @@ impl World {
         self.record(host, Body::WorkerService { running });
     }
 
+    /// `ttl_expiry`: `host`'s agent stops now and starts again `silent_ms` later. The start is the world's timer,
+    /// not a task of the node: it comes whatever the node does meanwhile.
+    pub(crate) fn silence_agent(self: &Rc<Self>, host: HostId, silent_ms: u64) {
+        self.set_agent_service(host, false);
+        let silenced = &self.nodes.silenced;
+        silenced.set(silenced.get() + 1);
+        let world = self.clone();
+        self.spawn_timer(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(silent_ms)).await;
+            world.set_agent_service(host, true);
+            let silenced = &world.nodes.silenced;
+            silenced.set(silenced.get() - 1);
+        });
+    }
+
+    /// An agent a `ttl_expiry` silenced is still to start again.
+    pub(crate) fn agent_start_pending(&self) -> bool {
+        self.nodes.silenced.get() > 0
+    }
+
     fn with_worker(&self, host: HostId, f: impl FnOnce(&mut SshEndpoint)) {
         if let Some(index) = self.node_index(host) {
             f(&mut self.nodes.workers.borrow_mut()[index as usize - 1]);
@@ -268,6 +291,7 @@ impl World {
             SshOp::StageArtifact { capsule, .. } => self.controller.fetch_delay_ms(&capsule.digest),
             _ => 0,
         };
+        let observing = matches!(op, SshOp::Observe);
         let outcome = match self.node_index(host) {
             Some(index) => {
                 let mut workers = self.nodes.workers.borrow_mut();
@@ -283,6 +307,25 @@ impl World {
             }
             None => self.hub.ssh_handle(now_ms, expected_host_key, op, &mut events),
         };
+        let node = self.names[host].to_string();
+        if observing {
+            // A read-only observation shows the worker as it is: a drift of its identity lands here.
+            self.fault_met(StepKind::MarkerDrift, &node, Subject::Node(node.clone()), None);
+        }
+        for event in &events {
+            let met = match event {
+                SshEvent::Refused { error: fakes::ssh::SshError::HostKeyMismatch { .. }, .. } => {
+                    Some(StepKind::EndpointIdentityChange)
+                }
+                SshEvent::Refused { error: fakes::ssh::SshError::DiskFull, .. } | SshEvent::Hung { .. } => {
+                    Some(StepKind::StorageFault)
+                }
+                _ => None,
+            };
+            if let Some(kind) = met {
+                self.fault_met(kind, &node, Subject::Node(node.clone()), None);
+            }
+        }
         for event in events {
             let body = match event {
                 SshEvent::Mutated { operation_id, op_kind, path_or_unit, .. } => {
@@ -330,6 +373,8 @@ impl ports::Ssh for SimSsh {
         let to = world.host_id(&endpoint.node);
         let timeout_ms = world.spec.engine.call_timeout_ms;
         if world.nodes.take_ssh_timeout(to) {
+            let node = endpoint.node.clone();
+            world.fault_met(StepKind::SshTimeout, &node, Subject::Node(node.clone()), None);
             tokio::time::sleep(std::time::Duration::from_millis(timeout_ms)).await;
             return Err(ports::SshError::Transport(TransportError::Timeout));
         }
@@ -346,7 +391,7 @@ impl ports::Ssh for SimSsh {
             SshRequest::StopService { operation_id } => SshOp::StopService { operation_id },
             SshRequest::StartService { operation_id } => SshOp::StartService { operation_id },
             SshRequest::StageArtifact { operation_id, digest } => {
-                let fetched = world.controller.fetch_artifact(&digest);
+                let fetched = world.fetch_artifact(&digest);
                 match fetched {
                     Ok(capsule) => SshOp::StageArtifact { operation_id, capsule },
                     Err(error) => return Err(ports::SshError::Refused(format!("staging {digest}: {error}"))),
@@ -373,7 +418,7 @@ impl ports::Ssh for SimSsh {
             }
             Err(error) => return Err(ports::SshError::Refused(error.to_string())),
         };
-        if mutating && world.take_death(DeathSubsystem::Rollout, DeathPoint::AfterRemoteMutation) {
+        if mutating && world.take_death(DeathSubsystem::Rollout, DeathPoint::AfterRemoteMutation, Subject::Rollout) {
             world.die_here(self.from).await;
         }
         Ok(response)

@@ -1,12 +1,15 @@
 //! The fault plan: the scenario's timed steps at their times, the stage-triggered steps at the stage starts they
-//! wait for, the phase-triggered steps after the phases they wait for, and [`World::apply`], which traces a step,
-//! counts it when it injects a fault and hands it to the part of the world that owns what it changes (the network, a
-//! host, the nodes, the hub, the controller, the MAAS site). The match names every kind, grouped by the part that
+//! wait for, the rollout-triggered steps at the rollout points they wait for, the phase-triggered steps after the
+//! phases they wait for, and [`World::apply`], which traces a step,
+//! counts and numbers it when it injects a fault (the ledger, `ledger.rs`) and hands it to the part of the world that
+//! owns what it changes (the network, a host, the nodes, the hub, the controller, the MAAS site). The match names every kind, grouped by the part that
 //! owns it, with no catch-all: a new kind does not compile until it has an owner.
 
 use std::rc::Rc;
 
-use crate::model::faults::{Phase, PhaseStep, Step, decommission_step, instance_step, site_step};
+use crate::model::faults::{
+    Phase, PhaseStep, RolloutPoint, Step, Subject, decommission_step, instance_step, site_step,
+};
 use crate::observe::trace::Body;
 use crate::world::World;
 
@@ -35,14 +38,18 @@ impl World {
         due.sort_by_key(|phased| phased.wait_ms);
         self.record_sim(Body::PhaseReached { phase });
         let (world, from_ms) = (self.clone(), self.now_ms());
-        let task = tokio::task::spawn_local(async move {
+        self.spawn_timer(async move {
             for phased in due {
                 world.sleep_until_ms(from_ms + phased.wait_ms).await;
                 world.apply(&phased.step);
                 world.phase_steps_pending.set(world.phase_steps_pending.get() - 1);
             }
         });
-        self.phase_tasks.borrow_mut().push(task);
+    }
+
+    /// Runs a timer of the world itself (not a host's task: no crash stops it); the run's end aborts it.
+    pub(crate) fn spawn_timer(&self, timer: impl std::future::Future<Output = ()> + 'static) {
+        self.timers.borrow_mut().push(tokio::task::spawn_local(timer));
     }
 
     /// Fires the stage-triggered steps waiting for this start of this stage of `workflow`, in file order.
@@ -53,7 +60,7 @@ impl World {
             *count += 1;
             *count
         };
-        let due: Vec<Step> = {
+        let due: Vec<(u64, Step)> = {
             let mut fired = self.stage_steps_fired.borrow_mut();
             self.spec
                 .stage_steps
@@ -75,7 +82,55 @@ impl World {
                 })
                 .map(|(staged, fired)| {
                     *fired = true;
-                    staged.step.clone()
+                    (staged.wait_ms, staged.step.clone())
+                })
+                .collect()
+        };
+        for (wait_ms, step) in due {
+            if wait_ms == 0 {
+                self.apply(&step);
+                continue;
+            }
+            // A delayed step is still to come: the run does not settle before it.
+            self.phase_steps_pending.set(self.phase_steps_pending.get() + 1);
+            let world = self.clone();
+            self.spawn_timer(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+                world.apply(&step);
+                world.phase_steps_pending.set(world.phase_steps_pending.get() - 1);
+            });
+        }
+    }
+
+    /// The rollout reached `point` (a node's step start, `node` naming it; or the controller's begin of a rollout):
+    /// fires the rollout-triggered steps waiting for this occurrence of it, in file order.
+    pub(crate) fn on_rollout_point(self: &Rc<Self>, point: RolloutPoint, node: Option<&str>) {
+        let (any, own) = {
+            let mut reached = self.rollout_points.borrow_mut();
+            let mut count = |node: Option<String>| {
+                let count = reached.entry((point, node)).or_insert(0);
+                *count += 1;
+                *count
+            };
+            (count(None), node.map(|node| count(Some(node.to_owned()))))
+        };
+        let due: Vec<Step> = {
+            let mut fired = self.rollout_steps_fired.borrow_mut();
+            self.spec
+                .rollout_steps
+                .iter()
+                .zip(fired.iter_mut())
+                .filter(|(triggered, fired)| {
+                    let occurrence = match &triggered.node {
+                        None => Some(any),
+                        Some(wanted) if Some(wanted.as_str()) == node => own,
+                        Some(_) => None,
+                    };
+                    !**fired && triggered.point == point && occurrence == Some(triggered.occurrence)
+                })
+                .map(|(triggered, fired)| {
+                    *fired = true;
+                    triggered.step.clone()
                 })
                 .collect()
         };
@@ -85,12 +140,15 @@ impl World {
     }
 
     pub(crate) fn apply(self: &Rc<Self>, step: &Step) {
-        self.record_sim(Body::Step { step: step.clone() });
+        let fault = step.is_fault(&self.spec.network, |host| self.is_up(self.host_id(host)));
+        let number = self.ledger_inject(step, fault);
+        self.record_sim(Body::Step { step: step.clone(), fault: number });
         if let Some(plug) = self.site.as_ref().and_then(|site| site.plug()) {
             plug.mirror_step(step);
         }
-        if step.is_fault(&self.spec.network, |host| self.is_up(self.host_id(host))) {
+        if fault {
             *self.faults.borrow_mut().entry(step.kind().to_owned()).or_insert(0) += 1;
+            self.lands_on_injection(step);
         }
         let id = |name: &str| self.host_id(name);
         match step {
@@ -114,6 +172,7 @@ impl World {
             // the nodes'
             Step::AgentStop { target } => self.set_agent_service(id(target), false),
             Step::AgentStart { target } => self.set_agent_service(id(target), true),
+            Step::TtlExpiry { target, silent_ms } => self.silence_agent(id(target), *silent_ms),
             Step::MarkerDrift { target, shape } => self.drift_marker(id(target), *shape),
             Step::SshTimeout { target, count } => self.time_out_ssh(id(target), *count),
             Step::EndpointIdentityChange { target } => self.change_endpoint_identity(id(target)),
@@ -138,6 +197,20 @@ impl World {
             site_step!() | decommission_step!() => self.apply_site_step(step),
             // the instance lifecycle's
             instance_step!() => self.apply_instance_step(step),
+        }
+    }
+
+    /// The faults that land as they are injected: a crash kills what ran on its host, a skew moves its clock, a
+    /// stopped agent misses its next heartbeat (when it was sending any).
+    fn lands_on_injection(&self, step: &Step) {
+        match step {
+            Step::Crash { target } | Step::ClockSkew { target, .. } => {
+                self.fault_met(step.step_kind(), target, Subject::Host(target.clone()), None)
+            }
+            Step::AgentStop { target } if self.is_up(self.host_id(target)) => {
+                self.fault_met(step.step_kind(), target, Subject::Node(target.clone()), None)
+            }
+            _ => {}
         }
     }
 }

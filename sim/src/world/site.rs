@@ -1009,7 +1009,11 @@ impl World {
         self.record(from, body);
         if accepted
             && MUTATING_OPS.contains(&op)
-            && self.take_death(subsystem(workflow), DeathPoint::AfterRemoteMutation)
+            && self.take_death(
+                subsystem(workflow),
+                DeathPoint::AfterRemoteMutation,
+                crate::model::faults::Subject::Machine(crate::model::ids::machine_of_workflow(workflow).to_owned()),
+            )
         {
             self.die_here(from).await;
         }

@@ -264,7 +264,20 @@ fn render(spec: &RunSpec, seed: u64, comment: &[String]) -> Result<String, Write
         if staged.occurrence != 1 {
             let _ = writeln!(out, "occurrence = {}", int(staged.occurrence));
         }
+        if staged.wait_ms != 0 {
+            let _ = writeln!(out, "wait_ms = {}", int(staged.wait_ms));
+        }
         step_fields(&mut out, &staged.step)?;
+    }
+    for triggered in &spec.rollout_steps {
+        let _ = writeln!(out, "\n[[step]]\non_rollout = {}", string(triggered.point.as_str()));
+        if let Some(node) = &triggered.node {
+            let _ = writeln!(out, "node = {}", string(node));
+        }
+        if triggered.occurrence != 1 {
+            let _ = writeln!(out, "occurrence = {}", int(triggered.occurrence));
+        }
+        step_fields(&mut out, &triggered.step)?;
     }
     for phased in &spec.phase_steps {
         let _ = writeln!(out, "\n[[step]]\nafter = {}", string(phased.after.as_str()));

@@ -152,7 +152,7 @@ impl ObserverHealth {
             Body::HostBoot { .. } => {
                 self.down_hosts.remove(host);
             }
-            Body::Step { step } => self.observe_step(step),
+            Body::Step { step, .. } => self.observe_step(step),
             _ => return false,
         }
         let healthy = self.down_hosts.is_empty() && self.link_faults.is_empty();

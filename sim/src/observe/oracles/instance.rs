@@ -460,7 +460,7 @@ impl Oracle for EveryInstanceSettles {
     fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
         self.metal.observe(event);
         match &event.body {
-            Body::Step { step } if step.step_kind().counted() != Counted::DriverAction => {
+            Body::Step { step, .. } if step.step_kind().counted() != Counted::DriverAction => {
                 self.disturbed_ms = event.t_ms;
             }
             Body::HostBoot { .. } | Body::HostCrash { .. } => self.disturbed_ms = event.t_ms,
@@ -587,7 +587,7 @@ impl Oracle for TerminatedGuestSignalled {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         self.judge(event.t_ms, out);
         match &event.body {
-            Body::Step { step } if step.step_kind().counted() != Counted::DriverAction => {
+            Body::Step { step, .. } if step.step_kind().counted() != Counted::DriverAction => {
                 self.disturbed_ms = event.t_ms;
             }
             Body::HostBoot { .. } | Body::HostCrash { .. } => self.disturbed_ms = event.t_ms,

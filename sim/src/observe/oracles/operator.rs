@@ -32,7 +32,7 @@ pub(super) struct AuditRecordsComplete {
 
 impl Oracle for AuditRecordsComplete {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
-        if let Body::Step { step: Step::Operator { target, workflow, action, .. } } = &event.body {
+        if let Body::Step { step: Step::Operator { target, workflow, action, .. }, .. } = &event.body {
             let key = (crate::model::ids::workflow_id(*workflow, target), *action);
             self.pending.entry(key).or_default().push(event.t_ms);
             return;
@@ -229,10 +229,11 @@ mod tests {
             reason: "ticket".into(),
             resolves_freeze: false,
         };
-        let unaudited = run(&mut AuditRecordsComplete::default(), &[ev(1, Body::Step { step: step.clone() })]);
+        let unaudited =
+            run(&mut AuditRecordsComplete::default(), &[ev(1, Body::Step { step: step.clone(), fault: None })]);
         assert_eq!(unaudited.len(), 1, "{unaudited:?}");
         let audited = [
-            ev(1, Body::Step { step: step.clone() }),
+            ev(1, Body::Step { step: step.clone(), fault: None }),
             ev(2, Body::Audit { record: record(RecoveryAction::Resume, true, RUNNING) }),
         ];
         assert!(run(&mut AuditRecordsComplete::default(), &audited).is_empty());
@@ -240,7 +241,7 @@ mod tests {
         blank.correlation_id = " ".into();
         let found = run(
             &mut AuditRecordsComplete::default(),
-            &[ev(1, Body::Step { step }), ev(2, Body::Audit { record: blank })],
+            &[ev(1, Body::Step { step, fault: None }), ev(2, Body::Audit { record: blank })],
         );
         assert!(found.len() == 1 && found[0].evidence.contains("correlation id"), "{found:?}");
     }

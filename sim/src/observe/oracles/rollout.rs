@@ -112,6 +112,9 @@ pub(super) struct AvailabilityFloor {
     /// Rollouts that began (their first event) and have not ended or been refused: the floor is theirs to keep ("at
     /// every checkpoint of a rollout"), so a change of availability is judged only while one is in flight.
     in_flight: BTreeSet<String>,
+    /// Rollouts that ended or were refused: what they report afterwards (the account after a refusal) does not make
+    /// them in flight again; an adoption of their journal, or a new request, does.
+    ended: BTreeSet<String>,
 }
 
 impl AvailabilityFloor {
@@ -121,6 +124,7 @@ impl AvailabilityFloor {
             availability: Availability::new(ctx.nodes as usize),
             below: false,
             in_flight: BTreeSet::new(),
+            ended: BTreeSet::new(),
         }
     }
 }
@@ -133,17 +137,24 @@ impl Oracle for AvailabilityFloor {
         let changed = match &event.body {
             Body::Rollout { rollout, event: RolloutBody::Terminal { .. } | RolloutBody::PlanRefused { .. } } => {
                 self.in_flight.remove(rollout);
+                self.ended.insert(rollout.clone());
                 false
             }
             // A rollout is in flight from the operator's request (or, without one in the trace, its first event) on.
             // What it finds is not its doing: a selection already under the floor is judged at the next change.
             Body::RolloutSelected { rollout, .. } => {
                 self.availability.observe(event);
+                self.ended.remove(rollout);
+                self.in_flight.insert(rollout.clone());
+                false
+            }
+            Body::Rollout { rollout, event: RolloutBody::Adopted { .. } } => {
+                self.ended.remove(rollout);
                 self.in_flight.insert(rollout.clone());
                 false
             }
             Body::Rollout { rollout, .. } => {
-                if !self.in_flight.contains(rollout) {
+                if !self.ended.contains(rollout) {
                     self.in_flight.insert(rollout.clone());
                 }
                 false
@@ -365,7 +376,7 @@ impl Oracle for NoIncoherentNodeMutated {
     fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
         if !self.rollout_began {
             match &event.body {
-                Body::Step { step: Step::MarkerDrift { target, shape } } => {
+                Body::Step { step: Step::MarkerDrift { target, shape }, .. } => {
                     self.drifts.entry(target.clone()).or_default().push(*shape);
                 }
                 Body::Rollout { .. } => {
@@ -459,7 +470,7 @@ pub(super) struct EveryLaneConverged {
 impl Oracle for EveryLaneConverged {
     fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
         match &event.body {
-            Body::Step { step: Step::StartRollout { .. } } => self.started_ms = Some(event.t_ms),
+            Body::Step { step: Step::StartRollout { .. }, .. } => self.started_ms = Some(event.t_ms),
             Body::Rollout { event: RolloutBody::LaneCommitted { lane, verdict, .. }, .. }
                 if *verdict == LaneVerdict::Stuck =>
             {

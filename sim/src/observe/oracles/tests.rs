@@ -428,8 +428,9 @@ fn an_environment_left_with_its_key_and_no_hold_is_a_violation() {
 
 #[test]
 fn a_node_given_one_unrepairable_drift_before_the_rollout_is_incoherent_whatever_the_engine_says() {
-    let drift =
-        |t, node: &str, shape| ev(t, "sim", Body::Step { step: Step::MarkerDrift { target: node.into(), shape } });
+    let drift = |t, node: &str, shape| {
+        ev(t, "sim", Body::Step { step: Step::MarkerDrift { target: node.into(), shape }, fault: None })
+    };
     let began = ev(
         10,
         "controller",
@@ -531,6 +532,18 @@ fn availability_floor_and_lane_bound_count_holds() {
     let events = [selected(&["a"]), hold(1, "a")];
     let floor = run(&mut AvailabilityFloor::new(&ctx()), &events, 0);
     assert_eq!(floor.iter().map(|f| f.t_ms).collect::<Vec<_>>(), vec![1], "{floor:?}");
+    // A refused rollout is over: the account it reports after the refusal does not make it in flight again, so a
+    // later dip (an agent stopped long after) is no rollout's. Its adoption by a restarted controller would be.
+    let rollout = |t, event| ev(t, "controller", Body::Rollout { rollout: "r".into(), event });
+    let refused = rollout(1, RolloutBody::PlanRefused { reason: "floor".into() });
+    let accounted = rollout(1, RolloutBody::Accounted { nodes: Vec::new() });
+    let events =
+        [selected(&["a", "b", "c", "d"]), refused.clone(), accounted.clone(), hold(5, "a"), hold(6, "b"), hold(7, "c")];
+    assert!(run(&mut AvailabilityFloor::new(&ctx()), &events, 0).is_empty());
+    let adopted = rollout(4, RolloutBody::Adopted { revision: "r2".into(), in_doubt: 0 });
+    let events =
+        [selected(&["a", "b", "c", "d"]), refused, accounted, adopted, hold(5, "a"), hold(6, "b"), hold(7, "c")];
+    assert_eq!(run(&mut AvailabilityFloor::new(&ctx()), &events, 0).len(), 1);
 }
 
 #[test]
