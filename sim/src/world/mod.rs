@@ -600,6 +600,9 @@ impl Signals for SimSignals {
             Signal::Decommission { workflow, event } => {
                 Body::Decommission { workflow, event: crate::observe::trace::OnboardingBody::from(event) }
             }
+            Signal::Rotation { rotation, node, event } => {
+                Body::Rotation { rotation, node, event: crate::observe::trace::RotationBody::from(event) }
+            }
         };
         let started = match &body {
             Body::Onboarding { workflow, event: crate::observe::trace::OnboardingBody::StageStarted { stage, .. } }

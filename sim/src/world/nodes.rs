@@ -380,14 +380,18 @@ impl ports::Ssh for SimSsh {
     }
 }
 
-fn file_facts(stat: fakes::worker::FileStat) -> engine::ports::FileFacts {
+fn file_kind(kind: &fakes::worker::FileKind) -> engine::ports::FileKind {
     use engine::ports::FileKind as Kind;
+    match kind {
+        fakes::worker::FileKind::Regular => Kind::Regular,
+        fakes::worker::FileKind::Symlink { .. } => Kind::Symlink,
+        fakes::worker::FileKind::Directory => Kind::Directory,
+    }
+}
+
+fn file_facts(stat: fakes::worker::FileStat) -> engine::ports::FileFacts {
     engine::ports::FileFacts {
-        kind: match stat.kind {
-            fakes::worker::FileKind::Regular => Kind::Regular,
-            fakes::worker::FileKind::Symlink { .. } => Kind::Symlink,
-            fakes::worker::FileKind::Directory => Kind::Directory,
-        },
+        kind: file_kind(&stat.kind),
         mode: stat.mode,
         owner: stat.owner,
         nlink: stat.nlink,
@@ -408,5 +412,11 @@ fn node_report(observation: fakes::worker::Observation) -> ports::NodeReport {
         },
         service_running: observation.service == ServiceState::Running,
         staged: observation.staged.into_iter().collect(),
+        credential: observation.credential.map(|stat| ports::CredentialFacts {
+            kind: file_kind(&stat.kind),
+            mode: stat.mode,
+            owner: stat.owner,
+            token: engine::secret::Secret::new(stat.content),
+        }),
     }
 }

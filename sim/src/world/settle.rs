@@ -163,7 +163,7 @@ mod tests {
             &Body::Rollout { rollout: "rollout-r2".into(), event: RolloutBody::PlanRefused { reason: "r".into() } },
         );
         assert_eq!(settle.quiet_since(), Some(20));
-        settle.observe_at(90, &Body::HubHeartbeat { agent: "node-01".into() });
+        settle.observe_at(90, &Body::HubHeartbeat { agent: "node-01".into(), generation: 1 });
         assert_eq!(settle.quiet_since(), Some(20), "a heartbeat is the steady beat, not a change");
         settle.observe_at(95, &Body::HostBoot { boot: 2 });
         assert_eq!(settle.quiet_since(), Some(95), "any other event is a change");

@@ -328,7 +328,7 @@ fn rollout_time_is_judged_against_the_plan_minus_downtime_and_waits() {
 }
 
 fn hb(t: u64) -> Event {
-    ev(t, "hub", Body::HubHeartbeat { agent: "n1".into() })
+    ev(t, "hub", Body::HubHeartbeat { agent: "n1".into(), generation: 1 })
 }
 
 fn silent(t: u64) -> Event {
