@@ -340,7 +340,7 @@ impl<T: HttpTransport> Hub for HubClient<T> {
     async fn rotation_status(&self, agent: &str, rotation: &str) -> Result<Option<RotationStatus>, HubError> {
         let what = "rotation status";
         let request = self.authorized(
-            HttpRequest::new(Method::Get, &Self::rotation_path(agent, rotation, ""))
+            HttpRequest::new(Method::Get, Self::rotation_path(agent, rotation, ""))
                 .header("accept", "application/json"),
         );
         let body = match self.exchange(request, what, None).await? {
