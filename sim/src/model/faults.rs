@@ -709,7 +709,7 @@ catalogue! {
         OpenEpoch "open_epoch" [members] [] DriverAction;
         CloseEpoch "close_epoch" [] [] DriverAction;
         TaskLease "task_lease" [target] [] DriverAction;
-        RotateCredential "rotate_credential" [target] [] DriverAction;
+        RotateCredential "rotate_credential" [target] ["credential_rotation"] DriverAction;
     }
     Rollout rollout_step {
         StartRollout "start_rollout" [] [] DriverAction;
