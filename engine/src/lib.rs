@@ -14,6 +14,7 @@ pub mod operator;
 pub mod ports;
 pub mod recovery;
 pub mod rollout;
+pub mod rotation;
 pub mod secret;
 pub mod sensor;
 pub mod workflow;

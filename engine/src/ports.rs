@@ -7,7 +7,7 @@
 
 use std::future::Future;
 
-use crate::ports::events::{RolloutEvent, WorkflowEvent};
+use crate::ports::events::{RolloutEvent, RotationEvent, WorkflowEvent};
 
 pub mod bare_metal;
 pub mod events;
@@ -79,6 +79,36 @@ pub enum HubError {
     Fenced(String),
 }
 
+/// A successor credential the hub issued for an agent during a rotation: its generation (the agent's enrolment
+/// credential is generation 1, each rotation's successor the next) and the bearer token itself, which only the node's
+/// credential file and the hub may hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedCredential {
+    pub generation: u64,
+    pub token: crate::secret::Secret,
+}
+
+/// Where a rotation stands at the hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RotationState {
+    /// The successor is issued and both credentials are valid (the overlap).
+    Open,
+    /// The predecessor is revoked: the successor is the agent's only credential.
+    Committed,
+    /// The successor is revoked: the predecessor is the agent's only credential.
+    Aborted,
+}
+
+/// The hub's account of one rotation: its state, the successor's generation and how many heartbeats the successor
+/// authenticated (what proves it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RotationStatus {
+    pub state: RotationState,
+    pub generation: u64,
+    pub successor_heartbeats: u64,
+}
+
 /// The answer to a request for the deployment lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockGrant {
@@ -119,6 +149,21 @@ pub trait Hub {
     fn close_epoch(&self, epoch: u64, untouched: &[String]) -> impl Future<Output = Result<bool, HubError>>;
     /// The digest of the signed route bundle the hub publishes now.
     fn route_bundle(&self) -> impl Future<Output = Result<String, HubError>>;
+    /// Issues a successor credential for `agent` under rotation `rotation` (its idempotency key): the predecessor stays
+    /// valid beside it (the overlap). A replay of the same rotation answers the same successor; it never mints a second.
+    fn begin_rotation(&self, agent: &str, rotation: &str) -> impl Future<Output = Result<IssuedCredential, HubError>>;
+    /// The hub's account of `rotation`; `Ok(None)` when the hub never issued it.
+    fn rotation_status(
+        &self,
+        agent: &str,
+        rotation: &str,
+    ) -> impl Future<Output = Result<Option<RotationStatus>, HubError>>;
+    /// Revokes the predecessor: the successor becomes the agent's only credential. `Ok(false)` when it was committed
+    /// already (a replay).
+    fn commit_rotation(&self, agent: &str, rotation: &str) -> impl Future<Output = Result<bool, HubError>>;
+    /// Revokes the successor and never the predecessor. `Ok(false)` when there was nothing to revoke (never issued, or
+    /// aborted already); a committed rotation cannot be aborted (`Rejected`).
+    fn abort_rotation(&self, agent: &str, rotation: &str) -> impl Future<Output = Result<bool, HubError>>;
 }
 
 /// An SSH endpoint and the host key the engine holds authority for. Every operation presents the expected key; a
@@ -211,6 +256,18 @@ pub struct NodeReport {
     pub identity: NodeObservation,
     pub service_running: bool,
     pub staged: Vec<String>,
+    /// The agent's credential file (`engine::rotation::CREDENTIAL_FILE`), if the node has one: the bearer its agent
+    /// presents on every heartbeat. A secret: its `Debug` is redacted.
+    pub credential: Option<CredentialFacts>,
+}
+
+/// What a read-only `stat` + read of the agent's credential file shows; the token is a [`crate::secret::Secret`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialFacts {
+    pub kind: FileKind,
+    pub mode: u32,
+    pub owner: String,
+    pub token: crate::secret::Secret,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -288,6 +345,8 @@ pub enum Signal {
     Onboarding { workflow: String, event: WorkflowEvent },
     /// A decommission workflow's progress and verdict.
     Decommission { workflow: String, event: WorkflowEvent },
+    /// An agent-credential rotation's progress and verdict (`rotation` is its id, `node` the agent's node).
+    Rotation { rotation: String, node: String, event: RotationEvent },
 }
 
 /// Where signals go: FleetEvents in production, the trace in the simulator.
@@ -324,8 +383,8 @@ pub trait Journal {
 }
 
 /// Whose record a journal line is: the `workflow` of an onboarding or decommission record, the `workflow_id` of an
-/// audit record, the `rollout` of a rollout record. Every record is `<kind> <json object>`; `None` for a line that
-/// is not, or whose object names none of the three.
+/// audit record, the `rollout` of a rollout record, the `rotation` of a credential rotation's record. Every record is
+/// `<kind> <json object>`; `None` for a line that is not, or whose object names none of the four.
 pub fn record_subject(record: &str) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Subject<'a> {
@@ -335,10 +394,12 @@ pub fn record_subject(record: &str) -> Option<String> {
         workflow_id: Option<std::borrow::Cow<'a, str>>,
         #[serde(borrow, default)]
         rollout: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        rotation: Option<std::borrow::Cow<'a, str>>,
     }
     let (_, json) = record.split_once(' ')?;
     let subject: Subject<'_> = serde_json::from_str(json).ok()?;
-    subject.workflow.or(subject.workflow_id).or(subject.rollout).map(std::borrow::Cow::into_owned)
+    subject.workflow.or(subject.workflow_id).or(subject.rollout).or(subject.rotation).map(std::borrow::Cow::into_owned)
 }
 
 /// Rejects a record the journal cannot store as one record: records are lines, in every backend.
@@ -366,6 +427,11 @@ mod tests {
         assert_eq!(
             record_subject(r#"rollout {"record":"intent","rollout":"rollout-r2","lane":1}"#).as_deref(),
             Some("rollout-r2")
+        );
+        assert_eq!(
+            record_subject(r#"rotation {"record":"intent","rotation":"rotation-node-03-1","node":"node-03"}"#)
+                .as_deref(),
+            Some("rotation-node-03-1")
         );
         assert_eq!(record_subject(r#"onboard {"workflow":"with \"quotes\""}"#).as_deref(), Some("with \"quotes\""));
         for unreadable in ["", "no json", "onboard {", r#"sensor {"instance":"node-01"}"#, r#"onboard {"workflow":7}"#]

@@ -67,7 +67,8 @@ impl SilenceSensor {
             Signal::HubReadFailed { .. }
             | Signal::Rollout { .. }
             | Signal::Onboarding { .. }
-            | Signal::Decommission { .. } => None,
+            | Signal::Decommission { .. }
+            | Signal::Rotation { .. } => None,
         }
     }
 
@@ -213,7 +214,8 @@ mod tests {
                         Signal::HubReadFailed { .. }
             | Signal::Rollout { .. }
             | Signal::Onboarding { .. }
-            | Signal::Decommission { .. } => {
+            | Signal::Decommission { .. }
+            | Signal::Rotation { .. } => {
                             proptest::prop_assert!(false, "only silence signals here")
                         }
                     }

@@ -1,6 +1,7 @@
 //! The fake agent hub: agent registry, heartbeats, the TTL sweeper with its two expiry policies, deployment epochs,
-//! dispatch holds and task leases, controller principals with expiring credentials, and the deployment lock with its
-//! fence — a plain synchronous model plus its request handler.
+//! dispatch holds and task leases, controller principals with expiring credentials, the deployment lock with its
+//! fence, and agent-credential rotations (a successor issued beside the predecessor, both valid until the rotation is
+//! committed or aborted) — a plain synchronous model plus its request handler.
 //!
 //! Sources: `seeds/003_65d56b75d2c60639.txt` ("Deployment-epoch membership outranks ordinary heartbeat expiry",
 //! "Replacement plan": TTL makes durable workers offline, never deleted) and `seeds/004_c1eb714c76320200.txt`
@@ -12,6 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+
+use crate::maas::vault::{SECRET_PREFIX, splitmix64};
 
 /// The hub's default fungible-agent TTL: one hour (`src/mac/services.py` in the RCCA).
 pub const DEFAULT_AGENT_TTL_MS: u64 = 3_600_000;
@@ -54,6 +57,13 @@ pub struct AgentRow {
     /// The agent's bearer token. Never part of an event, a response or a `Debug` line of a request.
     #[serde(skip)]
     token: Token,
+    /// The generation of `token`: every credential the hub accepts for an agent has its own, from 1 (the first
+    /// enrolment's) up; a rotation's successor is the next one issued.
+    pub generation: u64,
+    /// The highest generation ever issued to this agent (so a later credential never reuses one).
+    pub issued_generation: u64,
+    /// The generation of the credential that authenticated the last accepted heartbeat.
+    pub heartbeat_generation: Option<u64>,
     pub kind: AgentKind,
     pub status: AgentStatus,
     /// Hub-clock time of the last accepted heartbeat, or of registration when none arrived yet.
@@ -65,7 +75,41 @@ pub struct AgentRow {
 
 /// A bearer token held by the hub; its `Debug` never shows the value.
 #[derive(Clone, Default, PartialEq, Eq)]
-struct Token(String);
+pub struct Token(String);
+
+impl Token {
+    pub fn new(value: impl Into<String>) -> Token {
+        Token(value.into())
+    }
+
+    /// The token's value, for the one place that must send it (the answer to the issue that minted it).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Where an agent-credential rotation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RotationState {
+    /// The successor is issued; predecessor and successor both authenticate heartbeats (the overlap).
+    Open,
+    /// The predecessor is revoked: the successor is the agent's credential.
+    Committed,
+    /// The successor is revoked: the predecessor stays the agent's credential.
+    Aborted,
+}
+
+/// One rotation of one agent's credential, by the rotation id its controller gave it (the idempotency key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rotation {
+    pub state: RotationState,
+    /// The successor's generation.
+    pub generation: u64,
+    successor: Token,
+    /// Heartbeats the successor authenticated while the rotation was open.
+    pub successor_heartbeats: u64,
+}
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -160,6 +204,29 @@ pub enum Request {
     },
     /// The digest of the signed route bundle the hub publishes (the one route authority of the RCCA).
     ReadRouteBundle,
+    /// Issues a successor credential for `agent` under `rotation` (the idempotency key): the predecessor stays valid
+    /// beside it. A replay answers the same successor and mints nothing; another rotation of the agent still open,
+    /// or this one aborted, is a conflict.
+    BeginRotation {
+        agent: String,
+        rotation: String,
+    },
+    /// The rotation's state, its successor's generation and the heartbeats the successor authenticated.
+    ReadRotation {
+        agent: String,
+        rotation: String,
+    },
+    /// Revokes the predecessor: the successor becomes the agent's credential. A replay changes nothing.
+    CommitRotation {
+        agent: String,
+        rotation: String,
+    },
+    /// Revokes the successor, never the predecessor. Nothing to revoke (never issued, aborted already) changes
+    /// nothing; a committed rotation is a conflict.
+    AbortRotation {
+        agent: String,
+        rotation: String,
+    },
     /// Every hold, by agent (the controller accounts for operator holds it must not release).
     ReadHolds,
     /// Checks a principal's credential; answers when it expires.
@@ -231,6 +298,18 @@ impl std::fmt::Debug for Request {
             }
             Request::Dispatch { agent, task } => write!(f, "Dispatch {{ agent: {agent:?}, task: {task:?} }}"),
             Request::ReadRouteBundle => write!(f, "ReadRouteBundle"),
+            Request::BeginRotation { agent, rotation } => {
+                write!(f, "BeginRotation {{ agent: {agent:?}, rotation: {rotation:?} }}")
+            }
+            Request::ReadRotation { agent, rotation } => {
+                write!(f, "ReadRotation {{ agent: {agent:?}, rotation: {rotation:?} }}")
+            }
+            Request::CommitRotation { agent, rotation } => {
+                write!(f, "CommitRotation {{ agent: {agent:?}, rotation: {rotation:?} }}")
+            }
+            Request::AbortRotation { agent, rotation } => {
+                write!(f, "AbortRotation {{ agent: {agent:?}, rotation: {rotation:?} }}")
+            }
             Request::ReadHolds => write!(f, "ReadHolds"),
             Request::Authenticate { principal, .. } => {
                 write!(f, "Authenticate {{ principal: {principal:?}, token: [redacted] }}")
@@ -258,6 +337,8 @@ pub struct HeartbeatRow {
     pub status: AgentStatus,
     pub last_seen_ms: u64,
     pub revision: Option<String>,
+    /// The generation of the credential that authenticated the last accepted heartbeat (`None` before the first).
+    pub generation: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,6 +370,20 @@ pub enum Response {
         fence: u64,
         expires_at_ms: u64,
     },
+    /// The successor of a rotation: its generation and its token (redacted in `Debug`).
+    RotationIssued {
+        generation: u64,
+        token: Token,
+    },
+    RotationRead {
+        state: RotationState,
+        generation: u64,
+        successor_heartbeats: u64,
+    },
+    /// A commit or an abort: `revoked` is false when it changed nothing (a replay, nothing to revoke).
+    RotationEnded {
+        revoked: bool,
+    },
     Error(HubError),
 }
 
@@ -313,6 +408,8 @@ pub enum HubError {
     PrincipalDrift { agent: String },
     /// 404: the incident's abort: it locks every participant row, and one was deleted.
     ParticipantMissing { agent: String },
+    /// 404: the hub never issued this rotation of this agent.
+    UnknownRotation { agent: String, rotation: String },
 }
 
 impl std::fmt::Display for HubError {
@@ -339,6 +436,7 @@ impl std::fmt::Display for HubError {
                 write!(f, "participant {agent} installed its candidate credential and its principal is gone")
             }
             HubError::ParticipantMissing { agent } => write!(f, "participant row {agent} not found"),
+            HubError::UnknownRotation { agent, rotation } => write!(f, "unknown rotation {rotation} of agent {agent}"),
         }
     }
 }
@@ -349,11 +447,16 @@ pub enum HubEvent {
     Registered {
         agent: String,
     },
+    /// An accepted heartbeat, and the generation of the credential that authenticated it.
     Heartbeat {
         agent: String,
+        generation: u64,
     },
+    /// A refused heartbeat: `unauthorized` when the agent is known and its token is none of its valid credentials
+    /// (false: an unknown or tombstoned agent).
     HeartbeatRefused {
         agent: String,
+        unauthorized: bool,
     },
     BackOnline {
         agent: String,
@@ -417,6 +520,25 @@ pub enum HubEvent {
     PrincipalRevoked {
         agent: String,
     },
+    /// A rotation's successor was minted (a replay of the issue mints nothing and records nothing).
+    CredentialIssued {
+        agent: String,
+        rotation: String,
+        generation: u64,
+    },
+    /// A rotation was committed: the predecessor's generation revoked.
+    RotationCommitted {
+        agent: String,
+        rotation: String,
+        revoked_generation: u64,
+    },
+    /// A rotation was aborted: its successor's generation revoked (also when a new enrolment or a revoked principal
+    /// ends a rotation still open).
+    RotationAborted {
+        agent: String,
+        rotation: String,
+        revoked_generation: u64,
+    },
 }
 
 /// The hub's state. All collections are ordered so that sweeps and reads are deterministic.
@@ -435,6 +557,10 @@ pub struct Hub {
     next_fence: u64,
     /// Agents an epoch kept past the TTL, with the `last_seen_ms` of the silence that was reported.
     deferred: BTreeMap<String, u64>,
+    /// Rotations by `(agent, rotation id)`.
+    rotations: BTreeMap<(String, String), Rotation>,
+    /// Seeds the tokens the hub mints for rotations ([`Hub::set_token_seed`]).
+    token_seed: u64,
 }
 
 impl Hub {
@@ -452,7 +578,48 @@ impl Hub {
             lock: None,
             next_fence: 1,
             deferred: BTreeMap::new(),
+            rotations: BTreeMap::new(),
+            token_seed: 0,
         }
+    }
+
+    /// Seeds the successor tokens this hub mints (the simulator draws it from the run's seed tree): the same seed,
+    /// agent and generation give the same token, and every token starts with `fleetsim-secret-`.
+    pub fn set_token_seed(&mut self, seed: u64) {
+        self.token_seed = seed;
+    }
+
+    /// The token of `agent`'s credential of `generation`.
+    fn mint(&self, agent: &str, generation: u64) -> Token {
+        let agent_seed = agent
+            .bytes()
+            .fold(splitmix64(self.token_seed ^ 0x726f_7461_7465), |acc, byte| splitmix64(acc ^ u64::from(byte)));
+        let value = splitmix64(agent_seed ^ generation);
+        Token(format!("{SECRET_PREFIX}agent-{value:016x}{:016x}", splitmix64(value)))
+    }
+
+    /// The rotation of `agent` that is open, if any: its id and row.
+    fn open_rotation(&self, agent: &str) -> Option<(&String, &Rotation)> {
+        self.rotations
+            .range((agent.to_owned(), String::new())..)
+            .take_while(|((of, _), _)| of == agent)
+            .find(|(_, rotation)| rotation.state == RotationState::Open)
+            .map(|((_, id), rotation)| (id, rotation))
+    }
+
+    /// Aborts `agent`'s open rotation, if it has one (a new enrolment or a revoked principal ends it).
+    fn abort_open_rotation(&mut self, agent: &str, events: &mut Vec<HubEvent>) {
+        let Some(id) = self.open_rotation(agent).map(|(id, _)| id.clone()) else { return };
+        if let Some(rotation) = self.rotations.get_mut(&(agent.to_owned(), id.clone())) {
+            rotation.state = RotationState::Aborted;
+            let revoked_generation = rotation.generation;
+            events.push(HubEvent::RotationAborted { agent: agent.to_owned(), rotation: id, revoked_generation });
+        }
+    }
+
+    /// A rotation, by agent and id.
+    pub fn rotation(&self, agent: &str, rotation: &str) -> Option<&Rotation> {
+        self.rotations.get(&(agent.to_owned(), rotation.to_owned()))
     }
 
     /// Issues (or replaces) `principal`'s credential, valid until `expires_at_ms` on the hub clock. The old one stops
@@ -469,12 +636,14 @@ impl Hub {
         }
     }
 
-    /// Registry cleanup: the agent's principal is revoked (its row tombstoned, its token void).
+    /// Registry cleanup: the agent's principal is revoked (its row tombstoned, its token void, a rotation still open
+    /// aborted).
     pub fn revoke_principal(&mut self, agent: &str, events: &mut Vec<HubEvent>) {
         if let Some(row) = self.agents.get_mut(agent) {
             row.status = AgentStatus::Tombstoned;
             row.token = Token::default();
             events.push(HubEvent::PrincipalRevoked { agent: agent.to_owned() });
+            self.abort_open_rotation(agent, events);
         }
     }
 
@@ -578,11 +747,25 @@ impl Hub {
     pub fn handle(&mut self, now_ms: u64, request: Request, events: &mut Vec<HubEvent>) -> Response {
         match request {
             Request::Register { agent, kind, token } => {
+                // A restart re-registering with its current credential keeps it; anything else is a new enrolment,
+                // whose credential is a new generation (and which ends a rotation still open).
+                let existing = self.agents.get(&agent);
+                let issued = existing.map_or(0, |row| row.issued_generation);
+                let kept = existing
+                    .filter(|row| row.status != AgentStatus::Tombstoned && row.token.0 == token)
+                    .map(|row| row.generation);
+                if kept.is_none() {
+                    self.abort_open_rotation(&agent, events);
+                }
+                let generation = kept.unwrap_or(issued + 1);
                 self.agents.insert(
                     agent.clone(),
                     AgentRow {
                         id: agent.clone(),
                         token: Token(token),
+                        generation,
+                        issued_generation: issued.max(generation),
+                        heartbeat_generation: None,
                         kind,
                         status: AgentStatus::Online,
                         last_seen_ms: now_ms,
@@ -593,27 +776,44 @@ impl Hub {
                 events.push(HubEvent::Registered { agent });
                 Response::Ok
             }
-            Request::Heartbeat { agent, token, revision } => match self.agents.get_mut(&agent) {
-                Some(row) if row.status != AgentStatus::Tombstoned && row.token.0 != token => {
-                    events.push(HubEvent::HeartbeatRefused { agent: agent.clone() });
-                    Response::Error(HubError::Unauthorized { agent })
-                }
-                Some(row) if row.status != AgentStatus::Tombstoned => {
-                    row.last_seen_ms = now_ms;
-                    row.heartbeats += 1;
-                    row.revision = revision;
-                    if row.status == AgentStatus::Offline {
-                        row.status = AgentStatus::Online;
-                        events.push(HubEvent::BackOnline { agent: agent.clone() });
+            Request::Heartbeat { agent, token, revision } => {
+                // The open rotation's successor authenticates beside the current credential (the overlap).
+                let successor = self
+                    .open_rotation(&agent)
+                    .filter(|(_, rotation)| rotation.successor.0 == token)
+                    .map(|(id, rotation)| (id.clone(), rotation.generation));
+                match self.agents.get_mut(&agent) {
+                    Some(row) if row.status != AgentStatus::Tombstoned => {
+                        let generation = if row.token.0 == token {
+                            row.generation
+                        } else if let Some((_, generation)) = &successor {
+                            *generation
+                        } else {
+                            events.push(HubEvent::HeartbeatRefused { agent: agent.clone(), unauthorized: true });
+                            return Response::Error(HubError::Unauthorized { agent });
+                        };
+                        row.last_seen_ms = now_ms;
+                        row.heartbeats += 1;
+                        row.revision = revision;
+                        row.heartbeat_generation = Some(generation);
+                        if row.status == AgentStatus::Offline {
+                            row.status = AgentStatus::Online;
+                            events.push(HubEvent::BackOnline { agent: agent.clone() });
+                        }
+                        if let Some((id, _)) = successor {
+                            if let Some(rotation) = self.rotations.get_mut(&(agent.clone(), id)) {
+                                rotation.successor_heartbeats += 1;
+                            }
+                        }
+                        events.push(HubEvent::Heartbeat { agent, generation });
+                        Response::Ok
                     }
-                    events.push(HubEvent::Heartbeat { agent });
-                    Response::Ok
+                    _ => {
+                        events.push(HubEvent::HeartbeatRefused { agent: agent.clone(), unauthorized: false });
+                        Response::Error(HubError::UnknownAgent { agent })
+                    }
                 }
-                _ => {
-                    events.push(HubEvent::HeartbeatRefused { agent: agent.clone() });
-                    Response::Error(HubError::UnknownAgent { agent })
-                }
-            },
+            }
             Request::ReadHeartbeats => Response::Heartbeats {
                 now_ms,
                 rows: self
@@ -624,6 +824,7 @@ impl Hub {
                         status: row.status,
                         last_seen_ms: row.last_seen_ms,
                         revision: row.revision.clone(),
+                        generation: row.heartbeat_generation,
                     })
                     .collect(),
             },
@@ -696,6 +897,34 @@ impl Hub {
                 Response::Ok
             }
             Request::ReadRouteBundle => Response::RouteBundle { digest: self.route_digest.clone() },
+            Request::BeginRotation { agent, rotation } => self.begin_rotation(agent, rotation, events),
+            Request::ReadRotation { agent, rotation } => match self.rotation(&agent, &rotation) {
+                Some(row) => Response::RotationRead {
+                    state: row.state,
+                    generation: row.generation,
+                    successor_heartbeats: row.successor_heartbeats,
+                },
+                None => Response::Error(HubError::UnknownRotation { agent, rotation }),
+            },
+            Request::CommitRotation { agent, rotation } => self.commit_rotation(agent, rotation, events),
+            Request::AbortRotation { agent, rotation } => {
+                let key = (agent.clone(), rotation.clone());
+                match self.rotations.get_mut(&key) {
+                    Some(row) if row.state == RotationState::Open => {
+                        row.state = RotationState::Aborted;
+                        let revoked_generation = row.generation;
+                        events.push(HubEvent::RotationAborted { agent, rotation, revoked_generation });
+                        Response::RotationEnded { revoked: true }
+                    }
+                    Some(row) if row.state == RotationState::Committed => Response::Error(HubError::Conflict {
+                        reason: format!(
+                            "rotation {rotation} of {agent} is committed: its predecessor is revoked, and an abort \
+                             revokes only a successor"
+                        ),
+                    }),
+                    Some(_) | None => Response::RotationEnded { revoked: false },
+                }
+            }
             Request::ReadHolds => Response::Holds {
                 holds: self
                     .holds
@@ -768,6 +997,58 @@ impl Hub {
                 Response::Ok
             }
         }
+    }
+
+    fn begin_rotation(&mut self, agent: String, rotation: String, events: &mut Vec<HubEvent>) -> Response {
+        let Some(row) = self.agents.get(&agent).filter(|row| row.status != AgentStatus::Tombstoned) else {
+            return Response::Error(HubError::UnknownAgent { agent });
+        };
+        if let Some(existing) = self.rotation(&agent, &rotation) {
+            if existing.state == RotationState::Aborted {
+                let reason = format!("rotation {rotation} of {agent} was aborted");
+                return Response::Error(HubError::Conflict { reason });
+            }
+            // A replay (a lost answer, a controller adopting its journal): the same successor, nothing minted.
+            return Response::RotationIssued { generation: existing.generation, token: existing.successor.clone() };
+        }
+        if let Some((open, _)) = self.open_rotation(&agent) {
+            let reason = format!("agent {agent} has rotation {open} open");
+            return Response::Error(HubError::Conflict { reason });
+        }
+        let generation = row.issued_generation + 1;
+        let successor = self.mint(&agent, generation);
+        if let Some(row) = self.agents.get_mut(&agent) {
+            row.issued_generation = generation;
+        }
+        let issued =
+            Rotation { state: RotationState::Open, generation, successor: successor.clone(), successor_heartbeats: 0 };
+        self.rotations.insert((agent.clone(), rotation.clone()), issued);
+        events.push(HubEvent::CredentialIssued { agent, rotation, generation });
+        Response::RotationIssued { generation, token: successor }
+    }
+
+    fn commit_rotation(&mut self, agent: String, rotation: String, events: &mut Vec<HubEvent>) -> Response {
+        let key = (agent.clone(), rotation.clone());
+        let Some(row) = self.rotations.get_mut(&key) else {
+            return Response::Error(HubError::UnknownRotation { agent, rotation });
+        };
+        match row.state {
+            RotationState::Committed => return Response::RotationEnded { revoked: false },
+            RotationState::Aborted => {
+                let reason = format!("rotation {rotation} of {agent} was aborted");
+                return Response::Error(HubError::Conflict { reason });
+            }
+            RotationState::Open => {}
+        }
+        let Some(agent_row) = self.agents.get_mut(&agent).filter(|row| row.status != AgentStatus::Tombstoned) else {
+            return Response::Error(HubError::UnknownAgent { agent });
+        };
+        row.state = RotationState::Committed;
+        let revoked_generation = agent_row.generation;
+        agent_row.token = row.successor.clone();
+        agent_row.generation = row.generation;
+        events.push(HubEvent::RotationCommitted { agent, rotation, revoked_generation });
+        Response::RotationEnded { revoked: true }
     }
 
     /// Whether no later sweep can change a row, nor a silent member of an open epoch still become the RCCA's
@@ -1101,7 +1382,135 @@ mod tests {
             Response::Error(HubError::Unauthorized { agent: "stray".into() })
         );
         assert_eq!(hub.agent("stray").unwrap().last_seen_ms, 0, "a refused heartbeat does not count");
-        assert_eq!(events, vec![HubEvent::HeartbeatRefused { agent: "stray".into() }]);
+        assert_eq!(events, vec![HubEvent::HeartbeatRefused { agent: "stray".into(), unauthorized: true }]);
+    }
+
+    fn begin(hub: &mut Hub, rotation: &str, events: &mut Vec<HubEvent>) -> Response {
+        hub.handle(0, Request::BeginRotation { agent: "member".into(), rotation: rotation.into() }, events)
+    }
+
+    fn issued(response: Response) -> (u64, String) {
+        match response {
+            Response::RotationIssued { generation, token } => (generation, token.expose().to_owned()),
+            other => panic!("not an issue: {other:?}"),
+        }
+    }
+
+    fn beat(hub: &mut Hub, token: &str, events: &mut Vec<HubEvent>) -> Response {
+        hub.handle(5, Request::Heartbeat { agent: "member".into(), token: token.into(), revision: None }, events)
+    }
+
+    #[test]
+    fn a_rotation_overlaps_old_and_new_until_its_commit_revokes_the_predecessor() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        hub.set_token_seed(7);
+        let mut events = Vec::new();
+        let (generation, successor) = issued(begin(&mut hub, "r1", &mut events));
+        assert_eq!(generation, 2, "the enrolment credential is generation 1");
+        assert!(successor.starts_with("fleetsim-secret-agent-"), "minted tokens are marked secret");
+        assert_eq!(
+            events,
+            vec![HubEvent::CredentialIssued { agent: "member".into(), rotation: "r1".into(), generation: 2 }]
+        );
+        events.clear();
+        assert_eq!(beat(&mut hub, &token("member"), &mut events), Response::Ok, "the predecessor is still valid");
+        assert_eq!(beat(&mut hub, &successor, &mut events), Response::Ok, "and so is the successor");
+        let heard = |generation| HubEvent::Heartbeat { agent: "member".into(), generation };
+        assert_eq!(events, vec![heard(1), heard(2)], "each heartbeat records the generation that authenticated it");
+        assert_eq!(hub.rotation("member", "r1").unwrap().successor_heartbeats, 1);
+        assert_eq!(hub.agent("member").unwrap().heartbeat_generation, Some(2));
+        events.clear();
+        let commit = || Request::CommitRotation { agent: "member".into(), rotation: "r1".into() };
+        assert_eq!(hub.handle(9, commit(), &mut events), Response::RotationEnded { revoked: true });
+        assert_eq!(hub.handle(9, commit(), &mut events), Response::RotationEnded { revoked: false }, "a replay");
+        assert_eq!(
+            events,
+            vec![HubEvent::RotationCommitted { agent: "member".into(), rotation: "r1".into(), revoked_generation: 1 }]
+        );
+        events.clear();
+        assert_eq!(
+            beat(&mut hub, &token("member"), &mut events),
+            Response::Error(HubError::Unauthorized { agent: "member".into() })
+        );
+        assert_eq!(events, vec![HubEvent::HeartbeatRefused { agent: "member".into(), unauthorized: true }]);
+        assert_eq!(beat(&mut hub, &successor, &mut events), Response::Ok);
+        assert_eq!(hub.agent("member").unwrap().generation, 2);
+    }
+
+    #[test]
+    fn an_issue_is_idempotent_by_rotation_and_one_rotation_is_open_at_a_time() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        let mut events = Vec::new();
+        let first = issued(begin(&mut hub, "r1", &mut events));
+        assert_eq!(issued(begin(&mut hub, "r1", &mut events)), first, "a replay answers the same successor");
+        assert_eq!(events.len(), 1, "and mints nothing");
+        assert!(matches!(begin(&mut hub, "r2", &mut events), Response::Error(HubError::Conflict { .. })));
+        let commit = Request::CommitRotation { agent: "member".into(), rotation: "r1".into() };
+        hub.handle(0, commit, &mut events);
+        let (generation, token) = issued(begin(&mut hub, "r2", &mut events));
+        assert_eq!(generation, 3);
+        assert_ne!(token, first.1, "every generation its own token");
+        let unknown = Request::BeginRotation { agent: "nobody".into(), rotation: "r".into() };
+        assert_eq!(
+            hub.handle(0, unknown, &mut events),
+            Response::Error(HubError::UnknownAgent { agent: "nobody".into() })
+        );
+    }
+
+    #[test]
+    fn an_abort_revokes_the_successor_never_the_predecessor() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        let mut events = Vec::new();
+        let (_, successor) = issued(begin(&mut hub, "r1", &mut events));
+        events.clear();
+        let abort = |rotation: &str| Request::AbortRotation { agent: "member".into(), rotation: rotation.into() };
+        assert_eq!(hub.handle(0, abort("r1"), &mut events), Response::RotationEnded { revoked: true });
+        assert_eq!(hub.handle(0, abort("r1"), &mut events), Response::RotationEnded { revoked: false });
+        assert_eq!(hub.handle(0, abort("never"), &mut events), Response::RotationEnded { revoked: false });
+        assert_eq!(
+            events,
+            vec![HubEvent::RotationAborted { agent: "member".into(), rotation: "r1".into(), revoked_generation: 2 }]
+        );
+        assert!(matches!(beat(&mut hub, &successor, &mut events), Response::Error(HubError::Unauthorized { .. })));
+        assert_eq!(beat(&mut hub, &token("member"), &mut events), Response::Ok, "the predecessor stays valid");
+        assert!(matches!(begin(&mut hub, "r1", &mut events), Response::Error(HubError::Conflict { .. })));
+        let commit = |rotation: &str| Request::CommitRotation { agent: "member".into(), rotation: rotation.into() };
+        assert!(matches!(hub.handle(0, commit("r1"), &mut events), Response::Error(HubError::Conflict { .. })));
+        let unknown = HubError::UnknownRotation { agent: "member".into(), rotation: "r9".into() };
+        assert_eq!(hub.handle(0, commit("r9"), &mut events), Response::Error(unknown.clone()));
+        let read = Request::ReadRotation { agent: "member".into(), rotation: "r9".into() };
+        assert_eq!(hub.handle(0, read, &mut events), Response::Error(unknown));
+        issued(begin(&mut hub, "r2", &mut events));
+        hub.handle(0, commit("r2"), &mut events);
+        assert!(matches!(hub.handle(0, abort("r2"), &mut events), Response::Error(HubError::Conflict { .. })));
+    }
+
+    #[test]
+    fn a_new_enrolment_or_a_revoked_principal_ends_an_open_rotation() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        let mut events = Vec::new();
+        let (_, successor) = issued(begin(&mut hub, "r1", &mut events));
+        let again = Request::Register { agent: "member".into(), kind: AgentKind::Fungible, token: token("member") };
+        hub.handle(0, again, &mut events);
+        assert_eq!(hub.rotation("member", "r1").unwrap().state, RotationState::Open, "a restart keeps it");
+        let fresh = Request::Register { agent: "member".into(), kind: AgentKind::Fungible, token: "tok-new".into() };
+        hub.handle(0, fresh, &mut events);
+        assert_eq!(hub.rotation("member", "r1").unwrap().state, RotationState::Aborted);
+        assert_eq!(hub.agent("member").unwrap().generation, 3, "a new enrolment is a new generation");
+        assert!(matches!(beat(&mut hub, &successor, &mut events), Response::Error(HubError::Unauthorized { .. })));
+        issued(begin(&mut hub, "r2", &mut events));
+        hub.revoke_principal("member", &mut events);
+        assert_eq!(hub.rotation("member", "r2").unwrap().state, RotationState::Aborted);
+    }
+
+    #[test]
+    fn a_minted_token_never_prints() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        let response = begin(&mut hub, "r1", &mut Vec::new());
+        let (_, token) = issued(response.clone());
+        assert!(!format!("{response:?}").contains(&token));
+        assert!(!format!("{:?}", hub.rotation("member", "r1")).contains(&token));
+        assert!(!format!("{hub:?}").contains(&token));
     }
 
     #[test]

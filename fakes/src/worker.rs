@@ -25,6 +25,9 @@ pub const MARKER: &str = "~/.mac/deployed-source-revision";
 pub const MANIFEST: &str = "~/.mac/deployment-manifest";
 /// The runtime configuration the installer generates; it names the frozen route bundle.
 pub const RUNTIME_CONFIG: &str = "~/.mac/runtime.conf";
+/// The agent's credential file: the bearer token the node agent presents, read afresh on every heartbeat, so that a
+/// rotation's atomic install of its successor switches the agent over at its next heartbeat. No deployment writes it.
+pub const AGENT_CREDENTIAL: &str = "~/.mac/agent-credential";
 /// The only owner a deployment-written file may have.
 pub const CANONICAL_OWNER: &str = "ovswarm";
 /// Owner read/write only: the mode every deployment-written file gets.
@@ -381,6 +384,8 @@ pub struct Observation {
     pub barrier_generation: u64,
     pub service: ServiceState,
     pub staged: BTreeSet<String>,
+    /// The agent's credential file ([`AGENT_CREDENTIAL`]); its content is a bearer token (redacted in `Debug`).
+    pub credential: Option<FileStat>,
 }
 
 /// The state of one worker node. The filesystem and everything else are public so that the simulator and tests can
@@ -546,7 +551,13 @@ impl Worker {
             barrier_generation: self.barrier_generation,
             service: self.service,
             staged: self.staged.clone(),
+            credential: stat(AGENT_CREDENTIAL),
         }
+    }
+
+    /// The bearer the agent presents on its next heartbeat: what its credential file holds now, if it has one.
+    pub fn agent_bearer(&self) -> Option<&str> {
+        self.files.get(AGENT_CREDENTIAL).map(|entry| entry.content.as_str())
     }
 }
 

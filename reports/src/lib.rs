@@ -197,7 +197,7 @@ pub const FAULT_EFFECTS: [&str; 7] = ["retried", "stalled", "stopped", "quaranti
 
 /// The coarse phases a fault can land in, in the order reports list them: the workflow whose work met it, or `idle`
 /// (nothing was running that it could touch, or it never landed).
-pub const FAULT_PHASES: [&str; 5] = ["rollout", "onboarding", "decommission", "instances", "idle"];
+pub const FAULT_PHASES: [&str; 6] = ["rollout", "onboarding", "decommission", "rotation", "instances", "idle"];
 
 /// The most entries a run's `fault_log` keeps.
 pub const FAULT_LOG_MAX: usize = 2_000;

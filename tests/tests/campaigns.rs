@@ -48,6 +48,36 @@ fn the_rollout_gate_fails_under_the_legacy_controller() {
 }
 
 #[test]
+fn credential_rotations_under_the_rollout_gate_s_faults_keep_every_property() {
+    // The release gate's runs (rollout, controller deaths and crashes, SSH loss, drift, storage, TTL expiry …) with an
+    // operator asking for one to three credential rotations of random nodes inside the fault window.
+    let mut gate = campaign("ci-50.toml");
+    let rate = sim::model::campaign::Rate { per_mille: 1000, count_max: 3, duration_ms: None };
+    gate.faults.credential_rotation = Some(rate);
+    let runs: Vec<u64> = (0..6).collect();
+    let mut rotated = 0;
+    for output in sim::run::campaign::execute(&gate, &runs, 2, false, true, &|_| {}) {
+        let record = &output.record;
+        assert!(record.verdict.passed(), "run {:?} failed: {:#?}", record.run_index, record.violations);
+        let requested = gate
+            .run_spec(record.run_index.unwrap())
+            .steps
+            .iter()
+            .filter(|timed| timed.step.kind() == "rotate_credential")
+            .count();
+        assert!((1..=3).contains(&requested), "the knob drew {requested} rotations");
+        let ended = output
+            .trace
+            .iter()
+            .filter(|line| line.contains("\"kind\":\"engine.rotation\"") && line.contains("\"event\":\"ended\""))
+            .count();
+        assert_eq!(ended, requested, "every requested rotation ended (rotated, stopped or aborted)");
+        rotated += usize::from(record.reached.iter().any(|firing| firing.oracle == "credential_rotated"));
+    }
+    assert!(rotated > 0, "no run rotated a credential");
+}
+
+#[test]
 fn the_onboarding_campaign_passes_its_first_runs() {
     first_runs_pass(&campaign("onboarding-50.toml"), 4);
 }

@@ -14,7 +14,7 @@ const ENGINE_FLOORS: &[&[&str]] = &[
     &["secret"],
     &["matrix", "ports"],
     &["recovery", "sensor", "workflow"],
-    &["decommission", "instance", "onboarding", "rollout"],
+    &["decommission", "instance", "onboarding", "rollout", "rotation"],
     &["operator"],
     &["adapters"],
 ];

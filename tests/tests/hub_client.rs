@@ -3,14 +3,15 @@
 //! (`fakes::http::hub::router`).
 //!
 //! The scenario bodies (`body_*`) take any `Hub`, so the same assertions run against stubs that answer as the hub's
-//! API is documented and against the fake hub itself.
+//! API is documented and against the fake hub itself: a controller session, lock contention, and an agent-credential
+//! rotation (issued, replayed, proved by a heartbeat of the successor, committed, its abort refused).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use engine::adapters::http::HttpTransport;
 use engine::adapters::http::hub::HubClient;
-use engine::ports::{Hub, HubError, LockGrant, TransportError};
+use engine::adapters::http::{HttpRequest, HttpTransport, Method};
+use engine::ports::{Hub, HubError, LockGrant, RotationState, RotationStatus, TransportError};
 use engine::secret::Secret;
 use fakes::http::{HubFront, SharedHub};
 use fakes::hub::{AgentKind, HubConfig, Request};
@@ -305,6 +306,35 @@ async fn body_reads_the_heartbeats(hub: &impl Hub) {
     assert_eq!(hub.route_bundle().await, Ok("sha256:routes-1".to_owned()));
 }
 
+const ROTATION: &str = "rotation-agent-1-1";
+
+/// Issues a successor (a replay answers the same one, minting nothing) and reads the rotation before its successor
+/// authenticated anything; a rotation never issued reads as none. Answers the successor token.
+async fn body_a_rotation_is_issued(hub: &impl Hub, credential: &Secret) -> Secret {
+    hub.authenticate(credential).await.expect("authenticated");
+    let issued = hub.begin_rotation(AGENT, ROTATION).await.expect("issued");
+    assert_eq!(issued.generation, 2, "the enrolment credential is generation 1");
+    assert!(issued.token.expose().starts_with("fleetsim-secret-"), "a minted token is marked secret");
+    assert!(!format!("{issued:?}").contains(issued.token.expose()), "and never prints");
+    assert_eq!(hub.begin_rotation(AGENT, ROTATION).await, Ok(issued.clone()), "a replay answers the same successor");
+    let open = RotationStatus { state: RotationState::Open, generation: 2, successor_heartbeats: 0 };
+    assert_eq!(hub.rotation_status(AGENT, ROTATION).await, Ok(Some(open)));
+    assert_eq!(hub.rotation_status(AGENT, "never").await, Ok(None));
+    issued.token
+}
+
+/// After one heartbeat authenticated by the successor: proved, committed once (a replay revokes nothing), an abort of
+/// the committed rotation refused, and an abort of a rotation never issued revokes nothing.
+async fn body_a_proved_rotation_is_committed(hub: &impl Hub) {
+    let proved = RotationStatus { state: RotationState::Open, generation: 2, successor_heartbeats: 1 };
+    assert_eq!(hub.rotation_status(AGENT, ROTATION).await, Ok(Some(proved)));
+    assert_eq!(hub.commit_rotation(AGENT, ROTATION).await, Ok(true));
+    assert_eq!(hub.commit_rotation(AGENT, ROTATION).await, Ok(false), "a replay");
+    let refused = hub.abort_rotation(AGENT, ROTATION).await.expect_err("an abort never revokes a predecessor");
+    assert!(matches!(refused, HubError::Rejected(_)), "{refused:?}");
+    assert_eq!(hub.abort_rotation(AGENT, "never").await, Ok(false));
+}
+
 // --- the bodies against stubs ---------------------------------------------------------------------------------------
 
 /// A stub answering `call` once (in mount order, the first unused one matches).
@@ -358,6 +388,46 @@ async fn stub_lock_contention_expiry_and_outage() {
     once(&server, "GET", "/v1/hub/heartbeats", ok(rows)).await;
     once(&server, "GET", "/v1/hub/route-bundle", ok(json!({"digest": "sha256:routes-1"}))).await;
     body_reads_the_heartbeats(&client(&server)).await;
+}
+
+#[tokio::test]
+async fn stub_a_rotation_under_the_controller_s_credential() {
+    let server = MockServer::start().await;
+    let route = "/v1/hub/agents/agent-1/rotations/rotation-agent-1-1";
+    let successor = "fleetsim-secret-agent-0123";
+    once(&server, "POST", "/v1/hub/auth", ok(json!({"expires_at_ms": 3_600_000}))).await;
+    for _ in 0..2 {
+        Mock::given(method("POST"))
+            .and(path(route))
+            .and(header("x-fleet-principal", PRINCIPAL))
+            .and(header("x-fleet-token", CREDENTIAL))
+            .respond_with(ok(json!({"generation": 2, "token": successor})))
+            .up_to_n_times(1)
+            .expect(1)
+            .mount(&server)
+            .await;
+    }
+    Mock::given(method("GET"))
+        .and(path(route))
+        .and(header("x-fleet-token", CREDENTIAL))
+        .respond_with(ok(json!({"state": "open", "generation": 2, "successor_heartbeats": 0})))
+        .up_to_n_times(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    let unknown = hub_error(404, "unknown_rotation", "unknown rotation never of agent agent-1");
+    once(&server, "GET", "/v1/hub/agents/agent-1/rotations/never", unknown).await;
+    once(&server, "GET", route, ok(json!({"state": "open", "generation": 2, "successor_heartbeats": 1}))).await;
+    let commit = format!("{route}/commit");
+    once(&server, "POST", &commit, ok(json!({"revoked": true}))).await;
+    once(&server, "POST", &commit, ok(json!({"revoked": false}))).await;
+    let committed = hub_error(409, "conflict", "conflict: rotation rotation-agent-1-1 of agent-1 is committed");
+    once(&server, "POST", &format!("{route}/abort"), committed).await;
+    once(&server, "POST", "/v1/hub/agents/agent-1/rotations/never/abort", ok(json!({"revoked": false}))).await;
+    let hub = client(&server);
+    let token = body_a_rotation_is_issued(&hub, &Secret::new(CREDENTIAL)).await;
+    assert_eq!(token.expose(), successor);
+    body_a_proved_rotation_is_committed(&hub).await;
 }
 
 // --- the bodies against the served fake hub -------------------------------------------------------------------------
@@ -424,4 +494,33 @@ async fn served_lock_contention_supersede_expiry_and_outage() {
     body_an_expired_credential(&second).await;
     hub.with_front(|front| front.available = false);
     body_a_hub_that_is_down(&second).await;
+}
+
+/// An agent's heartbeat over HTTP, with `token` in its body: the answer's status.
+async fn agent_heartbeat(hub: &ServedHub, token: &str) -> u16 {
+    let body = json!({ "token": token }).to_string().into_bytes();
+    let request = HttpRequest::new(Method::Post, format!("/v1/hub/agents/{AGENT}/heartbeat"))
+        .header("content-type", "application/json")
+        .body(body);
+    transport(&hub.base_url).send(request, CALL_TIMEOUT_MS).await.expect("the hub answers").status
+}
+
+#[tokio::test]
+async fn served_a_rotation_overlaps_until_the_proved_successor_is_committed() {
+    let hub = ServedHub::start().await;
+    let client = hub.client();
+    let successor = body_a_rotation_is_issued(&client, &Secret::new(CREDENTIAL)).await;
+    assert_eq!(agent_heartbeat(&hub, "agent-token").await, 200, "the predecessor is still valid (the overlap)");
+    assert_eq!(agent_heartbeat(&hub, successor.expose()).await, 200, "and so is the successor");
+    body_a_proved_rotation_is_committed(&client).await;
+    assert_eq!(agent_heartbeat(&hub, "agent-token").await, 401, "the predecessor is revoked");
+    assert_eq!(agent_heartbeat(&hub, successor.expose()).await, 200);
+    let issued = hub.with_front(|front| {
+        front
+            .drain_events()
+            .into_iter()
+            .filter(|event| matches!(event, fakes::hub::HubEvent::CredentialIssued { .. }))
+            .count()
+    });
+    assert_eq!(issued, 1, "one successor minted for the rotation");
 }

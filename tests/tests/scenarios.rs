@@ -80,6 +80,13 @@ const SCENARIOS: &[&str] = &[
     "rollout-route-swap-while-the-controller-is-dead-finishes-the-begun-lane.toml",
     "rollout-stale-lock-of-a-dead-controller-is-waited-out.toml",
     "rollout-twice-in-a-row-each-converges.toml",
+    "rotation-clean-overlap-proves-the-successor-before-revoking-the-predecessor.toml",
+    "rotation-controller-killed-after-the-install-finds-it-on-the-node.toml",
+    "rotation-controller-killed-after-the-issue-adopts-it-without-a-second-successor.toml",
+    "rotation-controller-killed-before-the-revoke-revokes-once-after-the-proof.toml",
+    "rotation-of-a-stopped-agent-stops-unproved-with-nothing-revoked.toml",
+    "rotation-then-rollout-deploys-under-the-rotated-credential-without-touching-it.toml",
+    "rotation-transient-ssh-timeout-at-install-is-retried-while-the-overlap-holds.toml",
 ];
 
 fn run_file(name: &str) -> (RunRecord, Vec<String>) {
@@ -1641,4 +1648,237 @@ fn instances_bare_metal_controller_killed_after_the_deploy_call_runs_one_deploy(
     let deploys =
         site_requests(&trace, "onboard-node-02").into_iter().filter(|(op, _, status)| op == "deploy" && *status == 200);
     assert_eq!(deploys.count(), 1, "the rerun adopts the deploy in flight");
+}
+
+// --- agent-credential rotation (seed 003's replacement plan) -----------------------------------------------------------
+
+/// The trace's events of `kind`, as JSON values.
+fn of_kind(trace: &[String], kind: &str) -> Vec<serde_json::Value> {
+    json(trace).into_iter().filter(|event| event["kind"] == kind).collect()
+}
+
+fn t_of_value(event: &serde_json::Value) -> u64 {
+    event["t_ms"].as_u64().expect("every event has its time")
+}
+
+/// node-03's rotation signals of `event` (`planned`, `adopted`, `step_done`, `retrying`, `ended` …).
+fn rotation_signals(trace: &[String], event: &str) -> Vec<serde_json::Value> {
+    of_kind(trace, "engine.rotation")
+        .into_iter()
+        .filter(|signal| signal["node"] == "node-03" && signal["event"]["event"] == event)
+        .collect()
+}
+
+/// The time of node-03's first accepted heartbeat authenticated by credential `generation` after `after_ms`.
+fn heard_at(trace: &[String], generation: u64, after_ms: u64) -> Option<u64> {
+    of_kind(trace, "hub.heartbeat")
+        .iter()
+        .filter(|beat| beat["agent"] == "node-03" && beat["generation"].as_u64().unwrap_or(1) == generation)
+        .map(t_of_value)
+        .find(|t_ms| *t_ms > after_ms)
+}
+
+/// What every rotation of node-03 that converged shows: one successor minted (generation 2), one commit revoking
+/// generation 1 after the hub accepted a heartbeat of generation 2, no abort, no heartbeat refused, the install written
+/// once into the credential file with mode 0600, and the rotation ended `rotated`. Answers (issue, commit) times.
+fn rotated_once(trace: &[String]) -> (u64, u64) {
+    let issued = of_kind(trace, "hub.credential_issued");
+    assert_eq!(issued.len(), 1, "one successor minted: {issued:?}");
+    assert_eq!((issued[0]["agent"].as_str(), issued[0]["generation"].as_u64()), (Some("node-03"), Some(2)));
+    let committed = of_kind(trace, "hub.rotation_committed");
+    assert_eq!(committed.len(), 1, "the predecessor revoked once: {committed:?}");
+    assert_eq!(committed[0]["revoked_generation"], 1);
+    let (issue_ms, commit_ms) = (t_of_value(&issued[0]), t_of_value(&committed[0]));
+    let proved_ms = heard_at(trace, 2, issue_ms).expect("a heartbeat authenticated by the successor");
+    assert!(proved_ms < commit_ms, "revoked at {commit_ms} before the successor was heard at {proved_ms}");
+    assert!(of_kind(trace, "hub.rotation_aborted").is_empty());
+    assert!(of_kind(trace, "hub.heartbeat_refused").is_empty(), "the overlap held");
+    let installs: Vec<serde_json::Value> = of_kind(trace, "worker.mutated")
+        .into_iter()
+        .filter(|write| write["target"] == "~/.mac/agent-credential")
+        .collect();
+    assert_eq!(installs.len(), 1, "installed once: {installs:?}");
+    assert_eq!(
+        (installs[0]["host"].as_str(), installs[0]["operation_id"].as_str()),
+        (Some("node-03"), Some("rotation-node-03-1/install"))
+    );
+    let ended = rotation_signals(trace, "ended");
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0]["event"]["end"], serde_json::json!({"end": "rotated", "generation": 2}));
+    // After the commit the agent heartbeats only with its successor.
+    assert!(heard_at(trace, 1, commit_ms).is_none(), "no heartbeat of the predecessor after its revocation");
+    (issue_ms, commit_ms)
+}
+
+/// Every step of the rotation journaled as an intent and a completion, each once, in order.
+fn journaled_in_order(trace: &[String]) {
+    let records: Vec<(String, Option<String>)> = of_kind(trace, "controller.rotation_journal")
+        .iter()
+        .map(|record| {
+            (record["record"].as_str().unwrap().to_owned(), record["operation_id"].as_str().map(str::to_owned))
+        })
+        .collect();
+    let mut expected = vec![("planned".to_owned(), None)];
+    for step in ["issue", "install", "prove", "revoke"] {
+        let id = Some(format!("rotation-node-03-1/{step}"));
+        expected.push(("intent".to_owned(), id.clone()));
+        expected.push(("completed".to_owned(), id));
+    }
+    expected.push(("rotated".to_owned(), None));
+    assert_eq!(records, expected);
+}
+
+#[test]
+fn rotation_clean_overlap_proves_the_successor_before_revoking_the_predecessor() {
+    let (record, trace) = run_file("rotation-clean-overlap-proves-the-successor-before-revoking-the-predecessor.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let (issue_ms, _) = rotated_once(&trace);
+    journaled_in_order(&trace);
+    assert_eq!(issue_ms, 60_020, "issued when the operator asked, at 60 s");
+    let done: Vec<serde_json::Value> = rotation_signals(&trace, "step_done");
+    let steps: Vec<&str> = done.iter().map(|signal| signal["event"]["step"].as_str().unwrap()).collect();
+    assert_eq!(steps, ["issue", "install", "prove", "revoke"]);
+    assert_eq!(done[0]["event"]["generation"], 2);
+}
+
+#[test]
+fn rotation_transient_ssh_timeout_at_install_is_retried_while_the_overlap_holds() {
+    let (record, trace) = run_file("rotation-transient-ssh-timeout-at-install-is-retried-while-the-overlap-holds.toml");
+    assert_eq!(record.faults["ssh_timeout"], 1);
+    let (issue_ms, _) = rotated_once(&trace);
+    journaled_in_order(&trace);
+    let retrying = rotation_signals(&trace, "retrying");
+    assert_eq!(retrying.len(), 1, "{retrying:?}");
+    assert_eq!(
+        (retrying[0]["event"]["step"].as_str(), retrying[0]["event"]["attempt"].as_u64()),
+        (Some("install"), Some(1))
+    );
+    let install_ms = of_kind(&trace, "worker.mutated")
+        .iter()
+        .find(|write| write["target"] == "~/.mac/agent-credential")
+        .map(t_of_value)
+        .unwrap();
+    assert!(install_ms > t_of_value(&retrying[0]), "written after the backoff");
+    // The overlap: the enrolment credential authenticated a heartbeat after the successor was issued, before it was
+    // installed, and the hub accepted it.
+    let overlap_ms = heard_at(&trace, 1, issue_ms).expect("a heartbeat of the predecessor after the issue");
+    assert!(overlap_ms < install_ms, "heard at {overlap_ms}, installed at {install_ms}");
+}
+
+/// A rotation a controller death interrupted: the controller died once and came back, and the restarted controller
+/// adopted the rotation with `in_doubt` as the step in doubt, then converged as a clean rotation does.
+fn rotation_adopted_and_rotated(name: &str, in_doubt: &str) -> Vec<String> {
+    let (record, trace) = run_file(name);
+    assert!(record.violations.is_empty(), "{name}: {:?}", record.violations);
+    assert_eq!(record.faults["controller_death"], 1);
+    assert_eq!(on(&trace, "controller", "host.crash", &[]).len(), 1, "{name}");
+    let adopted = rotation_signals(&trace, "adopted");
+    assert_eq!(adopted.len(), 1, "{name}: {adopted:?}");
+    assert_eq!(adopted[0]["event"]["in_doubt"], in_doubt, "{name}");
+    let crash_ms = t_of_value(&of_kind(&trace, "host.crash")[0]);
+    assert!(t_of_value(&adopted[0]) > crash_ms);
+    rotated_once(&trace);
+    trace
+}
+
+#[test]
+fn rotation_controller_killed_after_the_issue_adopts_it_without_a_second_successor() {
+    let name = "rotation-controller-killed-after-the-issue-adopts-it-without-a-second-successor.toml";
+    let trace = rotation_adopted_and_rotated(name, "issue");
+    // The controller died after the hub minted the successor and before the issue's completion was journaled.
+    let crash_ms = t_of_value(&of_kind(&trace, "host.crash")[0]);
+    assert!(t_of_value(&of_kind(&trace, "hub.credential_issued")[0]) <= crash_ms);
+    let completions_before: Vec<serde_json::Value> = of_kind(&trace, "controller.rotation_journal")
+        .into_iter()
+        .filter(|record| record["record"] == "completed" && t_of_value(record) <= crash_ms)
+        .collect();
+    assert!(completions_before.is_empty(), "{completions_before:?}");
+    journaled_in_order(&trace);
+}
+
+#[test]
+fn rotation_controller_killed_after_the_install_finds_it_on_the_node() {
+    let name = "rotation-controller-killed-after-the-install-finds-it-on-the-node.toml";
+    let trace = rotation_adopted_and_rotated(name, "install");
+    // The write took effect before the death and was not made again (`rotated_once` counts one).
+    let crash_ms = t_of_value(&of_kind(&trace, "host.crash")[0]);
+    let install_ms = of_kind(&trace, "worker.mutated")
+        .iter()
+        .find(|write| write["target"] == "~/.mac/agent-credential")
+        .map(t_of_value)
+        .unwrap();
+    assert!(install_ms <= crash_ms);
+    journaled_in_order(&trace);
+}
+
+#[test]
+fn rotation_controller_killed_before_the_revoke_revokes_once_after_the_proof() {
+    let name = "rotation-controller-killed-before-the-revoke-revokes-once-after-the-proof.toml";
+    let trace = rotation_adopted_and_rotated(name, "revoke");
+    let crash_ms = t_of_value(&of_kind(&trace, "host.crash")[0]);
+    assert!(
+        t_of_value(&of_kind(&trace, "hub.rotation_committed")[0]) > crash_ms,
+        "revoked by the restarted controller"
+    );
+    let intents: Vec<serde_json::Value> = of_kind(&trace, "controller.rotation_journal")
+        .into_iter()
+        .filter(|record| record["operation_id"] == "rotation-node-03-1/revoke" && record["record"] == "intent")
+        .collect();
+    assert_eq!(intents.len(), 1, "the revoke's intent was journaled before the death and not armed again");
+    assert!(t_of_value(&intents[0]) <= crash_ms);
+}
+
+#[test]
+fn rotation_of_a_stopped_agent_stops_unproved_with_nothing_revoked() {
+    let (record, trace) = run_file("rotation-of-a-stopped-agent-stops-unproved-with-nothing-revoked.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    assert!(record.reached.iter().all(|firing| firing.oracle != "credential_rotated"));
+    assert_eq!(of_kind(&trace, "hub.credential_issued").len(), 1);
+    let ended = rotation_signals(&trace, "ended");
+    assert_eq!(ended.len(), 1);
+    assert_eq!(
+        ended[0]["event"]["end"],
+        serde_json::json!({"end": "stopped", "step": "prove", "failure": {"failure": "successor_not_proved", "waited_ms": 120_000}})
+    );
+    assert!(of_kind(&trace, "hub.rotation_committed").is_empty(), "the predecessor was never revoked unproved");
+    assert!(of_kind(&trace, "hub.rotation_aborted").is_empty(), "nor the installed successor");
+    let install_ms = of_kind(&trace, "worker.mutated")
+        .iter()
+        .find(|write| write["target"] == "~/.mac/agent-credential")
+        .map(t_of_value)
+        .expect("the successor was installed");
+    let stopped_ms = t_of_value(&ended[0]);
+    assert!(
+        (install_ms + 120_000..install_ms + 131_000).contains(&stopped_ms),
+        "the proof waited its bound: {stopped_ms}"
+    );
+    // Started again, the agent presents the successor from its file and is heard: both credentials were left valid.
+    let back_ms = heard_at(&trace, 2, 420_000).expect("the successor heard after the agent started");
+    assert!(back_ms < 420_000 + 31_000);
+    assert!(of_kind(&trace, "hub.heartbeat_refused").is_empty());
+}
+
+#[test]
+fn rotation_then_rollout_deploys_under_the_rotated_credential_without_touching_it() {
+    let (record, trace) =
+        run_file("rotation-then-rollout-deploys-under-the-rotated-credential-without-touching-it.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    rotated_once(&trace);
+    // The rollout writes the identity files, never the credential file, and rotates nothing.
+    let rollout_writes: Vec<serde_json::Value> = of_kind(&trace, "worker.mutated")
+        .into_iter()
+        .filter(|write| write["operation_id"].as_str().is_some_and(|id| id.starts_with("rollout-")))
+        .collect();
+    assert!(rollout_writes.iter().any(|write| write["target"] == "~/.mac/mac.env"));
+    assert!(rollout_writes.iter().all(|write| write["target"] != "~/.mac/agent-credential"), "{rollout_writes:?}");
+    // node-03 proved the new revision with the rotated credential: every heartbeat after its start is generation 2.
+    let start_ms = of_kind(&trace, "worker.mutated")
+        .iter()
+        .find(|write| write["host"] == "node-03" && write["op"] == "start_service")
+        .map(t_of_value)
+        .unwrap();
+    assert!(heard_at(&trace, 2, start_ms).is_some());
+    assert!(heard_at(&trace, 1, start_ms).is_none());
+    let terminal = rollout(&trace, "terminal");
+    assert!(terminal.last().unwrap().contains("successor"), "{terminal:?}");
 }

@@ -517,6 +517,107 @@ impl fmt::Display for RolloutEnd {
     }
 }
 
+/// One step of an agent-credential rotation, in order (RCCA replacement plan: "Rotation becomes a separate per-node
+/// state machine with old/new overlap until the successor heartbeat is proved").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RotationStep {
+    /// The hub issues a successor credential; the predecessor stays valid beside it.
+    Issue,
+    /// The successor is written atomically into the node's credential file, which the agent reads on every heartbeat.
+    Install,
+    /// A heartbeat authenticated by the successor has been accepted by the hub.
+    Prove,
+    /// The hub revokes the predecessor.
+    Revoke,
+}
+
+impl RotationStep {
+    pub const ALL: [RotationStep; 4] =
+        [RotationStep::Issue, RotationStep::Install, RotationStep::Prove, RotationStep::Revoke];
+
+    pub fn next(self) -> Option<RotationStep> {
+        let index = RotationStep::ALL.iter().position(|step| *step == self)?;
+        RotationStep::ALL.get(index + 1).copied()
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RotationStep::Issue => "issue",
+            RotationStep::Install => "install",
+            RotationStep::Prove => "prove",
+            RotationStep::Revoke => "revoke",
+        }
+    }
+}
+
+/// Why a rotation step failed for good, typed (the error texts are for people; observers read the variant).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "failure", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RotationFailure {
+    /// No heartbeat authenticated by the successor within the proof bound: the predecessor is never revoked unproved.
+    SuccessorNotProved { waited_ms: u64 },
+    /// The node presented another host key: not the node the controller holds authority for. Never retried.
+    EndpointChanged { presented: String },
+    /// The node refused the write for a reason a retry cannot fix (a full disk, an unsafe path).
+    NodeRefused { error: String },
+    /// The hub refused the request (an unknown agent, another rotation open, a credential the controller could not
+    /// renew) or answered that the rotation is no longer open.
+    HubRefused { error: String },
+    /// Every bounded retry of a transient failure (timeout, refused or reset connection) failed.
+    RetriesExhausted { error: String },
+}
+
+/// How a rotation ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "end", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RotationEnd {
+    /// The successor was proved by a heartbeat and then the predecessor revoked: the successor (`generation`) is the
+    /// agent's only credential.
+    Rotated { generation: u64 },
+    /// Stopped at `step` with the predecessor still valid; a successor already issued stays valid beside it (the
+    /// overlap is kept, because the node may be using it). Nothing was revoked.
+    Stopped { step: RotationStep, failure: RotationFailure },
+    /// Stopped at `step` before the successor reached the node: the successor was revoked (when the hub had issued
+    /// it), never the predecessor.
+    Aborted { step: RotationStep, failure: RotationFailure },
+}
+
+/// What an agent-credential rotation reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RotationEvent {
+    /// The rotation was journaled: it begins.
+    Planned,
+    /// A controller found the rotation in its journal, not ended; `in_doubt` is the step whose intent has no
+    /// completion (it is looked for before it is redone).
+    Adopted {
+        in_doubt: Option<RotationStep>,
+    },
+    StepStarted {
+        step: RotationStep,
+    },
+    /// `generation`: the successor's, when the step is the issue.
+    StepDone {
+        step: RotationStep,
+        generation: Option<u64>,
+    },
+    /// A step failed transiently and will be tried again after `delay_ms`.
+    Retrying {
+        step: RotationStep,
+        attempt: u64,
+        delay_ms: u64,
+        error: String,
+    },
+    /// The hub refused the controller's credential; the controller read the current one and authenticated again.
+    Reauthenticated {
+        expires_at_ms: u64,
+    },
+    /// The terminal event.
+    Ended {
+        end: RotationEnd,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -169,7 +169,7 @@ mod tests {
             installed: Some(("7f3bbd12".into(), 4)),
             barrier_generation: 4,
         };
-        Ok(NodeReport { identity, service_running: true, staged: Vec::new() })
+        Ok(NodeReport { identity, service_running: true, staged: Vec::new(), credential: None })
     }
 
     fn unreachable() -> Result<NodeReport, SshError> {

@@ -2,8 +2,10 @@
 //!
 //! Controller calls carry `X-Fleet-Principal` and `X-Fleet-Token` and, once the lock is held, `X-Fleet-Fence`: the
 //! front end wraps the request in the model's `Request::Authorized` envelope, exactly as the simulator's `SimHub`
-//! does for its mutations (lock, supersede, renew, release, holds, epochs). Reads (holds, heartbeats, route bundle)
-//! are public and sent bare, as `SimHub` sends them. Agents authenticate with the bearer token in their body.
+//! does for its mutations (lock, supersede, renew, release, holds, epochs) and for every call of an agent-credential
+//! rotation (issue, read, commit, abort; the read too, and none of them fenced by the deployment lock). Reads (holds,
+//! heartbeats, route bundle) are public and sent bare, as `SimHub` sends them. Agents authenticate with the bearer
+//! token in their body. A rotation's successor token is in the answer to its issue and nowhere else.
 //!
 //! Deviation from the in-process hub: a bare request is the hub's trusted operator console in the model; over HTTP a
 //! mutation without `X-Fleet-Principal`/`X-Fleet-Token` is refused with 401 (the operator console is the caller's
@@ -58,6 +60,9 @@ pub fn router(shared: SharedHub, clock: Clock) -> Router {
         .route("/v1/hub/route-bundle", get(route_bundle))
         .route("/v1/hub/agents/{agent}/register", post(register))
         .route("/v1/hub/agents/{agent}/heartbeat", post(heartbeat))
+        .route("/v1/hub/agents/{agent}/rotations/{rotation}", post(begin_rotation).get(read_rotation))
+        .route("/v1/hub/agents/{agent}/rotations/{rotation}/commit", post(commit_rotation))
+        .route("/v1/hub/agents/{agent}/rotations/{rotation}/abort", post(abort_rotation))
         .with_state(HubState { shared, clock })
 }
 
@@ -83,8 +88,18 @@ fn bare(state: &HubState, request: Request, encode: Encode) -> Outcome {
     exchange(state, request, false, encode)
 }
 
-/// Sends `request` in the controller's envelope built from the headers.
+/// Sends `request` in the controller's envelope built from the headers: a mutation, whose answer a
+/// `lose_next_answers` may lose.
 fn enveloped(state: &HubState, headers: &HeaderMap, request: Request, encode: Encode) -> Outcome {
+    envelope(state, headers, request, true, encode)
+}
+
+/// Sends a read in the controller's envelope (its answer is never lost).
+fn enveloped_read(state: &HubState, headers: &HeaderMap, request: Request, encode: Encode) -> Outcome {
+    envelope(state, headers, request, false, encode)
+}
+
+fn envelope(state: &HubState, headers: &HeaderMap, request: Request, mutation: bool, encode: Encode) -> Outcome {
     let (principal, token) = match principal(headers) {
         Ok(pair) => pair,
         Err(response) => return Outcome::Answer(response),
@@ -95,7 +110,7 @@ fn enveloped(state: &HubState, headers: &HeaderMap, request: Request, encode: En
         Some(None) => return Outcome::Answer(error(400, "bad_request", "X-Fleet-Fence is not an integer")),
     };
     let request = Request::Authorized { principal, token, fence, request: Box::new(request) };
-    exchange(state, request, true, encode)
+    exchange(state, request, mutation, encode)
 }
 
 fn exchange(state: &HubState, request: Request, mutation: bool, encode: Encode) -> Outcome {
@@ -274,6 +289,7 @@ async fn read_heartbeats(State(state): State<HubState>) -> Response {
                 "status": row.status,
                 "last_seen_ms": row.last_seen_ms,
                 "revision": row.revision,
+                "generation": row.generation,
             })).collect::<Vec<_>>(),
         })),
         other => unexpected(other),
@@ -399,6 +415,63 @@ async fn heartbeat(State(state): State<HubState>, Path(agent): Path<String>, bod
     .await
 }
 
+/// Issues (or, on a replay of the same rotation, answers again) the successor: `{"generation":G,"token":"..."}`.
+async fn begin_rotation(
+    State(state): State<HubState>,
+    Path((agent, rotation)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    finish(enveloped(&state, &headers, Request::BeginRotation { agent, rotation }, |response| match response {
+        HubResponse::RotationIssued { generation, token } => {
+            ok(json!({ "generation": generation, "token": token.expose() }))
+        }
+        other => unexpected(other),
+    }))
+    .await
+}
+
+/// `{"state":"open"|"committed"|"aborted","generation":G,"successor_heartbeats":N}`; 404 `unknown_rotation`.
+async fn read_rotation(
+    State(state): State<HubState>,
+    Path((agent, rotation)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    finish(enveloped_read(&state, &headers, Request::ReadRotation { agent, rotation }, |response| match response {
+        HubResponse::RotationRead { state, generation, successor_heartbeats } => ok(json!({
+            "state": state,
+            "generation": generation,
+            "successor_heartbeats": successor_heartbeats,
+        })),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+/// `{"revoked":true}`, or `{"revoked":false}` on a replay; 404 `unknown_rotation`, 409 `conflict` (aborted).
+async fn commit_rotation(
+    State(state): State<HubState>,
+    Path((agent, rotation)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    finish(enveloped(&state, &headers, Request::CommitRotation { agent, rotation }, rotation_ended)).await
+}
+
+/// `{"revoked":true}`, or `{"revoked":false}` when there was nothing to revoke; 409 `conflict` (committed).
+async fn abort_rotation(
+    State(state): State<HubState>,
+    Path((agent, rotation)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    finish(enveloped(&state, &headers, Request::AbortRotation { agent, rotation }, rotation_ended)).await
+}
+
+fn rotation_ended(response: HubResponse) -> Response {
+    match response {
+        HubResponse::RotationEnded { revoked } => ok(json!({ "revoked": revoked })),
+        other => unexpected(other),
+    }
+}
+
 /// The error kind (snake_case of the model's variant) and HTTP status of a model error.
 pub fn error_kind(hub_error: &HubError) -> (u16, &'static str) {
     match hub_error {
@@ -411,6 +484,7 @@ pub fn error_kind(hub_error: &HubError) -> (u16, &'static str) {
         HubError::StaleFence { .. } => (409, "stale_fence"),
         HubError::PrincipalDrift { .. } => (409, "principal_drift"),
         HubError::ParticipantMissing { .. } => (404, "participant_missing"),
+        HubError::UnknownRotation { .. } => (404, "unknown_rotation"),
     }
 }
 

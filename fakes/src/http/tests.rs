@@ -525,7 +525,8 @@ async fn hub_heartbeats_credentials_and_outage_map_to_their_statuses() {
     let rows = hub_call(&fx, Method::GET, "/v1/hub/heartbeats", None, Value::Null).await.json();
     assert_eq!(
         rows,
-        json!({ "now_ms": 1_000, "rows": [{ "agent": "w1", "status": "online", "last_seen_ms": 1_000, "revision": "r7" }] })
+        json!({ "now_ms": 1_000, "rows": [{ "agent": "w1", "status": "online", "last_seen_ms": 1_000, "revision": "r7",
+            "generation": 1 }] })
     );
     let request = Request::post("/v1/hub/auth")
         .header("x-fleet-principal", "controller")
@@ -546,6 +547,47 @@ async fn hub_heartbeats_credentials_and_outage_map_to_their_statuses() {
         .body(Body::from(json!({ "members": [] }).to_string()));
     assert_pending(router.oneshot(request.unwrap()));
     assert!(lock(&fx.shared).hub.epoch(1).is_some(), "the lost answer's request was carried out");
+}
+
+#[tokio::test]
+async fn the_hub_rotation_routes_issue_read_commit_and_abort_behind_the_controller_s_credential() {
+    let fx = hub_fixture();
+    hub_call(&fx, Method::POST, "/v1/hub/agents/w1/register", None, json!({ "kind": "durable", "token": "t1" })).await;
+    let path = "/v1/hub/agents/w1/rotations/rotation-w1-1";
+    let bare = send(hub::router(fx.shared.clone(), fx.clock.clone()), Request::post(path).body(Body::empty()).unwrap());
+    let bare = bare.await;
+    assert_eq!((bare.status.as_u16(), bare.json()["error"].as_str()), (401, Some("credential_rejected")));
+    let issued = hub_call(&fx, Method::POST, path, None, Value::Null).await.json();
+    assert_eq!(issued["generation"], 2);
+    let token = issued["token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("fleetsim-secret-agent-"));
+    let replay = hub_call(&fx, Method::POST, path, None, Value::Null).await.json();
+    assert_eq!(replay, issued, "a replay answers the same successor");
+    let beat = json!({ "token": token });
+    let beat = hub_call(&fx, Method::POST, "/v1/hub/agents/w1/heartbeat", None, beat).await;
+    assert_eq!(beat.status, StatusCode::OK);
+    let read = hub_call(&fx, Method::GET, path, None, Value::Null).await;
+    assert_eq!(read.json(), json!({ "state": "open", "generation": 2, "successor_heartbeats": 1 }));
+    assert!(!String::from_utf8_lossy(&read.body).contains(&token), "the token is in the issue's answer only");
+    let commit = format!("{path}/commit");
+    assert_eq!(hub_call(&fx, Method::POST, &commit, None, Value::Null).await.json(), json!({ "revoked": true }));
+    assert_eq!(hub_call(&fx, Method::POST, &commit, None, Value::Null).await.json(), json!({ "revoked": false }));
+    let abort = hub_call(&fx, Method::POST, &format!("{path}/abort"), None, Value::Null).await;
+    assert_eq!((abort.status.as_u16(), abort.json()["error"].as_str()), (409, Some("conflict")));
+    let unknown = hub_call(&fx, Method::GET, "/v1/hub/agents/w1/rotations/never", None, Value::Null).await;
+    assert_eq!((unknown.status.as_u16(), unknown.json()["error"].as_str()), (404, Some("unknown_rotation")));
+    let old = hub_call(&fx, Method::POST, "/v1/hub/agents/w1/heartbeat", None, json!({ "token": "t1" })).await;
+    assert_eq!(old.status.as_u16(), 401, "the predecessor is revoked");
+    let nothing = hub_call(&fx, Method::POST, "/v1/hub/agents/w1/rotations/never/abort", None, Value::Null).await;
+    assert_eq!(nothing.json(), json!({ "revoked": false }));
+    lock(&fx.shared).lose_next_answers = 1;
+    let router = hub::router(fx.shared.clone(), fx.clock.clone());
+    let request = Request::post("/v1/hub/agents/w1/rotations/rotation-w1-2")
+        .header("x-fleet-principal", "controller")
+        .header("x-fleet-token", "fleetsim-secret-hub-token")
+        .body(Body::empty());
+    assert_pending(router.oneshot(request.unwrap()));
+    assert!(lock(&fx.shared).hub.rotation("w1", "rotation-w1-2").is_some(), "the lost answer's issue was carried out");
 }
 
 // ---- DNS -----------------------------------------------------------------------------------------------------------

@@ -304,6 +304,13 @@ impl Fleet {
         let site: SharedSite = front.shared();
         let mut hub = Hub::new(HubConfig::default());
         hub.issue_credential(CONTROLLER_PRINCIPAL, &credentials.hub_credential, u64::MAX);
+        // The successor tokens the hub mints for credential rotations are as unguessable as the controller's own
+        // credential, from which they are seeded: fresh at every start, or the `--seed`'s.
+        let token_seed = credentials
+            .hub_credential
+            .bytes()
+            .fold(0x726f_7461_7465, |acc, byte| fakes::maas::vault::splitmix64(acc ^ u64::from(byte)));
+        hub.set_token_seed(token_seed);
         let hub: SharedHub = HubFront::new(hub).shared();
         let agents = Arc::new(Mutex::new(Agents::default()));
         let directory = Arc::new(Directory { site: site.clone(), hub: hub.clone(), agents: agents.clone() });

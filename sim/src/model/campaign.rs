@@ -201,6 +201,10 @@ pub struct FaultMix {
     pub stale_lock: Option<Rate>,
     /// Before the run, an operator holds `1..=count_max` workers for maintenance; no rollout may release them.
     pub operator_hold: Option<Rate>,
+    /// Inside the window, an operator asks for `1..=count_max` agent-credential rotations, each of a node drawn
+    /// uniformly (a driver action, not a fault). Drawn after every other kind, so it changes no older plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_rotation: Option<Rate>,
     // The MAAS site's faults (campaigns with `[onboarding]`). Each bites `1..=count_max` machines drawn from the
     // site; those set before the machines boot are applied at 0, the others inside the fault window.
     /// Before the run, a machine's MACs are set to drift at its next power-on.
@@ -713,6 +717,7 @@ fn validate_mix(
         ("credential_expiry", mix.credential_expiry),
         ("stale_lock", mix.stale_lock),
         ("operator_hold", mix.operator_hold),
+        ("credential_rotation", mix.credential_rotation),
     ] {
         let Some(rate) = rate else { continue };
         if rate.per_mille > 1000 || rate.count_max == 0 {
@@ -950,6 +955,16 @@ impl Campaign {
         if let Some(instances) = &self.base.instances {
             let window = (self.window_start_ms, planner.window_end_ms());
             instances::draw(instances, &self.faults, window, &mut rng, &mut steps);
+        }
+        // Agent-credential rotations: drawn after every other kind, and only when configured, so older plans stay.
+        if let Some(rate) = mix.credential_rotation {
+            if rng.random_range(0..1000) < rate.per_mille {
+                for _ in 0..rng.random_range(1..=rate.count_max) {
+                    let at_ms = rng.random_range(self.window_start_ms..planner.window_end_ms());
+                    let target = planner.random_node(&mut rng);
+                    steps.push(TimedStep { at_ms, step: Step::RotateCredential { target } });
+                }
+            }
         }
         if let Some(rollout) = &self.rollout {
             let step = Step::StartRollout { revision: rollout.revision.clone() };

@@ -41,6 +41,10 @@ pub enum DeathSubsystem {
     /// after a create the provider executed and before its answer is journaled (`after_remote_mutation`), before a
     /// terminate cascade's record (`before_completion`).
     Instances,
+    /// The agent-credential rotation: after a step's intent (`after_intent`), after the install's SSH write was
+    /// acknowledged (`after_remote_mutation`; the hub calls are not SSH), before a step's completion record
+    /// (`before_completion`: the first is the issue's, after the hub minted the successor).
+    Rotation,
 }
 
 impl DeathSubsystem {
@@ -226,6 +230,11 @@ pub enum Step {
     TaskLease {
         target: String,
         duration_ms: u64,
+    },
+    /// Driver action: an operator asks the controller to rotate the agent credential of node `target` (issue a
+    /// successor, install it, prove it by a heartbeat, then revoke the predecessor).
+    RotateCredential {
+        target: String,
     },
     /// Driver action: an operator asks the controller to roll `revision` out to every node (generation = prior + 1).
     StartRollout {
@@ -522,7 +531,7 @@ pub enum Domain {
     Network,
     /// A host as a whole: its life and its clock.
     Host,
-    /// The fleet's agents and the hub's deployment epochs and leases.
+    /// The fleet's agents (their credentials' rotation included) and the hub's deployment epochs and leases.
     Fleet,
     /// The rolling deployment: its workers, its artifacts, the controller and its authority at the hub.
     Rollout,
@@ -707,6 +716,7 @@ catalogue! {
         OpenEpoch "open_epoch" [members] [] DriverAction;
         CloseEpoch "close_epoch" [] [] DriverAction;
         TaskLease "task_lease" [target] [] DriverAction;
+        RotateCredential "rotate_credential" [target] ["credential_rotation"] DriverAction;
     }
     Rollout rollout_step {
         StartRollout "start_rollout" [] [] DriverAction;

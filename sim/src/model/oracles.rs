@@ -165,6 +165,14 @@ catalogue! {
         "a cordon, uncordon or terminate was parked behind an approval";
     TerminatedGuestPresent: "terminated_guest_present", Sometimes,
         "a cloud sync signalled cloud_sync_terminated_guest_present";
+    PredecessorRevokedAfterSuccessorProved: "predecessor_revoked_after_successor_proved", Always,
+        "a rotation revokes an agent's predecessor credential only after the hub accepted a heartbeat authenticated by its successor, and an abort revokes only its own successor";
+    RotationOverlapHolds: "rotation_overlap_holds", Always,
+        "while a rotation of an agent's credential is open (issued, not committed or aborted), no heartbeat of that agent is refused for its credential";
+    OneSuccessorPerRotation: "one_successor_per_rotation", Always,
+        "no rotation's successor credential is minted twice, and no second successor is minted for a node while its rotation is in flight";
+    CredentialRotated: "credential_rotated", Sometimes,
+        "an agent-credential rotation proved its successor by an accepted heartbeat and revoked the predecessor";
 }
 
 /// The oracle named `name`, if there is one.

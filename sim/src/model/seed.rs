@@ -4,7 +4,7 @@
 //! Stream ids, in the documented order (`docs/ARCHITECTURE.md`, "Determinism"):
 //! 1 network, 2 hub, 3 fault plan, 4 engine jitter, 5 campaign run seeds, 6 the MAAS site (its fakes' seed: system
 //! ids, hardware, BMC passwords, bootstrap tokens), 7 site faults (the seed of each `mac_drift`, drawn in plan order),
-//! 1_000_000 + i node i (1-based).
+//! 8 the hub's credentials (one draw seeds the successor tokens its rotations mint), 1_000_000 + i node i (1-based).
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -21,6 +21,8 @@ pub enum Consumer {
     Site,
     /// The site's faults: one draw per `mac_drift` step, in the order the plan applies them.
     SiteFaults,
+    /// The hub's credentials: one draw seeds the successor tokens its agent-credential rotations mint.
+    HubCredentials,
     /// A node's fakes (agent phase, later its MAAS machine and BMC), 1-based like the host names.
     Node(u32),
 }
@@ -35,6 +37,7 @@ impl Consumer {
             Consumer::CampaignRuns => 5,
             Consumer::Site => 6,
             Consumer::SiteFaults => 7,
+            Consumer::HubCredentials => 8,
             Consumer::Node(index) => 1_000_000 + u64::from(index),
         }
     }
@@ -110,6 +113,7 @@ mod tests {
                 Consumer::CampaignRuns,
                 Consumer::Site,
                 Consumer::SiteFaults,
+                Consumer::HubCredentials,
             ];
             let mut consumers: Vec<Consumer> = fixed.to_vec();
             consumers.push(Consumer::Node(a));

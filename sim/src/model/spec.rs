@@ -1342,6 +1342,7 @@ pub(crate) fn validate_step(
         | Step::AgentStart { target }
         | Step::TaskLease { target, .. }
         | Step::TtlExpiry { target, .. }
+        | Step::RotateCredential { target }
             if fleet.node_index(target).is_none() =>
         {
             Some(format!("{key}.target: \"{target}\" runs no agent (only nodes do)"))
@@ -1423,6 +1424,7 @@ pub(crate) fn validate_step(
         | Step::TtlExpiry { .. }
         | Step::CloseEpoch { .. }
         | Step::TaskLease { .. }
+        | Step::RotateCredential { .. }
         | Step::StartRollout { .. }
         | Step::MarkerDrift { .. }
         | Step::SshTimeout { .. }
@@ -2092,6 +2094,21 @@ nodes = 2
             step("kind = \"marker_drift\"\ntarget = \"node-01\"\nshape = \"melted\"")
                 .contains("unknown variant `melted`")
         );
+    }
+
+    #[test]
+    fn a_rotation_names_a_node_whose_agent_it_rotates_and_is_a_driver_action() {
+        let step = |body: &str| err(&format!("{MINIMAL}\n[[step]]\nat_ms = 5\n{body}\n"));
+        assert!(
+            step("kind = \"rotate_credential\"\ntarget = \"hub\"")
+                .contains("step[0].target: \"hub\" runs no agent (only nodes do)")
+        );
+        assert!(step("kind = \"rotate_credential\"\ntarget = \"node-99\"").contains("step[0].target"));
+        assert!(step("kind = \"rotate_credential\"").contains("missing field `target`"));
+        let text = format!("{MINIMAL}\n[[step]]\nat_ms = 5\nkind = \"rotate_credential\"\ntarget = \"node-01\"\n");
+        let scenario = parse_scenario("s.toml", &text).unwrap();
+        assert_eq!(scenario.run.steps[0].step, Step::RotateCredential { target: "node-01".into() });
+        assert!(is_driver_action(&scenario.run.steps[0].step), "exempt from the liveness rule");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Where each fault landed and what it did (`reports::RunRecord::fault_log`), from the trace's typed events: the
 //! `step` events number the injected faults, the world's `fault.landed` events say when and on what work each
-//! landed, and the run's activity at that moment gives the phase (which workflow, which stage or lane step, or
-//! idle). A landed fault's effect is the first reaction of its subject after it — a retry, a wait, a stop, a
+//! landed, and the run's activity at that moment gives the phase (which workflow — rollout, onboarding,
+//! decommission, a credential rotation, the instance lifecycle — which stage or step, or idle). A landed fault's effect is the first reaction of its subject after it — a retry, a wait, a stop, a
 //! quarantine, a repair, a signal — unless the landing carried its effect itself (a controller death, the hub's
 //! expiry); progress of the subject's work first (its step or stage done), or nothing within
 //! [`REACTION_HORIZON_MS`], means it had none (`docs/faults.md`, "Where a fault lands and what it does").
@@ -55,6 +55,8 @@ pub struct FaultBook {
     in_lane: BTreeMap<String, (u64, NodeStep)>,
     /// Each machine with a workflow in flight: `onboarding` or `decommission`, and its stage.
     workflows: BTreeMap<String, (&'static str, String)>,
+    /// Each node whose agent credential is being rotated, and the rotation's step.
+    rotations: BTreeMap<String, &'static str>,
     /// The run has instances.
     instances: bool,
 }
@@ -182,6 +184,15 @@ impl FaultBook {
                     _ => {}
                 }
             }
+            Body::Rotation { node, event, .. } => match event {
+                crate::observe::trace::RotationBody::StepStarted { step } => {
+                    self.rotations.insert(node.clone(), step.as_str());
+                }
+                crate::observe::trace::RotationBody::Ended { .. } => {
+                    self.rotations.remove(node);
+                }
+                _ => {}
+            },
             Body::InstanceRecord { .. } | Body::InstanceOperated { .. } => self.instances = true,
             _ => {}
         }
@@ -208,6 +219,8 @@ impl FaultBook {
                     Some(format!("rollout:{}", step.as_str()))
                 } else if let Some((kind, stage)) = self.workflows.get(name) {
                     Some(format!("{kind}:{stage}"))
+                } else if let Some(step) = self.rotations.get(name) {
+                    Some(format!("rotation:{step}"))
                 } else if self.rollout_active && !self.rollout_planned && self.selected.contains(name) {
                     Some("rollout:preflight".to_owned())
                 } else if name == crate::model::spec::CONTROLLER || name == crate::model::spec::HUB {
@@ -268,6 +281,20 @@ fn reactions(body: &Body) -> Vec<(String, Reaction)> {
             match reaction {
                 Progress => vec![(machine, Progress)],
                 effect => vec![(machine, effect), controller(effect)],
+            }
+        }
+        Body::Rotation { node, event, .. } => {
+            use crate::observe::trace::RotationBody;
+            match event {
+                RotationBody::Retrying { .. } => {
+                    vec![(node.clone(), Did(Effect::Retried)), controller(Did(Effect::Retried))]
+                }
+                RotationBody::Reauthenticated { .. } => vec![controller(Did(Effect::Retried))],
+                RotationBody::Ended { end } if !matches!(end, engine::ports::events::RotationEnd::Rotated { .. }) => {
+                    vec![(node.clone(), Did(Effect::Stopped)), controller(Did(Effect::Stopped))]
+                }
+                RotationBody::StepDone { .. } => vec![(node.clone(), Progress)],
+                _ => Vec::new(),
             }
         }
         Body::InstanceSilent { instance, .. } => vec![(instance.clone(), Did(Effect::Signalled))],

@@ -17,6 +17,7 @@ pub mod heartbeat;
 mod instance;
 mod operator;
 pub(crate) mod rollout;
+mod rotation;
 mod site;
 #[cfg(test)]
 mod tests;
@@ -164,6 +165,20 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
             matches!(
                 body,
                 Body::InstanceRecord { record: engine::instance::inventory::InstanceRecord::Deferred { .. } }
+            )
+        })),
+        OracleId::PredecessorRevokedAfterSuccessorProved => Box::new(rotation::PredecessorRevokedAfterProof::default()),
+        OracleId::RotationOverlapHolds => Box::new(rotation::RotationOverlapHolds::default()),
+        OracleId::OneSuccessorPerRotation => Box::new(rotation::OneSuccessorPerRotation::default()),
+        OracleId::CredentialRotated => Box::new(Reached(|body| {
+            matches!(
+                body,
+                Body::Rotation {
+                    event: crate::observe::trace::RotationBody::Ended {
+                        end: engine::ports::events::RotationEnd::Rotated { .. }
+                    },
+                    ..
+                }
             )
         })),
         OracleId::TerminatedGuestPresent => Box::new(Reached(|body| {

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use engine::ports::events::{LaneVerdict, RolloutStep};
+use engine::ports::events::{LaneVerdict, RolloutStep, RotationEnd, RotationStep};
 use fakes::maas::{BootTarget, DnsAnswer, NodeStatus, PowerState, Stall};
 
 use crate::model::faults::Step;
@@ -68,10 +68,31 @@ pub enum Body {
     HostBoot { boot: u64 },
     #[serde(rename = "hub.registered")]
     HubRegistered { agent: String, durable: bool },
+    /// `generation`: the generation of the credential that authenticated it, written only when it is not the first
+    /// (an agent that never rotated its enrolment credential heartbeats as it always did).
     #[serde(rename = "hub.heartbeat")]
-    HubHeartbeat { agent: String },
+    HubHeartbeat {
+        agent: String,
+        #[serde(skip_serializing_if = "is_first_generation")]
+        generation: u64,
+    },
+    /// `unauthorized`: the agent is known and the token is none of its valid credentials (written only then; absent,
+    /// the agent is unknown or tombstoned).
     #[serde(rename = "hub.heartbeat_refused")]
-    HubHeartbeatRefused { agent: String },
+    HubHeartbeatRefused {
+        agent: String,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        unauthorized: bool,
+    },
+    /// A rotation's successor credential was minted for `agent` (never its token).
+    #[serde(rename = "hub.credential_issued")]
+    HubCredentialIssued { agent: String, rotation: String, generation: u64 },
+    /// A rotation was committed: the predecessor's generation is revoked.
+    #[serde(rename = "hub.rotation_committed")]
+    HubRotationCommitted { agent: String, rotation: String, revoked_generation: u64 },
+    /// A rotation was aborted: its successor's generation is revoked.
+    #[serde(rename = "hub.rotation_aborted")]
+    HubRotationAborted { agent: String, rotation: String, revoked_generation: u64 },
     #[serde(rename = "hub.back_online")]
     HubBackOnline { agent: String },
     #[serde(rename = "hub.offline")]
@@ -108,6 +129,9 @@ pub enum Body {
     Onboarding { workflow: String, event: OnboardingBody },
     #[serde(rename = "engine.decommission")]
     Decommission { workflow: String, event: OnboardingBody },
+    /// An agent-credential rotation's signal (`rotation` its id, `node` the agent's node).
+    #[serde(rename = "engine.rotation")]
+    Rotation { rotation: String, node: String, event: RotationBody },
     /// An operator recovery action's audit record (seed 000, section 8), as the controller journaled it: once when
     /// requested (`actual_next_state` null), once settled. Its texts are free text, never a secret.
     #[serde(rename = "engine.audit")]
@@ -129,6 +153,9 @@ pub enum Body {
     /// A rollout record reached the controller's journal (its kind, operation id and route digest, never its content).
     #[serde(rename = "controller.journal")]
     JournalAppended { record: String, operation_id: Option<String>, route_digest: Option<String> },
+    /// A rotation record reached the controller's journal (its kind, rotation and operation id, never a credential).
+    #[serde(rename = "controller.rotation_journal")]
+    RotationJournalAppended { record: String, rotation: String, operation_id: Option<String> },
     #[serde(rename = "hub.credential_rejected")]
     HubCredentialRejected { principal: String, expired: bool },
     #[serde(rename = "hub.lock_acquired")]
@@ -267,6 +294,57 @@ impl From<engine::ports::events::RolloutEvent> for RolloutBody {
             E::SkippedHeld { node, owners } => RolloutBody::SkippedHeld { node, owners },
             E::Accounted { nodes } => RolloutBody::Accounted { nodes },
             E::Terminal { outcome } => RolloutBody::Terminal { outcome },
+        }
+    }
+}
+
+/// Whether a credential generation is an agent's first (enrolment) one, which `hub.heartbeat` leaves unwritten.
+fn is_first_generation(generation: &u64) -> bool {
+    *generation == 1
+}
+
+/// An agent-credential rotation's signal, as the trace records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RotationBody {
+    Planned,
+    Adopted {
+        in_doubt: Option<RotationStep>,
+    },
+    StepStarted {
+        step: RotationStep,
+    },
+    StepDone {
+        step: RotationStep,
+        generation: Option<u64>,
+    },
+    Retrying {
+        step: RotationStep,
+        attempt: u64,
+        delay_ms: u64,
+        error: String,
+    },
+    Reauthenticated {
+        expires_at_ms: u64,
+    },
+    /// The terminal event: `end` is `{"end": "rotated", generation}`, `{"end": "stopped", step, failure}` or
+    /// `{"end": "aborted", step, failure}`.
+    Ended {
+        end: RotationEnd,
+    },
+}
+
+impl From<engine::ports::events::RotationEvent> for RotationBody {
+    fn from(event: engine::ports::events::RotationEvent) -> Self {
+        use engine::ports::events::RotationEvent as E;
+        match event {
+            E::Planned => RotationBody::Planned,
+            E::Adopted { in_doubt } => RotationBody::Adopted { in_doubt },
+            E::StepStarted { step } => RotationBody::StepStarted { step },
+            E::StepDone { step, generation } => RotationBody::StepDone { step, generation },
+            E::Retrying { step, attempt, delay_ms, error } => RotationBody::Retrying { step, attempt, delay_ms, error },
+            E::Reauthenticated { expires_at_ms } => RotationBody::Reauthenticated { expires_at_ms },
+            E::Ended { end } => RotationBody::Ended { end },
         }
     }
 }
@@ -437,10 +515,37 @@ mod tests {
 
     #[test]
     fn events_serialise_with_time_host_and_kind_first() {
-        let event = Event { t_ms: 5, host: Rc::from("hub"), body: Body::HubHeartbeat { agent: "node-01".into() } };
+        let event = Event {
+            t_ms: 5,
+            host: Rc::from("hub"),
+            body: Body::HubHeartbeat { agent: "node-01".into(), generation: 1 },
+        };
         assert_eq!(
             serde_json::to_string(&event).unwrap(),
-            r#"{"t_ms":5,"host":"hub","kind":"hub.heartbeat","agent":"node-01"}"#
+            r#"{"t_ms":5,"host":"hub","kind":"hub.heartbeat","agent":"node-01"}"#,
+            "an enrolment credential's heartbeat reads as it always did"
+        );
+        let rotated = Event {
+            t_ms: 5,
+            host: Rc::from("hub"),
+            body: Body::HubHeartbeat { agent: "node-01".into(), generation: 2 },
+        };
+        assert_eq!(
+            serde_json::to_string(&rotated).unwrap(),
+            r#"{"t_ms":5,"host":"hub","kind":"hub.heartbeat","agent":"node-01","generation":2}"#
+        );
+        let refused = |unauthorized| Event {
+            t_ms: 6,
+            host: Rc::from("hub"),
+            body: Body::HubHeartbeatRefused { agent: "node-01".into(), unauthorized },
+        };
+        assert_eq!(
+            serde_json::to_string(&refused(false)).unwrap(),
+            r#"{"t_ms":6,"host":"hub","kind":"hub.heartbeat_refused","agent":"node-01"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&refused(true)).unwrap(),
+            r#"{"t_ms":6,"host":"hub","kind":"hub.heartbeat_refused","agent":"node-01","unauthorized":true}"#
         );
         let step = Event {
             t_ms: 0,

@@ -1048,7 +1048,7 @@ matches_head = true
         );
         assert_eq!(
             error("phase = \"rollout\"", "phase = \"lanes\""),
-            "gate.toml:20:9: faults.aimed.ssh_timeout.phase: \"lanes\" is not a phase (one of rollout, onboarding, decommission, instances, idle)"
+            "gate.toml:20:9: faults.aimed.ssh_timeout.phase: \"lanes\" is not a phase (one of rollout, onboarding, decommission, rotation, instances, idle)"
         );
         assert_eq!(
             error("per_mille_min = 500 }", "per_mille_min = 1500 }"),

@@ -1,7 +1,8 @@
-//! The controller, the real engine's host: its rollout task and instance-status sensor, the operator's rollout
-//! request (kept by its configuration across restarts), the engine's jitter stream, the hub credential in the secrets
-//! store and its rotation, the artifact store on the controller's network, the armed controller death, and the
-//! adapters of the controller's own ports (journal, jitter, secrets, artifacts, manifest signatures). [`Controller`]
+//! The controller, the real engine's host: its rollout task, its agent-credential rotation task and its
+//! instance-status sensor, the operator's rollout request and rotation requests (kept by its configuration across
+//! restarts), the engine's jitter stream, the hub credential in the secrets store and its rotation, the artifact store
+//! on the controller's network, the armed controller death, and the adapters of the controller's own ports (journal,
+//! jitter, secrets, artifacts, manifest signatures). [`Controller`]
 //! owns that state; the controller's fault steps change it here and nowhere else.
 
 use std::cell::{Cell, RefCell};
@@ -11,6 +12,7 @@ use engine::ports::{self, Endpoint, Journal, JournalError, TransportError};
 use engine::rollout::driver::{Ports, RolloutRequest};
 use engine::rollout::plan::PhaseBounds;
 use engine::rollout::retry::Backoff;
+use engine::rotation::driver::{RotationPorts, RotationRequest};
 use fakes::artifacts::{ArtifactError, ArtifactKind, ArtifactStore, Capsule, capsule_set};
 use fakes::worker::signature_for;
 use rand::RngCore;
@@ -30,6 +32,14 @@ use crate::world::{CONTROLLER_ID, SimClock, SimSignals, World};
 /// Disk key of the controller's journal.
 const JOURNAL_KEY: &str = "controller.journal";
 
+/// How long a rotation waits for a heartbeat authenticated by its successor: four of the agent's heartbeat periods.
+pub(crate) const ROTATION_PROVE_MS: u64 = 4 * fakes::agent::HEARTBEAT_INTERVAL_MS;
+
+/// The id of `node`'s `n`-th rotation request (from 1).
+pub(crate) fn rotation_id(node: &str, n: usize) -> String {
+    format!("rotation-{node}-{n}")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct CredentialState {
     generation: u64,
@@ -45,6 +55,10 @@ pub(crate) struct Controller {
     /// The operator's rollout request (`start_rollout`): kept by the controller's configuration across restarts.
     rollout_request: RefCell<Option<RolloutRequest>>,
     rollout_requested: Rc<Notify>,
+    /// The operator's agent-credential rotation requests (`rotate_credential`), in the order they were made: kept by
+    /// the controller's configuration across restarts, each run (or adopted from the journal) until it ends.
+    rotation_requests: RefCell<Vec<RotationRequest>>,
+    rotation_requested: Rc<Notify>,
     /// The engine's jitter stream.
     jitter: RefCell<ChaCha8Rng>,
     /// The controller's hub credential in the secrets store, and when the rotation state machine (outside
@@ -75,6 +89,8 @@ impl Controller {
             death_trap: Cell::new(None),
             rollout_request: RefCell::new(None),
             rollout_requested: Rc::new(Notify::new()),
+            rotation_requests: RefCell::new(Vec::new()),
+            rotation_requested: Rc::new(Notify::new()),
             jitter: RefCell::new(seeds.rng(Consumer::EngineJitter)),
             credential: Cell::new(CredentialState { generation: 1, renew_at_ms: None }),
             artifacts: RefCell::new(artifacts),
@@ -103,6 +119,8 @@ impl World {
     pub(super) async fn run_controller(self: Rc<Self>) {
         let world = self.clone();
         self.spawn_on(CONTROLLER_ID, async move { world.run_rollout_controller().await });
+        let world = self.clone();
+        self.spawn_on(CONTROLLER_ID, async move { world.run_rotation_controller().await });
         let clock = SimClock { world: self.clone(), host: CONTROLLER_ID };
         let hub = SimHub::new(self.clone(), CONTROLLER_ID);
         let signals = SimSignals { world: self.clone(), host: CONTROLLER_ID };
@@ -130,6 +148,51 @@ impl World {
     /// The route bundle the operator's current rollout request approved, if there is a request.
     pub(crate) fn approved_route_digest(&self) -> Option<String> {
         self.controller.rollout_request.borrow().as_ref().map(|request| request.route_digest.clone())
+    }
+
+    /// `rotate_credential`: the operator asks the controller to rotate `node`'s agent credential. The request names the
+    /// node's SSH endpoint as it presents itself now, and its rotation id counts the node's requests
+    /// (`rotation-<node>-<n>`, from 1); the rotation task wakes to run it.
+    pub(crate) fn request_rotation(&self, node: &str) {
+        let endpoint = self.nodes.endpoints().into_iter().find(|endpoint| endpoint.node == node);
+        let Some(endpoint) = endpoint else { return };
+        let mut requests = self.controller.rotation_requests.borrow_mut();
+        let earlier = requests.iter().filter(|request| request.endpoint.node == node).count();
+        requests.push(RotationRequest {
+            rotation: rotation_id(node, earlier + 1),
+            endpoint,
+            backoff: Backoff::default(),
+            prove_ms: ROTATION_PROVE_MS,
+            prove_poll_ms: 10_000,
+            credential_wait_ms: 10 * 60_000,
+        });
+        drop(requests);
+        self.controller.rotation_requested.notify_one();
+    }
+
+    /// The controller's rotation task: on boot and on every operator request, runs each requested rotation in request
+    /// order, one at a time; a rotation the journal shows not ended is adopted, one it shows ended is answered as it
+    /// ended (by the engine, which does nothing then).
+    pub(super) async fn run_rotation_controller(self: Rc<Self>) {
+        let mut next = 0;
+        loop {
+            let request = self.controller.rotation_requests.borrow().get(next).cloned();
+            let Some(request) = request else {
+                self.controller.rotation_requested.notified().await;
+                continue;
+            };
+            next += 1;
+            let ports = RotationPorts {
+                clock: &SimClock { world: self.clone(), host: CONTROLLER_ID },
+                hub: &SimHub::new(self.clone(), CONTROLLER_ID),
+                ssh: &SimSsh { world: self.clone(), from: CONTROLLER_ID, subsystem: DeathSubsystem::Rotation },
+                journal: &SimJournal { world: self.clone(), host: CONTROLLER_ID },
+                signals: &SimSignals { world: self.clone(), host: CONTROLLER_ID },
+                jitter: &SimJitter { world: self.clone() },
+                secrets: &SimSecrets { world: self.clone() },
+            };
+            ports.run_rotation(&request).await;
+        }
     }
 
     /// `artifact_missing`: `artifact` of every revision the plan rolls out goes missing from the store, or comes back.
@@ -263,7 +326,7 @@ impl World {
                     let ports = Ports {
                         clock: &SimClock { world: self.clone(), host: CONTROLLER_ID },
                         hub: &SimHub::new(self.clone(), CONTROLLER_ID),
-                        ssh: &SimSsh { world: self.clone(), from: CONTROLLER_ID },
+                        ssh: &SimSsh { world: self.clone(), from: CONTROLLER_ID, subsystem: DeathSubsystem::Rollout },
                         journal: &journal,
                         signals: &SimSignals { world: self.clone(), host: CONTROLLER_ID },
                         jitter: &SimJitter { world: self.clone() },
@@ -311,6 +374,14 @@ impl Journal for SimJournal {
         {
             self.world.die_here(self.host).await;
         }
+        // A credential rotation's records: the deaths before a completion and after an intent.
+        let rotation = engine::rotation::journal::Record::decode(record).and_then(Result::ok);
+        let rotation_kind = rotation.as_ref().map(engine::rotation::journal::Record::kind);
+        if rotation_kind == Some("completed")
+            && self.world.take_death(DeathSubsystem::Rotation, DeathPoint::BeforeCompletion, Subject::Controller)
+        {
+            self.world.die_here(self.host).await;
+        }
         // The MAAS workflows' deaths: before a `completed` record, after a `checkpoint` (a stage attempt's intent).
         let workflow = workflow_record_kind(record);
         if let Some((subsystem, "completed")) = workflow {
@@ -335,6 +406,19 @@ impl Journal for SimJournal {
         }
         if let Some((subsystem, "checkpoint")) = workflow {
             if self.world.take_death(subsystem, DeathPoint::AfterIntent, on()) {
+                self.world.die_here(self.host).await;
+            }
+        }
+        if let Some(rotation) = &rotation {
+            let body = Body::RotationJournalAppended {
+                record: rotation.kind().to_owned(),
+                rotation: rotation.rotation().to_owned(),
+                operation_id: rotation.operation_id().map(str::to_owned),
+            };
+            self.world.record(self.host, body);
+            if rotation.kind() == "intent"
+                && self.world.take_death(DeathSubsystem::Rotation, DeathPoint::AfterIntent, Subject::Controller)
+            {
                 self.world.die_here(self.host).await;
             }
         }

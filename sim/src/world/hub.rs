@@ -6,12 +6,12 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use engine::ports::{self, HeartbeatSnapshot, InstanceHeartbeat};
+use engine::ports::{self, HeartbeatSnapshot, InstanceHeartbeat, IssuedCredential, RotationStatus};
 use engine::secret::SECRET_MARKER;
 use fakes::hub::{AgentStatus, Hub, HubConfig, HubEvent, Request, Response};
 use fakes::ssh::{SshEndpoint, SshEvent, SshOp, SshOutcome};
 use fakes::worker::Worker;
-use rand::Rng;
+use rand::{Rng, RngCore};
 use rand_chacha::ChaCha8Rng;
 
 use crate::model::faults::{StepKind, Subject};
@@ -67,6 +67,7 @@ impl HubHost {
             sweep_interval_ms: spec.hub.sweep_interval_ms,
         });
         model.issue_credential(CONTROLLER_PRINCIPAL, &controller_credential(1), CONTROLLER_CREDENTIAL_LIFETIME_MS);
+        model.set_token_seed(seeds.rng(Consumer::HubCredentials).next_u64());
         HubHost {
             model: RefCell::new(model),
             ssh: RefCell::new(SshEndpoint::new("hostkey-hub-1", Worker::bare(HUB, format!("{SECRET_MARKER}hub")))),
@@ -142,8 +143,8 @@ impl World {
                     let durable = self.spec.fleet.durable.contains(&agent) || onboarded;
                     Body::HubRegistered { agent, durable }
                 }
-                HubEvent::Heartbeat { agent } => Body::HubHeartbeat { agent },
-                HubEvent::HeartbeatRefused { agent } => Body::HubHeartbeatRefused { agent },
+                HubEvent::Heartbeat { agent, generation } => Body::HubHeartbeat { agent, generation },
+                HubEvent::HeartbeatRefused { agent, unauthorized } => Body::HubHeartbeatRefused { agent, unauthorized },
                 HubEvent::BackOnline { agent } => Body::HubBackOnline { agent },
                 HubEvent::Offline { agent, silent_ms } => Body::HubOffline { agent, silent_ms },
                 HubEvent::Tombstoned { agent, silent_ms, epoch_member: _ } => Body::HubTombstoned { agent, silent_ms },
@@ -176,6 +177,15 @@ impl World {
                     Body::HubMutationFenced { holder, presented, current }
                 }
                 HubEvent::PrincipalRevoked { agent } => Body::HubPrincipalRevoked { agent },
+                HubEvent::CredentialIssued { agent, rotation, generation } => {
+                    Body::HubCredentialIssued { agent, rotation, generation }
+                }
+                HubEvent::RotationCommitted { agent, rotation, revoked_generation } => {
+                    Body::HubRotationCommitted { agent, rotation, revoked_generation }
+                }
+                HubEvent::RotationAborted { agent, rotation, revoked_generation } => {
+                    Body::HubRotationAborted { agent, rotation, revoked_generation }
+                }
             };
             self.record(HUB_ID, body);
         }
@@ -293,18 +303,20 @@ impl SimHub {
         SimHub { world, from, session: RefCell::new(HubSession::default()) }
     }
 
+    /// `request` in the envelope of the controller's credential and fence.
+    fn envelope(&self, request: Request) -> Request {
+        let session = self.session.borrow();
+        Request::Authorized {
+            principal: CONTROLLER_PRINCIPAL.to_owned(),
+            token: session.token.clone(),
+            fence: session.fence,
+            request: Box::new(request),
+        }
+    }
+
     /// A mutation, in the envelope of the controller's credential and fence.
     async fn mutate(&self, request: Request) -> Result<Response, ports::HubError> {
-        let (token, fence) = {
-            let session = self.session.borrow();
-            (session.token.clone(), session.fence)
-        };
-        let request = Request::Authorized {
-            principal: CONTROLLER_PRINCIPAL.to_owned(),
-            token,
-            fence,
-            request: Box::new(request),
-        };
+        let request = self.envelope(request);
         if self.world.hub.take_timeout() {
             self.world.fault_met(StepKind::HubTimeout, "", Subject::Rollout, None);
             // The hub carries the mutation out; its answer never arrives, and the caller times out.
@@ -449,6 +461,50 @@ impl ports::Hub for SimHub {
         match self.mutate(Request::CloseEpoch { epoch, untouched: untouched.to_vec() }).await? {
             Response::Ok => Ok(true),
             Response::Error(fakes::hub::HubError::Conflict { .. }) => Ok(false),
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn begin_rotation(&self, agent: &str, rotation: &str) -> Result<IssuedCredential, ports::HubError> {
+        let request = Request::BeginRotation { agent: agent.to_owned(), rotation: rotation.to_owned() };
+        match self.mutate(request).await? {
+            Response::RotationIssued { generation, token } => {
+                Ok(IssuedCredential { generation, token: engine::secret::Secret::new(token.expose()) })
+            }
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn rotation_status(&self, agent: &str, rotation: &str) -> Result<Option<RotationStatus>, ports::HubError> {
+        let request = Request::ReadRotation { agent: agent.to_owned(), rotation: rotation.to_owned() };
+        // A read in the controller's envelope: authenticated, and never one of the mutations a `hub_timeout` loses.
+        match self.request(self.envelope(request)).await? {
+            Response::RotationRead { state, generation, successor_heartbeats } => Ok(Some(RotationStatus {
+                state: match state {
+                    fakes::hub::RotationState::Open => ports::RotationState::Open,
+                    fakes::hub::RotationState::Committed => ports::RotationState::Committed,
+                    fakes::hub::RotationState::Aborted => ports::RotationState::Aborted,
+                },
+                generation,
+                successor_heartbeats,
+            })),
+            Response::Error(fakes::hub::HubError::UnknownRotation { .. }) => Ok(None),
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn commit_rotation(&self, agent: &str, rotation: &str) -> Result<bool, ports::HubError> {
+        let request = Request::CommitRotation { agent: agent.to_owned(), rotation: rotation.to_owned() };
+        match self.mutate(request).await? {
+            Response::RotationEnded { revoked } => Ok(revoked),
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn abort_rotation(&self, agent: &str, rotation: &str) -> Result<bool, ports::HubError> {
+        let request = Request::AbortRotation { agent: agent.to_owned(), rotation: rotation.to_owned() };
+        match self.mutate(request).await? {
+            Response::RotationEnded { revoked } => Ok(revoked),
             other => Err(rejected(other)),
         }
     }

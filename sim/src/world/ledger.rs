@@ -285,7 +285,7 @@ impl World {
             Body::HubCredentialRejected { expired: true, .. } => {
                 met(StepKind::CredentialExpiry, "", Subject::Rollout, None)
             }
-            Body::HubHeartbeatRefused { agent } => {
+            Body::HubHeartbeatRefused { agent, .. } => {
                 met(StepKind::PrincipalRevoked, agent, Subject::Node(agent.clone()), None)
             }
             Body::HubDispatchRefused { agent, .. } => {

@@ -633,6 +633,9 @@ impl Signals for SimSignals {
             Signal::Decommission { workflow, event } => {
                 Body::Decommission { workflow, event: crate::observe::trace::OnboardingBody::from(event) }
             }
+            Signal::Rotation { rotation, node, event } => {
+                Body::Rotation { rotation, node, event: crate::observe::trace::RotationBody::from(event) }
+            }
         };
         let point = match &body {
             Body::Rollout {

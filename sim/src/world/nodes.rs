@@ -1,6 +1,7 @@
 //! The nodes and their agents: each node's bearer token and random stream, its worker behind its SSH endpoint (its
-//! disk and installed software, which survive crashes), the agent's heartbeat loop, and the `SimSsh` adapter through
-//! which the engine reaches the workers. [`Nodes`] owns that state; the nodes' fault steps change it here and nowhere
+//! disk and installed software, which survive crashes), the agent's heartbeat loop (which reads the bearer it presents
+//! from the worker's credential file on every heartbeat, so a rotation's install switches it), and the `SimSsh` adapter
+//! through which the engine reaches the workers. [`Nodes`] owns that state; the nodes' fault steps change it here and nowhere
 //! else.
 
 use std::cell::RefCell;
@@ -12,7 +13,7 @@ use engine::secret::SECRET_MARKER;
 use fakes::agent::{Agent, AgentAction, HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS, HeartbeatOutcome, ServiceState};
 use fakes::hub::{Request, Response};
 use fakes::ssh::{SshEndpoint, SshEvent, SshOp, SshOutcome, SshReply, Storage};
-use fakes::worker::{Drift, Worker};
+use fakes::worker::{AGENT_CREDENTIAL, Drift, FileEntry, Worker};
 use rand::{Rng, RngCore};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
@@ -40,17 +41,23 @@ pub(crate) struct Nodes {
 
 impl Nodes {
     /// The fleet's nodes as enrolment left them before the run: each with its token and attestation key drawn from its
-    /// own seed stream, running the prior revision.
+    /// own seed stream, running the prior revision, its token in its agent's credential file. In a one-life run the
+    /// file is written when the node's machine enrols its agent (`World::install_enrolled_credential`).
     pub(crate) fn new(spec: &RunSpec, seeds: &SeedTree) -> Nodes {
+        let one_life = spec.onboarding.as_ref().is_some_and(|onboarding| onboarding.fleet);
         let mut rngs = Vec::new();
         let mut tokens = Vec::new();
         let mut workers = Vec::new();
         for index in 1..=spec.fleet.nodes {
             let name = spec.fleet.node_name(index);
             let mut rng = seeds.rng(Consumer::Node(index));
-            tokens.push(format!("{SECRET_MARKER}{:016x}{:016x}", rng.next_u64(), rng.next_u64()));
+            let token = format!("{SECRET_MARKER}{:016x}{:016x}", rng.next_u64(), rng.next_u64());
             let attestation_key = format!("{SECRET_MARKER}{:016x}", rng.next_u64());
-            let worker = Worker::installed(name.clone(), PRIOR_REVISION, PRIOR_GENERATION, attestation_key);
+            let mut worker = Worker::installed(name.clone(), PRIOR_REVISION, PRIOR_GENERATION, attestation_key);
+            if !one_life {
+                worker.files.insert(AGENT_CREDENTIAL.to_owned(), FileEntry::canonical(token.clone()));
+            }
+            tokens.push(token);
             workers.push(SshEndpoint::new(format!("hostkey-{name}-1"), worker));
             rngs.push(rng);
         }
@@ -112,25 +119,23 @@ impl Nodes {
 impl World {
     pub(super) async fn run_agent(self: Rc<Self>, host: HostId, index: u32) {
         let name = self.names[host].to_string();
-        // A one-life node's agent carries the bearer its enrolment redeemed, and heartbeats only while it is
-        // enrolled (a decommission uninstalls it).
+        // The agent presents what its credential file holds, read afresh on every heartbeat: a rotation's install
+        // switches it at the next one. A one-life node's agent heartbeats only while it is enrolled (a decommission
+        // uninstalls it); its enrolment wrote the bearer it redeemed into the file.
         let one_life = self.one_life();
-        let fixed = (!one_life).then(|| self.nodes.token(index).to_owned());
         let mut agent = Agent::new(name.clone());
         let phase_ms = self.nodes.rngs.borrow_mut()[index as usize - 1].random_range(0..HEARTBEAT_INTERVAL_MS);
         tokio::time::sleep(std::time::Duration::from_millis(phase_ms)).await;
         let mut next = Instant::now();
         loop {
-            agent.service = self.nodes.workers.borrow()[index as usize - 1].worker.service;
-            let bearer;
-            let token = match &fixed {
-                Some(token) => Some(token.as_str()),
-                None => {
-                    bearer = self.fleet_node_bearer(&name);
-                    bearer.as_deref()
-                }
+            let bearer = {
+                let workers = self.nodes.workers.borrow();
+                let worker = &workers[index as usize - 1].worker;
+                agent.service = worker.service;
+                let enrolled = !one_life || self.fleet_node_bearer(&name).is_some();
+                worker.agent_bearer().filter(|_| enrolled).map(str::to_owned)
             };
-            if let Some(token) = token.filter(|_| agent.poll_tick() == AgentAction::SendHeartbeat) {
+            if let Some(token) = bearer.as_deref().filter(|_| agent.poll_tick() == AgentAction::SendHeartbeat) {
                 let outcome = match self.foreign_hub_url(index) {
                     // The agent dials the hub its environment names: any other address is not the hub.
                     Some(url) => {
@@ -206,6 +211,14 @@ impl World {
             .installed
             .as_ref()
             .map(|installed| installed.revision.clone())
+    }
+
+    /// A one-life node's machine enrolled its agent with `bearer`: the agent's credential file holds it from now on
+    /// (what the deployed OS's agent install writes). Nothing for a machine that is not a fleet node.
+    pub(crate) fn install_enrolled_credential(&self, machine: &str, bearer: &str) {
+        let Some(index) = self.spec.fleet.node_index(machine) else { return };
+        let mut workers = self.nodes.workers.borrow_mut();
+        workers[index as usize - 1].worker.files.insert(AGENT_CREDENTIAL.to_owned(), FileEntry::canonical(bearer));
     }
 
     /// An operator or a fault stops or starts a node's agent service outside any rollout.
@@ -365,6 +378,8 @@ impl World {
 pub(crate) struct SimSsh {
     pub(crate) world: Rc<World>,
     pub(crate) from: HostId,
+    /// Whose operations these are: a `controller_death` at `after_remote_mutation` of this subsystem fires here.
+    pub(crate) subsystem: DeathSubsystem,
 }
 
 impl ports::Ssh for SimSsh {
@@ -418,21 +433,26 @@ impl ports::Ssh for SimSsh {
             }
             Err(error) => return Err(ports::SshError::Refused(error.to_string())),
         };
-        if mutating && world.take_death(DeathSubsystem::Rollout, DeathPoint::AfterRemoteMutation, Subject::Rollout) {
+        let on = if self.subsystem == DeathSubsystem::Rollout { Subject::Rollout } else { Subject::Controller };
+        if mutating && world.take_death(self.subsystem, DeathPoint::AfterRemoteMutation, on) {
             world.die_here(self.from).await;
         }
         Ok(response)
     }
 }
 
-fn file_facts(stat: fakes::worker::FileStat) -> engine::ports::FileFacts {
+fn file_kind(kind: &fakes::worker::FileKind) -> engine::ports::FileKind {
     use engine::ports::FileKind as Kind;
+    match kind {
+        fakes::worker::FileKind::Regular => Kind::Regular,
+        fakes::worker::FileKind::Symlink { .. } => Kind::Symlink,
+        fakes::worker::FileKind::Directory => Kind::Directory,
+    }
+}
+
+fn file_facts(stat: fakes::worker::FileStat) -> engine::ports::FileFacts {
     engine::ports::FileFacts {
-        kind: match stat.kind {
-            fakes::worker::FileKind::Regular => Kind::Regular,
-            fakes::worker::FileKind::Symlink { .. } => Kind::Symlink,
-            fakes::worker::FileKind::Directory => Kind::Directory,
-        },
+        kind: file_kind(&stat.kind),
         mode: stat.mode,
         owner: stat.owner,
         nlink: stat.nlink,
@@ -453,5 +473,11 @@ fn node_report(observation: fakes::worker::Observation) -> ports::NodeReport {
         },
         service_running: observation.service == ServiceState::Running,
         staged: observation.staged.into_iter().collect(),
+        credential: observation.credential.map(|stat| ports::CredentialFacts {
+            kind: file_kind(&stat.kind),
+            mode: stat.mode,
+            owner: stat.owner,
+            token: engine::secret::Secret::new(stat.content),
+        }),
     }
 }

@@ -181,6 +181,8 @@ impl World {
             Step::OpenEpoch { members } => self.open_epoch(members),
             Step::CloseEpoch { epoch } => self.close_epoch(*epoch),
             Step::TaskLease { target, duration_ms } => self.grant_task_lease(target, *duration_ms),
+            // the controller's (the rotation runs as the controller's task)
+            Step::RotateCredential { target } => self.request_rotation(target),
             Step::RouteSwap => self.hub.swap_route_bundle(),
             Step::HubTimeout { count } => self.hub.lose_answers(*count),
             Step::StaleLock { lease_ms } => self.leave_stale_lock(*lease_ms),

@@ -11,13 +11,14 @@ use std::collections::BTreeSet;
 
 use crate::model::faults::Step;
 use crate::model::spec::RunSpec;
-use crate::observe::trace::{Body, OnboardingBody, RolloutBody};
+use crate::observe::trace::{Body, OnboardingBody, RolloutBody, RotationBody};
 
 /// What the trace says about rest, so far.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Settle {
-    /// Workflows and rollouts the run starts or asks for that are not at rest: an onboarding completed or resting
-    /// in `failed_manual_intervention`, a decommission completed or stopped, a rollout terminal or refused.
+    /// Workflows, rollouts and credential rotations the run starts or asks for that are not at rest: an onboarding
+    /// completed or resting in `failed_manual_intervention`, a decommission completed or stopped, a rollout terminal or
+    /// refused, a rotation ended (rotated, stopped or aborted).
     open: BTreeSet<String>,
     /// When the last event that is not a steady beat was recorded.
     last_change_ms: u64,
@@ -49,6 +50,15 @@ impl Settle {
                     open.insert(format!("rollout-{revision}"));
                 }
                 _ => {}
+            }
+        }
+        // Each `rotate_credential` step asks for the next rotation of its node.
+        let mut rotations: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        for step in spec.all_steps() {
+            if let Step::RotateCredential { target } = step {
+                let count = rotations.entry(target.as_str()).or_default();
+                *count += 1;
+                open.insert(crate::world::controller::rotation_id(target, *count));
             }
         }
         // The instance lifecycle keeps its own clocks (the replenisher, the ready TTL, the hourly sync, the stuck
@@ -103,6 +113,7 @@ impl Settle {
                 RolloutBody::PlanRefused { .. } => (rollout, true),
                 _ => (rollout, false),
             },
+            Body::Rotation { rotation, event, .. } => (rotation, matches!(event, RotationBody::Ended { .. })),
             _ => return,
         };
         if at_rest {
@@ -163,7 +174,7 @@ mod tests {
             &Body::Rollout { rollout: "rollout-r2".into(), event: RolloutBody::PlanRefused { reason: "r".into() } },
         );
         assert_eq!(settle.quiet_since(), Some(20));
-        settle.observe_at(90, &Body::HubHeartbeat { agent: "node-01".into() });
+        settle.observe_at(90, &Body::HubHeartbeat { agent: "node-01".into(), generation: 1 });
         assert_eq!(settle.quiet_since(), Some(20), "a heartbeat is the steady beat, not a change");
         settle.observe_at(95, &Body::HostBoot { boot: 2 });
         assert_eq!(settle.quiet_since(), Some(95), "any other event is a change");

@@ -443,6 +443,8 @@ impl World {
                 // The node enters the GPUaaS inventory, active, and takes work.
                 state.inventory.enrol(machine, crate::world::decommission::ALLOCATIONS_PER_NODE);
                 drop(state);
+                // A fleet node's agent reads its bearer from its credential file.
+                self.install_enrolled_credential(machine, &bearer);
                 let _ = self.hub_request(Request::Register {
                     agent: machine.to_owned(),
                     kind: AgentKind::Durable,

@@ -6,7 +6,10 @@
 //! carries `X-Fleet-Principal`, `X-Fleet-Token` and, while a fence is held, `X-Fleet-Fence` (the fake hub's
 //! `Request::Authorized` envelope). Reads (holds, heartbeats, the route bundle) are public at the hub and go bare,
 //! as in `SimHub`. A release that finds nothing to release (409 `conflict`, or `released: false`) answers
-//! `Ok(false)`.
+//! `Ok(false)`. An agent's credential rotation (issue, status, commit, abort under
+//! `/v1/hub/agents/{agent}/rotations/{rotation}`) goes under the controller's credential, reads included; the hub
+//! does not fence it by the deployment lock: rotation is not deployment. The successor token an issue answers is read into a
+//! [`Secret`] at once.
 //!
 //! Status mapping: 401 → `Unauthorized`; 409 whose kind names the fence (`stale_fence`) → `Fenced`; 503 (the hub is
 //! down: the request did not run) → `Transport(ConnectionRefused)`; any other 5xx (it may have run) →
@@ -23,7 +26,10 @@ use serde_json::{Value, json};
 
 use super::secrets::{path_segment, scrub};
 use super::{HttpRequest, HttpResponse, HttpTransport, Method};
-use crate::ports::{HeartbeatSnapshot, Hub, HubError, InstanceHeartbeat, LockGrant, TransportError};
+use crate::ports::{
+    HeartbeatSnapshot, Hub, HubError, InstanceHeartbeat, IssuedCredential, LockGrant, RotationState, RotationStatus,
+    TransportError,
+};
 use crate::secret::Secret;
 
 /// What the client presents with every mutation: the credential it authenticated with and the fence it holds.
@@ -175,6 +181,11 @@ impl<T: HttpTransport> HubClient<T> {
         }
     }
 
+    /// The path of rotation `rotation` of `agent`, with `suffix` (`""`, `"/commit"`, `"/abort"`).
+    fn rotation_path(agent: &str, rotation: &str, suffix: &str) -> String {
+        format!("/v1/hub/agents/{}/rotations/{}{suffix}", path_segment(agent), path_segment(rotation))
+    }
+
     async fn read(&self, path: &str, what: &str) -> Result<Value, HubError> {
         self.call(HttpRequest::new(Method::Get, path).header("accept", "application/json"), what).await
     }
@@ -314,6 +325,53 @@ impl<T: HttpTransport> Hub for HubClient<T> {
         let what = "route bundle";
         let body = self.read("/v1/hub/route-bundle", what).await?;
         body.get("digest").and_then(Value::as_str).map(str::to_owned).ok_or_else(|| unexpected(what))
+    }
+
+    async fn begin_rotation(&self, agent: &str, rotation: &str) -> Result<IssuedCredential, HubError> {
+        let what = "rotation";
+        let path = Self::rotation_path(agent, rotation, "");
+        let body = self.mutate(Method::Post, &path, &json!({}), what).await?;
+        let generation = u64_field(&body, "generation", what)?;
+        // The token is read into a `Secret` at once; an answer without it names nothing of the body.
+        let token = body.get("token").and_then(Value::as_str).ok_or_else(|| unexpected(what))?;
+        Ok(IssuedCredential { generation, token: Secret::new(token) })
+    }
+
+    async fn rotation_status(&self, agent: &str, rotation: &str) -> Result<Option<RotationStatus>, HubError> {
+        let what = "rotation status";
+        let request = self.authorized(
+            HttpRequest::new(Method::Get, Self::rotation_path(agent, rotation, ""))
+                .header("accept", "application/json"),
+        );
+        let body = match self.exchange(request, what, None).await? {
+            Ok(body) => body,
+            Err(answer) if answer.status == 404 && answer.kind == "unknown_rotation" => return Ok(None),
+            Err(answer) => return Err(answer.into_error()),
+        };
+        let state = match body.get("state").and_then(Value::as_str) {
+            Some("open") => RotationState::Open,
+            Some("committed") => RotationState::Committed,
+            Some("aborted") => RotationState::Aborted,
+            _ => return Err(unexpected(what)),
+        };
+        Ok(Some(RotationStatus {
+            state,
+            generation: u64_field(&body, "generation", what)?,
+            successor_heartbeats: u64_field(&body, "successor_heartbeats", what)?,
+        }))
+    }
+
+    async fn commit_rotation(&self, agent: &str, rotation: &str) -> Result<bool, HubError> {
+        let what = "rotation commit";
+        let body =
+            self.mutate(Method::Post, &Self::rotation_path(agent, rotation, "/commit"), &json!({}), what).await?;
+        bool_field(&body, "revoked", what)
+    }
+
+    async fn abort_rotation(&self, agent: &str, rotation: &str) -> Result<bool, HubError> {
+        let what = "rotation abort";
+        let body = self.mutate(Method::Post, &Self::rotation_path(agent, rotation, "/abort"), &json!({}), what).await?;
+        bool_field(&body, "revoked", what)
     }
 }
 
@@ -455,6 +513,46 @@ mod tests {
         assert!(snapshot.instances[0].registered && !snapshot.instances[1].registered);
         assert_eq!(now(hub.route_bundle()).unwrap(), "sha256:abc");
         assert_eq!(stub.last().method, Method::Get);
+    }
+
+    #[test]
+    fn a_rotation_is_issued_read_committed_and_aborted_under_the_controller_s_credential() {
+        let successor = "fleetsim-secret-agent-successor";
+        let stub = Stub::answering(vec![
+            json(200, json!({"expires_at_ms": 9_000})),
+            json(200, json!({"generation": 2, "token": successor})),
+            json(200, json!({"state": "open", "generation": 2, "successor_heartbeats": 1})),
+            json(404, json!({"error": "unknown_rotation", "message": "unknown rotation r9 of n1"})),
+            json(200, json!({"revoked": true})),
+            json(200, json!({"revoked": false})),
+            json(409, json!({"error": "conflict", "message": "conflict: rotation r1 of n1 is committed"})),
+        ]);
+        let hub = client(&stub);
+        now(hub.authenticate(&Secret::new(CREDENTIAL))).unwrap();
+        let issued = now(hub.begin_rotation("n1", "r1")).unwrap();
+        assert_eq!((issued.generation, issued.token.expose()), (2, successor));
+        assert!(!format!("{issued:?}").contains(successor), "the issued token never prints");
+        let begin = stub.last();
+        assert_eq!((begin.method, begin.path_and_query.as_str()), (Method::Post, "/v1/hub/agents/n1/rotations/r1"));
+        assert_eq!(header(&begin, "x-fleet-token"), Some(CREDENTIAL));
+        let status = now(hub.rotation_status("n1", "r1")).unwrap();
+        assert_eq!(status, Some(RotationStatus { state: RotationState::Open, generation: 2, successor_heartbeats: 1 }));
+        let read = stub.last();
+        assert_eq!((read.method, header(&read, "x-fleet-token")), (Method::Get, Some(CREDENTIAL)));
+        assert_eq!(now(hub.rotation_status("n1", "r9")).unwrap(), None, "a rotation the hub never issued");
+        assert!(now(hub.commit_rotation("n1", "r1")).unwrap());
+        assert_eq!(stub.last().path_and_query, "/v1/hub/agents/n1/rotations/r1/commit");
+        assert!(!now(hub.abort_rotation("n1", "r2")).unwrap(), "nothing to revoke");
+        assert_eq!(stub.last().path_and_query, "/v1/hub/agents/n1/rotations/r2/abort");
+        let committed = now(hub.abort_rotation("n1", "r1")).unwrap_err();
+        assert_eq!(committed, HubError::Rejected("conflict: rotation r1 of n1 is committed".into()));
+    }
+
+    #[test]
+    fn a_rotation_answer_without_its_fields_is_rejected_without_echoing_the_body() {
+        let stub = Stub::answering(vec![json(200, json!({"token": "fleetsim-secret-x"}))]);
+        let error = now(client(&stub).begin_rotation("n1", "r1")).unwrap_err();
+        assert_eq!(error, HubError::Rejected("unexpected answer to a rotation request".into()));
     }
 
     #[test]

@@ -30,7 +30,7 @@ impl SilenceJustified {
 impl Oracle for SilenceJustified {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         match &event.body {
-            Body::HubHeartbeat { agent } => {
+            Body::HubHeartbeat { agent, .. } => {
                 let seen = self.heartbeats.entry(agent.clone()).or_default();
                 seen.push_back(event.t_ms);
                 while seen.front().is_some_and(|t| *t + SILENT_THRESHOLD_MS < event.t_ms) {
@@ -319,7 +319,7 @@ impl Oracle for SilenceDetectedInTime {
                 self.agents.insert(agent.clone(), watch);
                 agent
             }
-            Body::HubHeartbeat { agent } => {
+            Body::HubHeartbeat { agent, .. } => {
                 let watch = self.watch(agent);
                 watch.last_heartbeat_ms = event.t_ms;
                 watch.silence_reported = false;
@@ -380,7 +380,7 @@ impl EpochMemberSurvivedTtl {
 impl Oracle for EpochMemberSurvivedTtl {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         match &event.body {
-            Body::HubRegistered { agent, .. } | Body::HubHeartbeat { agent } => {
+            Body::HubRegistered { agent, .. } | Body::HubHeartbeat { agent, .. } => {
                 self.last_heartbeat_ms.insert(agent.clone(), event.t_ms);
             }
             Body::HubTombstoned { agent, .. } => {

@@ -328,7 +328,7 @@ fn rollout_time_is_judged_against_the_plan_minus_downtime_and_waits() {
 }
 
 fn hb(t: u64) -> Event {
-    ev(t, "hub", Body::HubHeartbeat { agent: "n1".into() })
+    ev(t, "hub", Body::HubHeartbeat { agent: "n1".into(), generation: 1 })
 }
 
 fn silent(t: u64) -> Event {
@@ -706,4 +706,140 @@ fn an_account_is_believed_only_where_the_trace_shows_it_and_a_successor_needs_ev
             .contains("the account names 4 distinct nodes in 4 entries, but the rollout selected 3")),
         "{found:?}"
     );
+}
+
+// --- credential rotation ---------------------------------------------------------------------------------------------
+
+fn issued(t: u64, rotation: &str, generation: u64) -> Event {
+    ev(t, "hub", Body::HubCredentialIssued { agent: "n1".into(), rotation: rotation.into(), generation })
+}
+
+fn heard(t: u64, generation: u64) -> Event {
+    ev(t, "hub", Body::HubHeartbeat { agent: "n1".into(), generation })
+}
+
+fn committed(t: u64, rotation: &str, revoked_generation: u64) -> Event {
+    ev(t, "hub", Body::HubRotationCommitted { agent: "n1".into(), rotation: rotation.into(), revoked_generation })
+}
+
+fn aborted(t: u64, rotation: &str, revoked_generation: u64) -> Event {
+    ev(t, "hub", Body::HubRotationAborted { agent: "n1".into(), rotation: rotation.into(), revoked_generation })
+}
+
+fn refused(t: u64, unauthorized: bool) -> Event {
+    ev(t, "hub", Body::HubHeartbeatRefused { agent: "n1".into(), unauthorized })
+}
+
+fn rotating(t: u64, rotation: &str, event: crate::observe::trace::RotationBody) -> Event {
+    ev(t, "controller", Body::Rotation { rotation: rotation.into(), node: "n1".into(), event })
+}
+
+/// What `oracle` finds in `events` (judged at the last event's time).
+fn findings(oracle: &mut dyn Oracle, events: &[Event]) -> Vec<Finding> {
+    let end_ms = events.last().map_or(0, |event| event.t_ms);
+    run(oracle, events, end_ms)
+}
+
+fn ended(t: u64, rotation: &str) -> Event {
+    let end = engine::ports::events::RotationEnd::Rotated { generation: 2 };
+    rotating(t, rotation, crate::observe::trace::RotationBody::Ended { end })
+}
+
+#[test]
+fn a_predecessor_revoked_only_after_its_successor_was_heard_holds() {
+    let mut oracle = super::rotation::PredecessorRevokedAfterProof::default();
+    let events = [
+        heard(1, 1),
+        issued(2, "r1", 2),
+        heard(3, 1),
+        heard(4, 2),
+        committed(5, "r1", 1),
+        // A second rotation aborted: its own successor revoked.
+        issued(6, "r2", 3),
+        aborted(7, "r2", 3),
+    ];
+    assert!(findings(&mut oracle, &events).is_empty());
+}
+
+#[test]
+fn a_predecessor_revoked_before_its_successor_was_heard_is_found() {
+    let mut oracle = super::rotation::PredecessorRevokedAfterProof::default();
+    // The predecessor still heartbeats in the overlap; that proves nothing about the successor.
+    let events = [issued(2, "r1", 2), heard(3, 1), committed(5, "r1", 1)];
+    let found = findings(&mut oracle, &events);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].evidence.contains("before any heartbeat authenticated by its successor (generation 2)"));
+    assert_eq!(found[0].t_ms, 5);
+}
+
+#[test]
+fn an_abort_that_revokes_the_predecessor_or_a_commit_never_issued_is_found() {
+    let mut oracle = super::rotation::PredecessorRevokedAfterProof::default();
+    let events = [issued(2, "r1", 2), aborted(4, "r1", 1), committed(6, "r9", 1)];
+    let found = findings(&mut oracle, &events);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].evidence.contains("revoked n1's credential generation 1, not its successor (Some(2))"));
+    assert!(found[1].evidence.contains("whose successor the hub never issued"));
+}
+
+#[test]
+fn the_overlap_holds_when_no_heartbeat_is_refused_for_its_credential_during_a_rotation() {
+    let mut oracle = super::rotation::RotationOverlapHolds::default();
+    // An unknown-agent refusal is not a credential's; a refusal before the issue or after the commit is no overlap's.
+    let events = [refused(1, true), issued(2, "r1", 2), refused(3, false), committed(4, "r1", 1), refused(5, true)];
+    assert!(findings(&mut oracle, &events).is_empty());
+}
+
+#[test]
+fn a_heartbeat_refused_for_its_credential_while_the_rotation_is_open_breaks_the_overlap() {
+    let mut oracle = super::rotation::RotationOverlapHolds::default();
+    let events = [issued(2, "r1", 2), refused(3, true), aborted(4, "r1", 2), refused(5, true)];
+    let found = findings(&mut oracle, &events);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].t_ms, 3);
+    assert!(found[0].evidence.contains("while rotation r1 was open"));
+}
+
+#[test]
+fn one_successor_per_rotation_holds_across_a_replay_and_successive_rotations() {
+    let mut oracle = super::rotation::OneSuccessorPerRotation::default();
+    let started = || crate::observe::trace::RotationBody::Planned;
+    let events = [
+        rotating(1, "r1", started()),
+        issued(2, "r1", 2),
+        // The controller died and a new one adopted r1: the hub answered the same successor, minting nothing.
+        rotating(3, "r1", crate::observe::trace::RotationBody::Adopted { in_doubt: None }),
+        ended(4, "r1"),
+        rotating(5, "r2", started()),
+        issued(6, "r2", 3),
+        ended(7, "r2"),
+    ];
+    assert!(findings(&mut oracle, &events).is_empty());
+}
+
+#[test]
+fn a_successor_minted_twice_for_one_rotation_is_found() {
+    let mut oracle = super::rotation::OneSuccessorPerRotation::default();
+    let started = || crate::observe::trace::RotationBody::Planned;
+    // The hub minting under one id twice, and a controller that re-issued under a fresh id mid-rotation.
+    let events = [rotating(1, "r1", started()), issued(2, "r1", 2), issued(3, "r1", 3), issued(4, "r1-again", 4)];
+    let found = findings(&mut oracle, &events);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found[0].evidence.contains("a second successor (generation 3) for rotation r1"));
+    assert!(found[1].evidence.contains("while rotation r1, which already has one, was in flight"));
+    assert!(found[2].evidence.contains("generation 4"));
+}
+
+#[test]
+fn credential_rotated_is_reached_by_a_rotated_end_only() {
+    let mut oracle = build(OracleId::CredentialRotated, &ctx());
+    let stopped = engine::ports::events::RotationEnd::Stopped {
+        step: engine::ports::events::RotationStep::Prove,
+        failure: engine::ports::events::RotationFailure::SuccessorNotProved { waited_ms: 120_000 },
+    };
+    let events = [rotating(1, "r1", crate::observe::trace::RotationBody::Ended { end: stopped })];
+    assert!(findings(oracle.as_mut(), &events).is_empty());
+    let found = findings(oracle.as_mut(), &[ended(9, "r2")]);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].t_ms, 9);
 }
