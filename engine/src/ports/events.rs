@@ -276,6 +276,55 @@ impl Serialize for RolloutStep {
     }
 }
 
+/// A historical identity form the rollout's decoder (`rollout::decode`) recognized, and a canonicalization rewrites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoricalForm {
+    /// `mac.env` in the pre-7f3bbd12 layout (`rollout::decode::EnvLayout::ExportPrefixed`).
+    ExportPrefixedEnv,
+    /// `mac.env` in the ovswarm installer's names (`rollout::decode::EnvLayout::OvswarmNames`).
+    OvswarmNamesEnv,
+    /// A version 1 receipt, in place of the manifest or beside an agreeing one.
+    ReceiptV1,
+    /// A version 2 receipt, likewise.
+    ReceiptV2,
+}
+
+/// A historical artifact the decoder does not recognize: each fails closed, the preflight quarantining the node with
+/// it named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FormDefect {
+    /// `mac.env` mixes exported and plain lines, or `MAC_` and `OVSWARM_` names: no installer wrote that.
+    MixedEnvLayout,
+    /// `mac.env` is exported lines under `OVSWARM_` names: no installer wrote that either.
+    UnknownEnvLayout,
+    /// `mac.env` in a historical layout is not exactly a full installed identity in strict lines (a recovery-only or
+    /// partial key set, an extra or unknown key, a value a shell would read otherwise, a generation that is not a
+    /// number, a startup hold that is not `0` or `1`). Recovery keys are exact and only ever in the canonical layout.
+    HistoricalEnvNotExact,
+    /// The receipt has no `schema_version` this decoder knows.
+    UnknownReceiptVersion,
+    /// The receipt is not exactly its version's lines.
+    MalformedReceipt,
+    /// The receipt's signature does not verify.
+    ReceiptUnsigned,
+    /// The receipt and the manifest name a different revision or generation.
+    ReceiptDisagrees,
+    /// A historical receipt on a node without a full installed identity to bind it to.
+    NoIdentityToCanonicalize,
+}
+
+/// A file a canonicalization writes or removes, in the order it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CanonicalFile {
+    Manifest,
+    Env,
+    Marker,
+    Receipt,
+}
+
 /// What the rollout controller reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RolloutEvent {
@@ -295,6 +344,20 @@ pub enum RolloutEvent {
     Repaired {
         node: String,
         repair: String,
+    },
+    /// The preflight decoded a node's identity from historical forms (`forms`), or met historical artifacts it does
+    /// not recognize (`defects`, each a quarantine surface). Reported only for a node with either, before its verdict.
+    IdentityDecoded {
+        node: String,
+        forms: Vec<HistoricalForm>,
+        defects: Vec<FormDefect>,
+    },
+    /// A node's historical forms were rewritten in the canonical ones under the deployment fence, in `wrote`'s order
+    /// (the receipt removed last), every identity value kept.
+    Canonicalized {
+        node: String,
+        forms: Vec<HistoricalForm>,
+        wrote: Vec<CanonicalFile>,
     },
     Adopted {
         revision: String,

@@ -20,6 +20,7 @@ use crate::ports::{
     SshError, SshRequest, SshResponse,
 };
 use crate::rollout::account::{self, Exclusions, NodeAccount, NodeOutcome};
+use crate::rollout::decode::{self, CanonicalWrite, Canonicalization};
 use crate::rollout::holds::HoldOwner;
 use crate::rollout::journal::{self, Adopted, Record};
 use crate::rollout::lane::{LaneVerdict, NodeMachine, NodeState, NodeStep, lane_verdict, operation_id};
@@ -271,6 +272,16 @@ where
         let id = request.rollout.as_str();
         // 1. Read-only preflight of every selected node, before the epoch opens or anything stops.
         let reports = join_all(request.nodes.iter().map(|endpoint| self.observe_retrying(request, endpoint))).await;
+        // What the decoder made of each observed node's historical forms, for the report before its verdict.
+        let decoded: BTreeMap<String, decode::DecodedIdentity> = reports
+            .iter()
+            .filter_map(|report| report.as_ref().ok())
+            .filter_map(|report| {
+                let identity = decode::decode(&report.identity, &Expectation::default(), self.verifier).ok()?;
+                let historical = !identity.forms.is_empty() || !identity.defects.is_empty();
+                historical.then(|| (report.identity.node.clone(), identity))
+            })
+            .collect();
         // A node someone else holds (an operator, another rollout) is not this rollout's to take down or release.
         let holds = match self.hub_retrying(request, || self.hub.read_holds()).await {
             Ok(holds) => holds,
@@ -282,6 +293,11 @@ where
         let mut excluded = Exclusions::default();
         for (node, verdict) in &selection.preflight {
             let node = node.clone();
+            if let Some(identity) = decoded.get(&node).filter(|_| !matches!(verdict, NodeSelection::SkippedHeld { .. }))
+            {
+                let (forms, defects) = (identity.forms.clone(), identity.defects.clone());
+                self.emit(id, RolloutEvent::IdentityDecoded { node: node.clone(), forms, defects });
+            }
             match verdict {
                 NodeSelection::SkippedHeld { owners } => {
                     excluded.held.insert(node.clone(), owners.clone());
@@ -447,6 +463,7 @@ where
     async fn apply_repair(&self, request: &RolloutRequest, endpoint: &Endpoint, repair: &Repair) -> Result<(), String> {
         let id = &request.rollout;
         let writes: Vec<(String, String)> = match repair {
+            Repair::Canonicalize(planned) => return self.canonicalize(request, endpoint, planned).await,
             Repair::WriteMarker { revision, .. } => vec![(MARKER.to_owned(), format!("{revision}\n"))],
             Repair::RecreateRecoveryEnvHoldFirst => {
                 // The hold is durable before the identity: first the hold alone, then the key beside it. The key comes
@@ -471,6 +488,48 @@ where
             self.ssh.run(endpoint, request_op).await.map_err(|error| format!("repair failed: {error}"))?;
         }
         self.emit(id, RolloutEvent::Repaired { node: endpoint.node.clone(), repair: format!("{repair:?}") });
+        Ok(())
+    }
+
+    /// Canonicalizes a node's historical forms under the fence: looks at the node again (the files must still decode
+    /// to the planned identity), checks the attestation key its environment carries is the secrets store's (a
+    /// canonicalization never changes an identity value), then writes each canonical file atomically, owner-only, and
+    /// removes the historical receipt last. Each operation id names the file, so a replay after a controller death
+    /// runs only what is still due.
+    async fn canonicalize(
+        &self,
+        request: &RolloutRequest,
+        endpoint: &Endpoint,
+        planned: &Canonicalization,
+    ) -> Result<(), String> {
+        let (id, node) = (&request.rollout, &endpoint.node);
+        let report = self.observe(endpoint).await.map_err(|error| format!("repair failed: {error}"))?;
+        let verdict = self.rules.classify(&report.identity, self.verifier);
+        let forms = decode::canonical_forms(&report.identity, &verdict, planned, self.verifier)?;
+        if let Some(key) = &forms.attestation_key {
+            let stored =
+                self.secrets.attestation_key(node).await.map_err(|error| format!("repair impossible: {error}"))?;
+            if stored != *key {
+                return Err("repair refused: mac.env's attestation key is not the secrets store's".into());
+            }
+        }
+        let mut wrote = Vec::with_capacity(forms.writes.len());
+        for write in forms.writes {
+            let file = write.file();
+            let operation_id = format!("{id}/{node}/canonicalize/{}", file.as_str());
+            let op = match write {
+                CanonicalWrite::Write { file, content } => {
+                    SshRequest::WriteFileAtomic { operation_id, path: file.path().to_owned(), content, mode: 0o600 }
+                }
+                CanonicalWrite::Remove { file } => {
+                    SshRequest::RemoveFile { operation_id, path: file.path().to_owned() }
+                }
+            };
+            self.ssh.run(endpoint, op).await.map_err(|error| format!("repair failed: {error}"))?;
+            wrote.push(file);
+        }
+        let forms = planned.forms.clone();
+        self.emit(id, RolloutEvent::Canonicalized { node: node.clone(), forms, wrote });
         Ok(())
     }
 

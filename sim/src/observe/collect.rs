@@ -180,6 +180,8 @@ impl Collectors {
             RolloutBody::PlanFrozen { .. }
             | RolloutBody::Quarantined { .. }
             | RolloutBody::Repaired { .. }
+            | RolloutBody::IdentityDecoded { .. }
+            | RolloutBody::Canonicalized { .. }
             | RolloutBody::Adopted { .. }
             | RolloutBody::Retrying { .. }
             | RolloutBody::NodeFailed { .. }

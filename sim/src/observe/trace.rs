@@ -10,7 +10,7 @@ use std::rc::Rc;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use engine::ports::events::{LaneVerdict, RolloutStep};
+use engine::ports::events::{CanonicalFile, FormDefect, HistoricalForm, LaneVerdict, RolloutStep};
 use fakes::maas::{BootTarget, DnsAnswer, NodeStatus, PowerState, Stall};
 
 use crate::model::faults::Step;
@@ -202,6 +202,8 @@ pub enum RolloutBody {
     PlanRefused { reason: String },
     Quarantined { node: String, surfaces: Vec<String> },
     Repaired { node: String, repair: String },
+    IdentityDecoded { node: String, forms: Vec<HistoricalForm>, defects: Vec<FormDefect> },
+    Canonicalized { node: String, forms: Vec<HistoricalForm>, wrote: Vec<CanonicalFile> },
     Adopted { revision: String, in_doubt: u64 },
     StepStarted { node: String, step: RolloutStep, lane: u64 },
     StepDone { node: String, step: RolloutStep, lane: u64 },
@@ -227,6 +229,8 @@ impl From<engine::ports::events::RolloutEvent> for RolloutBody {
             E::PlanRefused { reason } => RolloutBody::PlanRefused { reason },
             E::Quarantined { node, surfaces } => RolloutBody::Quarantined { node, surfaces },
             E::Repaired { node, repair } => RolloutBody::Repaired { node, repair },
+            E::IdentityDecoded { node, forms, defects } => RolloutBody::IdentityDecoded { node, forms, defects },
+            E::Canonicalized { node, forms, wrote } => RolloutBody::Canonicalized { node, forms, wrote },
             E::Adopted { revision, in_doubt } => RolloutBody::Adopted { revision, in_doubt },
             E::StepStarted { node, step, lane } => RolloutBody::StepStarted { node, step, lane },
             E::StepDone { node, step, lane } => RolloutBody::StepDone { node, step, lane },

@@ -350,8 +350,8 @@ impl Oracle for RecoveryHoldPrecedesIdentity {
 /// A node is incoherent when the preflight quarantined it for its identity (not for a failed staging or repair, which
 /// come after the node was found coherent), or — the ground truth, not the engine's word — when the only drift it was
 /// given before the first rollout began is one no repair may cover (every shape but worker-50's marker-absent full
-/// environment, the early cohort's absent environment and the retained recovery-only environment); every rollout
-/// mutation on it, at any time, is a violation.
+/// environment, the early cohort's absent environment, the retained recovery-only environment and the four
+/// historical forms a canonicalization rewrites); every rollout mutation on it, at any time, is a violation.
 #[derive(Default)]
 pub(super) struct NoIncoherentNodeMutated {
     mutations: BTreeMap<String, Vec<(u64, String)>>,
@@ -373,7 +373,13 @@ impl Oracle for NoIncoherentNodeMutated {
                     let unrepairable = |drifts: &Vec<Drift>| {
                         matches!(drifts.as_slice(), [shape] if !matches!(
                             shape,
-                            Drift::MarkerAbsentFullEnv | Drift::EnvAbsent | Drift::RecoveryOnlyEnv
+                            Drift::MarkerAbsentFullEnv
+                                | Drift::EnvAbsent
+                                | Drift::RecoveryOnlyEnv
+                                | Drift::ExportPrefixedEnv
+                                | Drift::OvswarmNamesEnv
+                                | Drift::ReceiptV1
+                                | Drift::ReceiptV2
                         ))
                     };
                     let drifted = self.drifts.iter().filter(|(_, drifts)| unrepairable(drifts));
