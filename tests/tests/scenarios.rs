@@ -76,12 +76,14 @@ const SCENARIOS: &[&str] = &[
     "rollout-first-ssh-timeout-then-success-without-double-effects.toml",
     "rollout-historical-identity-forms-are-canonicalized-then-upgraded.toml",
     "rollout-negative-repairs-quarantine-every-unsafe-shape.toml",
+    "rollout-old-journal-is-migrated-once-and-adopted-after-controller-death.toml",
     "rollout-operator-hold-is-kept-and-its-node-left-alone.toml",
     "rollout-positive-marker-repair-with-agreeing-evidence.toml",
     "rollout-route-swap-stops-at-the-next-lane-boundary.toml",
     "rollout-route-swap-while-the-controller-is-dead-finishes-the-begun-lane.toml",
     "rollout-stale-lock-of-a-dead-controller-is-waited-out.toml",
     "rollout-twice-in-a-row-each-converges.toml",
+    "rollout-undecodable-old-journal-is-quarantined-and-every-rollout-refused.toml",
 ];
 
 fn run_file(name: &str) -> (RunRecord, Vec<String>) {
@@ -464,6 +466,64 @@ fn rollout_ambiguous_historical_forms_are_quarantined_never_canonicalized() {
         let touched = trace.iter().any(|e| e.host == *node && e.kind == "worker.mutated");
         assert!(!touched, "{node} is never mutated, not even staged");
     }
+}
+
+#[test]
+fn rollout_old_journal_is_migrated_once_and_adopted_after_controller_death() {
+    let (record, trace) = run_file("rollout-old-journal-is-migrated-once-and-adopted-after-controller-death.toml");
+    assert!(record.violations.is_empty());
+    let trace = typed(&trace);
+    // Migrated once, by the first controller, before anything else it did; the old lines are the journal's first five.
+    let migrated = rollout_typed(&trace, "journal_migrated");
+    assert_eq!(migrated.len(), 1, "the restarted controller migrates nothing again");
+    let event = &migrated[0].line["event"];
+    assert_eq!(event["format"], "mac_cohort_v1");
+    assert_eq!(event["lines"], serde_json::json!([1, 2, 3, 4, 5]), "the plan and the first cohort's four holds");
+    assert_eq!(event["records"], 5);
+    let journal: Vec<&Typed> = trace.iter().filter(|e| e.kind == "controller.journal").collect();
+    assert_eq!(journal[0].line["record"], "migrated", "the migration is the controller's first journal record");
+    assert_eq!(journal.iter().filter(|e| e.line["record"] == "migrated").count(), 1);
+    // Adopted twice: at once by the controller that migrated, then by the restarted one after the death; each time at
+    // the old journal's revision.
+    let adopted = rollout_typed(&trace, "adopted");
+    assert_eq!(adopted.len(), 2);
+    assert!(adopted.iter().all(|e| e.line["event"]["revision"] == "2944aebb"));
+    assert_eq!(adopted[0].line["event"]["in_doubt"], 4, "the four holds the old controller armed");
+    let crash = trace.iter().find(|e| e.kind == "host.crash" && e.host == "controller").expect("the death");
+    assert!(migrated[0].t_ms < crash.t_ms && crash.t_ms < adopted[1].t_ms);
+    // The old controller fetched after its stops; the adopter staged every node before the first stop.
+    let first_stop = trace.iter().find(|e| e.kind == "worker.mutated" && e.line["op"] == "stop_service").unwrap();
+    let staged: Vec<&Typed> =
+        trace.iter().filter(|e| e.kind == "worker.mutated" && e.line["op"] == "stage_artifact").collect();
+    assert_eq!(staged.len(), 16 * 6, "every capsule on every node, once");
+    assert!(staged.iter().all(|e| e.t_ms < first_stop.t_ms));
+    assert_eq!(record.rollouts[0].outcome, "successor");
+}
+
+#[test]
+fn rollout_undecodable_old_journal_is_quarantined_and_every_rollout_refused() {
+    let (record, trace) = run_file("rollout-undecodable-old-journal-is-quarantined-and-every-rollout-refused.toml");
+    assert!(record.violations.is_empty());
+    let trace = typed(&trace);
+    let quarantined = rollout_typed(&trace, "journal_quarantined");
+    assert_eq!(quarantined.len(), 1, "set aside once");
+    let event = &quarantined[0].line["event"];
+    assert_eq!((event["line"].as_u64(), event["defect"].as_str()), (Some(6), Some("unknown_phase")));
+    assert_eq!(event["lines"], serde_json::json!([1, 2, 3, 4, 5, 6]));
+    // Both requests refused with the typed cause naming the line, before anything else happened.
+    let refused = rollout_typed(&trace, "plan_refused");
+    let rollouts: Vec<&str> = refused.iter().map(|e| e.line["rollout"].as_str().unwrap()).collect();
+    assert_eq!(rollouts, ["rollout-2944aebb", "rollout-3a1b2c3d"]);
+    for refusal in &refused {
+        let cause = &refusal.line["event"]["cause"];
+        assert_eq!(cause, &serde_json::json!({"cause": "journal_quarantined", "line": 6, "defect": "unknown_phase"}));
+    }
+    assert!(rollout_typed(&trace, "journal_migrated").is_empty() && rollout_typed(&trace, "adopted").is_empty());
+    let touched = ["worker.mutated", "hub.hold_placed", "hub.lock_acquired", "hub.epoch_opened"];
+    assert!(trace.iter().all(|e| !touched.contains(&e.kind.as_str())), "no mutation of any kind");
+    let journal: Vec<&str> =
+        trace.iter().filter(|e| e.kind == "controller.journal").map(|e| e.line["record"].as_str().unwrap()).collect();
+    assert_eq!(journal, ["journal_quarantined"], "the quarantine is the one record either request wrote");
 }
 
 #[test]

@@ -325,6 +325,53 @@ pub enum CanonicalFile {
     Receipt,
 }
 
+/// The format of an old (pre-typed) controller journal's lines (`rollout::journal`, `docs/journal.md` "Old journals").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OldJournalFormat {
+    /// `mac-cohort v1 <rollout> <verb> <key>=<value> …`: the serial MAC controller's cohort journal.
+    MacCohortV1,
+}
+
+/// Why old journal lines cannot be decoded unambiguously: they are set aside (quarantined), never guessed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OldJournalDefect {
+    /// The version token is not `v1`.
+    UnknownVersion,
+    /// The verb is none of `plan`, `arm`, `done`, `fail`, `cohort`, `final`.
+    UnknownVerb,
+    /// The phase is none of `hold`, `stop`, `install`, `identity`, `start`, `verify`, `unhold`.
+    UnknownPhase,
+    /// A field is missing, unknown, repeated, empty or out of range.
+    BadField,
+    /// A transition names a rollout that has no plan before it.
+    EventBeforePlan,
+    /// A transition names a rollout whose plan a later plan superseded (the old controller was serial).
+    NotCurrentRollout,
+    /// A transition names a node its rollout's plan does not.
+    NodeNotInPlan,
+    /// A second plan for a rollout that already has one.
+    ConflictingPlans,
+    /// A line for a rollout after its `final` line.
+    AfterFinal,
+    /// The rollout's id is already a typed rollout's in this journal.
+    RolloutIdTaken,
+    /// Typed rollout records follow old lines that were never migrated: which came first is not known.
+    TypedRecordsInterleaved,
+}
+
+/// Why a rollout was refused, when it is typed (`plan_refused`'s `cause`; absent for a refusal of the plan).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum RefusalCause {
+    /// The controller journal's old lines are set aside: `line` could not be decoded unambiguously. Every rollout is
+    /// refused until a person settles them.
+    JournalQuarantined { line: u64, defect: OldJournalDefect },
+    /// The journal could not be read or written, or holds a typed rollout record that does not decode or fit.
+    JournalFailed,
+}
+
 /// What the rollout controller reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RolloutEvent {
@@ -336,6 +383,23 @@ pub enum RolloutEvent {
     },
     PlanRefused {
         reason: String,
+        /// The refusal's cause, typed, when it is the journal's (a plan's refusal says it in `reason` only).
+        cause: Option<RefusalCause>,
+    },
+    /// Old (pre-typed) journal lines were migrated into typed records, once, in one durable append: the journal line
+    /// numbers they were on, and how many typed records they made.
+    JournalMigrated {
+        format: OldJournalFormat,
+        lines: Vec<u64>,
+        records: u64,
+    },
+    /// Old journal lines could not be decoded unambiguously and were set aside: `line` is the first that could not
+    /// be, `defect` why; `lines` every line set aside.
+    JournalQuarantined {
+        format: OldJournalFormat,
+        line: u64,
+        defect: OldJournalDefect,
+        lines: Vec<u64>,
     },
     Quarantined {
         node: String,

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
 
-use crate::ports::events::{RolloutEnd, RolloutEvent, RolloutFailure, RolloutStep, TerminalOutcome};
+use crate::ports::events::{RefusalCause, RolloutEnd, RolloutEvent, RolloutFailure, RolloutStep, TerminalOutcome};
 use crate::ports::{
     Artifacts, Clock, Endpoint, Hub, HubError, Jitter, Journal, LockGrant, NodeReport, Secrets, Signal, Signals, Ssh,
     SshError, SshRequest, SshResponse,
@@ -145,8 +145,10 @@ where
     pub async fn run_rollout(&self, request: &RolloutRequest) -> RolloutOutcome {
         // Every hub mutation presents the controller's current credential; a failure here shows on the first call.
         let _ = self.authenticate(&request.rollout, false).await;
-        let lines = self.journal.replay().await.unwrap_or_else(|error| panic!("rollout journal unreadable: {error}"));
-        let adopted = journal::replay(lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
+        let adopted = match self.read_journal(request).await {
+            Ok(adopted) => adopted,
+            Err(refused) => return refused,
+        };
         match (adopted, request.policy) {
             (Some(adopted), RolloutPolicy::Lanes) => self.resume_lanes(request, adopted).await,
             (Some(adopted), RolloutPolicy::Legacy) => {
@@ -163,6 +165,38 @@ where
             (None, RolloutPolicy::Lanes) => self.run_lanes(request).await,
             (None, RolloutPolicy::Legacy) => self.run_legacy(request).await,
         }
+    }
+
+    /// Replays the journal for the rollout to adopt, settling old (pre-typed) lines first: their migration, or their
+    /// quarantine when they cannot be decoded unambiguously, is appended once, before anything else
+    /// ([`journal::settle_and_replay`]). A journal that cannot be read or written, or whose old lines stand
+    /// quarantined, refuses the rollout with its typed cause: nothing is adopted and nothing mutated.
+    async fn read_journal(&self, request: &RolloutRequest) -> Result<Option<Adopted>, RolloutOutcome> {
+        let (replayed, settled) = match journal::settle_and_replay(self.journal).await {
+            Ok(settled) => settled,
+            Err(error) => {
+                let reason = format!("rollout journal unusable: {error}");
+                return Err(self.refuse_with(request, &BTreeMap::new(), reason, Some(RefusalCause::JournalFailed)));
+            }
+        };
+        match settled {
+            None => {}
+            Some(Record::Migrated { format, lines, records, .. }) => {
+                let (lines, records) = (lines.iter().map(|old| old.line).collect(), records.len() as u64);
+                self.emit(&request.rollout, RolloutEvent::JournalMigrated { format, lines, records });
+            }
+            Some(Record::JournalQuarantined { format, line, defect, lines, .. }) => {
+                let lines = lines.iter().map(|old| old.line).collect();
+                self.emit(&request.rollout, RolloutEvent::JournalQuarantined { format, line, defect, lines });
+            }
+            Some(other) => unreachable!("old lines are settled by a migration or a quarantine, not {other:?}"),
+        }
+        if let Some(quarantine) = replayed.quarantine {
+            let reason = format!("the controller journal's old lines are quarantined: {}", quarantine.detail);
+            let cause = RefusalCause::JournalQuarantined { line: quarantine.line, defect: quarantine.defect };
+            return Err(self.refuse_with(request, &BTreeMap::new(), reason, Some(cause)));
+        }
+        Ok(replayed.adopted)
     }
 
     /// The legacy controller's report of a failed node: it names the endpoint, and has no recovery-only mode to offer.
@@ -196,10 +230,21 @@ where
     /// Refuses the rollout before any mutation: the refusal, then the account (every node prior but those someone
     /// else holds).
     fn refuse(&self, request: &RolloutRequest, held: &BTreeMap<String, Vec<String>>, reason: String) -> RolloutOutcome {
+        self.refuse_with(request, held, reason, None)
+    }
+
+    /// [`Self::refuse`], with the refusal's typed cause when it has one.
+    fn refuse_with(
+        &self,
+        request: &RolloutRequest,
+        held: &BTreeMap<String, Vec<String>>,
+        reason: String,
+        cause: Option<RefusalCause>,
+    ) -> RolloutOutcome {
         let id = request.rollout.as_str();
         let selected: Vec<String> = request.nodes.iter().map(|endpoint| endpoint.node.clone()).collect();
         let nodes = account::refused(&selected, held, &reason);
-        self.emit(id, RolloutEvent::PlanRefused { reason });
+        self.emit(id, RolloutEvent::PlanRefused { reason, cause });
         let nodes = self.accounted(id, nodes);
         RolloutOutcome { lanes: Vec::new(), nodes, outcome: RolloutEnd::Refused }
     }
@@ -442,6 +487,7 @@ where
             in_doubt: Vec::new(),
             committed_lanes: BTreeMap::new(),
             excluded,
+            staged: true,
         };
 
         // 8. The epoch pins every member against expiry before the first stop.
@@ -662,6 +708,9 @@ where
             self.record(Record::LockTaken { rollout: adopted.rollout.clone(), fence }).await;
             adopted.fence = Some(fence);
         }
+        if !adopted.staged {
+            self.stage_adopted(&request, &mut adopted).await;
+        }
         if adopted.epoch.is_none() {
             let members = self.rules.epoch_members(&adopted.lanes);
             if let Ok(epoch) = self.hub_retrying(&request, || self.hub.open_epoch(&members)).await {
@@ -670,6 +719,40 @@ where
             }
         }
         self.drive_lanes(&request, adopted, BTreeMap::new(), fence).await
+    }
+
+    /// Stages every capsule on every node of an adopted plan that is not stopped yet, before any lane goes down: a
+    /// plan migrated from an old journal was frozen by a controller that fetched after its stops (the incident's
+    /// order), and after the barrier a fetch is a protocol violation. A node that cannot be staged fails where it
+    /// stands (never held: it keeps its prior generation; held: its lane is stuck, the hold kept). Staging is
+    /// idempotent by digest, so a controller that adopts the same plan again stages only what is missing.
+    async fn stage_adopted(&self, request: &RolloutRequest, adopted: &mut Adopted) {
+        let endpoints: BTreeMap<&str, &Endpoint> = request.nodes.iter().map(|e| (e.node.as_str(), e)).collect();
+        let unstopped: Vec<(&Endpoint, NodeStep)> = adopted
+            .nodes
+            .values()
+            .filter_map(|machine| match machine.state {
+                NodeState::Pending(step @ (NodeStep::Hold | NodeStep::Quiesce)) => {
+                    Some((*endpoints.get(machine.node.as_str())?, step))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut staged = Vec::with_capacity(unstopped.len());
+        for batch in unstopped.chunks(request.fan_out.max(1)) {
+            staged.extend(join_all(batch.iter().map(|(endpoint, _)| self.stage_node(request, endpoint))).await);
+        }
+        for ((endpoint, step), result) in unstopped.into_iter().zip(staged) {
+            let Err(error) = result else { continue };
+            let (node, reason) = (endpoint.node.clone(), format!("staging failed: {error}"));
+            let rollout = adopted.rollout.clone();
+            self.record(Record::NodeFailed { rollout, node: node.clone(), step, reason: reason.clone() }).await;
+            adopted.in_doubt.retain(|(doubtful, _)| *doubtful != node);
+            if let Some(machine) = adopted.nodes.get_mut(&node) {
+                machine.handle_failed(step, reason);
+            }
+        }
+        adopted.staged = true;
     }
 
     /// Runs the lanes one at a time, nodes of a lane concurrently.

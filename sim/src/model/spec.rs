@@ -1266,9 +1266,14 @@ pub(crate) fn validate_step(
             Some(format!("{key}.target: the controller runs no SSH endpoint"))
         }
         Step::SshTimeout { count: 0, .. } => Some(format!("{key}.count: must be at least 1")),
-        Step::StartRollout { revision } if revision.is_empty() || revision == PRIOR_REVISION => {
+        Step::StartRollout { revision } | Step::OldJournal { revision, .. }
+            if revision.is_empty() || revision == PRIOR_REVISION =>
+        {
             Some(format!("{key}.revision: must name a new revision (the fleet runs {PRIOR_REVISION})"))
         }
+        Step::OldJournal { revision, .. } if !revision.bytes().all(|b| b.is_ascii_alphanumeric()) => Some(format!(
+            "{key}.revision: letters and digits only (the old journal's rollout id is rollout-<revision>)"
+        )),
         Step::MaasUnavailable { count: 0, .. }
         | Step::VaultUnavailable { count: 0 }
         | Step::TokenAnswerLost { count: 0, .. } => Some(format!("{key}.count: must be at least 1")),
@@ -1335,6 +1340,7 @@ pub(crate) fn validate_step(
         | Step::StaleLock { .. }
         | Step::OperatorHold { .. }
         | Step::PrincipalRevoked { .. }
+        | Step::OldJournal { .. }
         | Step::MacDrift { .. }
         | Step::ResolverServfail { .. }
         | Step::ResolverRepair

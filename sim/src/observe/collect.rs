@@ -181,6 +181,8 @@ impl Collectors {
             | RolloutBody::Quarantined { .. }
             | RolloutBody::Repaired { .. }
             | RolloutBody::IdentityDecoded { .. }
+            | RolloutBody::JournalMigrated { .. }
+            | RolloutBody::JournalQuarantined { .. }
             | RolloutBody::Canonicalized { .. }
             | RolloutBody::Adopted { .. }
             | RolloutBody::Retrying { .. }
