@@ -1647,6 +1647,7 @@ pub mod write;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fakes::cohort_journal::OldJournal;
 
     const MINIMAL: &str = r#"
 schema_version = 1
@@ -1947,6 +1948,23 @@ nodes = 2
             step("kind = \"marker_drift\"\ntarget = \"node-01\"\nshape = \"melted\"")
                 .contains("unknown variant `melted`")
         );
+        let old = |shape: &str, revision: &str| {
+            step(&format!("kind = \"old_journal\"\nshape = \"{shape}\"\nrevision = \"{revision}\""))
+        };
+        assert!(
+            old("armed", "7f3bbd12").contains("step[0].revision: must name a new revision"),
+            "{}",
+            old("armed", "")
+        );
+        let spaced = old("armed", "2944 aebb");
+        assert!(spaced.contains("step[0].revision: letters and digits only"), "{spaced}");
+        assert!(old("half_written", "2944aebb").contains("unknown variant `half_written`"));
+        let fine = format!(
+            "{MINIMAL}\n[[step]]\nat_ms = 0\nkind = \"old_journal\"\nshape = \"conflicting_plans\"\nrevision = \"2944aebb\"\n"
+        );
+        let steps = parse_scenario("s.toml", &fine).unwrap().run.steps;
+        let expected = Step::OldJournal { shape: OldJournal::ConflictingPlans, revision: "2944aebb".into() };
+        assert_eq!(steps[0].step, expected);
     }
 
     #[test]
