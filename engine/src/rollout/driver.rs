@@ -721,16 +721,21 @@ where
         self.drive_lanes(&request, adopted, BTreeMap::new(), fence).await
     }
 
-    /// Stages every capsule on every node of an adopted plan that is not stopped yet, before any lane goes down: a
-    /// plan migrated from an old journal was frozen by a controller that fetched after its stops (the incident's
-    /// order), and after the barrier a fetch is a protocol violation. A node that cannot be staged fails where it
-    /// stands (never held: it keeps its prior generation; held: its lane is stuck, the hold kept). Staging is
-    /// idempotent by digest, so a controller that adopts the same plan again stages only what is missing.
+    /// Stages every capsule on every node of an adopted plan that is surely not stopped yet, before any lane goes
+    /// down: a plan migrated from an old journal was frozen by a controller that fetched after its stops (the
+    /// incident's order), and after the barrier a fetch is a protocol violation. A node whose stop is in doubt is not
+    /// staged (it may be stopped: its install then fails and its lane stays held for a person, never fetched onto).
+    /// A node that cannot be staged fails where it stands (never held: it keeps its prior generation; held: its lane
+    /// is stuck, the hold kept). Staging is idempotent by digest, so a controller that adopts the same plan again
+    /// stages only what is missing.
     async fn stage_adopted(&self, request: &RolloutRequest, adopted: &mut Adopted) {
         let endpoints: BTreeMap<&str, &Endpoint> = request.nodes.iter().map(|e| (e.node.as_str(), e)).collect();
+        let stop_in_doubt =
+            |node: &str| adopted.in_doubt.iter().any(|(doubtful, step)| doubtful == node && *step == NodeStep::Quiesce);
         let unstopped: Vec<(&Endpoint, NodeStep)> = adopted
             .nodes
             .values()
+            .filter(|machine| !stop_in_doubt(&machine.node))
             .filter_map(|machine| match machine.state {
                 NodeState::Pending(step @ (NodeStep::Hold | NodeStep::Quiesce)) => {
                     Some((*endpoints.get(machine.node.as_str())?, step))
