@@ -875,6 +875,25 @@ mod tests {
         }
 
         #[test]
+        fn a_receipt_of_either_version_states_exactly_what_the_manifest_does(
+            revision in "[0-9a-f]{7,40}",
+            generation in proptest::prelude::any::<u64>(),
+        ) {
+            let mut node = observation();
+            node.manifest = Some(file(&format!("revision={revision}\ngeneration={generation}\nsignature=sig-{revision}-{generation}\n")));
+            let canonical = decoded(&node);
+            for version in [ReceiptVersion::V1, ReceiptVersion::V2] {
+                let mut historical = node.clone();
+                historical.manifest = None;
+                historical.receipt = Some(file(&receipt(version, &revision, generation)));
+                let found = decoded(&historical);
+                proptest::prop_assert_eq!(&found.statement, &canonical.statement);
+                proptest::prop_assert_eq!(&found.env, &canonical.env);
+                proptest::prop_assert_eq!(found.forms, vec![version.form()]);
+            }
+        }
+
+        #[test]
         fn decode_of_render_round_trips_and_every_layout_agrees(
             worker in "worker-[0-9]{1,3}",
             hub in "https?://[a-z0-9.]{1,20}(:[0-9]{1,5})?",
