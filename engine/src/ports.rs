@@ -185,6 +185,11 @@ pub enum SshRequest {
         content: crate::secret::Secret,
         mode: u32,
     },
+    /// Unlink one regular file and fsync its directory (a canonicalization removes a historical receipt).
+    RemoveFile {
+        operation_id: String,
+        path: String,
+    },
     StopService {
         operation_id: String,
     },
@@ -237,6 +242,9 @@ pub struct NodeObservation {
     pub env: Option<FileFacts>,
     pub marker: Option<FileFacts>,
     pub manifest: Option<FileFacts>,
+    /// A historical deployment receipt (`~/.mac/deployment-receipt`), which installers before the signed manifest
+    /// wrote instead of it (`rollout::decode`).
+    pub receipt: Option<FileFacts>,
     /// Installed source and venv: `(revision, generation)`.
     pub installed: Option<(String, u64)>,
     pub barrier_generation: u64,

@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod artifacts;
 pub mod cloud;
+pub mod cohort_journal;
 pub mod http;
 pub mod hub;
 pub mod inventory;

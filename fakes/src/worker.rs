@@ -23,6 +23,9 @@ pub const MAC_ENV: &str = "~/.mac/mac.env";
 pub const MARKER: &str = "~/.mac/deployed-source-revision";
 /// The signed, generation-bound deployment manifest.
 pub const MANIFEST: &str = "~/.mac/deployment-manifest";
+/// A versioned deployment receipt: what installers before the signed manifest's three-line form left in its place
+/// (historical only; see [`Drift::ReceiptV1`]).
+pub const RECEIPT: &str = "~/.mac/deployment-receipt";
 /// The runtime configuration the installer generates; it names the frozen route bundle.
 pub const RUNTIME_CONFIG: &str = "~/.mac/runtime.conf";
 /// The agent's credential file: the bearer token the node agent presents, read afresh on every heartbeat, so that a
@@ -55,6 +58,17 @@ pub const FULL_ENV_KEYS: [&str; 6] =
 pub const STALE_REVISION: &str = "0000000";
 /// The revision a concurrent artifact change installs underneath a worker's manifest.
 pub const CONCURRENT_REVISION: &str = "c0ffee0";
+/// The route bundle a historical v2 receipt names when the worker has no runtime configuration naming one.
+pub const HISTORICAL_ROUTE_DIGEST: &str = "sha256:historical-routes";
+/// The ovswarm installer's names for the full installed identity's keys (before MAC), canonical name first.
+pub const OVSWARM_ENV_NAMES: [(&str, &str); 6] = [
+    (ATTESTATION_KEY_VAR, "OVSWARM_ATTESTATION_KEY"),
+    (STARTUP_CLEAR_HOLD_VAR, "OVSWARM_CLEAR_HOLD_ON_START"),
+    (WORKER_ID_VAR, "OVSWARM_WORKER"),
+    (HUB_URL_VAR, "OVSWARM_HUB"),
+    (DEPLOYED_REVISION_VAR, "OVSWARM_SOURCE_REVISION"),
+    (GENERATION_VAR, "OVSWARM_GENERATION"),
+];
 /// Where the [`Drift::SymlinkEnv`] shape points `mac.env`.
 pub const SYMLINK_ENV_TARGET: &str = "/tmp/mac.env";
 
@@ -319,8 +333,25 @@ pub fn recovery_env(attestation_key: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A versioned deployment receipt, rendered as the installer of its version wrote it: version 1 carries the revision,
+/// generation and signature under its own names; version 2 renames them and adds the route bundle; any other version
+/// (which no installer wrote) is rendered with version 2's fields.
+pub fn render_receipt(schema_version: u32, manifest: &Manifest, route_digest: &str) -> String {
+    let Manifest { revision, generation, signature } = manifest;
+    match schema_version {
+        1 => format!(
+            "schema_version=1\ndeployed_revision={revision}\ndeployment_generation={generation}\nsignature={signature}\n"
+        ),
+        version => format!(
+            "schema_version={version}\nrevision={revision}\ngeneration={generation}\nroute_digest={route_digest}\nsignature={signature}\n"
+        ),
+    }
+}
+
 /// A drift shape a worker can be found in. Each changes exactly what its comment says and nothing else; a drift that
 /// names a file the worker lacks leaves the worker as it is, except where the comment says the file is written.
+/// [`Drift::INCIDENT`] are the shapes the 2026-09-21 deployment met; [`Drift::HISTORICAL`] are the identity forms
+/// earlier installers left, recognized and not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Drift {
@@ -354,10 +385,29 @@ pub enum Drift {
     /// generation) underneath the signed manifest, and the marker is removed — so the marker looks repairable while
     /// the evidence a repair would rest on no longer agrees with what is installed. Nothing if nothing is installed.
     ConcurrentArtifactChange,
+    /// The pre-7f3bbd12 layout: every line of `mac.env` gets an `export ` prefix (its text otherwise unchanged).
+    ExportPrefixedEnv,
+    /// The ovswarm installer's layout: `mac.env`'s keys are renamed by [`OVSWARM_ENV_NAMES`] (values unchanged;
+    /// nothing if the env does not parse).
+    OvswarmNamesEnv,
+    /// A version 1 receipt in place of the manifest: the manifest's signed statement (or, without a parseable
+    /// manifest, the installed revision and generation, validly signed) is written to [`RECEIPT`] and the manifest is
+    /// removed. Nothing if neither exists.
+    ReceiptV1,
+    /// A version 2 receipt beside the manifest, agreeing with it: the same signed statement, and the route bundle the
+    /// runtime configuration names (else [`HISTORICAL_ROUTE_DIGEST`]). Nothing without a statement.
+    ReceiptV2,
+    /// Half-exported: every other line of `mac.env` (the first, third, ...) gets an `export ` prefix.
+    MixedEnvLayout,
+    /// A receipt of `schema_version=3` (which no installer wrote) beside the manifest, otherwise [`Drift::ReceiptV2`].
+    ReceiptUnknownVersion,
+    /// A version 2 receipt beside the manifest, validly signed for the next generation: it contradicts the manifest.
+    ReceiptOtherGeneration,
 }
 
 impl Drift {
-    pub const ALL: [Drift; 12] = [
+    /// The shapes of the 2026-09-21 deployment (the campaigns' `marker_drift` draws one of these).
+    pub const INCIDENT: [Drift; 12] = [
         Drift::MarkerAbsentFullEnv,
         Drift::EnvAbsent,
         Drift::RecoveryOnlyEnv,
@@ -371,6 +421,22 @@ impl Drift {
         Drift::UnsignedManifest,
         Drift::ConcurrentArtifactChange,
     ];
+
+    /// The historical identity forms: the four an installer once wrote, then three it never did.
+    pub const HISTORICAL: [Drift; 7] = [
+        Drift::ExportPrefixedEnv,
+        Drift::OvswarmNamesEnv,
+        Drift::ReceiptV1,
+        Drift::ReceiptV2,
+        Drift::MixedEnvLayout,
+        Drift::ReceiptUnknownVersion,
+        Drift::ReceiptOtherGeneration,
+    ];
+
+    /// Every shape.
+    pub fn all() -> impl Iterator<Item = Drift> {
+        Drift::INCIDENT.into_iter().chain(Drift::HISTORICAL)
+    }
 }
 
 /// What a read-only SSH preflight sees on one worker: every identity surface, raw and unclassified.
@@ -380,6 +446,7 @@ pub struct Observation {
     pub mac_env: Option<FileStat>,
     pub marker: Option<FileStat>,
     pub manifest: Option<FileStat>,
+    pub receipt: Option<FileStat>,
     pub installed: Option<Installed>,
     pub barrier_generation: u64,
     pub service: ServiceState,
@@ -510,6 +577,60 @@ impl Worker {
                 };
                 self.rewrite(MANIFEST, manifest.render());
             }
+            Drift::ExportPrefixedEnv | Drift::MixedEnvLayout => {
+                let Some(env) = self.files.get(MAC_ENV) else { return };
+                let every = if drift == Drift::ExportPrefixedEnv { 1 } else { 2 };
+                let content = env
+                    .content
+                    .lines()
+                    .enumerate()
+                    .map(
+                        |(index, line)| {
+                            if index % every == 0 { format!("export {line}\n") } else { format!("{line}\n") }
+                        },
+                    )
+                    .collect();
+                self.rewrite(MAC_ENV, content);
+            }
+            Drift::OvswarmNamesEnv => {
+                let Some(Ok(vars)) = self.files.get(MAC_ENV).map(|env| parse_env(&env.content)) else { return };
+                let renamed = vars
+                    .into_iter()
+                    .map(|(key, value)| {
+                        let old = OVSWARM_ENV_NAMES.iter().find(|(canonical, _)| *canonical == key);
+                        (old.map_or(key, |(_, old)| (*old).to_owned()), value)
+                    })
+                    .collect();
+                self.rewrite(MAC_ENV, render_env(&renamed));
+            }
+            Drift::ReceiptV1 => {
+                let Some(statement) = self.signed_statement() else { return };
+                self.rewrite(RECEIPT, render_receipt(1, &statement, HISTORICAL_ROUTE_DIGEST));
+                self.files.remove(MANIFEST);
+            }
+            Drift::ReceiptV2 | Drift::ReceiptUnknownVersion | Drift::ReceiptOtherGeneration => {
+                let Some(mut statement) = self.signed_statement() else { return };
+                if drift == Drift::ReceiptOtherGeneration {
+                    statement = Manifest::signed(&statement.revision, statement.generation + 1);
+                }
+                let routes = self.files.get(RUNTIME_CONFIG).and_then(|entry| {
+                    entry.content.lines().find_map(|line| line.strip_prefix("route_bundle=")).map(str::to_owned)
+                });
+                let version = if drift == Drift::ReceiptUnknownVersion { 3 } else { 2 };
+                let routes = routes.as_deref().unwrap_or(HISTORICAL_ROUTE_DIGEST);
+                self.rewrite(RECEIPT, render_receipt(version, &statement, routes));
+            }
+        }
+    }
+
+    /// The signed statement a receipt drift carries: the manifest as it is, else the installed revision and
+    /// generation, validly signed.
+    fn signed_statement(&self) -> Option<Manifest> {
+        match self.files.get(MANIFEST).and_then(|entry| Manifest::parse(&entry.content)) {
+            Some(manifest) => Some(manifest),
+            None => {
+                self.installed.as_ref().map(|installed| Manifest::signed(&installed.revision, installed.generation))
+            }
         }
     }
 
@@ -547,6 +668,7 @@ impl Worker {
             mac_env: stat(MAC_ENV),
             marker: stat(MARKER),
             manifest: stat(MANIFEST),
+            receipt: stat(RECEIPT),
             installed: self.installed.clone(),
             barrier_generation: self.barrier_generation,
             service: self.service,
@@ -587,6 +709,7 @@ mod tests {
             ("mac_env", &before.mac_env, &after.mac_env),
             ("marker", &before.marker, &after.marker),
             ("manifest", &before.manifest, &after.manifest),
+            ("receipt", &before.receipt, &after.receipt),
         ];
         for (label, before, after) in files {
             match (before, after) {
@@ -672,7 +795,64 @@ mod tests {
         assert_eq!((unsigned.generation, unsigned.signature.as_str(), unsigned.is_signed()), (12, "none", false));
         let changed = check(Drift::ConcurrentArtifactChange, &["marker", "installed"]).observe();
         assert_eq!(changed.installed.unwrap().revision, CONCURRENT_REVISION);
-        assert_eq!(Drift::ALL.len(), 12, "every drift shape is checked above");
+        assert_eq!(Drift::INCIDENT.len(), 12, "every shape of the incident is checked above");
+    }
+
+    #[test]
+    fn each_historical_shape_changes_exactly_what_it_says() {
+        let check = |drift: Drift, expected: &[&str]| {
+            let before = worker();
+            let mut after = before.clone();
+            after.apply_drift(drift);
+            assert_eq!(changes(&before.observe(), &after.observe()), expected, "{drift:?}");
+            after.observe()
+        };
+        let canonical = worker().file(MAC_ENV).unwrap().content.clone();
+        let exported = check(Drift::ExportPrefixedEnv, &["mac_env.content"]).mac_env.unwrap().content;
+        let expected: String = canonical.lines().map(|line| format!("export {line}\n")).collect();
+        assert_eq!(exported, expected, "every line exported, nothing else changed");
+        let ovswarm = check(Drift::OvswarmNamesEnv, &["mac_env.content"]).mac_env.unwrap().content;
+        let renamed = parse_env(&ovswarm).unwrap();
+        let names: BTreeSet<&str> = renamed.keys().map(String::as_str).collect();
+        assert_eq!(names, OVSWARM_ENV_NAMES.iter().map(|(_, old)| *old).collect::<BTreeSet<_>>());
+        assert_eq!(renamed["OVSWARM_ATTESTATION_KEY"], KEY);
+        assert_eq!(renamed["OVSWARM_SOURCE_REVISION"], "7f3bbd1");
+        let mixed = check(Drift::MixedEnvLayout, &["mac_env.content"]).mac_env.unwrap().content;
+        let prefixed: Vec<bool> = mixed.lines().map(|line| line.starts_with("export ")).collect();
+        assert_eq!(prefixed, [true, false, true, false, true, false]);
+
+        let v1 = check(Drift::ReceiptV1, &["manifest", "receipt"]).receipt.unwrap();
+        assert_eq!(
+            v1.content,
+            "schema_version=1\ndeployed_revision=7f3bbd1\ndeployment_generation=12\nsignature=sig-7f3bbd1-12\n"
+        );
+        assert_eq!((v1.mode, v1.owner.as_str(), v1.nlink), (0o600, "ovswarm", 1), "written as an installer writes");
+        let v2 = check(Drift::ReceiptV2, &["receipt"]).receipt.unwrap().content;
+        assert_eq!(
+            v2,
+            "schema_version=2\nrevision=7f3bbd1\ngeneration=12\nroute_digest=sha256:historical-routes\nsignature=sig-7f3bbd1-12\n"
+        );
+        let unknown = check(Drift::ReceiptUnknownVersion, &["receipt"]).receipt.unwrap().content;
+        assert_eq!(unknown, v2.replace("schema_version=2", "schema_version=3"));
+        let other = check(Drift::ReceiptOtherGeneration, &["receipt"]).receipt.unwrap().content;
+        assert_eq!(other, v2.replace("generation=12", "generation=13").replace("-12", "-13"));
+
+        // A v1 receipt of a worker whose manifest is unreadable carries the installed statement, validly signed.
+        let mut unreadable = worker();
+        unreadable.files.insert(MANIFEST.into(), FileEntry::canonical("garbage"));
+        unreadable.apply_drift(Drift::ReceiptV1);
+        assert!(unreadable.file(RECEIPT).unwrap().content.contains("signature=sig-7f3bbd1-12"));
+        assert_eq!(Drift::HISTORICAL.len(), 7, "every historical shape is checked above");
+        assert_eq!(Drift::all().count(), Drift::INCIDENT.len() + Drift::HISTORICAL.len());
+    }
+
+    #[test]
+    fn a_historical_drift_of_a_bare_host_changes_nothing() {
+        let mut bare = Worker::bare("hub", KEY);
+        for drift in Drift::HISTORICAL {
+            bare.apply_drift(drift);
+        }
+        assert_eq!(bare, Worker::bare("hub", KEY), "no env, no manifest and nothing installed");
     }
 
     #[test]

@@ -63,6 +63,7 @@ const SCENARIOS: &[&str] = &[
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
     "rollout-abort-is-monotonic-for-an-untouched-participant.toml",
+    "rollout-ambiguous-historical-forms-are-quarantined-never-canonicalized.toml",
     "rollout-controller-dead-past-the-agent-ttl-with-a-lane-stopped-keeps-its-members.toml",
     "rollout-controller-killed-after-intent-adopts-the-journal.toml",
     "rollout-controller-killed-after-remote-mutation-adopts-the-journal.toml",
@@ -73,13 +74,16 @@ const SCENARIOS: &[&str] = &[
     "rollout-expired-credential-is-renewed-without-double-effects.toml",
     "rollout-first-hub-timeout-then-success-without-double-effects.toml",
     "rollout-first-ssh-timeout-then-success-without-double-effects.toml",
+    "rollout-historical-identity-forms-are-canonicalized-then-upgraded.toml",
     "rollout-negative-repairs-quarantine-every-unsafe-shape.toml",
+    "rollout-old-journal-is-migrated-once-and-adopted-after-controller-death.toml",
     "rollout-operator-hold-is-kept-and-its-node-left-alone.toml",
     "rollout-positive-marker-repair-with-agreeing-evidence.toml",
     "rollout-route-swap-stops-at-the-next-lane-boundary.toml",
     "rollout-route-swap-while-the-controller-is-dead-finishes-the-begun-lane.toml",
     "rollout-stale-lock-of-a-dead-controller-is-waited-out.toml",
     "rollout-twice-in-a-row-each-converges.toml",
+    "rollout-undecodable-old-journal-is-quarantined-and-every-rollout-refused.toml",
     "rotation-clean-overlap-proves-the-successor-before-revoking-the-predecessor.toml",
     "rotation-controller-killed-after-the-install-finds-it-on-the-node.toml",
     "rotation-controller-killed-after-the-issue-adopts-it-without-a-second-successor.toml",
@@ -369,6 +373,164 @@ fn rollout_negative_repairs_quarantine_every_unsafe_shape() {
         assert!(quarantined.iter().any(|l| l.contains(&name)), "{name} quarantined");
         assert!(on(&trace, &name, "worker.mutated", &[]).is_empty(), "{name} never mutated");
     }
+}
+
+/// The trace as typed events: each line's time, host, kind and (for `engine.rollout`) its event object.
+struct Typed {
+    t_ms: u64,
+    host: String,
+    kind: String,
+    line: serde_json::Value,
+}
+
+fn typed(trace: &[String]) -> Vec<Typed> {
+    trace
+        .iter()
+        .map(|line| {
+            let line: serde_json::Value = serde_json::from_str(line).expect("trace lines are JSON");
+            Typed {
+                t_ms: line["t_ms"].as_u64().expect("every event has a time"),
+                host: line["host"].as_str().expect("every event has a host").to_owned(),
+                kind: line["kind"].as_str().expect("every event has a kind").to_owned(),
+                line,
+            }
+        })
+        .collect()
+}
+
+/// The `engine.rollout` events named `event`, typed.
+fn rollout_typed<'a>(trace: &'a [Typed], event: &str) -> Vec<&'a Typed> {
+    trace.iter().filter(|e| e.kind == "engine.rollout" && e.line["event"]["event"] == event).collect()
+}
+
+fn strings(value: &serde_json::Value) -> Vec<&str> {
+    value.as_array().expect("an array").iter().map(|v| v.as_str().expect("a string")).collect()
+}
+
+#[test]
+fn rollout_historical_identity_forms_are_canonicalized_then_upgraded() {
+    let (record, trace) = run_file("rollout-historical-identity-forms-are-canonicalized-then-upgraded.toml");
+    assert!(record.violations.is_empty());
+    let trace = typed(&trace);
+    assert!(rollout_typed(&trace, "quarantined").is_empty(), "a recognized historical form is never quarantined");
+    let expected = [
+        ("node-03", vec!["export_prefixed_env"], vec!["env"]),
+        ("node-06", vec!["ovswarm_names_env"], vec!["env"]),
+        ("node-09", vec!["receipt_v1"], vec!["manifest", "receipt"]),
+        ("node-12", vec!["receipt_v2"], vec!["receipt"]),
+        ("node-14", vec!["receipt_v1"], vec!["manifest", "marker", "receipt"]),
+    ];
+    let decoded = rollout_typed(&trace, "identity_decoded");
+    let canonicalized = rollout_typed(&trace, "canonicalized");
+    assert_eq!(decoded.len(), expected.len());
+    assert_eq!(canonicalized.len(), expected.len());
+    for ((node, forms, wrote), (decoded, canonicalized)) in expected.iter().zip(decoded.iter().zip(&canonicalized)) {
+        let (found, done) = (&decoded.line["event"], &canonicalized.line["event"]);
+        assert_eq!((found["node"].as_str(), strings(&found["forms"])), (Some(*node), forms.clone()));
+        assert!(strings(&found["defects"]).is_empty());
+        assert_eq!((done["node"].as_str(), strings(&done["wrote"])), (Some(*node), wrote.clone()), "{node}");
+        // The canonicalization is the node's first identity or service mutation (only staging, which touches
+        // neither, may come before it), and each canonical file is written atomically, owner-only, once.
+        let mutations: Vec<&Typed> = trace
+            .iter()
+            .filter(|e| e.host == *node && e.kind == "worker.mutated" && e.line["op"] != "stage_artifact")
+            .collect();
+        let canonical: Vec<&str> = mutations
+            .iter()
+            .map(|e| e.line["operation_id"].as_str().unwrap())
+            .take_while(|id| id.contains("/canonicalize/"))
+            .collect();
+        let files: Vec<&str> = canonical.iter().map(|id| id.rsplit('/').next().unwrap()).collect();
+        assert_eq!(&files, wrote, "{node}: {canonical:?}");
+        assert!(mutations[..canonical.len()].iter().all(|e| e.t_ms < canonicalized.t_ms), "{node}");
+        let removals: Vec<&&Typed> = mutations.iter().filter(|e| e.line["op"] == "remove").collect();
+        assert_eq!(removals.len(), usize::from(wrote.contains(&"receipt")), "{node}: only the receipt is removed");
+    }
+    // Every canonicalization happens before the plan is frozen, and every node upgrades after it.
+    let frozen = rollout_typed(&trace, "plan_frozen")[0].t_ms;
+    assert!(canonicalized.iter().all(|e| e.t_ms < frozen));
+    assert_eq!(record.rollouts[0].outcome, "successor");
+}
+
+#[test]
+fn rollout_ambiguous_historical_forms_are_quarantined_never_canonicalized() {
+    let (record, trace) = run_file("rollout-ambiguous-historical-forms-are-quarantined-never-canonicalized.toml");
+    assert!(record.violations.is_empty());
+    let trace = typed(&trace);
+    assert!(rollout_typed(&trace, "canonicalized").is_empty());
+    let expected =
+        [("node-04", "mixed_env_layout"), ("node-08", "unknown_receipt_version"), ("node-11", "receipt_disagrees")];
+    let decoded = rollout_typed(&trace, "identity_decoded");
+    let quarantined = rollout_typed(&trace, "quarantined");
+    assert_eq!((decoded.len(), quarantined.len()), (3, 3));
+    for ((node, defect), (decoded, quarantined)) in expected.iter().zip(decoded.iter().zip(&quarantined)) {
+        let found = &decoded.line["event"];
+        assert_eq!(found["node"].as_str(), Some(*node));
+        assert_eq!(strings(&found["defects"]), [*defect], "{node}");
+        assert!(strings(&found["forms"]).is_empty(), "{node}: nothing recognized");
+        assert_eq!(quarantined.line["event"]["node"].as_str(), Some(*node), "quarantined right after it was decoded");
+        assert!(decoded.t_ms <= quarantined.t_ms);
+        let touched = trace.iter().any(|e| e.host == *node && e.kind == "worker.mutated");
+        assert!(!touched, "{node} is never mutated, not even staged");
+    }
+}
+
+#[test]
+fn rollout_old_journal_is_migrated_once_and_adopted_after_controller_death() {
+    let (record, trace) = run_file("rollout-old-journal-is-migrated-once-and-adopted-after-controller-death.toml");
+    assert!(record.violations.is_empty());
+    let trace = typed(&trace);
+    // Migrated once, by the first controller, before anything else it did; the old lines are the journal's first five.
+    let migrated = rollout_typed(&trace, "journal_migrated");
+    assert_eq!(migrated.len(), 1, "the restarted controller migrates nothing again");
+    let event = &migrated[0].line["event"];
+    assert_eq!(event["format"], "mac_cohort_v1");
+    assert_eq!(event["lines"], serde_json::json!([1, 2, 3, 4, 5]), "the plan and the first cohort's four holds");
+    assert_eq!(event["records"], 5);
+    let journal: Vec<&Typed> = trace.iter().filter(|e| e.kind == "controller.journal").collect();
+    assert_eq!(journal[0].line["record"], "migrated", "the migration is the controller's first journal record");
+    assert_eq!(journal.iter().filter(|e| e.line["record"] == "migrated").count(), 1);
+    // Adopted twice: at once by the controller that migrated, then by the restarted one after the death; each time at
+    // the old journal's revision.
+    let adopted = rollout_typed(&trace, "adopted");
+    assert_eq!(adopted.len(), 2);
+    assert!(adopted.iter().all(|e| e.line["event"]["revision"] == "2944aebb"));
+    assert_eq!(adopted[0].line["event"]["in_doubt"], 4, "the four holds the old controller armed");
+    let crash = trace.iter().find(|e| e.kind == "host.crash" && e.host == "controller").expect("the death");
+    assert!(migrated[0].t_ms < crash.t_ms && crash.t_ms < adopted[1].t_ms);
+    // The old controller fetched after its stops; the adopter staged every node before the first stop.
+    let first_stop = trace.iter().find(|e| e.kind == "worker.mutated" && e.line["op"] == "stop_service").unwrap();
+    let staged: Vec<&Typed> =
+        trace.iter().filter(|e| e.kind == "worker.mutated" && e.line["op"] == "stage_artifact").collect();
+    assert_eq!(staged.len(), 16 * 6, "every capsule on every node, once");
+    assert!(staged.iter().all(|e| e.t_ms < first_stop.t_ms));
+    assert_eq!(record.rollouts[0].outcome, "successor");
+}
+
+#[test]
+fn rollout_undecodable_old_journal_is_quarantined_and_every_rollout_refused() {
+    let (record, trace) = run_file("rollout-undecodable-old-journal-is-quarantined-and-every-rollout-refused.toml");
+    assert!(record.violations.is_empty());
+    let trace = typed(&trace);
+    let quarantined = rollout_typed(&trace, "journal_quarantined");
+    assert_eq!(quarantined.len(), 1, "set aside once");
+    let event = &quarantined[0].line["event"];
+    assert_eq!((event["line"].as_u64(), event["defect"].as_str()), (Some(6), Some("unknown_phase")));
+    assert_eq!(event["lines"], serde_json::json!([1, 2, 3, 4, 5, 6]));
+    // Both requests refused with the typed cause naming the line, before anything else happened.
+    let refused = rollout_typed(&trace, "plan_refused");
+    let rollouts: Vec<&str> = refused.iter().map(|e| e.line["rollout"].as_str().unwrap()).collect();
+    assert_eq!(rollouts, ["rollout-2944aebb", "rollout-3a1b2c3d"]);
+    for refusal in &refused {
+        let cause = &refusal.line["event"]["cause"];
+        assert_eq!(cause, &serde_json::json!({"cause": "journal_quarantined", "line": 6, "defect": "unknown_phase"}));
+    }
+    assert!(rollout_typed(&trace, "journal_migrated").is_empty() && rollout_typed(&trace, "adopted").is_empty());
+    let touched = ["worker.mutated", "hub.hold_placed", "hub.lock_acquired", "hub.epoch_opened"];
+    assert!(trace.iter().all(|e| !touched.contains(&e.kind.as_str())), "no mutation of any kind");
+    let journal: Vec<&str> =
+        trace.iter().filter(|e| e.kind == "controller.journal").map(|e| e.line["record"].as_str().unwrap()).collect();
+    assert_eq!(journal, ["journal_quarantined"], "the quarantine is the one record either request wrote");
 }
 
 #[test]

@@ -283,6 +283,102 @@ impl Serialize for RolloutStep {
     }
 }
 
+/// A historical identity form the rollout's decoder (`rollout::decode`) recognized, and a canonicalization rewrites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoricalForm {
+    /// `mac.env` in the pre-7f3bbd12 layout (`rollout::decode::EnvLayout::ExportPrefixed`).
+    ExportPrefixedEnv,
+    /// `mac.env` in the ovswarm installer's names (`rollout::decode::EnvLayout::OvswarmNames`).
+    OvswarmNamesEnv,
+    /// A version 1 receipt, in place of the manifest or beside an agreeing one.
+    ReceiptV1,
+    /// A version 2 receipt, likewise.
+    ReceiptV2,
+}
+
+/// A historical artifact the decoder does not recognize: each fails closed, the preflight quarantining the node with
+/// it named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FormDefect {
+    /// `mac.env` mixes exported and plain lines, or `MAC_` and `OVSWARM_` names: no installer wrote that.
+    MixedEnvLayout,
+    /// `mac.env` is exported lines under `OVSWARM_` names: no installer wrote that either.
+    UnknownEnvLayout,
+    /// `mac.env` in a historical layout is not exactly a full installed identity in strict lines (a recovery-only or
+    /// partial key set, an extra or unknown key, a value a shell would read otherwise, a generation that is not a
+    /// number, a startup hold that is not `0` or `1`). Recovery keys are exact and only ever in the canonical layout.
+    HistoricalEnvNotExact,
+    /// The receipt has no `schema_version` this decoder knows.
+    UnknownReceiptVersion,
+    /// The receipt is not exactly its version's lines.
+    MalformedReceipt,
+    /// The receipt's signature does not verify.
+    ReceiptUnsigned,
+    /// The receipt and the manifest name a different revision or generation.
+    ReceiptDisagrees,
+    /// A historical receipt on a node without a full installed identity to bind it to.
+    NoIdentityToCanonicalize,
+}
+
+/// A file a canonicalization writes or removes, in the order it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CanonicalFile {
+    Manifest,
+    Env,
+    Marker,
+    Receipt,
+}
+
+/// The format of an old (pre-typed) controller journal's lines (`rollout::journal`, `docs/journal.md` "Old journals").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OldJournalFormat {
+    /// `mac-cohort v1 <rollout> <verb> <key>=<value> …`: the serial MAC controller's cohort journal.
+    MacCohortV1,
+}
+
+/// Why old journal lines cannot be decoded unambiguously: they are set aside (quarantined), never guessed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OldJournalDefect {
+    /// The version token is not `v1`.
+    UnknownVersion,
+    /// The verb is none of `plan`, `arm`, `done`, `fail`, `cohort`, `final`.
+    UnknownVerb,
+    /// The phase is none of `hold`, `stop`, `install`, `identity`, `start`, `verify`, `unhold`.
+    UnknownPhase,
+    /// A field is missing, unknown, repeated, empty or out of range.
+    BadField,
+    /// A transition names a rollout that has no plan before it.
+    EventBeforePlan,
+    /// A transition names a rollout whose plan a later plan superseded (the old controller was serial).
+    NotCurrentRollout,
+    /// A transition names a node its rollout's plan does not.
+    NodeNotInPlan,
+    /// A second plan for a rollout that already has one.
+    ConflictingPlans,
+    /// A line for a rollout after its `final` line.
+    AfterFinal,
+    /// The rollout's id is already a typed rollout's in this journal.
+    RolloutIdTaken,
+    /// Typed rollout records follow old lines that were never migrated: which came first is not known.
+    TypedRecordsInterleaved,
+}
+
+/// Why a rollout was refused, when it is typed (`plan_refused`'s `cause`; absent for a refusal of the plan).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum RefusalCause {
+    /// The controller journal's old lines are set aside: `line` could not be decoded unambiguously. Every rollout is
+    /// refused until a person settles them.
+    JournalQuarantined { line: u64, defect: OldJournalDefect },
+    /// The journal could not be read or written, or holds a typed rollout record that does not decode or fit.
+    JournalFailed,
+}
+
 /// What the rollout controller reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RolloutEvent {
@@ -294,6 +390,23 @@ pub enum RolloutEvent {
     },
     PlanRefused {
         reason: String,
+        /// The refusal's cause, typed, when it is the journal's (a plan's refusal says it in `reason` only).
+        cause: Option<RefusalCause>,
+    },
+    /// Old (pre-typed) journal lines were migrated into typed records, once, in one durable append: the journal line
+    /// numbers they were on, and how many typed records they made.
+    JournalMigrated {
+        format: OldJournalFormat,
+        lines: Vec<u64>,
+        records: u64,
+    },
+    /// Old journal lines could not be decoded unambiguously and were set aside: `line` is the first that could not
+    /// be, `defect` why; `lines` every line set aside.
+    JournalQuarantined {
+        format: OldJournalFormat,
+        line: u64,
+        defect: OldJournalDefect,
+        lines: Vec<u64>,
     },
     Quarantined {
         node: String,
@@ -302,6 +415,20 @@ pub enum RolloutEvent {
     Repaired {
         node: String,
         repair: String,
+    },
+    /// The preflight decoded a node's identity from historical forms (`forms`), or met historical artifacts it does
+    /// not recognize (`defects`, each a quarantine surface). Reported only for a node with either, before its verdict.
+    IdentityDecoded {
+        node: String,
+        forms: Vec<HistoricalForm>,
+        defects: Vec<FormDefect>,
+    },
+    /// A node's historical forms were rewritten in the canonical ones under the deployment fence, in `wrote`'s order
+    /// (the receipt removed last), every identity value kept.
+    Canonicalized {
+        node: String,
+        forms: Vec<HistoricalForm>,
+        wrote: Vec<CanonicalFile>,
     },
     Adopted {
         revision: String,

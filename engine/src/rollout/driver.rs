@@ -14,12 +14,13 @@ use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
 
-use crate::ports::events::{RolloutEnd, RolloutEvent, RolloutFailure, RolloutStep, TerminalOutcome};
+use crate::ports::events::{RefusalCause, RolloutEnd, RolloutEvent, RolloutFailure, RolloutStep, TerminalOutcome};
 use crate::ports::{
     Artifacts, Clock, Endpoint, Hub, HubError, Jitter, Journal, LockGrant, NodeReport, Secrets, Signal, Signals, Ssh,
     SshError, SshRequest, SshResponse,
 };
 use crate::rollout::account::{self, Exclusions, NodeAccount, NodeOutcome};
+use crate::rollout::decode::{self, CanonicalWrite, Canonicalization};
 use crate::rollout::holds::HoldOwner;
 use crate::rollout::journal::{self, Adopted, Record};
 use crate::rollout::lane::{LaneVerdict, NodeMachine, NodeState, NodeStep, lane_verdict, operation_id};
@@ -144,8 +145,10 @@ where
     pub async fn run_rollout(&self, request: &RolloutRequest) -> RolloutOutcome {
         // Every hub mutation presents the controller's current credential; a failure here shows on the first call.
         let _ = self.authenticate(&request.rollout, false).await;
-        let lines = self.journal.replay().await.unwrap_or_else(|error| panic!("rollout journal unreadable: {error}"));
-        let adopted = journal::replay(lines.iter().map(String::as_str)).unwrap_or_else(|error| panic!("{error}"));
+        let adopted = match self.read_journal(request).await {
+            Ok(adopted) => adopted,
+            Err(refused) => return refused,
+        };
         match (adopted, request.policy) {
             (Some(adopted), RolloutPolicy::Lanes) => self.resume_lanes(request, adopted).await,
             (Some(adopted), RolloutPolicy::Legacy) => {
@@ -162,6 +165,38 @@ where
             (None, RolloutPolicy::Lanes) => self.run_lanes(request).await,
             (None, RolloutPolicy::Legacy) => self.run_legacy(request).await,
         }
+    }
+
+    /// Replays the journal for the rollout to adopt, settling old (pre-typed) lines first: their migration, or their
+    /// quarantine when they cannot be decoded unambiguously, is appended once, before anything else
+    /// ([`journal::settle_and_replay`]). A journal that cannot be read or written, or whose old lines stand
+    /// quarantined, refuses the rollout with its typed cause: nothing is adopted and nothing mutated.
+    async fn read_journal(&self, request: &RolloutRequest) -> Result<Option<Adopted>, RolloutOutcome> {
+        let (replayed, settled) = match journal::settle_and_replay(self.journal).await {
+            Ok(settled) => settled,
+            Err(error) => {
+                let reason = format!("rollout journal unusable: {error}");
+                return Err(self.refuse_with(request, &BTreeMap::new(), reason, Some(RefusalCause::JournalFailed)));
+            }
+        };
+        match settled {
+            None => {}
+            Some(Record::Migrated { format, lines, records, .. }) => {
+                let (lines, records) = (lines.iter().map(|old| old.line).collect(), records.len() as u64);
+                self.emit(&request.rollout, RolloutEvent::JournalMigrated { format, lines, records });
+            }
+            Some(Record::JournalQuarantined { format, line, defect, lines, .. }) => {
+                let lines = lines.iter().map(|old| old.line).collect();
+                self.emit(&request.rollout, RolloutEvent::JournalQuarantined { format, line, defect, lines });
+            }
+            Some(other) => unreachable!("old lines are settled by a migration or a quarantine, not {other:?}"),
+        }
+        if let Some(quarantine) = replayed.quarantine {
+            let reason = format!("the controller journal's old lines are quarantined: {}", quarantine.detail);
+            let cause = RefusalCause::JournalQuarantined { line: quarantine.line, defect: quarantine.defect };
+            return Err(self.refuse_with(request, &BTreeMap::new(), reason, Some(cause)));
+        }
+        Ok(replayed.adopted)
     }
 
     /// The legacy controller's report of a failed node: it names the endpoint, and has no recovery-only mode to offer.
@@ -195,10 +230,21 @@ where
     /// Refuses the rollout before any mutation: the refusal, then the account (every node prior but those someone
     /// else holds).
     fn refuse(&self, request: &RolloutRequest, held: &BTreeMap<String, Vec<String>>, reason: String) -> RolloutOutcome {
+        self.refuse_with(request, held, reason, None)
+    }
+
+    /// [`Self::refuse`], with the refusal's typed cause when it has one.
+    fn refuse_with(
+        &self,
+        request: &RolloutRequest,
+        held: &BTreeMap<String, Vec<String>>,
+        reason: String,
+        cause: Option<RefusalCause>,
+    ) -> RolloutOutcome {
         let id = request.rollout.as_str();
         let selected: Vec<String> = request.nodes.iter().map(|endpoint| endpoint.node.clone()).collect();
         let nodes = account::refused(&selected, held, &reason);
-        self.emit(id, RolloutEvent::PlanRefused { reason });
+        self.emit(id, RolloutEvent::PlanRefused { reason, cause });
         let nodes = self.accounted(id, nodes);
         RolloutOutcome { lanes: Vec::new(), nodes, outcome: RolloutEnd::Refused }
     }
@@ -285,6 +331,16 @@ where
         let id = request.rollout.as_str();
         // 1. Read-only preflight of every selected node, before the epoch opens or anything stops.
         let reports = join_all(request.nodes.iter().map(|endpoint| self.observe_retrying(request, endpoint))).await;
+        // What the decoder made of each observed node's historical forms, for the report before its verdict.
+        let decoded: BTreeMap<String, decode::DecodedIdentity> = reports
+            .iter()
+            .filter_map(|report| report.as_ref().ok())
+            .filter_map(|report| {
+                let identity = decode::decode(&report.identity, &Expectation::default(), self.verifier).ok()?;
+                let historical = !identity.forms.is_empty() || !identity.defects.is_empty();
+                historical.then(|| (report.identity.node.clone(), identity))
+            })
+            .collect();
         // A node someone else holds (an operator, another rollout) is not this rollout's to take down or release.
         let holds = match self.hub_retrying(request, || self.hub.read_holds()).await {
             Ok(holds) => holds,
@@ -296,6 +352,11 @@ where
         let mut excluded = Exclusions::default();
         for (node, verdict) in &selection.preflight {
             let node = node.clone();
+            if let Some(identity) = decoded.get(&node).filter(|_| !matches!(verdict, NodeSelection::SkippedHeld { .. }))
+            {
+                let (forms, defects) = (identity.forms.clone(), identity.defects.clone());
+                self.emit(id, RolloutEvent::IdentityDecoded { node: node.clone(), forms, defects });
+            }
             match verdict {
                 NodeSelection::SkippedHeld { owners } => {
                     excluded.held.insert(node.clone(), owners.clone());
@@ -440,6 +501,7 @@ where
             in_doubt: Vec::new(),
             committed_lanes: BTreeMap::new(),
             excluded,
+            staged: true,
         };
 
         // 8. The epoch pins every member against expiry before the first stop.
@@ -461,6 +523,7 @@ where
     async fn apply_repair(&self, request: &RolloutRequest, endpoint: &Endpoint, repair: &Repair) -> Result<(), String> {
         let id = &request.rollout;
         let writes: Vec<(String, String)> = match repair {
+            Repair::Canonicalize(planned) => return self.canonicalize(request, endpoint, planned).await,
             Repair::WriteMarker { revision, .. } => vec![(MARKER.to_owned(), format!("{revision}\n"))],
             Repair::RecreateRecoveryEnvHoldFirst => {
                 // The hold is durable before the identity: first the hold alone, then the key beside it. The key comes
@@ -485,6 +548,48 @@ where
             self.ssh.run(endpoint, request_op).await.map_err(|error| format!("repair failed: {error}"))?;
         }
         self.emit(id, RolloutEvent::Repaired { node: endpoint.node.clone(), repair: format!("{repair:?}") });
+        Ok(())
+    }
+
+    /// Canonicalizes a node's historical forms under the fence: looks at the node again (the files must still decode
+    /// to the planned identity), checks the attestation key its environment carries is the secrets store's (a
+    /// canonicalization never changes an identity value), then writes each canonical file atomically, owner-only, and
+    /// removes the historical receipt last. Each operation id names the file, so a replay after a controller death
+    /// runs only what is still due.
+    async fn canonicalize(
+        &self,
+        request: &RolloutRequest,
+        endpoint: &Endpoint,
+        planned: &Canonicalization,
+    ) -> Result<(), String> {
+        let (id, node) = (&request.rollout, &endpoint.node);
+        let report = self.observe(endpoint).await.map_err(|error| format!("repair failed: {error}"))?;
+        let verdict = self.rules.classify(&report.identity, self.verifier);
+        let forms = decode::canonical_forms(&report.identity, &verdict, planned, self.verifier)?;
+        if let Some(key) = &forms.attestation_key {
+            let stored =
+                self.secrets.attestation_key(node).await.map_err(|error| format!("repair impossible: {error}"))?;
+            if stored != *key {
+                return Err("repair refused: mac.env's attestation key is not the secrets store's".into());
+            }
+        }
+        let mut wrote = Vec::with_capacity(forms.writes.len());
+        for write in forms.writes {
+            let file = write.file();
+            let operation_id = format!("{id}/{node}/canonicalize/{}", file.as_str());
+            let op = match write {
+                CanonicalWrite::Write { file, content } => {
+                    SshRequest::WriteFileAtomic { operation_id, path: file.path().to_owned(), content, mode: 0o600 }
+                }
+                CanonicalWrite::Remove { file } => {
+                    SshRequest::RemoveFile { operation_id, path: file.path().to_owned() }
+                }
+            };
+            self.ssh.run(endpoint, op).await.map_err(|error| format!("repair failed: {error}"))?;
+            wrote.push(file);
+        }
+        let forms = planned.forms.clone();
+        self.emit(id, RolloutEvent::Canonicalized { node: node.clone(), forms, wrote });
         Ok(())
     }
 
@@ -623,6 +728,9 @@ where
             self.record(Record::LockTaken { rollout: adopted.rollout.clone(), fence }).await;
             adopted.fence = Some(fence);
         }
+        if !adopted.staged {
+            self.stage_adopted(&request, &mut adopted).await;
+        }
         if adopted.epoch.is_none() {
             let members = self.rules.epoch_members(&adopted.lanes);
             if let Ok(epoch) = self.hub_retrying(&request, || self.hub.open_epoch(&members)).await {
@@ -631,6 +739,45 @@ where
             }
         }
         self.drive_lanes(&request, adopted, BTreeMap::new(), fence).await
+    }
+
+    /// Stages every capsule on every node of an adopted plan that is surely not stopped yet, before any lane goes
+    /// down: a plan migrated from an old journal was frozen by a controller that fetched after its stops (the
+    /// incident's order), and after the barrier a fetch is a protocol violation. A node whose stop is in doubt is not
+    /// staged (it may be stopped: its install then fails and its lane stays held for a person, never fetched onto).
+    /// A node that cannot be staged fails where it stands (never held: it keeps its prior generation; held: its lane
+    /// is stuck, the hold kept). Staging is idempotent by digest, so a controller that adopts the same plan again
+    /// stages only what is missing.
+    async fn stage_adopted(&self, request: &RolloutRequest, adopted: &mut Adopted) {
+        let endpoints: BTreeMap<&str, &Endpoint> = request.nodes.iter().map(|e| (e.node.as_str(), e)).collect();
+        let stop_in_doubt =
+            |node: &str| adopted.in_doubt.iter().any(|(doubtful, step)| doubtful == node && *step == NodeStep::Quiesce);
+        let unstopped: Vec<(&Endpoint, NodeStep)> = adopted
+            .nodes
+            .values()
+            .filter(|machine| !stop_in_doubt(&machine.node))
+            .filter_map(|machine| match machine.state {
+                NodeState::Pending(step @ (NodeStep::Hold | NodeStep::Quiesce)) => {
+                    Some((*endpoints.get(machine.node.as_str())?, step))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut staged = Vec::with_capacity(unstopped.len());
+        for batch in unstopped.chunks(request.fan_out.max(1)) {
+            staged.extend(join_all(batch.iter().map(|(endpoint, _)| self.stage_node(request, endpoint))).await);
+        }
+        for ((endpoint, step), result) in unstopped.into_iter().zip(staged) {
+            let Err(error) = result else { continue };
+            let (node, reason) = (endpoint.node.clone(), format!("staging failed: {error}"));
+            let rollout = adopted.rollout.clone();
+            self.record(Record::NodeFailed { rollout, node: node.clone(), step, reason: reason.clone() }).await;
+            adopted.in_doubt.retain(|(doubtful, _)| *doubtful != node);
+            if let Some(machine) = adopted.nodes.get_mut(&node) {
+                machine.handle_failed(step, reason);
+            }
+        }
+        adopted.staged = true;
     }
 
     /// Runs the lanes one at a time, nodes of a lane concurrently.

@@ -1,5 +1,5 @@
 //! The rolling-deployment controller of the 2026-09-21 RCCA (`seeds/003_65d56b75d2c60639.txt`): the synchronous
-//! decisions — identity preflight, the node selection (skipped, quarantined, eligible, and the floor's say over
+//! decisions — identity preflight (with its decoder of the canonical and historical identity forms), the node selection (skipped, quarantined, eligible, and the floor's say over
 //! repairs), the dispatch holds' owners, lane planning with an availability floor and a duration budget, bounded
 //! retry, the per-node state machine and lane verdicts, the all-selected account of every node, and the journal that lets a new controller adopt a dead one's
 //! rollout. [`driver`] runs them against the `Ssh`, `Hub`, `Journal`, `Clock`, `Signals`, `Jitter`, `Secrets` and
@@ -7,6 +7,7 @@
 //! asking [`rules::Rules`] for each decision.
 
 pub mod account;
+pub mod decode;
 pub mod driver;
 pub mod holds;
 pub mod journal;

@@ -4,17 +4,22 @@
 //! and decide per node: coherent, repairable under the deployment fence, or quarantined with a typed repair plan.
 //!
 //! Postel-like tolerance without weaker security (RCCA): a missing redundant marker is repairable only when signed,
-//! generation-bound evidence independently proves its exact value; everything ambiguous, unowned, writable, symlinked,
-//! multiply linked, unsigned or conflicting fails closed.
+//! generation-bound evidence independently proves its exact value, and a node in a known historical form
+//! ([`crate::rollout::decode`]) that is otherwise coherent is canonicalized under the fence; everything ambiguous,
+//! unowned, writable, symlinked, multiply linked, unbounded, unsigned or conflicting fails closed.
 
 use std::collections::BTreeMap;
 
-use crate::ports::{FileFacts, FileKind, NodeObservation};
+use crate::ports::NodeObservation;
+use crate::rollout::decode::{self, Canonicalization, DecodedEnv, EnvState, FormDefect};
 
 /// Where the identity lives on a worker.
 pub const MAC_ENV: &str = "~/.mac/mac.env";
 pub const MARKER: &str = "~/.mac/deployed-source-revision";
 pub const MANIFEST: &str = "~/.mac/deployment-manifest";
+/// Where installers before the signed manifest left their versioned deployment receipt (historical only: nothing
+/// writes one now, and a canonicalization removes it).
+pub const RECEIPT: &str = "~/.mac/deployment-receipt";
 
 /// The keys of the recovery-only environment, exactly.
 pub const RECOVERY_KEYS: [&str; 2] = ["MAC_ATTESTATION_KEY", "MAC_STARTUP_CLEAR_HOLD"];
@@ -54,6 +59,11 @@ impl Manifest {
             generation: fields.get("generation")?.parse().ok()?,
             signature: fields.get("signature")?.to_string(),
         })
+    }
+
+    /// The one rendering of a manifest: its three lines in order.
+    pub fn render(&self) -> String {
+        format!("revision={}\ngeneration={}\nsignature={}\n", self.revision, self.generation, self.signature)
     }
 }
 
@@ -106,6 +116,13 @@ pub enum Contradiction {
         path: &'static str,
         reason: String,
     },
+    /// Larger than [`decode::FILE_BYTES_MAX`]: not read at all.
+    Unbounded {
+        path: &'static str,
+        bytes: u64,
+    },
+    /// A historical artifact the decoder does not recognize (ambiguous, of an unknown version, unsigned, conflicting).
+    Historical(FormDefect),
     EnvMalformed {
         reason: String,
     },
@@ -144,6 +161,10 @@ impl std::fmt::Display for Contradiction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Contradiction::UnsafeFile { path, reason } => write!(f, "{path} is unsafe: {reason}"),
+            Contradiction::Unbounded { path, bytes } => {
+                write!(f, "{path} is unbounded: {bytes} bytes, more than {}", decode::FILE_BYTES_MAX)
+            }
+            Contradiction::Historical(defect) => write!(f, "{defect}"),
             Contradiction::EnvMalformed { reason } => write!(f, "{MAC_ENV} is malformed: {reason}"),
             Contradiction::ExtraRecoveryKeys { keys } => {
                 write!(f, "{MAC_ENV} recovery-only form has extra keys {}", keys.join(", "))
@@ -180,6 +201,9 @@ pub enum Repair {
     /// Recreate the recovery-only environment, with `MAC_STARTUP_CLEAR_HOLD=0` durably written before the
     /// attestation key (the RCCA's "recovery hold precedes recovery identity").
     RecreateRecoveryEnvHoldFirst,
+    /// Rewrite a recognized historical form in the canonical forms (manifest, `mac.env`, marker; the receipt
+    /// removed), every identity value kept: the decoder found nothing else wrong.
+    Canonicalize(Canonicalization),
     /// Nothing automatic is safe: an operator inspects these surfaces.
     OperatorInspect { surfaces: Vec<Contradiction> },
 }
@@ -213,99 +237,46 @@ pub fn recovery_env_writes(attestation_key: &str) -> Vec<String> {
     ]
 }
 
-/// The one canonical installed environment the controller emits.
+/// The one canonical installed environment the controller emits (the startup hold cleared: the service's start
+/// releases its own dispatch hold).
 pub fn render_env(identity: &crate::rollout::rules::InstalledIdentity<'_>) -> String {
     let crate::rollout::rules::InstalledIdentity { node, hub_url, revision, generation, attestation_key } = identity;
-    format!(
-        "MAC_ATTESTATION_KEY={attestation_key}\nMAC_STARTUP_CLEAR_HOLD=1\nMAC_WORKER_ID={node}\nMAC_HUB_URL={hub_url}\nMAC_DEPLOYED_REVISION={revision}\nMAC_GENERATION={generation}\n"
-    )
+    decode::render_canonical_env(&decode::InstalledEnv {
+        worker_id: (*node).to_owned(),
+        hub_url: (*hub_url).to_owned(),
+        revision: (*revision).to_owned(),
+        generation: *generation,
+        startup_clear_hold: "1".to_owned(),
+        attestation_key: crate::secret::Secret::new(*attestation_key),
+    })
 }
 
-/// Decodes an environment file: `KEY=VALUE` lines, no duplicates, no blank keys.
+/// Classifies an environment file in the canonical layout: `KEY=VALUE` lines, no duplicates, no blank keys (a
+/// historical layout is [`decode::decode_env`]'s).
 pub fn classify_env(content: &str) -> EnvClass {
-    let mut keys = BTreeMap::new();
-    for (number, line) in content.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            return EnvClass::Malformed { reason: format!("line {} is not KEY=VALUE", number + 1) };
-        };
-        let key = key.trim();
-        if key.is_empty() || key.contains(char::is_whitespace) {
-            return EnvClass::Malformed { reason: format!("line {} has no valid key", number + 1) };
-        }
-        if keys.insert(key.to_owned(), value.trim().to_owned()).is_some() {
-            return EnvClass::Malformed { reason: format!("{key} is assigned twice") };
-        }
+    match decode::canonical_vars(content) {
+        Ok(keys) => decode::class_of(&keys),
+        Err(reason) => EnvClass::Malformed { reason },
     }
-    let has = |key: &str| keys.contains_key(key);
-    if keys.len() == RECOVERY_KEYS.len() && RECOVERY_KEYS.iter().all(|k| has(k)) {
-        return EnvClass::RecoveryOnly;
-    }
-    if keys.len() == INSTALLED_KEYS.len() && INSTALLED_KEYS.iter().all(|k| has(k)) {
-        let generation = keys["MAC_GENERATION"].parse();
-        return match generation {
-            Ok(generation) => EnvClass::FullInstalled { revision: keys["MAC_DEPLOYED_REVISION"].clone(), generation },
-            Err(_) => EnvClass::Malformed { reason: "MAC_GENERATION is not a number".into() },
-        };
-    }
-    if RECOVERY_KEYS.iter().all(|k| has(k)) {
-        let extra = keys.keys().filter(|k| !RECOVERY_KEYS.contains(&k.as_str())).cloned().collect();
-        return EnvClass::ExtraKeys { extra };
-    }
-    EnvClass::Malformed { reason: "neither the recovery-only nor the full installed key set".into() }
 }
 
-fn unsafe_reason(facts: &FileFacts, expectation: &Expectation) -> Option<String> {
-    match facts.kind {
-        FileKind::Symlink => return Some("a symlink".into()),
-        FileKind::Directory => return Some("a directory".into()),
-        FileKind::Regular => {}
-    }
-    if facts.nlink != 1 {
-        return Some(format!("{} hard links", facts.nlink));
-    }
-    if facts.owner != expectation.owner {
-        return Some(format!("owned by {}, not {}", facts.owner, expectation.owner));
-    }
-    if facts.mode != expectation.mode {
-        return Some(format!("mode {:o}, not {:o}", facts.mode, expectation.mode));
-    }
-    None
-}
-
-/// Classifies one node from a read-only observation.
+/// Classifies one node from a read-only observation, decoded by [`decode::decode`] whichever known forms its files
+/// are in.
 pub fn classify(observation: &NodeObservation, expectation: &Expectation, verifier: &dyn SignatureVerifier) -> Verdict {
-    let mut surfaces = Vec::new();
-    for (path, facts) in [(MAC_ENV, &observation.env), (MARKER, &observation.marker), (MANIFEST, &observation.manifest)]
-    {
-        if let Some(reason) = facts.as_ref().and_then(|facts| unsafe_reason(facts, expectation)) {
-            surfaces.push(Contradiction::UnsafeFile { path, reason });
-        }
-    }
-    // Unsafe files fail closed before anything is read from them.
-    if !surfaces.is_empty() {
-        return quarantine(surfaces);
-    }
-
-    let env = observation.env.as_ref().map_or(EnvClass::Absent, |facts| classify_env(&facts.content));
-    let marker = observation.marker.as_ref().map(|facts| facts.content.trim().to_owned());
-    let manifest = match &observation.manifest {
-        None => Err(Contradiction::ManifestMissing),
-        Some(facts) => match Manifest::parse(&facts.content) {
-            None => Err(Contradiction::ManifestUnreadable),
-            Some(manifest) if !verifier.verify(&manifest) => Err(Contradiction::ManifestUnsigned),
-            Some(manifest) => Ok(manifest),
-        },
+    // Unsafe and unbounded files fail closed before anything is read from them.
+    let decoded = match decode::decode(observation, expectation, verifier) {
+        Ok(decoded) => decoded,
+        Err(surfaces) => return quarantine(surfaces),
     };
+    let mut surfaces = Vec::new();
+    let marker = observation.marker.as_ref().map(|facts| facts.content.trim().to_owned());
     let Some((revision, generation)) = observation.installed.clone() else {
         surfaces.push(Contradiction::NothingInstalled);
         return quarantine(surfaces);
     };
     let installed_label = format!("{revision}@{generation}");
 
-    match &manifest {
+    match &decoded.statement {
         Err(contradiction) => surfaces.push(contradiction.clone()),
         Ok(manifest) if (manifest.revision.as_str(), manifest.generation) != (revision.as_str(), generation) => {
             surfaces.push(Contradiction::ManifestDisagrees {
@@ -315,6 +286,18 @@ pub fn classify(observation: &NodeObservation, expectation: &Expectation, verifi
         }
         Ok(_) => {}
     }
+    // The receipt's defects, beside the manifest they stand in for or contradict.
+    let env_defect = match &decoded.env {
+        EnvState::Defective(defect) => Some(*defect),
+        EnvState::Absent | EnvState::Decoded(_) => None,
+    };
+    surfaces.extend(
+        decoded
+            .defects
+            .iter()
+            .filter(|defect| Some(**defect) != env_defect && **defect != FormDefect::NoIdentityToCanonicalize)
+            .map(|defect| Contradiction::Historical(*defect)),
+    );
     if observation.barrier_generation != generation {
         surfaces
             .push(Contradiction::BarrierDisagrees { barrier: observation.barrier_generation, installed: generation });
@@ -325,42 +308,59 @@ pub fn classify(observation: &NodeObservation, expectation: &Expectation, verifi
         }
     }
     let mut repair = None;
-    match &env {
-        EnvClass::FullInstalled { revision: env_revision, generation: env_generation } => {
-            if (env_revision.as_str(), *env_generation) != (revision.as_str(), generation) {
-                surfaces.push(Contradiction::EnvDisagrees {
-                    env: format!("{env_revision}@{env_generation}"),
-                    installed: installed_label.clone(),
-                });
+    match &decoded.env {
+        EnvState::Decoded(DecodedEnv { class, .. }) => match class {
+            EnvClass::FullInstalled { revision: env_revision, generation: env_generation } => {
+                if (env_revision.as_str(), *env_generation) != (revision.as_str(), generation) {
+                    surfaces.push(Contradiction::EnvDisagrees {
+                        env: format!("{env_revision}@{env_generation}"),
+                        installed: installed_label.clone(),
+                    });
+                }
+                if marker.is_none() {
+                    // worker-50: repairable only if every other surface, including a signed manifest, agrees.
+                    surfaces.push(Contradiction::MarkerAbsentWithFullEnv);
+                    repair = Some(Repair::WriteMarker { revision: revision.clone(), generation });
+                }
             }
-            if marker.is_none() {
-                // worker-50: repairable only if every other surface, including a signed manifest, agrees.
-                surfaces.push(Contradiction::MarkerAbsentWithFullEnv);
-                repair = Some(Repair::WriteMarker { revision: revision.clone(), generation });
+            EnvClass::RecoveryOnly => {
+                // A retained partial successor: coherent only when the marker is absent (the recovery path owns it).
+                if marker.is_some() {
+                    surfaces.push(Contradiction::EnvDisagrees {
+                        env: "recovery-only".into(),
+                        installed: installed_label.clone(),
+                    });
+                }
             }
-        }
-        EnvClass::RecoveryOnly => {
-            // A retained partial successor: coherent only when the marker is absent (the recovery path owns it).
-            if marker.is_some() {
-                surfaces.push(Contradiction::EnvDisagrees {
-                    env: "recovery-only".into(),
-                    installed: installed_label.clone(),
-                });
-            }
-        }
-        EnvClass::Absent => repair = Some(Repair::RecreateRecoveryEnvHoldFirst),
-        EnvClass::ExtraKeys { extra } => surfaces.push(Contradiction::ExtraRecoveryKeys { keys: extra.clone() }),
-        EnvClass::Malformed { reason } => surfaces.push(Contradiction::EnvMalformed { reason: reason.clone() }),
+            EnvClass::Absent => repair = Some(Repair::RecreateRecoveryEnvHoldFirst),
+            EnvClass::ExtraKeys { extra } => surfaces.push(Contradiction::ExtraRecoveryKeys { keys: extra.clone() }),
+            EnvClass::Malformed { reason } => surfaces.push(Contradiction::EnvMalformed { reason: reason.clone() }),
+        },
+        EnvState::Absent => repair = Some(Repair::RecreateRecoveryEnvHoldFirst),
+        EnvState::Defective(defect) => surfaces.push(Contradiction::Historical(*defect)),
+    }
+    if decoded.defects.contains(&FormDefect::NoIdentityToCanonicalize) {
+        surfaces.push(Contradiction::Historical(FormDefect::NoIdentityToCanonicalize));
     }
 
-    let only_marker_missing = surfaces == [Contradiction::MarkerAbsentWithFullEnv];
-    match (surfaces.is_empty(), only_marker_missing, repair) {
-        (true, _, None) => Verdict::Coherent { revision, generation },
-        (true, _, Some(repair)) => Verdict::Repairable { revision, generation, repair },
-        (false, true, Some(repair @ Repair::WriteMarker { .. })) => {
-            Verdict::Repairable { revision, generation, repair }
-        }
-        (false, _, _) => quarantine(surfaces),
+    // The marker's absence is the one surface a repair may cover; anything else quarantines.
+    let marker_missing = surfaces.contains(&Contradiction::MarkerAbsentWithFullEnv);
+    if surfaces.iter().any(|surface| *surface != Contradiction::MarkerAbsentWithFullEnv) {
+        return quarantine(surfaces);
+    }
+    if !decoded.forms.is_empty() {
+        let canonicalization = Canonicalization {
+            revision: revision.clone(),
+            generation,
+            forms: decoded.forms,
+            write_manifest: observation.manifest.is_none(),
+            write_marker: marker_missing,
+        };
+        return Verdict::Repairable { revision, generation, repair: Repair::Canonicalize(canonicalization) };
+    }
+    match repair {
+        None => Verdict::Coherent { revision, generation },
+        Some(repair) => Verdict::Repairable { revision, generation, repair },
     }
 }
 
@@ -393,6 +393,7 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::{TestVerifier, file};
     use super::*;
+    use crate::ports::FileKind;
 
     fn full_env(revision: &str, generation: u64) -> String {
         format!(
@@ -406,6 +407,7 @@ mod tests {
             env: Some(file(&full_env("7f3bbd12", 4))),
             marker: Some(file("7f3bbd12\n")),
             manifest: Some(file("revision=7f3bbd12\ngeneration=4\nsignature=sig-7f3bbd12-4\n")),
+            receipt: None,
             installed: Some(("7f3bbd12".into(), 4)),
             barrier_generation: 4,
         }
@@ -496,6 +498,86 @@ mod tests {
         for (name, drift, expected) in cases {
             let mut node = coherent();
             drift(&mut node);
+            let found = surfaces(check(&node));
+            assert!(found.contains(&expected), "{name}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn a_coherent_historical_form_is_canonicalized_and_anything_else_about_it_quarantines() {
+        use crate::rollout::decode::{FormDefect, HistoricalForm};
+        let exported: String = full_env("7f3bbd12", 4).lines().map(|line| format!("export {line}\n")).collect();
+        let v1 = "schema_version=1\ndeployed_revision=7f3bbd12\ndeployment_generation=4\nsignature=sig-7f3bbd12-4\n";
+        let canonicalize = |forms: Vec<HistoricalForm>, write_manifest, write_marker| Verdict::Repairable {
+            revision: "7f3bbd12".into(),
+            generation: 4,
+            repair: Repair::Canonicalize(Canonicalization {
+                revision: "7f3bbd12".into(),
+                generation: 4,
+                forms,
+                write_manifest,
+                write_marker,
+            }),
+        };
+        type Shape = Box<dyn Fn(&mut NodeObservation)>;
+        let exported_env: Shape = {
+            let exported = exported.clone();
+            Box::new(move |n| n.env = Some(file(&exported)))
+        };
+        let positive: Vec<(&str, Shape, Verdict)> = vec![
+            ("exported env", exported_env, canonicalize(vec![HistoricalForm::ExportPrefixedEnv], false, false)),
+            (
+                "receipt for the manifest, worker-50's marker",
+                Box::new(move |n| {
+                    n.manifest = None;
+                    n.marker = None;
+                    n.receipt = Some(file(v1));
+                }),
+                canonicalize(vec![HistoricalForm::ReceiptV1], true, true),
+            ),
+        ];
+        for (name, shape, verdict) in positive {
+            let mut node = coherent();
+            shape(&mut node);
+            assert_eq!(check(&node), verdict, "{name}");
+        }
+        let negative: Vec<(&str, Shape, Contradiction)> = vec![
+            (
+                "half exported",
+                Box::new(|n| n.env = Some(file("export MAC_ATTESTATION_KEY=k\nMAC_STARTUP_CLEAR_HOLD=1\n"))),
+                Contradiction::Historical(FormDefect::MixedEnvLayout),
+            ),
+            (
+                "a historical env of another revision",
+                Box::new(move |n| n.env = Some(file(&exported.replace("=7f3bbd12", "=0000000")))),
+                Contradiction::EnvDisagrees { env: "0000000@4".into(), installed: "7f3bbd12@4".into() },
+            ),
+            (
+                "an unsigned receipt for the manifest",
+                Box::new(move |n| {
+                    n.manifest = None;
+                    n.receipt = Some(file(&v1.replace("sig-7f3bbd12-4", "none")));
+                }),
+                Contradiction::Historical(FormDefect::ReceiptUnsigned),
+            ),
+            (
+                "a receipt of an unknown version beside the manifest",
+                Box::new(|n| n.receipt = Some(file("schema_version=3\n"))),
+                Contradiction::Historical(FormDefect::UnknownReceiptVersion),
+            ),
+            (
+                "a receipt on a retained partial successor",
+                Box::new(move |n| {
+                    n.env = Some(file("MAC_ATTESTATION_KEY=k\nMAC_STARTUP_CLEAR_HOLD=0\n"));
+                    n.marker = None;
+                    n.receipt = Some(file(v1));
+                }),
+                Contradiction::Historical(FormDefect::NoIdentityToCanonicalize),
+            ),
+        ];
+        for (name, shape, expected) in negative {
+            let mut node = coherent();
+            shape(&mut node);
             let found = surfaces(check(&node));
             assert!(found.contains(&expected), "{name}: {found:?}");
         }

@@ -166,6 +166,7 @@ mod tests {
             env: Some(file(&env)),
             marker: marker.then(|| file("7f3bbd12\n")),
             manifest: Some(file("revision=7f3bbd12\ngeneration=4\nsignature=sig-7f3bbd12-4\n")),
+            receipt: None,
             installed: Some(("7f3bbd12".into(), 4)),
             barrier_generation: 4,
         };

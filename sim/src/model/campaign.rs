@@ -1007,7 +1007,9 @@ impl Campaign {
             if rng.random_range(0..1000) < rate.per_mille {
                 for _ in 0..rng.random_range(1..=rate.count_max) {
                     let target = planner.random_node(rng);
-                    let shape = *fakes::worker::Drift::ALL.choose(rng).expect("drift shapes exist");
+                    // The incident's shapes: the historical identity forms are the scenarios' (drawing them here
+                    // would change every campaign's plans).
+                    let shape = *fakes::worker::Drift::INCIDENT.choose(rng).expect("drift shapes exist");
                     steps.push(TimedStep { at_ms: 0, step: Step::MarkerDrift { target, shape } });
                 }
             }

@@ -8,6 +8,7 @@
 //! generated from the rows, and the tests below hold `docs/faults.md` and the campaign's knobs to them.
 
 use fakes::artifacts::ArtifactKind;
+use fakes::cohort_journal::OldJournal;
 use fakes::ssh::Storage;
 use fakes::worker::Drift;
 use serde::{Deserialize, Serialize};
@@ -299,6 +300,13 @@ pub enum Step {
     /// Registry cleanup revokes `target`'s hub principal: its row is tombstoned and its agent's heartbeats refused.
     PrincipalRevoked {
         target: String,
+    },
+    /// The controller's journal holds what the pre-typed MAC controller wrote before this one was installed: `shape`'s
+    /// lines for a rollout of `revision` (the fleet's next generation and current route bundle, cohorts of the lane
+    /// size, in node order). Meant for `at_ms = 0`, a journal as the old controller left it.
+    OldJournal {
+        shape: OldJournal,
+        revision: String,
     },
     // --- the MAAS site (runs with `[onboarding]`; `target` is one of the site's machines) ---------------------------
     /// Every NIC MAC of the machine is regenerated at its next power-on (seed: the `SiteFaults` stream).
@@ -734,6 +742,7 @@ catalogue! {
         StaleLock "stale_lock" [] ["stale_lock"] Always;
         OperatorHold "operator_hold" [target] ["operator_hold"] Always;
         PrincipalRevoked "principal_revoked" [target] [] Always;
+        OldJournal "old_journal" [] [] Always;
     }
     Site site_step {
         MacDrift "mac_drift" [target] ["mac_drift"] Always;

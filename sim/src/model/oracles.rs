@@ -93,6 +93,14 @@ catalogue! {
         "a controller adopting a journal took over the dead controller's lock fence";
     OperatorHoldRespected: "operator_hold_respected", Sometimes,
         "a rollout left a node alone because someone else held it";
+    OldJournalSettledOnce: "old_journal_settled_once", Always,
+        "every old (pre-typed) line of the controller's journal is migrated into typed records or quarantined at most once over the run, across controller deaths, never both";
+    HistoricalIdentityCanonicalizedFirst: "historical_identity_canonicalized_first", Always,
+        "a node given a recognized historical identity form before the first rollout sees no rollout mutation of its files or service but its canonicalization's writes before it is canonicalized";
+    JournalMigrated: "journal_migrated", Sometimes,
+        "a controller migrated old journal lines into typed records";
+    IdentityCanonicalized: "identity_canonicalized", Sometimes,
+        "a node in a historical identity form was canonicalized under the deployment fence";
     MaasTransitionsLegal: "maas_transitions_legal", Always,
         "every status write of a MAAS machine is a transition real MAAS allows (NODE_TRANSITIONS), and a created row starts in an initial status";
     NoDestructiveCallWithoutFreshRead: "no_destructive_call_without_fresh_read", Always,

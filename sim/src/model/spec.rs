@@ -1367,9 +1367,14 @@ pub(crate) fn validate_step(
             Some(format!("{key}.target: the controller runs no SSH endpoint"))
         }
         Step::SshTimeout { count: 0, .. } => Some(format!("{key}.count: must be at least 1")),
-        Step::StartRollout { revision } if revision.is_empty() || revision == PRIOR_REVISION => {
+        Step::StartRollout { revision } | Step::OldJournal { revision, .. }
+            if revision.is_empty() || revision == PRIOR_REVISION =>
+        {
             Some(format!("{key}.revision: must name a new revision (the fleet runs {PRIOR_REVISION})"))
         }
+        Step::OldJournal { revision, .. } if !revision.bytes().all(|b| b.is_ascii_alphanumeric()) => Some(format!(
+            "{key}.revision: letters and digits only (the old journal's rollout id is rollout-<revision>)"
+        )),
         Step::MaasUnavailable { count: 0, .. }
         | Step::VaultUnavailable { count: 0 }
         | Step::TokenAnswerLost { count: 0, .. } => Some(format!("{key}.count: must be at least 1")),
@@ -1438,6 +1443,7 @@ pub(crate) fn validate_step(
         | Step::StaleLock { .. }
         | Step::OperatorHold { .. }
         | Step::PrincipalRevoked { .. }
+        | Step::OldJournal { .. }
         | Step::MacDrift { .. }
         | Step::ResolverServfail { .. }
         | Step::ResolverRepair
@@ -1744,6 +1750,7 @@ pub mod write;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fakes::cohort_journal::OldJournal;
 
     const MINIMAL: &str = r#"
 schema_version = 1
@@ -2094,6 +2101,23 @@ nodes = 2
             step("kind = \"marker_drift\"\ntarget = \"node-01\"\nshape = \"melted\"")
                 .contains("unknown variant `melted`")
         );
+        let old = |shape: &str, revision: &str| {
+            step(&format!("kind = \"old_journal\"\nshape = \"{shape}\"\nrevision = \"{revision}\""))
+        };
+        assert!(
+            old("armed", "7f3bbd12").contains("step[0].revision: must name a new revision"),
+            "{}",
+            old("armed", "")
+        );
+        let spaced = old("armed", "2944 aebb");
+        assert!(spaced.contains("step[0].revision: letters and digits only"), "{spaced}");
+        assert!(old("half_written", "2944aebb").contains("unknown variant `half_written`"));
+        let fine = format!(
+            "{MINIMAL}\n[[step]]\nat_ms = 0\nkind = \"old_journal\"\nshape = \"conflicting_plans\"\nrevision = \"2944aebb\"\n"
+        );
+        let steps = parse_scenario("s.toml", &fine).unwrap().run.steps;
+        let expected = Step::OldJournal { shape: OldJournal::ConflictingPlans, revision: "2944aebb".into() };
+        assert_eq!(steps[0].step, expected);
     }
 
     #[test]

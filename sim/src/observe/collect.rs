@@ -184,6 +184,10 @@ impl Collectors {
             RolloutBody::PlanFrozen { .. }
             | RolloutBody::Quarantined { .. }
             | RolloutBody::Repaired { .. }
+            | RolloutBody::IdentityDecoded { .. }
+            | RolloutBody::JournalMigrated { .. }
+            | RolloutBody::JournalQuarantined { .. }
+            | RolloutBody::Canonicalized { .. }
             | RolloutBody::Adopted { .. }
             | RolloutBody::Retrying { .. }
             | RolloutBody::HubRetrying { .. }

@@ -252,7 +252,9 @@ fn reactions(body: &Body) -> Vec<(String, Reaction)> {
                 vec![(node.clone(), Did(Effect::Stopped)), controller(Did(Effect::Stopped))]
             }
             RolloutBody::Quarantined { node, .. } => vec![(node.clone(), Did(Effect::Quarantined))],
-            RolloutBody::Repaired { node, .. } => vec![(node.clone(), Did(Effect::Repaired))],
+            RolloutBody::Repaired { node, .. } | RolloutBody::Canonicalized { node, .. } => {
+                vec![(node.clone(), Did(Effect::Repaired))]
+            }
             RolloutBody::SkippedHeld { node, .. } => vec![(node.clone(), Did(Effect::Stopped))],
             RolloutBody::StepDone { node, .. } => vec![(node.clone(), Progress)],
             RolloutBody::LockWaiting { .. } => vec![rollout(Did(Effect::Stalled)), controller(Did(Effect::Stalled))],

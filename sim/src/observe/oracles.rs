@@ -114,6 +114,16 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
         OracleId::OperatorHoldRespected => {
             Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::SkippedHeld { .. }, .. })))
         }
+        OracleId::OldJournalSettledOnce => Box::new(rollout::OldJournalSettledOnce::default()),
+        OracleId::HistoricalIdentityCanonicalizedFirst => {
+            Box::new(rollout::HistoricalIdentityCanonicalizedFirst::default())
+        }
+        OracleId::JournalMigrated => {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::JournalMigrated { .. }, .. })))
+        }
+        OracleId::IdentityCanonicalized => {
+            Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::Canonicalized { .. }, .. })))
+        }
         OracleId::MaasTransitionsLegal => Box::new(site::MaasTransitionsLegal),
         OracleId::NoDestructiveCallWithoutFreshRead => Box::new(site::NoDestructiveCallWithoutFreshRead::default()),
         OracleId::NoDoubleCommissionOrDeploy => Box::new(site::NoDoubleCommissionOrDeploy::default()),

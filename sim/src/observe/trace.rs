@@ -10,7 +10,10 @@ use std::rc::Rc;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use engine::ports::events::{LaneVerdict, RolloutStep, RotationEnd, RotationStep};
+use engine::ports::events::{
+    CanonicalFile, FormDefect, HistoricalForm, LaneVerdict, OldJournalDefect, OldJournalFormat, RolloutStep,
+    RotationEnd, RotationStep,
+};
 use fakes::maas::{BootTarget, DnsAnswer, NodeStatus, PowerState, Stall};
 
 use crate::model::faults::Step;
@@ -246,24 +249,109 @@ pub enum Body {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum RolloutBody {
-    PlanFrozen { revision: String, lanes: u64, lane_size: u64, rollout_bound_ms: u64 },
-    PlanRefused { reason: String },
-    Quarantined { node: String, surfaces: Vec<String> },
-    Repaired { node: String, repair: String },
-    Adopted { revision: String, in_doubt: u64 },
-    StepStarted { node: String, step: RolloutStep, lane: u64 },
-    StepDone { node: String, step: RolloutStep, lane: u64 },
-    Retrying { node: String, step: RolloutStep, attempt: u64, delay_ms: u64, error: String },
-    HubRetrying { attempt: u64, delay_ms: u64, error: String },
-    NodeFailed { node: String, step: RolloutStep, error: String, endpoint: String, replay: String },
-    LaneCommitted { lane: u64, verdict: LaneVerdict, nodes: Vec<String> },
-    RouteChanged { frozen: String, published: String },
-    LockWaiting { holder: String, remaining_ms: u64 },
-    LockTaken { fence: u64, superseded: bool },
-    Reauthenticated { expires_at_ms: u64 },
-    SkippedHeld { node: String, owners: Vec<String> },
-    Accounted { nodes: Vec<engine::ports::events::NodeAccount> },
-    Terminal { outcome: engine::ports::events::TerminalOutcome },
+    PlanFrozen {
+        revision: String,
+        lanes: u64,
+        lane_size: u64,
+        rollout_bound_ms: u64,
+    },
+    PlanRefused {
+        reason: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cause: Option<engine::ports::events::RefusalCause>,
+    },
+    JournalMigrated {
+        format: OldJournalFormat,
+        lines: Vec<u64>,
+        records: u64,
+    },
+    JournalQuarantined {
+        format: OldJournalFormat,
+        line: u64,
+        defect: OldJournalDefect,
+        lines: Vec<u64>,
+    },
+    Quarantined {
+        node: String,
+        surfaces: Vec<String>,
+    },
+    Repaired {
+        node: String,
+        repair: String,
+    },
+    IdentityDecoded {
+        node: String,
+        forms: Vec<HistoricalForm>,
+        defects: Vec<FormDefect>,
+    },
+    Canonicalized {
+        node: String,
+        forms: Vec<HistoricalForm>,
+        wrote: Vec<CanonicalFile>,
+    },
+    Adopted {
+        revision: String,
+        in_doubt: u64,
+    },
+    StepStarted {
+        node: String,
+        step: RolloutStep,
+        lane: u64,
+    },
+    StepDone {
+        node: String,
+        step: RolloutStep,
+        lane: u64,
+    },
+    Retrying {
+        node: String,
+        step: RolloutStep,
+        attempt: u64,
+        delay_ms: u64,
+        error: String,
+    },
+    HubRetrying {
+        attempt: u64,
+        delay_ms: u64,
+        error: String,
+    },
+    NodeFailed {
+        node: String,
+        step: RolloutStep,
+        error: String,
+        endpoint: String,
+        replay: String,
+    },
+    LaneCommitted {
+        lane: u64,
+        verdict: LaneVerdict,
+        nodes: Vec<String>,
+    },
+    RouteChanged {
+        frozen: String,
+        published: String,
+    },
+    LockWaiting {
+        holder: String,
+        remaining_ms: u64,
+    },
+    LockTaken {
+        fence: u64,
+        superseded: bool,
+    },
+    Reauthenticated {
+        expires_at_ms: u64,
+    },
+    SkippedHeld {
+        node: String,
+        owners: Vec<String>,
+    },
+    Accounted {
+        nodes: Vec<engine::ports::events::NodeAccount>,
+    },
+    Terminal {
+        outcome: engine::ports::events::TerminalOutcome,
+    },
 }
 
 impl From<engine::ports::events::RolloutEvent> for RolloutBody {
@@ -273,9 +361,15 @@ impl From<engine::ports::events::RolloutEvent> for RolloutBody {
             E::PlanFrozen { revision, lanes, lane_size, rollout_bound_ms } => {
                 RolloutBody::PlanFrozen { revision, lanes, lane_size, rollout_bound_ms }
             }
-            E::PlanRefused { reason } => RolloutBody::PlanRefused { reason },
+            E::PlanRefused { reason, cause } => RolloutBody::PlanRefused { reason, cause },
+            E::JournalMigrated { format, lines, records } => RolloutBody::JournalMigrated { format, lines, records },
+            E::JournalQuarantined { format, line, defect, lines } => {
+                RolloutBody::JournalQuarantined { format, line, defect, lines }
+            }
             E::Quarantined { node, surfaces } => RolloutBody::Quarantined { node, surfaces },
             E::Repaired { node, repair } => RolloutBody::Repaired { node, repair },
+            E::IdentityDecoded { node, forms, defects } => RolloutBody::IdentityDecoded { node, forms, defects },
+            E::Canonicalized { node, forms, wrote } => RolloutBody::Canonicalized { node, forms, wrote },
             E::Adopted { revision, in_doubt } => RolloutBody::Adopted { revision, in_doubt },
             E::StepStarted { node, step, lane } => RolloutBody::StepStarted { node, step, lane },
             E::StepDone { node, step, lane } => RolloutBody::StepDone { node, step, lane },

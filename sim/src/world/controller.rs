@@ -14,6 +14,7 @@ use engine::rollout::plan::PhaseBounds;
 use engine::rollout::retry::Backoff;
 use engine::rotation::driver::{RotationPorts, RotationRequest};
 use fakes::artifacts::{ArtifactError, ArtifactKind, ArtifactStore, Capsule, capsule_set};
+use fakes::cohort_journal::{CohortPlan, OldJournal};
 use fakes::worker::signature_for;
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
@@ -79,7 +80,7 @@ impl Controller {
             artifacts.publish(capsule);
         }
         for step in spec.all_steps() {
-            if let Step::StartRollout { revision } = step {
+            if let Step::StartRollout { revision } | Step::OldJournal { revision, .. } = step {
                 for capsule in capsule_set(revision) {
                     artifacts.publish(capsule);
                 }
@@ -203,6 +204,24 @@ impl World {
                 let mut store = self.controller.artifacts.borrow_mut();
                 if restored { store.repair(&digest) } else { store.set_missing(digest) }
             }
+        }
+    }
+
+    /// `old_journal`: the pre-typed controller's lines of `shape` for a rollout of `revision` are appended to the
+    /// controller's journal on its disk, synced (the old controller wrote them before this one was installed). They
+    /// reach the journal as bytes, not as the engine's records, so no `controller.journal` event names them.
+    pub(crate) fn write_old_journal(&self, shape: OldJournal, revision: &str) {
+        let nodes: Vec<String> = self.nodes.endpoints().into_iter().map(|endpoint| endpoint.node).collect();
+        let plan = CohortPlan {
+            rollout: format!("rollout-{revision}"),
+            revision: revision.to_owned(),
+            generation: self.nodes.newest_generation() + 1,
+            routes: self.hub.route_digest(),
+            cohorts: nodes.chunks(self.spec.fleet.lane_size.max(1) as usize).map(<[String]>::to_vec).collect(),
+        };
+        for line in shape.lines(&plan) {
+            let appended = self.with_disk(CONTROLLER_ID, |disk| self.controller.journal.append(disk, &line));
+            appended.expect("an old journal line is one line");
         }
     }
 
@@ -458,6 +477,8 @@ fn record_kind(line: &str) -> Option<&'static str> {
         "node_failed",
         "lane_committed",
         "terminal",
+        "migrated",
+        "journal_quarantined",
     ];
     kinds.into_iter().find(|kind| json.starts_with(&format!("{{\"record\":\"{kind}\",")))
 }

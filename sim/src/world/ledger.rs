@@ -141,10 +141,10 @@ impl Ledger {
         landed
     }
 
-    /// The open faults on `key` of the kinds in `kinds`, as (kind, key) pairs, each once.
-    fn open_on(&self, key: &str, kinds: &[StepKind]) -> Vec<StepKind> {
+    /// The kinds of the open faults on `key` that land as one of `landings` says, each once.
+    fn open_on(&self, key: &str, landings: &[Landing]) -> Vec<StepKind> {
         let mut found: Vec<StepKind> = Vec::new();
-        for fault in self.open.iter().filter(|f| f.key == key && kinds.contains(&f.kind)) {
+        for fault in self.open.iter().filter(|f| f.key == key && landings.contains(&landing(f.kind))) {
             if !found.contains(&fault.kind) {
                 found.push(fault.kind);
             }
@@ -153,56 +153,110 @@ impl Ledger {
     }
 }
 
-/// The site and decommission kinds that change one machine, whose landing is the first stage failure, stall or
-/// timeout of that machine's workflows after they were injected (the site's models give them no symptom of their
-/// own to read).
-const MACHINE_KINDS: &[StepKind] = &[
-    StepKind::ScriptFailure,
-    StepKind::CommissioningSlow,
-    StepKind::DatasourceFailure,
-    StepKind::HardwareMissing,
-    StepKind::AgentEnrolDelay,
-    StepKind::HwSyncFailure,
-    StepKind::HwSyncStops,
-    StepKind::TokenAnswerLost,
-    StepKind::PowerCredentialMissing,
-    StepKind::BmcFault,
-    StepKind::DhcpLeaseLoss,
-    StepKind::MachineDeleted,
-    StepKind::InterfaceDisconnected,
-    StepKind::MachineAdvanced,
-    StepKind::MachineHidden,
-    StepKind::AllocationStuck,
-    StepKind::CleanupResidue,
-    StepKind::UninstallFailure,
-    StepKind::AgentUnreachable,
-    StepKind::EraseSlow,
-    StepKind::NodeReactivated,
-];
+/// How a kind's faults land: the one exhaustive answer per step kind, so a new kind does not compile until it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Landing {
+    /// Not a fault (a driver action or a heal): nothing lands.
+    NotAFault,
+    /// Where the world meets it, which calls [`World::fault_met`] there (a network drop, an SSH timeout, a fired
+    /// controller death, an observation of a drifted worker, …) or as it is injected.
+    Met,
+    /// From the typed event that shows the meeting (`World::faults_see`: a 503, a SERVFAIL, the hub's expiry, …).
+    Seen,
+    /// At the machine's next power-on, or else like [`Landing::OnItsMachine`].
+    AtBoot,
+    /// At the first stage failure, stall or timeout of its machine's workflows after it was injected: the site's
+    /// models give it no symptom of its own.
+    OnItsMachine,
+    /// At the first stage failure, stall or timeout of any workflow after it was injected.
+    OnAnyWorkflow,
+}
 
-/// The machine kinds that change how the machine boots: they land at its next power-on (and, failing that, like the
-/// other machine kinds).
-const BOOT_KINDS: &[StepKind] = &[
-    StepKind::ScriptFailure,
-    StepKind::CommissioningSlow,
-    StepKind::DatasourceFailure,
-    StepKind::HardwareMissing,
-    StepKind::AgentEnrolDelay,
-    StepKind::HwSyncFailure,
-    StepKind::HwSyncStops,
-    StepKind::DhcpLeaseLoss,
-];
-
-/// The site's kinds that change the whole site and show no symptom of their own: they land at the first stage
-/// failure, stall or timeout of any workflow after they were injected.
-const SITE_KINDS: &[StepKind] = &[
-    StepKind::TokenPolicyMissing,
-    StepKind::VaultUnavailable,
-    StepKind::SiteDisabled,
-    StepKind::RegionWorkflowWedged,
-    StepKind::EraseFailure,
-    StepKind::SecretsDeleteDenied,
-];
+/// How faults of `kind` land.
+pub(crate) fn landing(kind: StepKind) -> Landing {
+    use Landing::*;
+    use StepKind as K;
+    match kind {
+        K::Repair
+        | K::RepairOneway
+        | K::Release
+        | K::Restart
+        | K::AgentStart
+        | K::OpenEpoch
+        | K::CloseEpoch
+        | K::TaskLease
+        | K::StartRollout
+        | K::RotateCredential
+        | K::ResolverRepair
+        | K::DhcpRepair
+        | K::RegisterMacs
+        | K::ResumeOnboarding
+        | K::Operator
+        | K::Decommission
+        | K::InstanceOperator => NotAFault,
+        K::Partition
+        | K::PartitionOneway
+        | K::Hold
+        | K::LinkLoss
+        | K::LinkLatency
+        | K::Crash
+        | K::ClockSkew
+        | K::AgentStop
+        | K::MarkerDrift
+        | K::SshTimeout
+        | K::EndpointIdentityChange
+        | K::StorageFault
+        | K::ArtifactMissing
+        | K::ControllerDeath
+        | K::RouteSwap
+        | K::HubTimeout => Met,
+        K::TtlExpiry
+        | K::CredentialExpiry
+        | K::StaleLock
+        | K::OperatorHold
+        | K::PrincipalRevoked
+        | K::OldJournal
+        | K::MacDrift
+        | K::ResolverServfail
+        | K::ScriptHang
+        | K::SshUnreachable
+        | K::MaasUnavailable
+        | K::MaasKeyRevoked
+        | K::PreseedFailure
+        | K::MaasUnreachable
+        | K::InventoryUnavailable
+        | K::ProviderFault
+        | K::ProviderAnswerLost
+        | K::ProviderSyncStops => Seen,
+        K::ScriptFailure
+        | K::CommissioningSlow
+        | K::DatasourceFailure
+        | K::HardwareMissing
+        | K::AgentEnrolDelay
+        | K::HwSyncFailure
+        | K::HwSyncStops
+        | K::DhcpLeaseLoss => AtBoot,
+        K::TokenAnswerLost
+        | K::PowerCredentialMissing
+        | K::BmcFault
+        | K::MachineDeleted
+        | K::InterfaceDisconnected
+        | K::MachineAdvanced
+        | K::MachineHidden
+        | K::AllocationStuck
+        | K::CleanupResidue
+        | K::UninstallFailure
+        | K::AgentUnreachable
+        | K::EraseSlow
+        | K::NodeReactivated => OnItsMachine,
+        K::TokenPolicyMissing
+        | K::VaultUnavailable
+        | K::SiteDisabled
+        | K::RegionWorkflowWedged
+        | K::EraseFailure
+        | K::SecretsDeleteDenied => OnAnyWorkflow,
+    }
+}
 
 impl World {
     /// Numbers a fault step the plan injects and opens it in the ledger; a step that heals closes what it heals.
@@ -256,7 +310,7 @@ impl World {
                 met(StepKind::MacDrift, machine, Subject::Machine(machine.clone()), None)
             }
             Body::SitePower { machine, state: fakes::maas::PowerState::On, .. } => {
-                let on_boot = self.ledger.borrow().open_on(machine, BOOT_KINDS);
+                let on_boot = self.ledger.borrow().open_on(machine, &[Landing::AtBoot]);
                 let on = Subject::Machine(machine.clone());
                 on_boot.into_iter().flat_map(|kind| met(kind, machine, on.clone(), None)).collect()
             }
@@ -301,6 +355,12 @@ impl World {
                 RolloutBody::LockWaiting { holder, .. } if holder == crate::world::hub::STALE_LOCK_HOLDER => {
                     met(StepKind::StaleLock, "", Subject::Rollout, Some(Effect::Stalled))
                 }
+                RolloutBody::JournalMigrated { .. } => {
+                    met(StepKind::OldJournal, "", Subject::Rollout, Some(Effect::Repaired))
+                }
+                RolloutBody::JournalQuarantined { .. } => {
+                    met(StepKind::OldJournal, "", Subject::Rollout, Some(Effect::Stopped))
+                }
                 RolloutBody::SkippedHeld { node, owners }
                     if owners.iter().any(|owner| owner == crate::world::hub::OPERATOR_HOLD_OWNER) =>
                 {
@@ -321,8 +381,8 @@ impl World {
                 let machine = crate::model::ids::machine_of_workflow(workflow);
                 let on = Subject::Machine(machine.to_owned());
                 let stalled = matches!(event, OnboardingBody::Stalled { .. }).then_some(Effect::Stalled);
-                let on_machine = self.ledger.borrow().open_on(machine, MACHINE_KINDS);
-                let on_site = self.ledger.borrow().open_on("", SITE_KINDS);
+                let on_machine = self.ledger.borrow().open_on(machine, &[Landing::AtBoot, Landing::OnItsMachine]);
+                let on_site = self.ledger.borrow().open_on("", &[Landing::OnAnyWorkflow]);
                 let mut landed = Vec::new();
                 for kind in on_machine {
                     landed.extend(met(kind, machine, on.clone(), stalled));
@@ -380,5 +440,20 @@ mod tests {
         let oneway = ledger.inject(&Step::PartitionOneway { from: "node-02".into(), to: "hub".into() });
         assert_eq!(ledger.meet(StepKind::PartitionOneway, "hub>node-02"), Vec::<u64>::new());
         assert_eq!(ledger.meet(StepKind::PartitionOneway, "node-02>hub"), [oneway]);
+    }
+}
+
+#[cfg(test)]
+mod landing_tests {
+    use super::*;
+    use crate::model::faults::Counted;
+
+    /// Every kind that counts as a fault has a way to land, and no driver action or heal has one.
+    #[test]
+    fn every_fault_kind_lands_somewhere_and_nothing_else_does() {
+        for &kind in StepKind::ALL {
+            let fault = matches!(kind.counted(), Counted::Always | Counted::When);
+            assert_eq!(landing(kind) != Landing::NotAFault, fault, "{}", kind.name());
+        }
     }
 }

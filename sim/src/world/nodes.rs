@@ -403,6 +403,7 @@ impl ports::Ssh for SimSsh {
                 mode,
                 owner: fakes::worker::CANONICAL_OWNER.to_owned(),
             },
+            SshRequest::RemoveFile { operation_id, path } => SshOp::Remove { operation_id, path },
             SshRequest::StopService { operation_id } => SshOp::StopService { operation_id },
             SshRequest::StartService { operation_id } => SshOp::StartService { operation_id },
             SshRequest::StageArtifact { operation_id, digest } => {
@@ -468,6 +469,7 @@ fn node_report(observation: fakes::worker::Observation) -> ports::NodeReport {
             env: observation.mac_env.map(file_facts),
             marker: observation.marker.map(file_facts),
             manifest: observation.manifest.map(file_facts),
+            receipt: observation.receipt.map(file_facts),
             installed: observation.installed.map(|installed| (installed.revision, installed.generation)),
             barrier_generation: observation.barrier_generation,
         },

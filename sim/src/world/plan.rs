@@ -195,6 +195,7 @@ impl World {
                 self.controller.arm_death(*subsystem, *point, *restart_after_ms)
             }
             Step::CredentialExpiry { renew_after_ms } => self.expire_credential(*renew_after_ms),
+            Step::OldJournal { shape, revision } => self.write_old_journal(*shape, revision),
             // the MAAS site's, and the decommission workflow's
             site_step!() | decommission_step!() => self.apply_site_step(step),
             // the instance lifecycle's

@@ -171,7 +171,10 @@ mod tests {
         assert_eq!(settle.quiet_since(), None, "the rollout is still open");
         settle.observe_at(
             20,
-            &Body::Rollout { rollout: "rollout-r2".into(), event: RolloutBody::PlanRefused { reason: "r".into() } },
+            &Body::Rollout {
+                rollout: "rollout-r2".into(),
+                event: RolloutBody::PlanRefused { reason: "r".into(), cause: None },
+            },
         );
         assert_eq!(settle.quiet_since(), Some(20));
         settle.observe_at(90, &Body::HubHeartbeat { agent: "node-01".into(), generation: 1 });

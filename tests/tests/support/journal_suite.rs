@@ -5,7 +5,11 @@
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
+use engine::ports::events::OldJournalDefect;
 use engine::ports::{Journal, JournalError};
+use engine::rollout::journal::{Record, settle_and_replay};
+use engine::rollout::lane::NodeStep;
+use fakes::cohort_journal::{CohortPlan, OldJournal};
 
 /// Where a backend's journal lives, and the faults the suite needs from it.
 pub trait JournalStore {
@@ -180,6 +184,70 @@ pub fn a_corrupt_store_is_reported_naming_it(mut store: impl JournalStore) {
     assert!(text.contains(&name), "the error {text:?} does not name {name:?}");
 }
 
+/// What the pre-typed controller left for a rollout of three nodes in two cohorts, as `shape` has it.
+fn old_journal(shape: OldJournal) -> Vec<String> {
+    let plan = CohortPlan {
+        rollout: "rollout-2944aebb".into(),
+        revision: "2944aebb".into(),
+        generation: 2,
+        routes: "sha256:routes-1".into(),
+        cohorts: vec![vec!["node-01".into(), "node-02".into()], vec!["node-03".into()]],
+    };
+    shape.lines(&plan)
+}
+
+/// Old lines are settled once whatever the backend: their migration is one append, which a crash keeps, and a
+/// replay after a crash or a reopening finds them settled and migrates nothing again.
+pub fn old_lines_are_migrated_once_across_a_crash(mut store: impl JournalStore) {
+    let mut lines = old_journal(OldJournal::Armed);
+    lines.insert(1, "sensor.silent node-03".to_owned()); // another subsystem's record among them
+    let journal = store.open().unwrap();
+    append_all(&journal, &lines);
+    let (replayed, settled) = now(settle_and_replay(&journal)).unwrap();
+    let Some(Record::Migrated { lines: migrated, records, .. }) = settled else { panic!("{settled:?}") };
+    assert_eq!(migrated.iter().map(|old| old.line).collect::<Vec<_>>(), [1, 3, 4]);
+    assert_eq!(records.len(), 3, "the plan and two armed holds");
+    let adopted = replayed.adopted.clone().expect("the migrated rollout is adopted");
+    assert_eq!((adopted.rollout.as_str(), adopted.revision.as_str()), ("rollout-2944aebb", "2944aebb"));
+    let hold = |node: &str| (node.to_owned(), NodeStep::Hold);
+    assert_eq!(adopted.in_doubt, [hold("node-01"), hold("node-02")]);
+    store.crash(journal);
+    for round in ["after a crash", "after a reopening"] {
+        let journal = store.open().unwrap();
+        let (again, settled) = now(settle_and_replay(&journal)).unwrap();
+        assert_eq!(settled, None, "{round}: migrated once");
+        assert_eq!(again, replayed, "{round}");
+        assert_eq!(replay(&journal).len(), lines.len() + 1, "{round}: the old lines and one migration");
+        store.close(journal);
+    }
+}
+
+/// Old lines that cannot be decoded unambiguously are set aside once, naming the line, whatever the backend, and the
+/// quarantine stands after a crash: nothing is adopted while it does.
+pub fn undecodable_old_lines_are_quarantined_once_and_the_quarantine_stands(mut store: impl JournalStore) {
+    for (shape, line, defect) in [
+        (OldJournal::UnknownPhase, 4, OldJournalDefect::UnknownPhase),
+        (OldJournal::ConflictingPlans, 4, OldJournalDefect::ConflictingPlans),
+    ] {
+        let lines = old_journal(shape);
+        let journal = store.open().unwrap();
+        let before = replay(&journal).len();
+        append_all(&journal, &lines);
+        let (replayed, settled) = now(settle_and_replay(&journal)).unwrap();
+        let Some(Record::JournalQuarantined { line: at, defect: why, lines: set_aside, .. }) = settled else {
+            panic!("{shape:?}: {settled:?}")
+        };
+        assert_eq!((at, why, set_aside.len()), (before as u64 + line, defect, lines.len()), "{shape:?}");
+        assert_eq!(replayed.adopted, None, "{shape:?}: nothing adopted");
+        let standing = replayed.quarantine.clone().expect("the quarantine stands");
+        store.crash(journal);
+        let journal = store.open().unwrap();
+        let (again, settled) = now(settle_and_replay(&journal)).unwrap();
+        assert_eq!((settled, again.quarantine), (None, Some(standing)), "{shape:?}: quarantined once, still standing");
+        store.close(journal);
+    }
+}
+
 /// One `#[test]` per check, each on a fresh store from `$store`.
 macro_rules! journal_conformance {
     ($store:expr) => {
@@ -214,6 +282,14 @@ macro_rules! journal_conformance {
         #[test]
         fn replay_subject_answers_one_workflows_records() {
             crate::journal_suite::replay_subject_answers_one_workflows_records($store);
+        }
+        #[test]
+        fn old_lines_are_migrated_once_across_a_crash() {
+            crate::journal_suite::old_lines_are_migrated_once_across_a_crash($store);
+        }
+        #[test]
+        fn undecodable_old_lines_are_quarantined_once_and_the_quarantine_stands() {
+            crate::journal_suite::undecodable_old_lines_are_quarantined_once_and_the_quarantine_stands($store);
         }
         #[test]
         fn a_corrupt_store_is_reported_naming_it() {

@@ -327,6 +327,7 @@ impl Ssh for World {
                     env: None,
                     marker: None,
                     manifest: None,
+                    receipt: None,
                     installed: None,
                     barrier_generation: 0,
                 };

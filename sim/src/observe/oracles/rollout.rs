@@ -361,8 +361,8 @@ impl Oracle for RecoveryHoldPrecedesIdentity {
 /// A node is incoherent when the preflight quarantined it for its identity (not for a failed staging or repair, which
 /// come after the node was found coherent), or — the ground truth, not the engine's word — when the only drift it was
 /// given before the first rollout began is one no repair may cover (every shape but worker-50's marker-absent full
-/// environment, the early cohort's absent environment and the retained recovery-only environment); every rollout
-/// mutation on it, at any time, is a violation.
+/// environment, the early cohort's absent environment, the retained recovery-only environment and the four
+/// historical forms a canonicalization rewrites); every rollout mutation on it, at any time, is a violation.
 #[derive(Default)]
 pub(super) struct NoIncoherentNodeMutated {
     mutations: BTreeMap<String, Vec<(u64, String)>>,
@@ -384,7 +384,13 @@ impl Oracle for NoIncoherentNodeMutated {
                     let unrepairable = |drifts: &Vec<Drift>| {
                         matches!(drifts.as_slice(), [shape] if !matches!(
                             shape,
-                            Drift::MarkerAbsentFullEnv | Drift::EnvAbsent | Drift::RecoveryOnlyEnv
+                            Drift::MarkerAbsentFullEnv
+                                | Drift::EnvAbsent
+                                | Drift::RecoveryOnlyEnv
+                                | Drift::ExportPrefixedEnv
+                                | Drift::OvswarmNamesEnv
+                                | Drift::ReceiptV1
+                                | Drift::ReceiptV2
                         ))
                     };
                     let drifted = self.drifts.iter().filter(|(_, drifts)| unrepairable(drifts));
@@ -690,7 +696,8 @@ pub(super) struct ReceiptsNameFrozenRoute {
 impl Oracle for ReceiptsNameFrozenRoute {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         match &event.body {
-            Body::JournalAppended { record, route_digest, .. } if record == "plan_frozen" => {
+            // A migration of an old journal freezes the route its last plan named, as a plan does.
+            Body::JournalAppended { record, route_digest, .. } if record == "plan_frozen" || record == "migrated" => {
                 self.frozen.clone_from(route_digest);
             }
             Body::JournalAppended { record, route_digest, operation_id }
@@ -799,6 +806,84 @@ impl Oracle for RetryRecovered {
             {
                 self.reached = true;
                 out.push(Finding { t_ms: event.t_ms, evidence: format!("{node} {step} completed after a retry") });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `old_journal_settled_once`: the RCCA's "Old deployment journals ... should be migrated once into the new typed forms
+/// or explicitly quarantined". Every line of the controller's journal that a `journal_migrated` or
+/// `journal_quarantined` event names is settled at most once over the whole run (across controller deaths and
+/// restarts), by a migration or by a quarantine, never both.
+#[derive(Default)]
+pub(super) struct OldJournalSettledOnce {
+    /// Each settled line and how it was settled.
+    settled: BTreeMap<u64, &'static str>,
+}
+
+impl Oracle for OldJournalSettledOnce {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        let (how, lines) = match &event.body {
+            Body::Rollout { event: RolloutBody::JournalMigrated { lines, .. }, .. } => ("migrated", lines),
+            Body::Rollout { event: RolloutBody::JournalQuarantined { lines, .. }, .. } => ("quarantined", lines),
+            _ => return,
+        };
+        for line in lines {
+            if let Some(before) = self.settled.insert(*line, how) {
+                out.push(Finding {
+                    t_ms: event.t_ms,
+                    evidence: format!("journal line {line} was {before}, then {how} again"),
+                });
+            }
+        }
+    }
+}
+
+/// `historical_identity_canonicalized_first`: RCCA "canonicalization belongs behind an authenticated repair fence". A
+/// node given a drift into a historical identity form the decoder recognizes (`export_prefixed_env`,
+/// `ovswarm_names_env`, `receipt_v1`, `receipt_v2`) before the first rollout began — the ground truth, not the
+/// engine's word — sees no rollout mutation of its files or its service before its `canonicalized` event but the
+/// canonicalization's own writes (operation ids `<rollout>/<node>/canonicalize/<file>`). Staging a capsule touches
+/// neither and is allowed, as it is before any repair.
+#[derive(Default)]
+pub(super) struct HistoricalIdentityCanonicalizedFirst {
+    historical: BTreeSet<String>,
+    canonicalized: BTreeSet<String>,
+    rollout_began: bool,
+}
+
+impl Oracle for HistoricalIdentityCanonicalizedFirst {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::Step { step: Step::MarkerDrift { target, shape }, .. } if !self.rollout_began => {
+                let recognized = matches!(
+                    shape,
+                    Drift::ExportPrefixedEnv | Drift::OvswarmNamesEnv | Drift::ReceiptV1 | Drift::ReceiptV2
+                );
+                if recognized {
+                    self.historical.insert(target.clone());
+                }
+            }
+            Body::Rollout { event: RolloutBody::Canonicalized { node, .. }, .. } => {
+                self.rollout_began = true;
+                self.canonicalized.insert(node.clone());
+            }
+            Body::Rollout { .. } => self.rollout_began = true,
+            Body::WorkerMutated { op, operation_id, target }
+                if operation_id.starts_with("rollout-")
+                    && op != "stage_artifact"
+                    && !operation_id.contains("/canonicalize/")
+                    && self.historical.contains(&*event.host)
+                    && !self.canonicalized.contains(&*event.host) =>
+            {
+                out.push(Finding {
+                    t_ms: event.t_ms,
+                    evidence: format!(
+                        "{}, in a historical identity form, saw {op} {operation_id} on {target} before its canonicalization",
+                        event.host
+                    ),
+                });
             }
             _ => {}
         }

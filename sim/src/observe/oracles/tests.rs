@@ -535,7 +535,7 @@ fn availability_floor_and_lane_bound_count_holds() {
     // A refused rollout is over: the account it reports after the refusal does not make it in flight again, so a
     // later dip (an agent stopped long after) is no rollout's. Its adoption by a restarted controller would be.
     let rollout = |t, event| ev(t, "controller", Body::Rollout { rollout: "r".into(), event });
-    let refused = rollout(1, RolloutBody::PlanRefused { reason: "floor".into() });
+    let refused = rollout(1, RolloutBody::PlanRefused { reason: "floor".into(), cause: None });
     let accounted = rollout(1, RolloutBody::Accounted { nodes: Vec::new() });
     let events =
         [selected(&["a", "b", "c", "d"]), refused.clone(), accounted.clone(), hold(5, "a"), hold(6, "b"), hold(7, "c")];
@@ -842,4 +842,66 @@ fn credential_rotated_is_reached_by_a_rotated_end_only() {
     let found = findings(oracle.as_mut(), &[ended(9, "r2")]);
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].t_ms, 9);
+}
+
+#[test]
+fn an_old_journal_line_settled_twice_is_a_violation_and_disjoint_settlements_are_not() {
+    use engine::ports::events::{OldJournalDefect, OldJournalFormat};
+    let format = OldJournalFormat::MacCohortV1;
+    let migrated = |t, lines: &[u64]| {
+        rollout(t, RolloutBody::JournalMigrated { format, lines: lines.to_vec(), records: lines.len() as u64 })
+    };
+    let quarantined = |t, lines: &[u64]| {
+        let defect = OldJournalDefect::UnknownPhase;
+        rollout(t, RolloutBody::JournalQuarantined { format, line: lines[0], defect, lines: lines.to_vec() })
+    };
+    let oracle = OldJournalSettledOnce::default;
+    // Migrated, then (after a controller death) migrated again: the second names lines already settled.
+    let found = run(&mut oracle(), &[migrated(1, &[1, 2, 3]), migrated(9, &[2, 3, 7])], 10);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!((found[0].t_ms, found[0].evidence.as_str()), (9, "journal line 2 was migrated, then migrated again"));
+    let found = run(&mut oracle(), &[quarantined(1, &[4]), migrated(2, &[4])], 10);
+    assert_eq!(found[0].evidence, "journal line 4 was quarantined, then migrated again");
+    // Old lines written later (after a migration) are settled on their own: no violation.
+    assert!(run(&mut oracle(), &[migrated(1, &[1, 2]), quarantined(5, &[9, 10])], 10).is_empty());
+}
+
+#[test]
+fn a_historical_node_mutated_before_its_canonicalization_is_a_violation() {
+    let drift = |t, node: &str, shape| {
+        ev(t, "sim", Body::Step { step: Step::MarkerDrift { target: node.into(), shape }, fault: None })
+    };
+    let mutated = |t, node: &str, op: &str, what: &str| {
+        let operation_id = format!("rollout-x/{node}/{what}");
+        ev(t, node, Body::WorkerMutated { op: op.into(), operation_id, target: "t".into() })
+    };
+    let canonicalized = |t, node: &str| {
+        let (forms, wrote) = (vec![engine::ports::events::HistoricalForm::ReceiptV1], Vec::new());
+        rollout(t, RolloutBody::Canonicalized { node: node.into(), forms, wrote })
+    };
+    let started = rollout(2, RolloutBody::Adopted { revision: "r".into(), in_doubt: 0 });
+    let oracle = HistoricalIdentityCanonicalizedFirst::default;
+    // Quiesced before its canonicalization (the legacy controller's path): a violation.
+    let events = [drift(0, "n1", Drift::ReceiptV1), started.clone(), mutated(5, "n1", "stop_service", "quiesce")];
+    let found = run(&mut oracle(), &events, 10);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].evidence.starts_with("n1, in a historical identity form, saw stop_service"));
+    // Staged, canonicalized (its own writes first), then deployed: none.
+    let events = [
+        drift(0, "n1", Drift::ExportPrefixedEnv),
+        started.clone(),
+        mutated(3, "n1", "stage_artifact", "stage/d"),
+        mutated(4, "n1", "write_file_atomic", "canonicalize/env"),
+        canonicalized(5, "n1"),
+        mutated(6, "n1", "stop_service", "quiesce"),
+    ];
+    assert!(run(&mut oracle(), &events, 10).is_empty());
+    // A shape no installer wrote is never canonicalized (another oracle judges its quarantine), and a drift after
+    // the rollout began is not ground truth: none.
+    for events in [
+        vec![drift(0, "n1", Drift::MixedEnvLayout), started.clone(), mutated(5, "n1", "stop_service", "quiesce")],
+        vec![started.clone(), drift(3, "n1", Drift::ReceiptV2), mutated(5, "n1", "stop_service", "quiesce")],
+    ] {
+        assert!(run(&mut oracle(), &events, 10).is_empty(), "{events:?}");
+    }
 }
