@@ -211,6 +211,14 @@ pub enum SshRequest {
         /// receipt in the epoch to name its digest").
         route_digest: String,
     },
+    /// Reverse recovery: put back the install the node kept when the installer replaced it (source, venv, the
+    /// release's signed manifest, the barrier), exactly `revision` at `generation`, from the node's own disk — nothing
+    /// is fetched. Refused when the node kept no such install.
+    RestorePrevious {
+        operation_id: String,
+        revision: String,
+        generation: u64,
+    },
     /// Onboarding's hardware-sync seed (seed 000, `ensure_hardware_sync_configured`): on a freshly deployed machine,
     /// register the hardware-sync timer with the machine's own MAAS credentials and start it.
     SeedHardwareSync {

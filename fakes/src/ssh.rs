@@ -63,6 +63,13 @@ pub enum SshOp {
         operation_id: String,
         capsule: Capsule,
     },
+    /// Put back the install the last installer run replaced (it must be exactly `revision` at `generation`): source,
+    /// venv, the release's signed manifest and the barrier, from the worker's own disk. Nothing is fetched.
+    RestorePrevious {
+        operation_id: String,
+        revision: String,
+        generation: u64,
+    },
     /// Install source and venv for `revision` from staged capsules only, and pass the barrier at `generation`.
     RunInstaller {
         operation_id: String,
@@ -86,6 +93,7 @@ impl SshOp {
             SshOp::StartService { .. } => "start_service",
             SshOp::ServiceStatus => "service_status",
             SshOp::StageArtifact { .. } => "stage_artifact",
+            SshOp::RestorePrevious { .. } => "restore_previous",
             SshOp::RunInstaller { .. } => "run_installer",
         }
     }
@@ -99,6 +107,7 @@ impl SshOp {
             | SshOp::StopService { operation_id }
             | SshOp::StartService { operation_id }
             | SshOp::StageArtifact { operation_id, .. }
+            | SshOp::RestorePrevious { operation_id, .. }
             | SshOp::RunInstaller { operation_id, .. } => Some(operation_id),
         }
     }
@@ -124,6 +133,10 @@ impl std::fmt::Debug for SshOp {
             SshOp::StageArtifact { operation_id, capsule } => {
                 write!(f, "StageArtifact {{ operation_id: {operation_id:?}, capsule: {capsule:?} }}")
             }
+            SshOp::RestorePrevious { operation_id, revision, generation } => write!(
+                f,
+                "RestorePrevious {{ operation_id: {operation_id:?}, revision: {revision:?}, generation: {generation} }}"
+            ),
             SshOp::RunInstaller { operation_id, revision, generation, required_digests, route_digest } => write!(
                 f,
                 "RunInstaller {{ operation_id: {operation_id:?}, revision: {revision:?}, generation: {generation}, \
@@ -166,6 +179,10 @@ pub enum SshError {
     ServiceFailed {
         reason: String,
     },
+    /// A restore found no kept install of that revision and generation (none kept, or another one).
+    NothingToRestore {
+        wanted: String,
+    },
 }
 
 impl std::fmt::Display for SshError {
@@ -179,6 +196,7 @@ impl std::fmt::Display for SshError {
             SshError::DiskFull => write!(f, "no space left on device"),
             SshError::NotStaged { digest } => write!(f, "capsule {digest} is not staged"),
             SshError::ServiceFailed { reason } => write!(f, "{SERVICE_UNIT} failed: {reason}"),
+            SshError::NothingToRestore { wanted } => write!(f, "no kept install of {wanted} to restore"),
         }
     }
 }
@@ -365,6 +383,23 @@ impl SshEndpoint {
                     worker.staged.insert(digest);
                 })
             }
+            SshOp::RestorePrevious { operation_id, revision, generation } => {
+                let wanted = Installed { revision, generation };
+                if self.worker.previous.as_ref() != Some(&wanted) {
+                    let error =
+                        SshError::NothingToRestore { wanted: format!("{}@{}", wanted.revision, wanted.generation) };
+                    return refuse(now_ms, Some(operation_id), op_kind, error, events);
+                }
+                // The kept install goes back, with the signed manifest it shipped with, and the barrier passed at its
+                // generation; the one it replaces is kept in turn (a rollback of a rollback is a restore too).
+                let target = format!("{}@{}", wanted.revision, wanted.generation);
+                self.mutate(now_ms, operation_id, op_kind, target, StorageUse::Data, events, |worker| {
+                    let manifest = crate::worker::Manifest::signed(&wanted.revision, wanted.generation).render();
+                    worker.files.insert(crate::worker::MANIFEST.to_owned(), FileEntry::canonical(manifest));
+                    worker.barrier_generation = wanted.generation;
+                    worker.previous = worker.installed.replace(wanted);
+                })
+            }
             SshOp::RunInstaller { operation_id, revision, generation, required_digests, route_digest } => {
                 if let Some(digest) = required_digests.into_iter().find(|digest| !self.worker.staged.contains(digest)) {
                     return refuse(now_ms, Some(operation_id), op_kind, SshError::NotStaged { digest }, events);
@@ -380,7 +415,10 @@ impl SshEndpoint {
                     worker.files.insert(crate::worker::MANIFEST.to_owned(), FileEntry::canonical(manifest));
                     let routes = format!("route_bundle={route_digest}\n");
                     worker.files.insert(crate::worker::RUNTIME_CONFIG.to_owned(), FileEntry::canonical(routes));
-                    worker.installed = Some(Installed { revision, generation });
+                    let new = Installed { revision, generation };
+                    if worker.installed.as_ref() != Some(&new) {
+                        worker.previous = worker.installed.replace(new);
+                    }
                     worker.barrier_generation = generation;
                 })
             }

@@ -464,6 +464,9 @@ pub struct Worker {
     pub files: BTreeMap<String, FileEntry>,
     /// The installed source and venv.
     pub installed: Option<Installed>,
+    /// The install the last installer run replaced, kept on disk beside the new one (as an A/B installer keeps its
+    /// previous release) for a rollback to put back; `None` when there is none.
+    pub previous: Option<Installed>,
     /// The generation the worker's install barrier was last passed at.
     pub barrier_generation: u64,
     /// The `ovswarm-agent` unit.
@@ -497,6 +500,7 @@ impl Worker {
             id,
             files,
             installed: Some(Installed { revision: revision.to_owned(), generation }),
+            previous: None,
             barrier_generation: generation,
             service: ServiceState::Running,
             staged: BTreeSet::new(),
@@ -511,6 +515,7 @@ impl Worker {
             id: id.into(),
             files: BTreeMap::new(),
             installed: None,
+            previous: None,
             barrier_generation: 0,
             service: ServiceState::Stopped,
             staged: BTreeSet::new(),

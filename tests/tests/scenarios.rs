@@ -79,9 +79,13 @@ const SCENARIOS: &[&str] = &[
     "rollout-old-journal-is-migrated-once-and-adopted-after-controller-death.toml",
     "rollout-operator-hold-is-kept-and-its-node-left-alone.toml",
     "rollout-positive-marker-repair-with-agreeing-evidence.toml",
+    "rollout-rollback-controller-killed-after-intent-resumes-the-rollback.toml",
+    "rollout-rollback-controller-killed-after-remote-mutation-restores-once.toml",
+    "rollout-rollback-controller-killed-before-completion-finishes-the-rollback.toml",
     "rollout-route-swap-stops-at-the-next-lane-boundary.toml",
     "rollout-route-swap-while-the-controller-is-dead-finishes-the-begun-lane.toml",
     "rollout-stale-lock-of-a-dead-controller-is-waited-out.toml",
+    "rollout-stuck-lane-is-rolled-back-to-the-prior-generation.toml",
     "rollout-twice-in-a-row-each-converges.toml",
     "rollout-undecodable-old-journal-is-quarantined-and-every-rollout-refused.toml",
     "rotation-clean-overlap-proves-the-successor-before-revoking-the-predecessor.toml",
@@ -319,37 +323,149 @@ fn rollout_endpoint_identity_change_during_retry_fails_closed() {
     let (record, trace) = run_file("rollout-endpoint-identity-change-during-retry-fails-closed.toml");
     assert!(record.violations.iter().all(|v| v.oracle == "every_lane_converged" && v.expected));
     let failed = rollout(&trace, "node_failed");
-    assert_eq!(failed.len(), 1);
-    assert!(failed[0].contains("node-07") && failed[0].contains("host key mismatch"), "{failed:?}");
-    assert!(
-        on(&trace, "node-07", "worker.mutated", &["stop_service"]).is_empty(),
-        "nothing ran under the new identity"
-    );
-    let lanes = rollout(&trace, "lane_committed");
-    assert_eq!(lanes.len(), 2, "lanes after a stuck one are not started, so not committed: {lanes:?}");
-    assert!(lanes[0].contains("successor") && lanes[1].contains("stuck"), "{lanes:?}");
+    assert!(failed.iter().all(|line| line.contains("node-07")), "{failed:?}");
+    assert!(failed[0].contains("host key mismatch"), "{failed:?}");
+    // Staging ran under the enrolled identity, before the endpoint changed; nothing after it ran under the new one.
+    let mutated = on(&trace, "node-07", "worker.mutated", &[]);
+    assert!(mutated.iter().all(|line| line.contains("\"op\":\"stage_artifact\"")), "{mutated:?}");
+    // Lane 1 is rolled back: its other nodes return to the prior generation; node-07 stays held.
+    let reverting = rollout(&trace, "lane_reverting");
+    assert!(reverting[0].contains("\"lane\":1") && reverting[0].contains("\"failed\":[\"node-07\"]"), "{reverting:?}");
+    for node in ["node-05", "node-06", "node-08"] {
+        assert_eq!(on(&trace, node, "worker.mutated", &["restore_previous"]).len(), 1, "{node} restored once");
+    }
+    assert!(on(&trace, "hub", "hub.hold_released", &["node-07"]).is_empty(), "node-07's hold stays");
+    // The later lanes go on, in the room the stuck node leaves.
     for node in 9..=16 {
         let name = format!("node-{node:02}");
-        assert!(
-            on(&trace, &name, "worker.mutated", &["stop_service"]).is_empty(),
-            "no lane goes down after a stuck one"
-        );
+        assert_eq!(on(&trace, &name, "worker.mutated", &["run_installer"]).len(), 1, "{name} upgraded");
     }
 }
 
 #[test]
 fn rollout_exhausted_retries_leave_the_lane_held() {
-    let (_, trace) = run_file("rollout-exhausted-retries-leave-the-lane-held.toml");
+    let (record, trace) = run_file("rollout-exhausted-retries-leave-the-lane-held.toml");
+    assert!(record.violations.iter().all(|v| v.oracle == "every_lane_converged" && v.expected), "{record:?}");
     let failed = rollout(&trace, "node_failed");
-    assert_eq!(failed.len(), 1);
+    assert!(failed.iter().all(|line| line.contains("\"node\":\"node-06\"")), "{failed:?}");
     assert!(failed[0].contains("\"endpoint\":\"node-06@hostkey-node-06-1\""), "the failed endpoint is named");
-    assert!(failed[0].contains("\"replay\":\"re-run the rollout: the controller adopts journal rollout-2944aebb"));
-    assert_eq!(rollout(&trace, "retrying").iter().filter(|l| l.contains("node-06")).count(), 4, "five attempts in all");
+    let replay = "\"replay\":\"deploy-mac-fleet.sh resume --rollout rollout-2944aebb --journal controller.journal\"";
+    assert!(failed.iter().all(|line| line.contains(replay)), "the exact replay command: {failed:?}");
+    let retries = rollout(&trace, "retrying").iter().filter(|l| l.contains("\"node\":\"node-06\"")).count();
+    assert!(retries >= 4, "five attempts at the forward step at least, then the rollback's: {retries}");
     assert!(on(&trace, "hub", "hub.hold_released", &["node-06"]).is_empty(), "the hold stays");
     assert!(
         events(&trace, "controller.journal").iter().all(|l| !l.contains("\"record\":\"terminal\"")),
         "journal non-terminal"
     );
+    // The lane's rollback took its other three nodes back, and a replay of it ran nothing twice.
+    for node in ["node-05", "node-07", "node-08"] {
+        assert_eq!(on(&trace, node, "worker.mutated", &["restore_previous"]).len(), 1, "{node} restored once");
+    }
+    // Later lanes went down three at a time: never more than the lane size held at once.
+    assert_eq!(rollout(&trace, "lane_committed").iter().filter(|l| l.contains("successor")).count(), 3);
+}
+
+/// A rollback of lane 1 (node-05..node-08) after node-06's install timed out on every attempt: the lane's nodes are
+/// back on the prior generation, each reverse step ran at most once, and the later lanes went on.
+fn rolled_back(name: &str) -> (RunRecord, Vec<String>) {
+    let (record, trace) = run_file(name);
+    assert!(record.violations.is_empty(), "{name}: {:?}", record.violations);
+    let reverting = rollout(&trace, "lane_reverting");
+    assert_eq!(reverting.len(), 1, "{name}: begun once, resumed (not begun again) by an adopter: {reverting:?}");
+    assert!(reverting[0].contains("\"lane\":1") && reverting[0].contains("\"failed\":[\"node-06\"]"), "{reverting:?}");
+    let journaled = events(&trace, "controller.journal");
+    let begun = journaled.iter().position(|l| l.contains("\"record\":\"lane_reverting\"")).expect("journaled");
+    let first_restore = journaled.iter().position(|l| l.contains("/revert/")).expect("reverse steps journaled");
+    assert!(begun < first_restore, "{name}: the rollback is journaled before its first reverse step");
+    // The three nodes that upgraded get their kept prior install back, once; node-06 never installed, so nothing is
+    // restored on it, but it is started again.
+    for node in ["node-05", "node-07", "node-08"] {
+        let restored = on(&trace, node, "worker.mutated", &["restore_previous", "7f3bbd12@4"]);
+        assert_eq!(restored.len(), 1, "{name}: {node} restored once");
+    }
+    assert!(on(&trace, "node-06", "worker.mutated", &["restore_previous"]).is_empty(), "{name}");
+    assert_eq!(on(&trace, "node-06", "worker.mutated", &["start_service", "/revert/start"]).len(), 1, "{name}");
+    for node in 5..=8 {
+        let node = format!("node-{node:02}");
+        let released = on(&trace, "hub", "hub.hold_released", &[&format!("\"agent\":\"{node}\"")]);
+        assert!(!released.is_empty(), "{name}: {node} back in service, its hold released");
+    }
+    let mut ids: Vec<&str> =
+        events(&trace, "worker.mutated").iter().filter_map(|l| l.split("\"operation_id\":\"").nth(1)).collect();
+    let total = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), total, "{name}: no operation ran twice");
+    let committed = rollout(&trace, "lane_committed");
+    let verdicts: Vec<&str> =
+        committed.iter().filter_map(|l| l.split("\"verdict\":\"").nth(1)?.split('"').next()).collect();
+    assert_eq!(verdicts, ["successor", "prior", "successor", "successor"], "{name}");
+    (record, trace)
+}
+
+#[test]
+fn rollout_stuck_lane_is_rolled_back_to_the_prior_generation() {
+    let (record, trace) = rolled_back("rollout-stuck-lane-is-rolled-back-to-the-prior-generation.toml");
+    assert!(events(&trace, "host.crash").is_empty());
+    let account = &record.rollouts[0];
+    let node = |name: &str| account.nodes.iter().find(|n| n.node == name).unwrap().clone();
+    assert_eq!((node("node-05").outcome.as_str(), node("node-06").outcome.as_str()), ("prior", "prior"));
+    assert!(node("node-05").detail.contains("rolled back with its lane"), "{:?}", node("node-05"));
+    assert!(node("node-06").detail.contains("node-06 failed at install"), "{:?}", node("node-06"));
+}
+
+fn rollback_adopted(name: &str) -> Vec<String> {
+    let (_, trace) = rolled_back(name);
+    let crash = on(&trace, "controller", "host.crash", &[]);
+    assert_eq!(crash.len(), 1, "{name}");
+    let adopted = rollout(&trace, "adopted");
+    assert_eq!(adopted.len(), 1, "{name}");
+    let position = |line: &String| trace.iter().position(|l| l == line).unwrap();
+    let reverting = position(rollout(&trace, "lane_reverting")[0]);
+    assert!(reverting < position(crash[0]) && position(crash[0]) < position(adopted[0]), "{name}: died mid-rollback");
+    let lane_one = position(rollout(&trace, "lane_committed")[1]);
+    assert!(position(adopted[0]) < lane_one, "{name}: the adopter committed the rolled-back lane");
+    trace
+}
+
+#[test]
+fn rollout_rollback_controller_killed_after_intent_resumes_the_rollback() {
+    let trace = rollback_adopted("rollout-rollback-controller-killed-after-intent-resumes-the-rollback.toml");
+    // The death came after the reverse stops' intents: the adopter looked at each node and stopped it once.
+    for node in ["node-05", "node-07", "node-08"] {
+        assert_eq!(on(&trace, node, "worker.mutated", &["stop_service", "/revert/quiesce"]).len(), 1, "{node}");
+    }
+}
+
+#[test]
+fn rollout_rollback_controller_killed_after_remote_mutation_restores_once() {
+    let trace = rollback_adopted("rollout-rollback-controller-killed-after-remote-mutation-restores-once.toml");
+    // Every restore was sent before the death (one still in flight lands just after it); the adopter, booted later,
+    // found each done and ran none again: one restore per node.
+    let boot =
+        trace.iter().position(|l| l.contains("\"host\":\"controller\",\"kind\":\"host.boot\",\"boot\":2")).unwrap();
+    let restores: Vec<(usize, &String)> = trace
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.contains("\"kind\":\"worker.mutated\"") && l.contains("restore_previous"))
+        .collect();
+    assert!(restores.len() >= 2, "{restores:?}");
+    assert!(restores.iter().all(|(i, _)| *i < boot), "restores before the adopter only: {restores:?} vs {boot}");
+    for node in ["node-05", "node-07", "node-08"] {
+        assert_eq!(on(&trace, node, "worker.mutated", &["restore_previous"]).len(), 1, "{node} restored once");
+    }
+}
+
+#[test]
+fn rollout_rollback_controller_killed_before_completion_finishes_the_rollback() {
+    let trace = rollback_adopted("rollout-rollback-controller-killed-before-completion-finishes-the-rollback.toml");
+    let crash = trace.iter().position(|l| l.contains("\"kind\":\"host.crash\"")).unwrap();
+    let started_after = trace[crash..]
+        .iter()
+        .filter(|l| l.contains("\"kind\":\"worker.mutated\"") && l.contains("/revert/start"))
+        .count();
+    assert_eq!(started_after, 0, "every start ran before the death, and none again");
 }
 
 #[test]

@@ -249,6 +249,8 @@ pub enum RolloutStep {
     Preflight,
     /// Fetching a capsule onto the node before the quiescence barrier.
     Stage,
+    /// A step of the reverse recovery of a node's lane, back to its prior generation.
+    Revert(NodeStep),
     LegacyRecover,
 }
 
@@ -259,6 +261,15 @@ impl RolloutStep {
             RolloutStep::Node(step) => step.as_str(),
             RolloutStep::Preflight => "preflight",
             RolloutStep::Stage => "stage",
+            RolloutStep::Revert(step) => match step {
+                NodeStep::Hold => "revert:hold",
+                NodeStep::Quiesce => "revert:quiesce",
+                NodeStep::Install => "revert:restore",
+                NodeStep::WriteIdentity => "revert:write_identity",
+                NodeStep::Start => "revert:start",
+                NodeStep::Prove => "revert:prove",
+                NodeStep::Release => "revert:release",
+            },
             RolloutStep::LegacyRecover => "recover",
         }
     }
@@ -379,6 +390,20 @@ pub enum RefusalCause {
     JournalFailed,
 }
 
+/// Why a node was quarantined: its identity, or what kept the rollout from reaching or preparing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuarantineCause {
+    /// The read-only preflight found its identity surfaces contradicting each other (or unsafe, or unsigned).
+    Identity,
+    /// The read-only preflight could not observe it.
+    Unreachable,
+    /// Its capsules could not be staged before the barrier.
+    Staging,
+    /// Its repair (or canonicalization) could not be fenced, applied or released, or the floor left no room for it.
+    Repair,
+}
+
 /// What the rollout controller reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RolloutEvent {
@@ -411,6 +436,8 @@ pub enum RolloutEvent {
     Quarantined {
         node: String,
         surfaces: Vec<String>,
+        /// Why, typed: what the surfaces are about.
+        cause: QuarantineCause,
     },
     Repaired {
         node: String,
@@ -469,6 +496,13 @@ pub enum RolloutEvent {
         lane: u64,
         verdict: LaneVerdict,
         nodes: Vec<String>,
+    },
+    /// A lane that could not reach its successor is rolled back to its prior generation (RCCA: "Apply the same
+    /// design to reverse recovery"): `nodes` are the ones it took down, `failed` the ones that stopped it.
+    LaneReverting {
+        lane: u64,
+        nodes: Vec<String>,
+        failed: Vec<String>,
     },
     /// The deployment lock is held by another controller: wait for its lease to run out (a live holder renews it).
     LockWaiting {

@@ -56,6 +56,16 @@ pub fn account(
                 NodeOutcome::Stuck { step: *step, reason: "in flight when the controller stopped".to_owned() }
             }
             NodeState::Failed { step, reason } => NodeOutcome::Stuck { step: *step, reason: reason.clone() },
+            NodeState::RolledBack { reason } => {
+                NodeOutcome::Prior { reason: format!("rolled back with its lane: {reason}") }
+            }
+            NodeState::Reverting { step, reason } => NodeOutcome::Stuck {
+                step: *step,
+                reason: format!("its lane's rollback ({reason}) was in flight when the controller stopped"),
+            },
+            NodeState::RevertFailed { step, reason } => {
+                NodeOutcome::Stuck { step: *step, reason: format!("its lane's rollback failed: {reason}") }
+            }
             NodeState::Quarantined => {
                 let surfaces = exclusions.quarantined.get(node).cloned().unwrap_or_default();
                 NodeOutcome::Quarantined { repair: repair_plan(rollout, node, surfaces) }

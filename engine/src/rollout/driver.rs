@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
 
-use crate::ports::events::{RefusalCause, RolloutEnd, RolloutEvent, RolloutFailure, RolloutStep, TerminalOutcome};
+use crate::ports::events::{
+    QuarantineCause, RefusalCause, RolloutEnd, RolloutEvent, RolloutFailure, RolloutStep, TerminalOutcome,
+};
 use crate::ports::{
     Artifacts, Clock, Endpoint, Hub, HubError, Jitter, Journal, LockGrant, NodeReport, Secrets, Signal, Signals, Ssh,
     SshError, SshRequest, SshResponse,
@@ -23,7 +25,9 @@ use crate::rollout::account::{self, Exclusions, NodeAccount, NodeOutcome};
 use crate::rollout::decode::{self, CanonicalWrite, Canonicalization};
 use crate::rollout::holds::HoldOwner;
 use crate::rollout::journal::{self, Adopted, Record};
-use crate::rollout::lane::{LaneVerdict, NodeMachine, NodeState, NodeStep, lane_verdict, operation_id};
+use crate::rollout::lane::{
+    LaneVerdict, NodeMachine, NodeState, NodeStep, lane_verdict, operation_id, revert_operation_id,
+};
 use crate::rollout::plan::{PhaseBounds, PlanInput};
 use crate::rollout::preflight::{self, Expectation, MAC_ENV, MARKER, Repair, SignatureVerifier, Verdict};
 use crate::rollout::retry::{AttemptFailure, Backoff, RetryDecision};
@@ -72,6 +76,10 @@ pub struct RolloutRequest {
     pub lock_lease_ms: u64,
     /// How often the prove step reads the hub while it waits for the new revision's heartbeat.
     pub prove_poll_ms: u64,
+    /// The exact command an operator runs to have a controller adopt this rollout's journal and replay it from where
+    /// it stopped (RCCA: "Exhausted retries ... provide the exact next replay command and failed endpoint identity"):
+    /// every `node_failed` names it, beside the failed endpoint.
+    pub resume_command: String,
 }
 
 /// The ports the driver needs.
@@ -102,6 +110,16 @@ pub struct RolloutOutcome {
 /// How often one operation may re-authenticate before the refusal is taken as final.
 const REAUTHENTICATIONS_MAX: u32 = 3;
 
+/// How many rollback passes a stuck lane gets from one controller (the first at once, the others each after the
+/// backoff's worst wait) before the rollout stops with its journal and holds as they are.
+const REVERT_PASSES: u32 = 3;
+
+/// The lanes of an adopted plan with their verdicts, in plan order (a lane with none is `Prior`: it never went down).
+fn lanes_of(adopted: &Adopted, verdicts: &BTreeMap<usize, LaneVerdict>) -> Vec<(Vec<String>, LaneVerdict)> {
+    let verdict = |index| verdicts.get(&index).copied().unwrap_or(LaneVerdict::Prior);
+    adopted.lanes.iter().enumerate().map(|(index, lane)| (lane.clone(), verdict(index))).collect()
+}
+
 fn failure_class(error: &SshError) -> AttemptFailure {
     match error {
         SshError::Transport(_) => AttemptFailure::Transient,
@@ -110,20 +128,51 @@ fn failure_class(error: &SshError) -> AttemptFailure {
     }
 }
 
-/// Whether a step's effect is already visible on the node (so a replay must not run it again).
-fn already_done(step: NodeStep, request: &RolloutRequest, report: &NodeReport) -> bool {
-    let target = (request.revision.as_str(), request.generation);
-    match step {
-        NodeStep::Quiesce => !report.service_running,
-        NodeStep::Install => report
-            .identity
-            .installed
-            .as_ref()
-            .is_some_and(|(revision, generation)| (revision.as_str(), *generation) == target),
-        NodeStep::WriteIdentity => {
-            report.identity.marker.as_ref().is_some_and(|marker| marker.content.trim() == request.revision)
-                && report.identity.env_value("MAC_DEPLOYED_REVISION") == Some(request.revision.as_str())
+/// Which way a node's step goes: toward the request's successor, or back to the node's prior generation (the reverse
+/// recovery of its lane).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Way {
+    Forward,
+    Back { revision: String, generation: u64 },
+}
+
+impl Way {
+    /// The revision and generation the step brings the node to.
+    fn target<'r>(&'r self, request: &'r RolloutRequest) -> (&'r str, u64) {
+        match self {
+            Way::Forward => (request.revision.as_str(), request.generation),
+            Way::Back { revision, generation } => (revision.as_str(), *generation),
         }
+    }
+
+    fn is_back(&self) -> bool {
+        matches!(self, Way::Back { .. })
+    }
+
+    /// The step as events name it.
+    fn event_step(&self, step: NodeStep) -> RolloutStep {
+        if self.is_back() { RolloutStep::Revert(step) } else { RolloutStep::Node(step) }
+    }
+
+    fn operation_id(&self, rollout: &str, node: &str, step: NodeStep) -> String {
+        if self.is_back() { revert_operation_id(rollout, node, step) } else { operation_id(rollout, node, step) }
+    }
+}
+
+/// Whether a step's effect is already visible on the node (so a replay must not run it again), for a step toward
+/// `target`. Going back, a node whose install and identity are already the prior ones need not stop at all.
+fn already_done(step: NodeStep, target: (&str, u64), back: bool, report: &NodeReport) -> bool {
+    let installed = report
+        .identity
+        .installed
+        .as_ref()
+        .is_some_and(|(revision, generation)| (revision.as_str(), *generation) == target);
+    let identity = report.identity.marker.as_ref().is_some_and(|marker| marker.content.trim() == target.0)
+        && report.identity.env_value("MAC_DEPLOYED_REVISION") == Some(target.0);
+    match step {
+        NodeStep::Quiesce => !report.service_running || (back && installed && identity),
+        NodeStep::Install => installed,
+        NodeStep::WriteIdentity => identity,
         NodeStep::Start => report.service_running,
         NodeStep::Hold | NodeStep::Prove | NodeStep::Release => false,
     }
@@ -176,7 +225,8 @@ where
             Ok(settled) => settled,
             Err(error) => {
                 let reason = format!("rollout journal unusable: {error}");
-                return Err(self.refuse_with(request, &BTreeMap::new(), reason, Some(RefusalCause::JournalFailed)));
+                let cause = Some(RefusalCause::JournalFailed);
+                return Err(self.refuse_with(request, &BTreeMap::new(), reason, cause).await);
             }
         };
         match settled {
@@ -194,7 +244,7 @@ where
         if let Some(quarantine) = replayed.quarantine {
             let reason = format!("the controller journal's old lines are quarantined: {}", quarantine.detail);
             let cause = RefusalCause::JournalQuarantined { line: quarantine.line, defect: quarantine.defect };
-            return Err(self.refuse_with(request, &BTreeMap::new(), reason, Some(cause)));
+            return Err(self.refuse_with(request, &BTreeMap::new(), reason, Some(cause)).await);
         }
         Ok(replayed.adopted)
     }
@@ -229,12 +279,31 @@ where
 
     /// Refuses the rollout before any mutation: the refusal, then the account (every node prior but those someone
     /// else holds).
-    fn refuse(&self, request: &RolloutRequest, held: &BTreeMap<String, Vec<String>>, reason: String) -> RolloutOutcome {
-        self.refuse_with(request, held, reason, None)
+    async fn refuse(
+        &self,
+        request: &RolloutRequest,
+        held: &BTreeMap<String, Vec<String>>,
+        reason: String,
+    ) -> RolloutOutcome {
+        self.refuse_with(request, held, reason, None).await
     }
 
-    /// [`Self::refuse`], with the refusal's typed cause when it has one.
-    fn refuse_with(
+    /// [`Self::refuse`] after the deployment lock was taken: the lock is released first (nothing was mutated under
+    /// it but staging, which is idempotent), so another controller need not wait out its lease.
+    async fn refuse_holding(
+        &self,
+        request: &RolloutRequest,
+        fence: u64,
+        held: &BTreeMap<String, Vec<String>>,
+        reason: String,
+    ) -> RolloutOutcome {
+        let _ = self.hub_retrying(request, || self.hub.release_lock(fence)).await;
+        self.refuse(request, held, reason).await
+    }
+
+    /// [`Self::refuse`], with the refusal's typed cause when it has one. A refusal is terminal: it is journaled (but
+    /// for a journal that cannot be used), so a controller that restarts does not run the refused request again.
+    async fn refuse_with(
         &self,
         request: &RolloutRequest,
         held: &BTreeMap<String, Vec<String>>,
@@ -244,8 +313,13 @@ where
         let id = request.rollout.as_str();
         let selected: Vec<String> = request.nodes.iter().map(|endpoint| endpoint.node.clone()).collect();
         let nodes = account::refused(&selected, held, &reason);
+        let journal_usable =
+            !matches!(cause, Some(RefusalCause::JournalFailed | RefusalCause::JournalQuarantined { .. }));
         self.emit(id, RolloutEvent::PlanRefused { reason, cause });
         let nodes = self.accounted(id, nodes);
+        if journal_usable {
+            self.record(Record::Terminal { rollout: id.to_owned(), outcome: RolloutEnd::Refused }).await;
+        }
         RolloutOutcome { lanes: Vec::new(), nodes, outcome: RolloutEnd::Refused }
     }
 
@@ -270,7 +344,7 @@ where
         &self,
         request: &RolloutRequest,
         node: &str,
-        step: NodeStep,
+        step: RolloutStep,
         attempt: &mut u32,
         failure: AttemptFailure,
         error: &str,
@@ -280,7 +354,7 @@ where
         else {
             return false;
         };
-        self.emit_retry(request, node, step.into(), *attempt, delay_ms, &error);
+        self.emit_retry(request, node, step, *attempt, delay_ms, &error);
         self.clock.sleep_ms(delay_ms).await;
         *attempt += 1;
         true
@@ -331,6 +405,12 @@ where
         let id = request.rollout.as_str();
         // 1. Read-only preflight of every selected node, before the epoch opens or anything stops.
         let reports = join_all(request.nodes.iter().map(|endpoint| self.observe_retrying(request, endpoint))).await;
+        // What each node runs now: the prior generation a rollback of its lane restores.
+        let prior: BTreeMap<String, (String, u64)> = reports
+            .iter()
+            .filter_map(|report| report.as_ref().ok())
+            .filter_map(|report| Some((report.identity.node.clone(), report.identity.installed.clone()?)))
+            .collect();
         // What the decoder made of each observed node's historical forms, for the report before its verdict.
         let decoded: BTreeMap<String, decode::DecodedIdentity> = reports
             .iter()
@@ -344,7 +424,7 @@ where
         // A node someone else holds (an operator, another rollout) is not this rollout's to take down or release.
         let holds = match self.hub_retrying(request, || self.hub.read_holds()).await {
             Ok(holds) => holds,
-            Err(error) => return self.refuse(request, &BTreeMap::new(), format!("holds unreadable: {error}")),
+            Err(error) => return self.refuse(request, &BTreeMap::new(), format!("holds unreadable: {error}")).await,
         };
         let mut selection = Selection::of(id, &request.nodes, reports, &holds, &|observation| {
             self.rules.classify(observation, self.verifier)
@@ -362,9 +442,9 @@ where
                     excluded.held.insert(node.clone(), owners.clone());
                     self.emit(id, RolloutEvent::SkippedHeld { node, owners: owners.clone() });
                 }
-                NodeSelection::Quarantined { surfaces } => {
+                NodeSelection::Quarantined { surfaces, cause } => {
                     excluded.quarantined.insert(node.clone(), surfaces.clone());
-                    self.emit(id, RolloutEvent::Quarantined { node, surfaces: surfaces.clone() });
+                    self.emit(id, RolloutEvent::Quarantined { node, surfaces: surfaces.clone(), cause: *cause });
                 }
                 NodeSelection::Eligible { .. } => {}
             }
@@ -377,13 +457,13 @@ where
                 Ok(false) => format!("capsule {digest} is missing from the artifact store"),
                 Err(error) => format!("artifact store unreachable: {error}"),
             };
-            return self.refuse(request, &excluded.held, reason);
+            return self.refuse(request, &excluded.held, reason).await;
         }
 
         // The first mutation (staging) happens under the deployment lock.
         let fence = match self.take_lock(request, None).await {
             Ok(fence) => fence,
-            Err(reason) => return self.refuse(request, &excluded.held, reason),
+            Err(reason) => return self.refuse(request, &excluded.held, reason).await,
         };
 
         // 3. Every capsule on every eligible node, with bounded fan-out, before anything is planned or stopped: after
@@ -395,7 +475,7 @@ where
             }
             for (node, surfaces) in selection.handle_staged(staged) {
                 excluded.quarantined.insert(node.clone(), surfaces.clone());
-                self.emit(id, RolloutEvent::Quarantined { node, surfaces });
+                self.emit(id, RolloutEvent::Quarantined { node, surfaces, cause: QuarantineCause::Staging });
             }
         }
 
@@ -420,7 +500,8 @@ where
             };
             if let Err(reason) = outcome {
                 excluded.quarantined.insert(node.to_owned(), vec![reason.clone()]);
-                self.emit(id, RolloutEvent::Quarantined { node: node.to_owned(), surfaces: vec![reason] });
+                let cause = QuarantineCause::Repair;
+                self.emit(id, RolloutEvent::Quarantined { node: node.to_owned(), surfaces: vec![reason], cause });
                 selection.handle_repair_failed(node);
             }
         }
@@ -434,9 +515,12 @@ where
             Ok(published) => {
                 let reason =
                     format!("route bundle {published} is published, not the approved {}", request.route_digest);
-                return self.refuse(request, &excluded.held, reason);
+                return self.refuse_holding(request, fence, &excluded.held, reason).await;
             }
-            Err(error) => return self.refuse(request, &excluded.held, format!("route bundle unreadable: {error}")),
+            Err(error) => {
+                let reason = format!("route bundle unreadable: {error}");
+                return self.refuse_holding(request, fence, &excluded.held, reason).await;
+            }
         }
 
         // 6. Plan against the floor and the duration budget; refuse before any mutation when it does not fit.
@@ -454,8 +538,10 @@ where
         };
         let plan = match self.rules.plan(&input) {
             Ok(plan) => plan,
-            Err(error) => return self.refuse(request, &excluded.held, error.to_string()),
+            Err(error) => return self.refuse_holding(request, fence, &excluded.held, error.to_string()).await,
         };
+        let lane_prior: BTreeMap<String, (String, u64)> =
+            plan.lanes.iter().flatten().filter_map(|node| Some((node.clone(), prior.get(node)?.clone()))).collect();
         self.record(Record::PlanFrozen {
             rollout: id.to_owned(),
             revision: request.revision.clone(),
@@ -464,6 +550,7 @@ where
             lanes: plan.lanes.clone(),
             quarantined: quarantined.clone(),
             excluded: excluded.clone(),
+            prior: lane_prior.clone(),
         })
         .await;
         self.record(Record::LockTaken { rollout: id.to_owned(), fence }).await;
@@ -502,6 +589,8 @@ where
             committed_lanes: BTreeMap::new(),
             excluded,
             staged: true,
+            prior: lane_prior,
+            reverting: BTreeMap::new(),
         };
 
         // 8. The epoch pins every member against expiry before the first stop.
@@ -771,7 +860,9 @@ where
             let Err(error) = result else { continue };
             let (node, reason) = (endpoint.node.clone(), format!("staging failed: {error}"));
             let rollout = adopted.rollout.clone();
-            self.record(Record::NodeFailed { rollout, node: node.clone(), step, reason: reason.clone() }).await;
+            let failed =
+                Record::NodeFailed { rollout, node: node.clone(), step, reason: reason.clone(), revert: false };
+            self.record(failed).await;
             adopted.in_doubt.retain(|(doubtful, _)| *doubtful != node);
             if let Some(machine) = adopted.nodes.get_mut(&node) {
                 machine.handle_failed(step, reason);
@@ -780,7 +871,12 @@ where
         adopted.staged = true;
     }
 
-    /// Runs the lanes one at a time, nodes of a lane concurrently.
+    /// Runs the lanes one at a time, nodes of a lane concurrently (RCCA replacement plan: "A failed lane stays held;
+    /// successful lanes commit independently. One slow node may block only its lane."). A lane that cannot reach its
+    /// successor is rolled back to its prior generation at once (reverse recovery, journaled like the forward steps);
+    /// one whose rollback fails too stays held, and the later lanes go on in what room it leaves: never more nodes
+    /// down at once than the plan's lane size, which the floor sized. Stuck lanes get further rollback passes, each
+    /// after a backoff, before the rollout stops with its journal and holds as they are.
     async fn drive_lanes(
         &self,
         request: &RolloutRequest,
@@ -790,22 +886,40 @@ where
     ) -> RolloutOutcome {
         let id = adopted.rollout.clone();
         let endpoints: BTreeMap<String, Endpoint> = request.nodes.iter().map(|e| (e.node.clone(), e.clone())).collect();
-        let mut outcome_lanes = Vec::new();
-        let mut stopped = false;
+        // The plan's lane size: the most nodes it lets be down at once (the floor and the lane bound sized it).
+        let room_max = adopted.lanes.iter().map(Vec::len).max().unwrap_or(1).max(1);
+        let mut verdicts: BTreeMap<usize, LaneVerdict> = BTreeMap::new();
         let mut route_changed = false;
+        let mut held_back = false;
         for (index, lane) in adopted.lanes.clone().into_iter().enumerate() {
-            if let Some(verdict) = adopted.committed_lanes.get(&index) {
-                outcome_lanes.push((lane.clone(), *verdict));
+            if adopted.reverting.contains_key(&index) {
+                // A rollback a dead controller journaled and did not commit: this controller finishes it.
+                let verdict = self.revert_lane(request, &endpoints, &mut adopted, index, &attestation_keys).await;
+                verdicts.insert(index, verdict);
                 continue;
             }
+            match adopted.committed_lanes.get(&index) {
+                Some(LaneVerdict::Stuck) => {
+                    // A lane a dead controller left stuck: its rollback is this controller's to try again.
+                    let verdict = self.revert_lane(request, &endpoints, &mut adopted, index, &attestation_keys).await;
+                    verdicts.insert(index, verdict);
+                    continue;
+                }
+                Some(verdict) => {
+                    verdicts.insert(index, *verdict);
+                    continue;
+                }
+                None => {}
+            }
             // A lane a dead controller had begun (a step done or in doubt) is finished under the frozen bundle: leaving
-            // it would strand held, stopped workers. Only a lane not yet begun is gated on the route bundle.
+            // it would strand held, stopped workers. Only a lane not yet begun is gated on the route bundle and on the
+            // room stuck lanes leave.
             let begun = lane.iter().any(|node| {
                 let untouched =
                     matches!(adopted.nodes[node].state, NodeState::Pending(NodeStep::Hold) | NodeState::Quarantined);
                 !untouched || adopted.in_doubt.iter().any(|(doubtful, _)| doubtful == node)
             });
-            if !stopped && !route_changed && !begun {
+            if !route_changed && !begun {
                 // Fail closed: a lane goes down only under the route bundle the plan froze.
                 let published = self.hub_retrying(request, || self.hub.route_bundle()).await;
                 let published = published.unwrap_or_else(|error| format!("unreadable ({error})"));
@@ -814,36 +928,76 @@ where
                     route_changed = true;
                 }
             }
-            if stopped || (route_changed && !begun) {
-                outcome_lanes.push((lane.clone(), LaneVerdict::Prior));
+            let down = adopted.nodes.values().filter(|machine| machine.held_down()).count();
+            let room = room_max.saturating_sub(down);
+            if !begun && (route_changed || room == 0) {
+                held_back |= !route_changed;
+                verdicts.insert(index, LaneVerdict::Prior);
                 continue;
             }
             // The lock is renewed before each lane, so a lane (which the plan fits in one lease) never outlives it.
             if let Err(error) = self.hub_retrying(request, || self.hub.renew_lock(fence, request.lock_lease_ms)).await {
                 let failure = RolloutFailure::LockLost { error: error.to_string() };
                 let unrun = "the controller lost the deployment lock before its lane";
-                return self.stop_failed(&adopted, outcome_lanes, failure, unrun);
+                return self.stop_failed(&adopted, lanes_of(&adopted, &verdicts), failure, unrun);
+            }
+            // Past a stuck lane, the lane goes down in batches of the room it leaves, counted again before each
+            // batch (a node the last batch left stuck keeps its room). A node no batch found room for keeps its prior
+            // generation, untouched.
+            let mut pending: Vec<String> = lane.clone();
+            while !pending.is_empty() {
+                let down = adopted.nodes.values().filter(|machine| machine.held_down()).count();
+                let room = if begun { pending.len() } else { room_max.saturating_sub(down).min(pending.len()) };
+                if room == 0 {
+                    for node in pending.drain(..) {
+                        if let Some(machine) = adopted.nodes.get_mut(&node) {
+                            machine.handle_failed(NodeStep::Hold, "a stuck lane keeps the room the floor leaves");
+                        }
+                    }
+                    break;
+                }
+                let nodes: Vec<String> = pending.drain(..room).collect();
+                let machines: Vec<NodeMachine> = nodes.iter().map(|node| adopted.nodes[node].clone()).collect();
+                let machines = self
+                    .run_lane(request, &endpoints, index, machines, &attestation_keys, &adopted.in_doubt, None)
+                    .await;
+                for machine in machines {
+                    adopted.nodes.insert(machine.node.clone(), machine);
+                }
             }
             let machines: Vec<NodeMachine> = lane.iter().map(|node| adopted.nodes[node].clone()).collect();
-            let machines =
-                self.run_lane(request, &endpoints, index, machines, &attestation_keys, &adopted.in_doubt).await;
-            for machine in &machines {
-                adopted.nodes.insert(machine.node.clone(), machine.clone());
-            }
-            let verdict = lane_verdict(&machines);
-            let route_digest = request.route_digest.clone();
-            self.record(Record::LaneCommitted { rollout: id.clone(), route_digest, lane: index, verdict }).await;
-            self.emit(&id, RolloutEvent::LaneCommitted { lane: index as u64, verdict, nodes: lane.clone() });
+            let mut verdict = lane_verdict(&machines);
             if verdict == LaneVerdict::Stuck {
-                // A failed lane stays held; no further lane goes down while it is.
-                stopped = true;
+                verdict = self.revert_lane(request, &endpoints, &mut adopted, index, &attestation_keys).await;
+            } else {
+                self.commit_lane(request, &id, index, verdict, &lane).await;
             }
-            outcome_lanes.push((lane, verdict));
+            verdicts.insert(index, verdict);
         }
-        let unrun = if stopped {
-            "a stuck lane holds back the later lanes"
-        } else if route_changed {
+        // Stuck lanes get more rollback passes, each after the backoff's worst wait, while the lock holds.
+        for _ in 1..REVERT_PASSES {
+            let stuck: Vec<usize> = verdicts
+                .iter()
+                .filter(|(_, verdict)| **verdict == LaneVerdict::Stuck)
+                .map(|(index, _)| *index)
+                .collect();
+            if stuck.is_empty() {
+                break;
+            }
+            self.clock.sleep_ms(request.backoff.worst_case_wait_ms().max(request.backoff.cap_ms)).await;
+            if self.hub_retrying(request, || self.hub.renew_lock(fence, request.lock_lease_ms)).await.is_err() {
+                break;
+            }
+            for index in stuck {
+                let verdict = self.revert_lane(request, &endpoints, &mut adopted, index, &attestation_keys).await;
+                verdicts.insert(index, verdict);
+            }
+        }
+        let stuck = verdicts.values().any(|verdict| *verdict == LaneVerdict::Stuck);
+        let unrun = if route_changed {
             "the route bundle changed before its lane went down"
+        } else if held_back {
+            "a stuck lane keeps the room the availability floor and the lane size leave"
         } else {
             "its lane never went down"
         };
@@ -854,7 +1008,7 @@ where
             _ => TerminalOutcome::Partial,
         };
         let nodes = self.accounted(&id, nodes);
-        if !stopped {
+        if !stuck {
             if let Some(epoch) = adopted.epoch {
                 self.close_epoch(request, &adopted, epoch).await;
             }
@@ -862,7 +1016,122 @@ where
             let _ = self.hub_retrying(request, || self.hub.release_lock(fence)).await;
         }
         self.emit(&id, RolloutEvent::Terminal { outcome: terminal });
-        RolloutOutcome { lanes: outcome_lanes, nodes, outcome }
+        RolloutOutcome { lanes: lanes_of(&adopted, &verdicts), nodes, outcome }
+    }
+
+    /// Journals and reports a lane's verdict.
+    async fn commit_lane(
+        &self,
+        request: &RolloutRequest,
+        id: &str,
+        lane: usize,
+        verdict: LaneVerdict,
+        nodes: &[String],
+    ) {
+        let route_digest = request.route_digest.clone();
+        self.record(Record::LaneCommitted { rollout: id.to_owned(), route_digest, lane, verdict }).await;
+        self.emit(id, RolloutEvent::LaneCommitted { lane: lane as u64, verdict, nodes: nodes.to_vec() });
+    }
+
+    /// The reverse recovery of lane `index` (RCCA: "Apply the same design to reverse recovery"): journaled before it
+    /// begins, every node the lane took down walks back to the prior generation the plan recorded for it — hold,
+    /// stop, restore the prior install the node kept, write the prior identity, start, prove a heartbeat of the prior
+    /// revision, release — each step armed in a batch of intents, looking at the node first (so a replay after a
+    /// controller death does nothing twice), with bounded retry. The lane is `Prior` when every node got back, and
+    /// stays `Stuck` (held) otherwise. A lane whose plan recorded no prior generation (a journal written before
+    /// reverse recovery) cannot be rolled back: it stays stuck.
+    async fn revert_lane(
+        &self,
+        request: &RolloutRequest,
+        endpoints: &BTreeMap<String, Endpoint>,
+        adopted: &mut Adopted,
+        index: usize,
+        attestation_keys: &BTreeMap<String, Secret>,
+    ) -> LaneVerdict {
+        let id = adopted.rollout.clone();
+        let lane = adopted.lanes[index].clone();
+        // A rollback resumed from the journal goes on under the record that began it.
+        let resumed = adopted.reverting.get(&index).cloned();
+        let failed: Vec<String> = lane
+            .iter()
+            .filter(|node| {
+                let state = &adopted.nodes[*node].state;
+                matches!(state, NodeState::Failed { .. } | NodeState::RevertFailed { .. } | NodeState::Pending(_))
+                    && adopted.nodes[*node].held_down()
+            })
+            .cloned()
+            .collect();
+        let taken: Vec<String> = lane.iter().filter(|node| adopted.nodes[*node].touched()).cloned().collect();
+        if taken.iter().any(|node| !adopted.prior.contains_key(node)) {
+            self.commit_lane(request, &id, index, LaneVerdict::Stuck, &lane).await;
+            return LaneVerdict::Stuck;
+        }
+        if resumed.is_none() {
+            let reason = match failed.first().map(|node| &adopted.nodes[node].state) {
+                Some(NodeState::Failed { step, reason } | NodeState::RevertFailed { step, reason }) => {
+                    format!("{} failed at {}: {reason}", failed[0], step.as_str())
+                }
+                _ => "its lane could not reach the successor".to_owned(),
+            };
+            self.record(Record::LaneReverting {
+                rollout: id.clone(),
+                route_digest: request.route_digest.clone(),
+                lane: index,
+                reason: reason.clone(),
+                failed: failed.clone(),
+            })
+            .await;
+            self.emit(
+                &id,
+                RolloutEvent::LaneReverting { lane: index as u64, nodes: taken.clone(), failed: failed.clone() },
+            );
+            for node in &lane {
+                if let Some(machine) = adopted.nodes.get_mut(node) {
+                    machine.begin_revert(&reason);
+                }
+            }
+            adopted.reverting.insert(index, failed.clone());
+        }
+        adopted.in_doubt.retain(|(node, _)| !lane.contains(node));
+        // The rollback takes nodes down again (an upgraded node is held, stopped and restored), so it keeps the room
+        // the plan's lane size and the floor leave: the nodes already down go first, with as many of the others as
+        // the room allows, then the rest in batches as the room frees. A node the rollback had already taken (its
+        // reverse path past the hold, or stopped on it) counts as down; so does one named failed when it began.
+        let room_max = adopted.lanes.iter().map(Vec::len).max().unwrap_or(1).max(1);
+        let failed = resumed.unwrap_or(failed);
+        let is_down = |machine: &NodeMachine| {
+            failed.contains(&machine.node)
+                || matches!(machine.state, NodeState::Reverting { step, .. } if step > NodeStep::Hold)
+                || matches!(machine.state, NodeState::RevertFailed { .. })
+        };
+        let (mut down_queue, mut up_queue): (Vec<String>, Vec<String>) =
+            taken.iter().cloned().partition(|node| is_down(&adopted.nodes[node]));
+        let elsewhere =
+            adopted.nodes.iter().filter(|(node, machine)| !lane.contains(node) && machine.held_down()).count();
+        let mut done: Vec<String> = Vec::new();
+        loop {
+            let still_down = done.iter().filter(|node| adopted.nodes[*node].held_down()).count();
+            let room = room_max.saturating_sub(elsewhere + still_down + down_queue.len());
+            let mut batch: Vec<String> = std::mem::take(&mut down_queue);
+            batch.extend(up_queue.drain(..room.min(up_queue.len())));
+            if batch.is_empty() {
+                // No room for the rest: they stay upgraded, the lane stuck, for the next pass.
+                break;
+            }
+            let machines: Vec<NodeMachine> = batch.iter().map(|node| adopted.nodes[node].clone()).collect();
+            let prior = adopted.prior.clone();
+            let machines =
+                self.run_lane(request, endpoints, index, machines, attestation_keys, &[], Some(&prior)).await;
+            for machine in machines {
+                adopted.nodes.insert(machine.node.clone(), machine);
+            }
+            done.extend(batch);
+        }
+        let machines: Vec<NodeMachine> = lane.iter().map(|node| adopted.nodes[node].clone()).collect();
+        let verdict = lane_verdict(&machines);
+        self.commit_lane(request, &id, index, verdict, &lane).await;
+        adopted.reverting.remove(&index);
+        verdict
     }
 
     /// The rollout stops failed with its journal and holds as they are (the next controller adopts them): the
@@ -890,6 +1159,9 @@ where
                 NodeState::Pending(step) => *step > NodeStep::WriteIdentity,
                 NodeState::Failed { step, .. } => *step > NodeStep::WriteIdentity,
                 NodeState::Succeeded => true,
+                // A rollback wrote the prior identity back (or is writing it): its installed credential is the one
+                // the node carried before the rollout, whose continuity the hub checks.
+                NodeState::Reverting { .. } | NodeState::RevertFailed { .. } | NodeState::RolledBack { .. } => true,
                 NodeState::RetainedPrior { .. } | NodeState::Quarantined => false,
             };
             past_identity || adopted.in_doubt.iter().any(|(n, step)| n == node && *step == NodeStep::WriteIdentity)
@@ -915,7 +1187,9 @@ where
     /// One lane, step by step (RCCA P1 "Durably arm a batch of per-node intents, perform fenced remote operations
     /// concurrently with bounded fan-out, then serialize ... completion records"): the intents of every node at a
     /// step are armed in one journal append, the operations run concurrently (at most `fan_out` at once), and the
-    /// completions are recorded in lane order. A node that fails stops there; the others go on.
+    /// completions are recorded in lane order. A node that fails stops there; the others go on. With `back` (each
+    /// node's prior generation) the lane walks its reverse path instead.
+    #[expect(clippy::too_many_arguments, reason = "the lane's one loop, forward and back")]
     async fn run_lane(
         &self,
         request: &RolloutRequest,
@@ -924,11 +1198,17 @@ where
         mut machines: Vec<NodeMachine>,
         attestation_keys: &BTreeMap<String, Secret>,
         in_doubt: &[(String, NodeStep)],
+        back: Option<&BTreeMap<String, (String, u64)>>,
     ) -> Vec<NodeMachine> {
         let id = request.rollout.as_str();
+        let way = |node: &str| match back.and_then(|prior| prior.get(node)) {
+            Some((revision, generation)) => Way::Back { revision: revision.clone(), generation: *generation },
+            None => Way::Forward,
+        };
+        let poll = |machine: &NodeMachine| if back.is_some() { machine.poll_revert() } else { machine.poll_step() };
         let mut keys: Vec<Option<Secret>> = machines.iter().map(|m| attestation_keys.get(&m.node).cloned()).collect();
         for step in NodeStep::ALL {
-            let at_step: Vec<usize> = (0..machines.len()).filter(|&i| machines[i].poll_step() == Some(step)).collect();
+            let at_step: Vec<usize> = (0..machines.len()).filter(|&i| poll(&machines[i]) == Some(step)).collect();
             if at_step.is_empty() {
                 continue;
             }
@@ -936,25 +1216,29 @@ where
             let operations: Vec<(String, String)> = at_step
                 .iter()
                 .filter(|&&i| !doubtful(i))
-                .map(|&i| (machines[i].node.clone(), operation_id(id, &machines[i].node, step)))
+                .map(|&i| (machines[i].node.clone(), way(&machines[i].node).operation_id(id, &machines[i].node, step)))
                 .collect();
             if !operations.is_empty() {
                 let route_digest = request.route_digest.clone();
-                self.record(Record::Intents { rollout: id.to_owned(), route_digest, lane, step, operations }).await;
+                let revert = back.is_some();
+                self.record(Record::Intents { rollout: id.to_owned(), route_digest, lane, step, operations, revert })
+                    .await;
             }
             let mut results = Vec::with_capacity(at_step.len());
             for batch in at_step.chunks(request.fan_out.max(1)) {
                 results.extend(
                     join_all(batch.iter().map(|&i| {
                         let endpoint = &endpoints[&machines[i].node];
-                        self.attempt_step(request, endpoint, step, lane, keys[i].clone(), doubtful(i))
+                        let (way, key, doubtful) = (way(&machines[i].node), keys[i].clone(), doubtful(i));
+                        async move { self.attempt_step(request, endpoint, step, lane, key, doubtful, &way).await }
                     }))
                     .await,
                 );
             }
             for (&i, (result, key)) in at_step.iter().zip(results) {
                 keys[i] = key;
-                self.finish_step(request, &endpoints[&machines[i].node], &mut machines[i], step, lane, result).await;
+                let (endpoint, way) = (&endpoints[&machines[i].node], way(&machines[i].node));
+                self.finish_step(request, endpoint, &mut machines[i], step, lane, result, &way).await;
             }
         }
         machines
@@ -962,6 +1246,7 @@ where
 
     /// Records how one step of one node ended (completion or failure, with the replay command and endpoint) and
     /// advances its machine.
+    #[expect(clippy::too_many_arguments, reason = "one step's end, forward and back")]
     async fn finish_step(
         &self,
         request: &RolloutRequest,
@@ -970,9 +1255,11 @@ where
         step: NodeStep,
         lane: usize,
         result: Result<(), String>,
+        way: &Way,
     ) {
         let id = request.rollout.as_str();
         let node = endpoint.node.as_str();
+        let revert = way.is_back();
         match result {
             Ok(()) => {
                 self.record(Record::Completed {
@@ -980,11 +1267,13 @@ where
                     route_digest: request.route_digest.clone(),
                     node: node.to_owned(),
                     step,
-                    operation_id: operation_id(id, node, step),
+                    operation_id: way.operation_id(id, node, step),
+                    revert,
                 })
                 .await;
-                self.emit(id, RolloutEvent::StepDone { node: node.to_owned(), step: step.into(), lane: lane as u64 });
-                machine.handle_done(step);
+                let event_step = way.event_step(step);
+                self.emit(id, RolloutEvent::StepDone { node: node.to_owned(), step: event_step, lane: lane as u64 });
+                if revert { machine.handle_revert_done(step) } else { machine.handle_done(step) }
             }
             Err(reason) => {
                 self.record(Record::NodeFailed {
@@ -992,22 +1281,20 @@ where
                     node: node.to_owned(),
                     step,
                     reason: reason.clone(),
+                    revert,
                 })
                 .await;
                 self.emit(
                     id,
                     RolloutEvent::NodeFailed {
                         node: node.to_owned(),
-                        step: step.into(),
+                        step: way.event_step(step),
                         error: reason.clone(),
                         endpoint: format!("{}@{}", endpoint.node, endpoint.host_key),
-                        replay: format!(
-                            "re-run the rollout: the controller adopts journal {id} at step {}",
-                            step.as_str()
-                        ),
+                        replay: request.resume_command.clone(),
                     },
                 );
-                machine.handle_failed(step, reason);
+                if revert { machine.handle_revert_failed(step, reason) } else { machine.handle_failed(step, reason) }
             }
         }
     }
@@ -1016,6 +1303,7 @@ where
     /// any re-attempt, and a step whose effect is already visible is done. `doubtful` (an intent without a
     /// completion in an adopted journal) looks before the first attempt too. Returns the attestation key as known
     /// after the step (an observation may have found it).
+    #[expect(clippy::too_many_arguments, reason = "one step, forward and back")]
     async fn attempt_step(
         &self,
         request: &RolloutRequest,
@@ -1024,15 +1312,20 @@ where
         lane: usize,
         mut attestation_key: Option<Secret>,
         doubtful: bool,
+        way: &Way,
     ) -> (Result<(), String>, Option<Secret>) {
         let id = request.rollout.as_str();
         let node = endpoint.node.as_str();
-        let op_id = operation_id(id, node, step);
+        let op_id = way.operation_id(id, node, step);
         let owner = HoldOwner::Deployment { rollout: id.to_owned() }.to_string();
-        self.emit(id, RolloutEvent::StepStarted { node: node.to_owned(), step: step.into(), lane: lane as u64 });
+        let event_step = way.event_step(step);
+        self.emit(id, RolloutEvent::StepStarted { node: node.to_owned(), step: event_step, lane: lane as u64 });
         let mut attempt = 1;
         let mut reauthentications = 0;
-        let mut look_first = doubtful;
+        // A step back on the node always looks first: the rollback must find where the node is, whoever left it
+        // there. (Its hub steps — hold, prove, release — are idempotent at the hub.)
+        let on_node = matches!(step, NodeStep::Quiesce | NodeStep::Install | NodeStep::WriteIdentity | NodeStep::Start);
+        let mut look_first = doubtful || (way.is_back() && on_node);
         let result = loop {
             if look_first {
                 match self.observe(endpoint).await {
@@ -1040,24 +1333,26 @@ where
                         if attestation_key.is_none() {
                             attestation_key = report.identity.env_value("MAC_ATTESTATION_KEY").map(Secret::new);
                         }
-                        if already_done(step, request, &report) {
+                        if already_done(step, way.target(request), way.is_back(), &report) {
                             break Ok(());
                         }
                     }
                     Err(error) => {
                         let failure = failure_class(&error);
-                        if self.wait_to_retry(request, node, step, &mut attempt, failure, &error.to_string()).await {
+                        let error = error.to_string();
+                        if self.wait_to_retry(request, node, event_step, &mut attempt, failure, &error).await {
                             continue;
                         }
-                        break Err(error.to_string());
+                        break Err(error);
                     }
                 }
             }
-            match self.run_step(request, endpoint, step, &op_id, &owner, attestation_key.as_ref()).await {
+            match self.run_step(request, endpoint, step, &op_id, &owner, attestation_key.as_ref(), way).await {
                 Ok(()) => break Ok(()),
                 Err(StepError::Ssh(error)) => {
                     let failure = failure_class(&error);
-                    if !self.wait_to_retry(request, node, step, &mut attempt, failure, &error.to_string()).await {
+                    let text = error.to_string();
+                    if !self.wait_to_retry(request, node, event_step, &mut attempt, failure, &text).await {
                         break Err(error.to_string());
                     }
                     // Before the replay: re-observe (identity re-checked), and skip it if the effect is there.
@@ -1134,13 +1429,15 @@ where
                 operation_id: operation_id(id, node, step),
             })
             .await;
-            let (result, key) = self.attempt_step(request, endpoint, step, 0, attestation_key, false).await;
+            let (result, key) =
+                self.attempt_step(request, endpoint, step, 0, attestation_key, false, &Way::Forward).await;
             attestation_key = key;
-            self.finish_step(request, endpoint, &mut machine, step, 0, result).await;
+            self.finish_step(request, endpoint, &mut machine, step, 0, result, &Way::Forward).await;
         }
         machine
     }
 
+    #[expect(clippy::too_many_arguments, reason = "one step, forward and back")]
     async fn run_step(
         &self,
         request: &RolloutRequest,
@@ -1149,8 +1446,10 @@ where
         op_id: &str,
         owner: &str,
         attestation_key: Option<&Secret>,
+        way: &Way,
     ) -> Result<(), StepError> {
         let node = endpoint.node.as_str();
+        let (revision, generation) = way.target(request);
         match step {
             NodeStep::Hold => self.hub.place_hold(node, owner).await.map_err(hub_error),
             NodeStep::Release => self.hub.release_hold(node, owner).await.map(|_| ()).map_err(hub_error),
@@ -1160,6 +1459,16 @@ where
                 .await
                 .map(|_| ())
                 .map_err(Into::into),
+            NodeStep::Install if way.is_back() => {
+                // The prior install the node kept beside the successor: nothing is fetched (after the barrier a fetch
+                // is a protocol violation, and the recovery material is the node's own).
+                let op = SshRequest::RestorePrevious {
+                    operation_id: op_id.to_owned(),
+                    revision: revision.to_owned(),
+                    generation,
+                };
+                self.ssh.run(endpoint, op).await.map(|_| ()).map_err(Into::into)
+            }
             NodeStep::Install => {
                 if self.rules.staging() == Staging::AtInstall {
                     self.stage_node(request, endpoint).await?;
@@ -1191,13 +1500,13 @@ where
                 let env = self.rules.installed_env(&InstalledIdentity {
                     node,
                     hub_url: &request.hub_url,
-                    revision: &request.revision,
-                    generation: request.generation,
+                    revision,
+                    generation,
                     attestation_key: key.expose(),
                 });
                 let writes = [
                     (format!("{op_id}/env"), MAC_ENV, env),
-                    (format!("{op_id}/marker"), MARKER, format!("{}\n", request.revision)),
+                    (format!("{op_id}/marker"), MARKER, format!("{revision}\n")),
                 ];
                 for (operation_id, path, content) in writes {
                     let op = SshRequest::WriteFileAtomic {
@@ -1221,9 +1530,7 @@ where
                 loop {
                     if let Ok(snapshot) = self.hub.read_heartbeats().await {
                         let proved = snapshot.instances.iter().any(|row| {
-                            row.instance == node
-                                && row.registered
-                                && row.revision.as_deref() == Some(request.revision.as_str())
+                            row.instance == node && row.registered && row.revision.as_deref() == Some(revision)
                         });
                         if proved {
                             return Ok(());
@@ -1231,8 +1538,8 @@ where
                     }
                     if self.clock.monotonic_ms() >= deadline {
                         return Err(StepError::Other(format!(
-                            "no heartbeat with revision {} within {} ms",
-                            request.revision, request.phases.prove_ms
+                            "no heartbeat with revision {revision} within {} ms",
+                            request.phases.prove_ms
                         )));
                     }
                     self.clock.sleep_ms(request.prove_poll_ms).await;
@@ -1254,6 +1561,8 @@ where
             lanes: vec![all.clone()],
             quarantined: Vec::new(),
             excluded: Exclusions::default(),
+            // The incident's controller has no reverse recovery.
+            prior: BTreeMap::new(),
         })
         .await;
         let mut quiesced: Vec<&Endpoint> = Vec::new();
@@ -1287,6 +1596,7 @@ where
                     node: node.into(),
                     step: NodeStep::Quiesce,
                     operation_id: operation_id(id, node, NodeStep::Quiesce),
+                    revert: false,
                 })
                 .await;
                 Ok(())

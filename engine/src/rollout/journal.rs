@@ -29,6 +29,10 @@ fn is_empty(exclusions: &Exclusions) -> bool {
     *exclusions == Exclusions::default()
 }
 
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
 const PREFIX: &str = "rollout ";
 
 /// Every line of the pre-typed MAC controller's cohort journal starts with this.
@@ -58,6 +62,10 @@ pub enum Record {
         /// before the account (their quarantines are accounted with no surfaces, and their held nodes not at all).
         #[serde(default, skip_serializing_if = "is_empty")]
         excluded: Exclusions,
+        /// Each lane node's prior generation, as the preflight found it installed: what a rollback of its lane
+        /// restores. Absent from journals written before reverse recovery (their lanes cannot be rolled back).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        prior: BTreeMap<String, (String, u64)>,
     },
     /// The deployment lock's fence this rollout holds: a controller adopting the journal supersedes exactly it.
     LockTaken {
@@ -85,6 +93,10 @@ pub enum Record {
         step: NodeStep,
         /// `(node, operation id)` in lane order.
         operations: Vec<(String, String)>,
+        /// A step of the lane's reverse recovery (every reverse step looks at the node before it acts, so none is
+        /// ever in doubt).
+        #[serde(default, skip_serializing_if = "is_false")]
+        revert: bool,
     },
     /// Recorded after the remote operation was acknowledged (or found already done).
     Completed {
@@ -93,12 +105,27 @@ pub enum Record {
         node: String,
         step: NodeStep,
         operation_id: String,
+        #[serde(default, skip_serializing_if = "is_false")]
+        revert: bool,
     },
     NodeFailed {
         rollout: String,
         node: String,
         step: NodeStep,
         reason: String,
+        #[serde(default, skip_serializing_if = "is_false")]
+        revert: bool,
+    },
+    /// The lane could not reach its successor: it is rolled back, every node it took down back to its prior
+    /// generation. `reason` names what stopped it.
+    LaneReverting {
+        rollout: String,
+        route_digest: String,
+        lane: usize,
+        reason: String,
+        /// The lane's nodes that could not reach the successor (a rollback resumed from the journal names them).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failed: Vec<String>,
     },
     LaneCommitted {
         rollout: String,
@@ -143,9 +170,50 @@ impl Record {
             | Record::Completed { rollout, .. }
             | Record::NodeFailed { rollout, .. }
             | Record::LaneCommitted { rollout, .. }
+            | Record::LaneReverting { rollout, .. }
             | Record::Terminal { rollout, .. }
             | Record::Migrated { rollout, .. }
             | Record::JournalQuarantined { rollout, .. } => rollout,
+        }
+    }
+
+    /// The record's `record` tag, as its journal line carries it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Record::PlanFrozen { .. } => "plan_frozen",
+            Record::LockTaken { .. } => "lock_taken",
+            Record::EpochOpened { .. } => "epoch_opened",
+            Record::Intent { .. } => "intent",
+            Record::Intents { .. } => "intents",
+            Record::Completed { .. } => "completed",
+            Record::NodeFailed { .. } => "node_failed",
+            Record::LaneReverting { .. } => "lane_reverting",
+            Record::LaneCommitted { .. } => "lane_committed",
+            Record::Terminal { .. } => "terminal",
+            Record::Migrated { .. } => "migrated",
+            Record::JournalQuarantined { .. } => "journal_quarantined",
+        }
+    }
+
+    /// The operation the record arms or completes, if it names one.
+    pub fn operation_id(&self) -> Option<&str> {
+        match self {
+            Record::Intent { operation_id, .. } | Record::Completed { operation_id, .. } => Some(operation_id),
+            _ => None,
+        }
+    }
+
+    /// The route bundle the record was written under, if it names one.
+    pub fn route_digest(&self) -> Option<&str> {
+        match self {
+            Record::PlanFrozen { route_digest, .. }
+            | Record::Intent { route_digest, .. }
+            | Record::Intents { route_digest, .. }
+            | Record::Completed { route_digest, .. }
+            | Record::LaneReverting { route_digest, .. }
+            | Record::LaneCommitted { route_digest, .. }
+            | Record::Migrated { route_digest, .. } => Some(route_digest),
+            _ => None,
         }
     }
 
@@ -182,6 +250,11 @@ pub struct Adopted {
     /// Whether the plan was frozen after every capsule was staged (a typed plan), or not (a plan migrated from an old
     /// journal: the old controller fetched after its stops, so an adopting controller stages first).
     pub staged: bool,
+    /// Each lane node's prior generation, as the plan recorded it (what a rollback restores).
+    pub prior: BTreeMap<String, (String, u64)>,
+    /// Lanes whose rollback was journaled and not yet committed, with the nodes that could not reach the successor:
+    /// an adopting controller finishes these rollbacks (it does not begin them again).
+    pub reverting: BTreeMap<usize, Vec<String>>,
 }
 
 /// A standing quarantine of old journal lines, as its record says.
@@ -217,7 +290,14 @@ struct Fold {
 impl Fold {
     fn apply(&mut self, record: Record) -> Result<(), JournalError> {
         self.rollouts.insert(record.rollout().to_owned());
-        if let Record::PlanFrozen { rollout, revision, generation, route_digest, lanes, quarantined, excluded } = record
+        if let Record::Terminal { rollout, .. } = &record
+            && self.current.as_ref().is_none_or(|adopted| adopted.rollout != *rollout)
+        {
+            // A rollout refused before its plan: terminal, with nothing of it to adopt.
+            return Ok(());
+        }
+        if let Record::PlanFrozen { rollout, revision, generation, route_digest, lanes, quarantined, excluded, prior } =
+            record
         {
             let mut nodes: BTreeMap<String, NodeMachine> =
                 lanes.iter().flatten().map(|node| (node.clone(), NodeMachine::new(node.clone()))).collect();
@@ -237,6 +317,8 @@ impl Fold {
                 committed_lanes: BTreeMap::new(),
                 excluded,
                 staged: !self.migrated,
+                prior,
+                reverting: BTreeMap::new(),
             });
             return Ok(());
         }
@@ -255,11 +337,17 @@ impl Fold {
                     adopted.in_doubt.push((node, step));
                 }
             }
+            Record::Intents { revert: true, .. } => {}
             Record::Intents { step, operations, .. } => {
                 for (node, _) in operations {
                     if !adopted.in_doubt.contains(&(node.clone(), step)) {
                         adopted.in_doubt.push((node, step));
                     }
+                }
+            }
+            Record::Completed { node, step, revert: true, .. } => {
+                if let Some(machine) = adopted.nodes.get_mut(&node) {
+                    machine.handle_revert_done(step);
                 }
             }
             Record::Completed { node, step, .. } => {
@@ -268,13 +356,31 @@ impl Fold {
                     machine.handle_done(step);
                 }
             }
+            Record::NodeFailed { node, step, reason, revert: true, .. } => {
+                if let Some(machine) = adopted.nodes.get_mut(&node) {
+                    machine.handle_revert_failed(step, reason);
+                }
+            }
             Record::NodeFailed { node, step, reason, .. } => {
                 adopted.in_doubt.retain(|entry| *entry != (node.clone(), step));
                 if let Some(machine) = adopted.nodes.get_mut(&node) {
                     machine.handle_failed(step, reason);
                 }
             }
+            Record::LaneReverting { lane, reason, failed, .. } => {
+                adopted.reverting.insert(lane, failed);
+                // The lane's forward steps in doubt are settled by the rollback: it looks at each node first.
+                let nodes = adopted.lanes.get(lane).cloned().unwrap_or_default();
+                adopted.in_doubt.retain(|(node, _)| !nodes.contains(node));
+                for node in &nodes {
+                    if let Some(machine) = adopted.nodes.get_mut(node) {
+                        machine.begin_revert(&reason);
+                    }
+                }
+                adopted.committed_lanes.remove(&lane);
+            }
             Record::LaneCommitted { lane, verdict, .. } => {
+                adopted.reverting.remove(&lane);
                 adopted.committed_lanes.insert(lane, verdict);
             }
             Record::Terminal { .. } => self.current = None,
@@ -520,6 +626,8 @@ pub fn decode_old(lines: &[OldLine], taken: &BTreeSet<String>) -> Result<Vec<Rec
                 lanes: lanes.clone(),
                 quarantined,
                 excluded: Exclusions::default(),
+                // The old controller recorded no prior generation: its lanes cannot be rolled back.
+                prior: BTreeMap::new(),
             });
             planned.insert(rollout.to_owned());
             current =
@@ -563,7 +671,7 @@ pub fn decode_old(lines: &[OldLine], taken: &BTreeSet<String>) -> Result<Vec<Rec
                 if verb == "arm" {
                     Record::Intent { rollout, route_digest, node, step, operation_id }
                 } else {
-                    Record::Completed { rollout, route_digest, node, step, operation_id }
+                    Record::Completed { rollout, route_digest, node, step, operation_id, revert: false }
                 }
             }
             "fail" => {
@@ -575,7 +683,7 @@ pub fn decode_old(lines: &[OldLine], taken: &BTreeSet<String>) -> Result<Vec<Rec
                     return Err(bad("field reason has no value".into()));
                 }
                 let (node, step) = node_step(&fields)?;
-                Record::NodeFailed { rollout, node, step, reason: reason.to_owned() }
+                Record::NodeFailed { rollout, node, step, reason: reason.to_owned(), revert: false }
             }
             "cohort" => {
                 let fields = old_fields(rest, &["index", "verdict"], &[]).map_err(bad)?;
@@ -638,6 +746,7 @@ mod tests {
                 quarantined: [("w50".to_owned(), vec!["marker absent".to_owned()])].into_iter().collect(),
                 held: [("w9".to_owned(), vec!["operator:alice".to_owned()])].into_iter().collect(),
             },
+            prior: ["w1", "w2", "w3"].iter().map(|node| ((*node).to_owned(), ("7f3bbd12".to_owned(), 4))).collect(),
         }
     }
 
@@ -658,6 +767,7 @@ mod tests {
             node: node.into(),
             step,
             operation_id: operation_id("r1", node, step),
+            revert: false,
         }
     }
 
@@ -690,6 +800,7 @@ mod tests {
                 .iter()
                 .map(|node| ((*node).to_owned(), operation_id("r1", node, NodeStep::Quiesce)))
                 .collect(),
+            revert: false,
         };
         let lock = Record::LockTaken { rollout: "r1".into(), fence: 7 };
         let records = [plan(), lock, batch, done("w2", NodeStep::Quiesce)];
@@ -697,6 +808,70 @@ mod tests {
         let adopted = replay(lines.iter().map(String::as_str)).unwrap().adopted.unwrap();
         assert_eq!(adopted.fence, Some(7));
         assert_eq!(adopted.in_doubt, [("w1".to_owned(), NodeStep::Quiesce)]);
+    }
+
+    fn reverted(node: &str, step: NodeStep) -> Record {
+        Record::Completed {
+            rollout: "r1".into(),
+            route_digest: "sha256:routes".into(),
+            node: node.into(),
+            step,
+            operation_id: crate::rollout::lane::revert_operation_id("r1", node, step),
+            revert: true,
+        }
+    }
+
+    #[test]
+    fn a_journaled_rollback_is_adopted_where_it_stood_and_committed_once() {
+        let failed = Record::NodeFailed {
+            rollout: "r1".into(),
+            node: "w2".into(),
+            step: NodeStep::Install,
+            reason: "ssh timeout".into(),
+            revert: false,
+        };
+        let reverting = Record::LaneReverting {
+            rollout: "r1".into(),
+            route_digest: "sha256:routes".into(),
+            lane: 0,
+            reason: "w2 failed at install: ssh timeout".into(),
+            failed: vec!["w2".into()],
+        };
+        let revert_intents = Record::Intents {
+            rollout: "r1".into(),
+            route_digest: "sha256:routes".into(),
+            lane: 0,
+            step: NodeStep::Quiesce,
+            operations: vec![("w1".into(), "r1/w1/revert/quiesce".into())],
+            revert: true,
+        };
+        let mut records = vec![plan()];
+        for step in [NodeStep::Hold, NodeStep::Quiesce, NodeStep::Install] {
+            records.push(done("w1", step));
+        }
+        records.extend([done("w2", NodeStep::Hold), done("w2", NodeStep::Quiesce)]);
+        records.extend([intent("w2", NodeStep::Install), failed, reverting, reverted("w1", NodeStep::Hold)]);
+        records.extend([reverted("w2", NodeStep::Hold), revert_intents]);
+        let journal = lines(&records);
+        let adopted = replay(journal.iter().map(String::as_str)).unwrap().adopted.unwrap();
+        assert_eq!(adopted.reverting, [(0, vec!["w2".to_owned()])].into_iter().collect());
+        assert!(adopted.in_doubt.is_empty(), "a reverse step looks at its node first: never in doubt");
+        assert_eq!(adopted.nodes["w1"].poll_revert(), Some(NodeStep::Quiesce));
+        assert_eq!(adopted.nodes["w2"].poll_revert(), Some(NodeStep::Quiesce));
+        assert_eq!(adopted.nodes["w3"].poll_step(), Some(NodeStep::Hold), "the next lane is untouched");
+        assert_eq!(adopted.prior["w1"], ("7f3bbd12".to_owned(), 4));
+
+        let commit = Record::LaneCommitted {
+            rollout: "r1".into(),
+            route_digest: "sha256:routes".into(),
+            lane: 0,
+            verdict: LaneVerdict::Prior,
+        };
+        records.push(commit);
+        let journal = lines(&records);
+        let adopted = replay(journal.iter().map(String::as_str)).unwrap().adopted.unwrap();
+        assert!(adopted.reverting.is_empty(), "a committed rollback is not resumed");
+        assert_eq!(adopted.committed_lanes[&0], LaneVerdict::Prior);
     }
 
     #[test]
@@ -719,12 +894,14 @@ mod tests {
 
     fn lines_with_second_plan(records: &[Record]) -> Vec<String> {
         let mut all = lines(records);
-        let Record::PlanFrozen { revision, generation, route_digest, lanes, quarantined, excluded, .. } = plan() else {
+        let Record::PlanFrozen { revision, generation, route_digest, lanes, quarantined, excluded, prior, .. } = plan()
+        else {
             unreachable!()
         };
         let rollout = "r2".into();
         all.push(
-            Record::PlanFrozen { rollout, revision, generation, route_digest, lanes, quarantined, excluded }.encode(),
+            Record::PlanFrozen { rollout, revision, generation, route_digest, lanes, quarantined, excluded, prior }
+                .encode(),
         );
         all
     }
@@ -798,7 +975,8 @@ mod tests {
                 rollout: "cohort-7".into(),
                 node: "w2".into(),
                 step: NodeStep::Quiesce,
-                reason: "connection to 10.0.0.2 port 22 timed out".into()
+                reason: "connection to 10.0.0.2 port 22 timed out".into(),
+                revert: false,
             }
         );
         // Written, it is one line of the journal; a replay folds its records and settles nothing more.
@@ -953,6 +1131,17 @@ mod tests {
                 proptest::prop_assert_eq!(second.settle, None);
             }
         }
+    }
+
+    #[test]
+    fn a_records_kind_is_the_tag_its_line_carries() {
+        let records = [plan(), intent("w1", NodeStep::Hold), done("w1", NodeStep::Hold)];
+        for record in records {
+            let line = record.encode();
+            assert!(line.starts_with(&format!("{PREFIX}{{\"record\":\"{}\",", record.kind())), "{line}");
+        }
+        assert_eq!(done("w1", NodeStep::Hold).operation_id(), Some("r1/w1/hold"));
+        assert_eq!(plan().route_digest(), Some("sha256:routes"));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::ports::events::QuarantineCause;
 use crate::ports::{Endpoint, NodeObservation, NodeReport, SshError};
 use crate::rollout::holds::HoldOwner;
 use crate::rollout::preflight::{Contradiction, Repair, Verdict};
@@ -16,8 +17,9 @@ use crate::secret::Secret;
 pub enum NodeSelection {
     /// Held by someone else (an operator, another rollout): not this rollout's to take down or release.
     SkippedHeld { owners: Vec<String> },
-    /// Excluded from the lanes and dispatch-held: what contradicts a coherent identity.
-    Quarantined { surfaces: Vec<String> },
+    /// Excluded from the lanes and dispatch-held: what contradicts a coherent identity, or why it could not be
+    /// observed.
+    Quarantined { surfaces: Vec<String>, cause: QuarantineCause },
     /// Goes into the lanes, after `repair` when it needs one.
     Eligible { repair: Option<Repair> },
 }
@@ -73,11 +75,12 @@ impl Selection {
                 selection.preflight.push((node, NodeSelection::SkippedHeld { owners: foreign }));
                 continue;
             }
-            let verdict = match &report {
-                Ok(report) => classify(&report.identity),
+            let (verdict, cause) = match &report {
+                Ok(report) => (classify(&report.identity), QuarantineCause::Identity),
                 Err(error) => {
                     let surfaces = vec![Contradiction::Unreachable { error: error.to_string() }];
-                    Verdict::Quarantined { repair: Repair::OperatorInspect { surfaces: surfaces.clone() }, surfaces }
+                    let repair = Repair::OperatorInspect { surfaces: surfaces.clone() };
+                    (Verdict::Quarantined { repair, surfaces }, QuarantineCause::Unreachable)
                 }
             };
             if let Ok(report) = &report
@@ -97,7 +100,8 @@ impl Selection {
                 }
                 Verdict::Quarantined { surfaces, .. } => {
                     selection.quarantined.push(node.clone());
-                    NodeSelection::Quarantined { surfaces: surfaces.iter().map(ToString::to_string).collect() }
+                    let surfaces = surfaces.iter().map(ToString::to_string).collect();
+                    NodeSelection::Quarantined { surfaces, cause }
                 }
             };
             selection.preflight.push((node, verdict));
@@ -203,7 +207,7 @@ mod tests {
         assert_eq!(verdicts[0], ("w1", &NodeSelection::Eligible { repair: None }), "this rollout's own holds");
         assert!(matches!(verdicts[1], ("w2", NodeSelection::Eligible { repair: Some(Repair::WriteMarker { .. }) })));
         assert!(
-            matches!(verdicts[2], ("w3", NodeSelection::Quarantined { surfaces }) if surfaces[0].contains("timed out")),
+            matches!(verdicts[2], ("w3", NodeSelection::Quarantined { surfaces, cause: QuarantineCause::Unreachable }) if surfaces[0].contains("timed out")),
             "{verdicts:?}"
         );
         assert_eq!(

@@ -954,31 +954,46 @@ fn is_zero(value: &u64) -> bool {
 }
 
 /// Where in a rollout a rollout-triggered step fires (`on_rollout`): when the controller begins a rollout (a fresh
-/// one, or one it adopts from the journal after a death), or when a node starts one of its steps.
+/// one, or one it adopts from the journal after a death), when a node starts one of its steps, or one of its lane's
+/// reverse recovery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RolloutPoint {
     Begin,
     Step(engine::ports::events::NodeStep),
+    /// A node starts this step of its lane's reverse recovery.
+    Revert(engine::ports::events::NodeStep),
 }
 
 impl RolloutPoint {
     /// Every point, in rollout order.
-    pub const ALL: [RolloutPoint; 8] = [
-        RolloutPoint::Begin,
-        RolloutPoint::Step(engine::ports::events::NodeStep::Hold),
-        RolloutPoint::Step(engine::ports::events::NodeStep::Quiesce),
-        RolloutPoint::Step(engine::ports::events::NodeStep::Install),
-        RolloutPoint::Step(engine::ports::events::NodeStep::WriteIdentity),
-        RolloutPoint::Step(engine::ports::events::NodeStep::Start),
-        RolloutPoint::Step(engine::ports::events::NodeStep::Prove),
-        RolloutPoint::Step(engine::ports::events::NodeStep::Release),
-    ];
+    pub const ALL: [RolloutPoint; 15] = {
+        use engine::ports::events::NodeStep as S;
+        [
+            RolloutPoint::Begin,
+            RolloutPoint::Step(S::Hold),
+            RolloutPoint::Step(S::Quiesce),
+            RolloutPoint::Step(S::Install),
+            RolloutPoint::Step(S::WriteIdentity),
+            RolloutPoint::Step(S::Start),
+            RolloutPoint::Step(S::Prove),
+            RolloutPoint::Step(S::Release),
+            RolloutPoint::Revert(S::Hold),
+            RolloutPoint::Revert(S::Quiesce),
+            RolloutPoint::Revert(S::Install),
+            RolloutPoint::Revert(S::WriteIdentity),
+            RolloutPoint::Revert(S::Start),
+            RolloutPoint::Revert(S::Prove),
+            RolloutPoint::Revert(S::Release),
+        ]
+    };
 
-    /// Its name in files: `begin`, or the node step's.
+    /// Its name in files: `begin`, the node step's, or `revert:<step>` as the trace names the reverse step
+    /// (`revert:restore` for the install's).
     pub fn as_str(self) -> &'static str {
         match self {
             RolloutPoint::Begin => "begin",
             RolloutPoint::Step(step) => step.as_str(),
+            RolloutPoint::Revert(step) => engine::ports::events::RolloutStep::Revert(step).as_str(),
         }
     }
 

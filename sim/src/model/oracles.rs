@@ -54,9 +54,9 @@ catalogue! {
     EveryLaneConverged: "every_lane_converged", Eventually,
         "a started rollout reaches a terminal state with every lane successor or prior";
     EverySelectedNodeAccounted: "every_selected_node_accounted", Always,
-        "a rollout's account names every selected node once, each as the trace shows it (upgraded only after its release step, stuck only without one, quarantined only after its quarantine, held only when skipped for another's hold, prior only when never quiesced), and a rollout ends successor only when its account has every selected node upgraded";
+        "a rollout's account names every selected node once, each as the trace shows it (upgraded only after its release step, stuck only without one, quarantined only after its quarantine, held only when skipped for another's hold, prior only when never quiesced or released again by its lane's rollback), and a rollout ends successor only when its account has every selected node upgraded";
     HoldsAccounted: "holds_accounted", Eventually,
-        "when the run ends, every deployment hold still placed is on a node of a lane the journal committed as stuck";
+        "when the run ends, every deployment hold still placed is on a node of a lane whose latest verdict the journal committed as stuck";
     InstanceSilentRaised: "instance_silent_raised", Sometimes,
         "the engine raised instance_silent";
     InstanceRecoveredRaised: "instance_recovered_raised", Sometimes,
@@ -79,12 +79,16 @@ catalogue! {
         "a rollout saw the hub publish another route bundle and took no further lane down";
     RetryRecovered: "retry_recovered", Sometimes,
         "a rollout step failed transiently, was retried, and completed";
+    LaneRolledBack: "lane_rolled_back", Sometimes,
+        "a lane that could not reach its successor was rolled back: every node it took down is back on its prior generation and the lane committed prior";
+    NoRollbackWithoutAFault: "no_rollback_without_a_fault", Always,
+        "a lane is rolled back only for nodes a fault landed on (the node, its host, the hub's or controller's host, the rollout or the controller): in the simulator nothing else stops a step, so a rollback no fault explains is the engine breaking its own nodes";
     OnlyIntendedHoldsReleased: "only_intended_holds_released", Always,
         "no hold is released but a rollout's own deployment hold: quarantine, successor and operator holds stay";
     ReceiptsNameFrozenRoute: "receipts_name_frozen_route", Always,
         "every journal receipt of a rollout and every installer run names the route digest its plan froze";
     RolloutTimeBounded: "rollout_time_bounded", Eventually,
-        "a rollout's active time (controller downtime, lock and credential waits excluded) stays within its plan's lanes x lane bound";
+        "a rollout's active time (controller downtime, lock and credential waits excluded) stays within its plan's lanes x lane bound, plus one lane bound per extra batch of a lane split past a stuck lane and per rollback pass";
     CredentialRenewedMidRollout: "credential_renewed_mid_rollout", Sometimes,
         "the hub refused the controller's credential and the controller went on with the renewed one";
     StaleLockWaitedOut: "stale_lock_waited_out", Sometimes,

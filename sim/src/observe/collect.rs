@@ -191,6 +191,7 @@ impl Collectors {
             | RolloutBody::Adopted { .. }
             | RolloutBody::Retrying { .. }
             | RolloutBody::HubRetrying { .. }
+            | RolloutBody::LaneReverting { .. }
             | RolloutBody::NodeFailed { .. }
             | RolloutBody::RouteChanged { .. }
             | RolloutBody::LockWaiting { .. }

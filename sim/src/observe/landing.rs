@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine::ports::events::{NodeStep, RolloutStep, TerminalOutcome};
+use engine::ports::events::{RolloutStep, TerminalOutcome};
 
 use crate::model::faults::{Effect, Subject};
 use crate::observe::trace::{Body, Event, OnboardingBody, RolloutBody};
@@ -51,8 +51,9 @@ pub struct FaultBook {
     rollout_planned: bool,
     /// Nodes the rollout selected.
     selected: BTreeSet<String>,
-    /// Each node in a lane that has not committed: its lane and the last step it started.
-    in_lane: BTreeMap<String, (u64, NodeStep)>,
+    /// Each node in a lane that has not committed: its lane and the last step it started (a reverse step as
+    /// `revert:<step>`).
+    in_lane: BTreeMap<String, (u64, &'static str)>,
     /// Each machine with a workflow in flight: `onboarding` or `decommission`, and its stage.
     workflows: BTreeMap<String, (&'static str, String)>,
     /// Each node whose agent credential is being rotated, and the rotation's step.
@@ -155,8 +156,12 @@ impl FaultBook {
                     self.rollout_active = true;
                     self.rollout_planned = true;
                 }
-                RolloutBody::StepStarted { node, step: RolloutStep::Node(step), lane } => {
-                    self.in_lane.insert(node.clone(), (*lane, *step));
+                RolloutBody::StepStarted {
+                    node,
+                    step: step @ (RolloutStep::Node(_) | RolloutStep::Revert(_)),
+                    lane,
+                } => {
+                    self.in_lane.insert(node.clone(), (*lane, step.as_str()));
                 }
                 RolloutBody::LaneCommitted { lane, nodes, .. } => {
                     for node in nodes {
@@ -216,7 +221,7 @@ impl FaultBook {
             Subject::Controller => rollout().or_else(workflows),
             Subject::Node(name) | Subject::Machine(name) | Subject::Host(name) => {
                 if let Some((_, step)) = self.in_lane.get(name) {
-                    Some(format!("rollout:{}", step.as_str()))
+                    Some(format!("rollout:{step}"))
                 } else if let Some((kind, stage)) = self.workflows.get(name) {
                     Some(format!("{kind}:{stage}"))
                 } else if let Some(step) = self.rotations.get(name) {
@@ -315,7 +320,7 @@ fn reactions(body: &Body) -> Vec<(String, Reaction)> {
 mod tests {
     use std::rc::Rc;
 
-    use engine::ports::events::LaneVerdict;
+    use engine::ports::events::{LaneVerdict, NodeStep};
 
     use super::*;
     use crate::model::faults::{Step, StepKind};

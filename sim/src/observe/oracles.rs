@@ -99,6 +99,8 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
             Box::new(Reached(|body| matches!(body, Body::Rollout { event: RolloutBody::RouteChanged { .. }, .. })))
         }
         OracleId::RetryRecovered => Box::new(rollout::RetryRecovered::default()),
+        OracleId::LaneRolledBack => Box::new(rollout::LaneRolledBack::default()),
+        OracleId::NoRollbackWithoutAFault => Box::new(rollout::NoRollbackWithoutAFault::default()),
         OracleId::OnlyIntendedHoldsReleased => Box::new(rollout::OnlyIntendedHoldsReleased),
         OracleId::ReceiptsNameFrozenRoute => Box::new(rollout::ReceiptsNameFrozenRoute::default()),
         OracleId::RolloutTimeBounded => Box::new(rollout::RolloutTimeBounded::default()),

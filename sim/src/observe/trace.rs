@@ -274,6 +274,7 @@ pub enum RolloutBody {
     Quarantined {
         node: String,
         surfaces: Vec<String>,
+        cause: engine::ports::events::QuarantineCause,
     },
     Repaired {
         node: String,
@@ -327,6 +328,11 @@ pub enum RolloutBody {
         verdict: LaneVerdict,
         nodes: Vec<String>,
     },
+    LaneReverting {
+        lane: u64,
+        nodes: Vec<String>,
+        failed: Vec<String>,
+    },
     RouteChanged {
         frozen: String,
         published: String,
@@ -366,7 +372,8 @@ impl From<engine::ports::events::RolloutEvent> for RolloutBody {
             E::JournalQuarantined { format, line, defect, lines } => {
                 RolloutBody::JournalQuarantined { format, line, defect, lines }
             }
-            E::Quarantined { node, surfaces } => RolloutBody::Quarantined { node, surfaces },
+            E::Quarantined { node, surfaces, cause } => RolloutBody::Quarantined { node, surfaces, cause },
+            E::LaneReverting { lane, nodes, failed } => RolloutBody::LaneReverting { lane, nodes, failed },
             E::Repaired { node, repair } => RolloutBody::Repaired { node, repair },
             E::IdentityDecoded { node, forms, defects } => RolloutBody::IdentityDecoded { node, forms, defects },
             E::Canonicalized { node, forms, wrote } => RolloutBody::Canonicalized { node, forms, wrote },

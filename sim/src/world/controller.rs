@@ -326,6 +326,10 @@ impl World {
             lock_lease_ms: 15 * 60_000,
             credential_wait_ms: 10 * 60_000,
             prove_poll_ms: 10_000,
+            // The deployment's own resume command (the RCCA's controller is `deploy/deploy-mac-fleet.sh`): it makes a
+            // controller adopt this journal. In the simulator a `start_rollout` of the same revision, or a restart of
+            // the controller, does the same.
+            resume_command: format!("deploy-mac-fleet.sh resume --rollout rollout-{revision} --journal {JOURNAL_KEY}"),
         }
     }
 
@@ -379,7 +383,8 @@ impl Journal for SimJournal {
         if !self.world.is_up(self.host) {
             std::future::pending::<()>().await;
         }
-        let kind = record_kind(record);
+        let rollout = engine::rollout::journal::Record::decode(record).and_then(Result::ok);
+        let kind = rollout.as_ref().map(engine::rollout::journal::Record::kind);
         // The work a death at this record stops: the rollout, or the workflow or instance the record is of.
         let on = || match (kind, engine::ports::record_subject(record)) {
             (Some(_), _) => Subject::Rollout,
@@ -441,9 +446,9 @@ impl Journal for SimJournal {
                 self.world.die_here(self.host).await;
             }
         }
-        if let Some(kind) = kind {
-            let operation_id = record_field(record, "operation_id");
-            let route_digest = record_field(record, "route_digest");
+        if let (Some(rollout), Some(kind)) = (&rollout, kind) {
+            let operation_id = rollout.operation_id().map(str::to_owned);
+            let route_digest = rollout.route_digest().map(str::to_owned);
             let body = Body::JournalAppended { record: kind.to_owned(), operation_id, route_digest };
             self.world.record(self.host, body);
             if (kind == "intent" || kind == "intents")
@@ -464,25 +469,6 @@ impl Journal for SimJournal {
     }
 }
 
-/// The `record` tag of a rollout journal line, if it is one.
-fn record_kind(line: &str) -> Option<&'static str> {
-    let json = line.strip_prefix("rollout ")?;
-    let kinds = [
-        "plan_frozen",
-        "lock_taken",
-        "epoch_opened",
-        "intent",
-        "intents",
-        "completed",
-        "node_failed",
-        "lane_committed",
-        "terminal",
-        "migrated",
-        "journal_quarantined",
-    ];
-    kinds.into_iter().find(|kind| json.starts_with(&format!("{{\"record\":\"{kind}\",")))
-}
-
 /// The subsystem and `record` tag of an onboarding or decommission journal line, if it is one.
 fn workflow_record_kind(line: &str) -> Option<(DeathSubsystem, &'static str)> {
     let (subsystem, json) = if let Some(json) = line.strip_prefix("onboard ") {
@@ -492,11 +478,6 @@ fn workflow_record_kind(line: &str) -> Option<(DeathSubsystem, &'static str)> {
     };
     let kinds = ["run_started", "checkpoint", "stopped", "completed"];
     kinds.into_iter().find(|kind| json.starts_with(&format!("{{\"record\":\"{kind}\","))).map(|kind| (subsystem, kind))
-}
-
-fn record_field(line: &str, field: &str) -> Option<String> {
-    let json: serde_json::Value = serde_json::from_str(line.strip_prefix("rollout ")?).ok()?;
-    json.get(field)?.as_str().map(str::to_owned)
 }
 
 struct SimJitter {

@@ -647,6 +647,15 @@ impl Signals for SimSignals {
                     },
                 ..
             } => Some((crate::model::faults::RolloutPoint::Step(*step), node.clone())),
+            Body::Rollout {
+                event:
+                    crate::observe::trace::RolloutBody::StepStarted {
+                        node,
+                        step: engine::ports::events::RolloutStep::Revert(step),
+                        ..
+                    },
+                ..
+            } => Some((crate::model::faults::RolloutPoint::Revert(*step), node.clone())),
             _ => None,
         };
         let started = match &body {

@@ -413,6 +413,9 @@ impl ports::Ssh for SimSsh {
                     Err(error) => return Err(ports::SshError::Refused(format!("staging {digest}: {error}"))),
                 }
             }
+            SshRequest::RestorePrevious { operation_id, revision, generation } => {
+                SshOp::RestorePrevious { operation_id, revision, generation }
+            }
             SshRequest::RunInstaller { operation_id, revision, generation, required_digests, route_digest } => {
                 SshOp::RunInstaller { operation_id, revision, generation, required_digests, route_digest }
             }

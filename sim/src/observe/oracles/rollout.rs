@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine::ports::events::{LaneVerdict, NodeAccount, NodeOutcome, NodeStep, RolloutStep, TerminalOutcome};
+use engine::ports::events::{
+    LaneVerdict, NodeAccount, NodeOutcome, NodeStep, QuarantineCause, RolloutStep, TerminalOutcome,
+};
 
 use crate::model::faults::Step;
 use crate::observe::oracles::{Finding, Oracle, OracleContext};
@@ -358,8 +360,8 @@ impl Oracle for RecoveryHoldPrecedesIdentity {
 }
 
 /// `no_incoherent_node_mutated`: the RCCA's "no incoherent node mutated before quarantine", judged over the whole run.
-/// A node is incoherent when the preflight quarantined it for its identity (not for a failed staging or repair, which
-/// come after the node was found coherent), or — the ground truth, not the engine's word — when the only drift it was
+/// A node is incoherent when the preflight quarantined it for its identity (its typed `cause`; not one it could not
+/// reach, nor a failed staging or repair, which come after the node was found coherent), or — the ground truth, not the engine's word — when the only drift it was
 /// given before the first rollout began is one no repair may cover (every shape but worker-50's marker-absent full
 /// environment, the early cohort's absent environment, the retained recovery-only environment and the four
 /// historical forms a canonicalization rewrites); every rollout mutation on it, at any time, is a violation.
@@ -406,11 +408,12 @@ impl Oracle for NoIncoherentNodeMutated {
                     .or_default()
                     .push((event.t_ms, format!("{op} {operation_id}")));
             }
-            Body::Rollout { event: RolloutBody::Quarantined { node, surfaces }, .. } => {
-                let after_preflight = ["staging failed", "repair", "could not fence", "no room"];
-                if !surfaces.iter().any(|surface| after_preflight.iter().any(|prefix| surface.starts_with(prefix))) {
-                    self.incoherent.insert(node.clone());
-                }
+            // Only the preflight's verdict on the identity makes a node incoherent: a node quarantined because it
+            // could not be reached, staged or repaired was coherent as far as anyone knew.
+            Body::Rollout {
+                event: RolloutBody::Quarantined { node, cause: QuarantineCause::Identity, .. }, ..
+            } => {
+                self.incoherent.insert(node.clone());
             }
             _ => {}
         }
@@ -470,17 +473,17 @@ pub(super) struct EveryLaneConverged {
     started_ms: Option<u64>,
     /// How the rollout ended: its terminal event's outcome, or `None` for a refusal (every lane prior).
     terminal: Option<Option<TerminalOutcome>>,
-    stuck: Vec<(u64, u64)>,
+    /// Each lane's latest verdict, with when it was committed: a lane committed stuck and then rolled back to its
+    /// prior generation converged.
+    lanes: BTreeMap<(String, u64), (LaneVerdict, u64)>,
 }
 
 impl Oracle for EveryLaneConverged {
     fn on_event(&mut self, event: &Event, _line: &str, _out: &mut Vec<Finding>) {
         match &event.body {
             Body::Step { step: Step::StartRollout { .. }, .. } => self.started_ms = Some(event.t_ms),
-            Body::Rollout { event: RolloutBody::LaneCommitted { lane, verdict, .. }, .. }
-                if *verdict == LaneVerdict::Stuck =>
-            {
-                self.stuck.push((*lane, event.t_ms));
+            Body::Rollout { rollout, event: RolloutBody::LaneCommitted { lane, verdict, .. } } => {
+                self.lanes.insert((rollout.clone(), *lane), (*verdict, event.t_ms));
             }
             Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } => {
                 self.terminal = Some(Some(outcome.clone()));
@@ -492,8 +495,11 @@ impl Oracle for EveryLaneConverged {
 
     fn on_finish(&mut self, end_ms: u64, out: &mut Vec<Finding>) {
         let Some(started_ms) = self.started_ms else { return };
-        for (lane, t_ms) in &self.stuck {
-            out.push(Finding { t_ms: *t_ms, evidence: format!("lane {lane} is stuck: neither successor nor prior") });
+        for ((_, lane), (verdict, t_ms)) in &self.lanes {
+            if *verdict == LaneVerdict::Stuck {
+                let evidence = format!("lane {lane} is stuck: neither successor nor prior");
+                out.push(Finding { t_ms: *t_ms, evidence });
+            }
         }
         match &self.terminal {
             None => out.push(Finding {
@@ -524,6 +530,8 @@ pub(super) struct EverySelectedNodeAccounted {
 #[derive(Default)]
 struct RolloutSeen {
     released: BTreeSet<String>,
+    /// Nodes whose lane's rollback released them again on their prior generation.
+    rolled_back: BTreeSet<String>,
     quiesced: BTreeSet<String>,
     quarantined: BTreeSet<String>,
     skipped: BTreeSet<String>,
@@ -564,6 +572,7 @@ impl EverySelectedNodeAccounted {
             let contradiction = match &entry.outcome {
                 NodeOutcome::Upgraded if !released => Some("upgraded, but it never completed its release step"),
                 NodeOutcome::Upgraded => None,
+                NodeOutcome::Prior { .. } if seen.rolled_back.contains(node) => None,
                 _ if released => Some("not upgraded, but it completed its release step"),
                 NodeOutcome::Prior { .. } if seen.quiesced.contains(node) => {
                     Some("prior, but the rollout began quiescing it")
@@ -600,6 +609,11 @@ impl Oracle for EverySelectedNodeAccounted {
         match body {
             RolloutBody::StepDone { node, step: RolloutStep::Node(NodeStep::Release), .. } => {
                 seen.released.insert(node.clone());
+            }
+            // A rollback's release puts the node back on its prior generation: released, but not upgraded.
+            RolloutBody::StepDone { node, step: RolloutStep::Revert(NodeStep::Release), .. } => {
+                seen.released.remove(node);
+                seen.rolled_back.insert(node.clone());
             }
             RolloutBody::StepStarted { node, step: RolloutStep::Node(NodeStep::Quiesce), .. } => {
                 seen.quiesced.insert(node.clone());
@@ -646,10 +660,15 @@ impl Oracle for HoldsAccounted {
             Body::HubHoldReleased { agent, owner } if owner.starts_with(DEPLOY_HOLD_PREFIX) => {
                 self.holds.remove(agent);
             }
-            Body::Rollout { event: RolloutBody::LaneCommitted { verdict, nodes, .. }, .. }
-                if *verdict == LaneVerdict::Stuck =>
-            {
-                self.stuck_nodes.extend(nodes.iter().cloned());
+            Body::Rollout { event: RolloutBody::LaneCommitted { verdict, nodes, .. }, .. } => {
+                // A lane's latest verdict counts: one rolled back after it was stuck holds nothing any more.
+                if *verdict == LaneVerdict::Stuck {
+                    self.stuck_nodes.extend(nodes.iter().cloned());
+                } else {
+                    for node in nodes {
+                        self.stuck_nodes.remove(node);
+                    }
+                }
             }
             _ => {}
         }
@@ -733,12 +752,20 @@ impl Oracle for ReceiptsNameFrozenRoute {
 /// `rollout_time_bounded`: RCCA "Quiescence and recovery wall time are bounded by batch phase limits rather than
 /// worker_count x per-node timeout". From the plan's freeze to the rollout's terminal event, the time the controller
 /// was up and not waiting on something outside its control (a held lock, a credential outage) must stay within the
-/// plan's own bound, lanes x lane bound. Judged at the terminal event; a rollout still running at the end of the run
-/// is judged by `every_lane_converged` instead.
+/// plan's own bound, lanes x lane bound, plus one lane bound for each lane that went down in more than one batch (past
+/// a stuck lane, the room its held-down nodes leave) and for each rollback pass. Judged at the terminal event; a
+/// rollout still running at the end of the run is judged by `every_lane_converged` instead.
 #[derive(Default)]
 pub(super) struct RolloutTimeBounded {
     /// `(frozen at, bound)` of the rollout in progress.
     plan: Option<(u64, u64)>,
+    /// Its plan's lanes, and its bound for one lane (the rollout's bound over its lanes).
+    lanes: u64,
+    lane_bound_ms: u64,
+    /// The batches that went down: `(lane, t_ms)` of each batch of `hold` steps (a batch's steps start together).
+    batches: BTreeSet<(u64, u64)>,
+    /// Rollback passes begun.
+    reverts: u64,
     excluded_ms: u64,
     controller_down_since: Option<u64>,
     credential_out_since: Option<u64>,
@@ -747,8 +774,12 @@ pub(super) struct RolloutTimeBounded {
 impl Oracle for RolloutTimeBounded {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         let Some((frozen_at_ms, bound_ms)) = self.plan else {
-            if let Body::Rollout { event: RolloutBody::PlanFrozen { rollout_bound_ms, .. }, .. } = &event.body {
+            if let Body::Rollout { event: RolloutBody::PlanFrozen { rollout_bound_ms, lanes, .. }, .. } = &event.body {
                 self.plan = Some((event.t_ms, *rollout_bound_ms));
+                self.lanes = *lanes;
+                self.lane_bound_ms = rollout_bound_ms / (*lanes).max(1);
+                self.batches.clear();
+                self.reverts = 0;
                 self.excluded_ms = 0;
             }
             return;
@@ -771,7 +802,17 @@ impl Oracle for RolloutTimeBounded {
             Body::Rollout { event: RolloutBody::LockWaiting { remaining_ms, .. }, .. } => {
                 self.excluded_ms += remaining_ms + 1_000;
             }
+            Body::Rollout {
+                event: RolloutBody::StepStarted { step: RolloutStep::Node(NodeStep::Hold), lane, .. },
+                ..
+            } => {
+                self.batches.insert((*lane, event.t_ms));
+            }
+            // A rollback walks its lane once more: one more lane's bound.
+            Body::Rollout { event: RolloutBody::LaneReverting { .. }, .. } => self.reverts += 1,
             Body::Rollout { event: RolloutBody::Terminal { outcome }, .. } => {
+                let extra = (self.batches.len() as u64).saturating_sub(self.lanes) + self.reverts;
+                let bound_ms = bound_ms + extra * self.lane_bound_ms;
                 let active_ms = (event.t_ms - frozen_at_ms).saturating_sub(self.excluded_ms);
                 if active_ms > bound_ms {
                     out.push(Finding {
@@ -806,6 +847,72 @@ impl Oracle for RetryRecovered {
             {
                 self.reached = true;
                 out.push(Finding { t_ms: event.t_ms, evidence: format!("{node} {step} completed after a retry") });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `lane_rolled_back`: a lane's rollback (`lane_reverting`) ended with the lane committed `prior` — every node it had
+/// taken down back on its prior generation (RCCA "Apply the same design to reverse recovery").
+#[derive(Default)]
+pub(super) struct LaneRolledBack {
+    reverting: BTreeSet<(String, u64)>,
+    reached: bool,
+}
+
+impl Oracle for LaneRolledBack {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::Rollout { rollout, event: RolloutBody::LaneReverting { lane, .. } } => {
+                self.reverting.insert((rollout.clone(), *lane));
+            }
+            Body::Rollout {
+                rollout,
+                event: RolloutBody::LaneCommitted { lane, verdict: LaneVerdict::Prior, nodes },
+            } if !self.reached && self.reverting.contains(&(rollout.clone(), *lane)) => {
+                self.reached = true;
+                let evidence =
+                    format!("{rollout} lane {lane} rolled back to its prior generation: {}", nodes.join(", "));
+                out.push(Finding { t_ms: event.t_ms, evidence });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `no_rollback_without_a_fault`: the simulated fleet fails a node's step only where a fault landed, so every node a
+/// `lane_reverting` event names as its cause (`failed`) must have had one land before it — on the node, on its host,
+/// on the hub's or the controller's host (a partition that starves the proof of a heartbeat), on the rollout (its
+/// lock, credential, routes, artifacts) or on the controller. A rollback with a failed node no fault explains is the
+/// engine breaking the nodes it deploys to (a wrong route, a bad environment) and recovering from its own defect by
+/// rolling back, which would otherwise read as a converged (prior) lane.
+#[derive(Default)]
+pub(super) struct NoRollbackWithoutAFault {
+    /// Keys of the subjects a fault has landed on so far (`Subject::key`).
+    struck: BTreeSet<String>,
+}
+
+impl Oracle for NoRollbackWithoutAFault {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::FaultLanded { on, .. } => {
+                self.struck.insert(on.key().to_string());
+            }
+            Body::Rollout { rollout, event: RolloutBody::LaneReverting { lane, failed, .. } } => {
+                let shared = ["rollout", "controller", "hub"].iter().any(|key| self.struck.contains(*key));
+                let unexplained: Vec<&str> =
+                    failed.iter().filter(|node| !shared && !self.struck.contains(*node)).map(String::as_str).collect();
+                if !unexplained.is_empty() {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{rollout} rolled lane {lane} back for {} although no fault landed on {}",
+                            unexplained.join(", "),
+                            if unexplained.len() == 1 { "it" } else { "any of them" }
+                        ),
+                    });
+                }
             }
             _ => {}
         }

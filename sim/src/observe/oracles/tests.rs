@@ -480,13 +480,13 @@ fn a_dispatch_to_a_held_or_quiesced_worker_is_a_violation() {
 
 #[test]
 fn an_incoherent_node_is_never_mutated_but_a_staging_failure_may_have_been() {
-    let quarantined = |node: &str, surface: &str| {
+    let quarantined = |node: &str, surface: &str, cause| {
         ev(
             9,
             "controller",
             Body::Rollout {
                 rollout: "r".into(),
-                event: RolloutBody::Quarantined { node: node.into(), surfaces: vec![surface.into()] },
+                event: RolloutBody::Quarantined { node: node.into(), surfaces: vec![surface.into()], cause },
             },
         )
     };
@@ -501,11 +501,17 @@ fn an_incoherent_node_is_never_mutated_but_a_staging_failure_may_have_been() {
             },
         )
     };
-    let events = [mutated("n1"), quarantined("n1", "~/.mac/mac.env is unsafe: mode 644, not 600")];
+    use engine::ports::events::QuarantineCause;
+    let events =
+        [mutated("n1"), quarantined("n1", "~/.mac/mac.env is unsafe: mode 644, not 600", QuarantineCause::Identity)];
     let found = run(&mut NoIncoherentNodeMutated::default(), &events, 10);
     assert_eq!(found.len(), 1, "mutated before its quarantine: {found:?}");
-    let events = [mutated("n2"), quarantined("n2", "staging failed: ssh: timed out")];
-    assert!(run(&mut NoIncoherentNodeMutated::default(), &events, 10).is_empty());
+    // Its cause, not its words: a staging failure, a node that could not be reached in a later rollout's preflight
+    // (decommissioned, say), a failed repair are no identity verdict.
+    for cause in [QuarantineCause::Staging, QuarantineCause::Unreachable, QuarantineCause::Repair] {
+        let events = [mutated("n2"), quarantined("n2", "~/.mac/mac.env is unsafe", cause)];
+        assert!(run(&mut NoIncoherentNodeMutated::default(), &events, 10).is_empty(), "{cause:?}");
+    }
 }
 
 #[test]
@@ -606,8 +612,14 @@ fn an_account_is_believed_only_where_the_trace_shows_it_and_a_successor_needs_ev
     let terminal = |t, outcome| rollout(t, RolloutBody::Terminal { outcome });
     let oracle = || EverySelectedNodeAccounted::new(&ctx());
     // The honest story: n1–n3 released, n4 quarantined; the rollout is partial.
-    let mut story =
-        vec![rollout(1, RolloutBody::Quarantined { node: "n4".into(), surfaces: vec!["marker absent".into()] })];
+    let mut story = vec![rollout(
+        1,
+        RolloutBody::Quarantined {
+            node: "n4".into(),
+            surfaces: vec!["marker absent".into()],
+            cause: engine::ports::events::QuarantineCause::Identity,
+        },
+    )];
     for node in ["n1", "n2", "n3"] {
         story.push(step(2, node, NodeStep::Quiesce, false));
         story.push(step(3, node, NodeStep::Release, true));
@@ -904,4 +916,25 @@ fn a_historical_node_mutated_before_its_canonicalization_is_a_violation() {
     ] {
         assert!(run(&mut oracle(), &events, 10).is_empty(), "{events:?}");
     }
+}
+
+#[test]
+fn a_rollback_is_explained_only_by_a_fault_landed_on_its_failed_node_or_on_what_they_share() {
+    use crate::model::faults::{StepKind, Subject};
+    let landed = |t, on: Subject| {
+        ev(t, "sim", Body::FaultLanded { fault: t, fault_kind: StepKind::SshTimeout, on, effect: None })
+    };
+    let reverting = |t, failed: &[&str]| {
+        let failed: Vec<String> = failed.iter().map(|node| node.to_string()).collect();
+        rollout(t, RolloutBody::LaneReverting { lane: 1, nodes: vec!["n1".into(), "n2".into()], failed })
+    };
+    let oracle = || NoRollbackWithoutAFault::default();
+    assert!(run(&mut oracle(), &[landed(1, Subject::Node("n1".into())), reverting(2, &["n1"])], 10).is_empty());
+    assert!(run(&mut oracle(), &[landed(1, Subject::Host("n1".into())), reverting(2, &["n1"])], 10).is_empty());
+    assert!(run(&mut oracle(), &[landed(1, Subject::Host("hub".into())), reverting(2, &["n1", "n2"])], 10).is_empty());
+    assert!(run(&mut oracle(), &[landed(1, Subject::Rollout), reverting(2, &["n2"])], 10).is_empty());
+    // Nothing landed, a fault on another node, or a fault that landed only after the rollback: unexplained.
+    assert_eq!(run(&mut oracle(), &[reverting(2, &["n1"])], 10).len(), 1);
+    assert_eq!(run(&mut oracle(), &[landed(1, Subject::Node("n1".into())), reverting(2, &["n1", "n2"])], 10).len(), 1);
+    assert_eq!(run(&mut oracle(), &[reverting(2, &["n1"]), landed(3, Subject::Node("n1".into()))], 10).len(), 1);
 }
