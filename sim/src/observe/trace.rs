@@ -71,6 +71,9 @@ pub enum Body {
     HubHoldReleased { agent: String, owner: String },
     #[serde(rename = "hub.dispatched")]
     HubDispatched { agent: String, task: String },
+    /// The hub granted `agent` a task lease that runs `lease_ms` on the hub's clock from now.
+    #[serde(rename = "hub.lease_granted")]
+    HubLeaseGranted { agent: String, lease_ms: u64 },
     #[serde(rename = "hub.dispatch_refused")]
     HubDispatchRefused { agent: String, task: String },
     #[serde(rename = "agent.heartbeat_failed")]
