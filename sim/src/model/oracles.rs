@@ -106,7 +106,7 @@ catalogue! {
     DecommissionCompleted: "decommission_completed", Sometimes,
         "a decommission workflow completed: the node is deleted from the inventory, its MAAS machine released (and deleted, or retained with a follow-up)";
     EveryDecommissionRests: "every_decommission_rests", Eventually,
-        "when the run ends, every decommission a step asked for ended completed (with or without a follow-up record) or stopped with a failure class in a state its row lists; none is still running";
+        "when the run ends, every decommission a step asked for ended completed (with or without a follow-up record), stopped with a failure class in a state its row lists, or refused before its first mutation; none is still running";
     EveryNodeOnboardedOrDiagnosed: "every_node_onboarded_or_diagnosed", Eventually,
         "when the run ends, every onboarding workflow ended completed, or failed_manual_intervention with a failure class; none is still running or failed_retryable";
     StallDetected: "stall_detected", Sometimes,

@@ -305,6 +305,14 @@ pub enum OnboardingBody {
         outcome: String,
         detail: String,
     },
+    /// A decommission refused before its first mutation: where it rests, and every reference to its worker.
+    Refused {
+        stage: String,
+        class: String,
+        workflow_state: String,
+        node_state: String,
+        references: Vec<engine::ports::events::WorkerReference>,
+    },
 }
 
 impl From<engine::ports::events::WorkflowEvent> for OnboardingBody {
@@ -340,6 +348,13 @@ impl From<engine::ports::events::WorkflowEvent> for OnboardingBody {
                 work: work.as_str().into(),
                 outcome: outcome.as_str().into(),
                 detail,
+            },
+            E::Refused { stage, class, workflow_state, node_state, references } => OnboardingBody::Refused {
+                stage: name(stage),
+                class: class.as_str().into(),
+                workflow_state: workflow_state.as_str().into(),
+                node_state: node_state.as_str().into(),
+                references,
             },
         }
     }

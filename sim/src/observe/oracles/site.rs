@@ -170,6 +170,36 @@ impl FollowsTheMatrix {
         }
     }
 
+    /// A refusal: a known stage and class, and a workflow and node state the stage's row lists, the node state the
+    /// one the refused request found (nothing was changed).
+    fn judge_refusal(
+        workflow: engine::matrix::Workflow,
+        stage: &str,
+        class: &str,
+        workflow_state: &str,
+        node_state: &str,
+        prior: engine::matrix::NodeState,
+    ) -> Result<(), String> {
+        use engine::matrix::{FailureClass, NodeState, Stage, WorkflowState};
+        let row = Stage::all()
+            .find(|s| s.workflow() == workflow && s.as_str() == stage)
+            .map(Stage::row)
+            .ok_or_else(|| format!("refused before {stage}, not a stage of the {workflow:?} workflow"))?;
+        if !FailureClass::ALL.into_iter().any(|c| c.as_str() == class) {
+            return Err(format!("refused for {class}, not a failure class"));
+        }
+        let w = WorkflowState::ALL.into_iter().find(|w| w.as_str() == workflow_state);
+        let n = NodeState::ALL.into_iter().find(|n| n.as_str() == node_state);
+        match (w, n) {
+            (Some(w), Some(n)) if row.admits_workflow_state(w) && row.node_states.admits(prior, n) => Ok(()),
+            (w, n) => Err(format!(
+                "refused before {stage} as {w:?} / {n:?}; its row lists {} and {}",
+                row.workflow_states_text(),
+                row.node_states.table_text()
+            )),
+        }
+    }
+
     pub(super) fn judge(
         &self,
         stage: &str,
@@ -331,6 +361,14 @@ impl Oracle for FollowsTheMatrix {
             OnboardingBody::StageFailed { stage, class, .. } => {
                 self.pending.insert(workflow.clone(), (stage.clone(), class.clone()));
             }
+            // A refusal before the first mutation rests where its stage's row puts a stop that changed nothing.
+            OnboardingBody::Refused { stage, class, workflow_state, node_state, .. } => {
+                if let Err(evidence) =
+                    Self::judge_refusal(self.workflow, stage, class, workflow_state, node_state, prior)
+                {
+                    out.push(Finding { t_ms: event.t_ms, evidence: format!("{workflow}: {evidence}") });
+                }
+            }
             OnboardingBody::StageDone { stage, .. } if self.workflow == engine::matrix::Workflow::Decommission => {
                 if let Some(state) = Self::after_stage(stage) {
                     self.node_state.insert(workflow.clone(), state);
@@ -350,7 +388,8 @@ impl Oracle for FollowsTheMatrix {
     }
 }
 
-/// At the end of the run every requested decommission rests: completed, or stopped with a class.
+/// At the end of the run every requested decommission rests: completed, stopped with a class, or refused before its
+/// first mutation because something referenced its worker (a refusal rests until the next request).
 pub(super) struct EveryDecommissionRests {
     /// workflow → its last resting state (`None`: not resting — never started, or running).
     last: BTreeMap<String, Option<String>>,
@@ -369,6 +408,7 @@ impl Oracle for EveryDecommissionRests {
             OnboardingBody::Completed { .. } => Some("completed".to_owned()),
             OnboardingBody::Stopped { class, workflow_state, .. } if !class.is_empty() => Some(workflow_state.clone()),
             OnboardingBody::Stopped { .. } => Some("stopped without a class".to_owned()),
+            OnboardingBody::Refused { workflow_state, .. } => Some(workflow_state.clone()),
             OnboardingBody::StageStarted { .. } => None,
             _ => return,
         };

@@ -694,3 +694,44 @@ fn an_account_is_believed_only_where_the_trace_shows_it_and_a_successor_needs_ev
         "{found:?}"
     );
 }
+
+/// node-02's decommission, refused at `t_ms` as the engine refuses it, or as `workflow_state` / `node_state` say.
+fn refused(t_ms: u64, workflow_state: &str, node_state: &str) -> Event {
+    let event = OnboardingBody::Refused {
+        stage: "disable_node".into(),
+        class: "state_ambiguity".into(),
+        workflow_state: workflow_state.into(),
+        node_state: node_state.into(),
+        references: vec![engine::ports::events::WorkerReference::Hold { owner: "operator:maintenance".into() }],
+    };
+    ev(t_ms, "controller", Body::Decommission { workflow: "decommission-node-02".into(), event })
+}
+
+#[test]
+fn a_refused_decommission_rests_and_its_states_are_judged_against_disable_node_s_row() {
+    let mut context = ctx();
+    context.decommissions = vec!["decommission-node-02".into()];
+    let events = [refused(5, "failed_retryable", "active")];
+    assert!(run(&mut EveryDecommissionRests::new(&context), &events, 10).is_empty(), "a refusal rests");
+    let matrix = || FollowsTheMatrix::new(engine::matrix::Workflow::Decommission, &context);
+    assert!(run(&mut matrix(), &events, 10).is_empty());
+    // disable_node's row lists failed_retryable only, and the node active or quarantined.
+    let wrong = [refused(5, "failed_manual_intervention", "active"), refused(6, "failed_retryable", "retired")];
+    let found = run(&mut matrix(), &wrong, 10);
+    assert_eq!(found.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [5, 6], "{found:?}");
+    assert!(
+        found[1].evidence.contains("its row lists failed_retryable and active or quarantined"),
+        "{}",
+        found[1].evidence
+    );
+    // Never requested again after a stage started: still running when the run ends.
+    let running = [ev(
+        1,
+        "controller",
+        Body::Decommission {
+            workflow: "decommission-node-02".into(),
+            event: OnboardingBody::StageStarted { stage: "disable_node".into(), attempt: 1 },
+        },
+    )];
+    assert_eq!(run(&mut EveryDecommissionRests::new(&context), &running, 10).len(), 1);
+}
