@@ -109,6 +109,19 @@ pub struct RotationStatus {
     pub successor_heartbeats: u64,
 }
 
+/// What references one agent at the hub now (RCCA replacement plan: "Reject decommission while an epoch, hold,
+/// journal, task, or lease references the worker"): what a decommission reads before its first mutation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentReferences {
+    /// Open deployment epochs that list the agent as a member, ascending.
+    pub epochs: Vec<u64>,
+    /// The owners of dispatch holds on the agent, whoever placed them (`deploy:`, `quarantine:`, `successor:`, an
+    /// operator's), sorted.
+    pub holds: Vec<String>,
+    /// When the agent's active task lease ends, on the hub's clock; `None` without one.
+    pub lease_until_ms: Option<u64>,
+}
+
 /// The answer to a request for the deployment lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockGrant {
@@ -164,6 +177,9 @@ pub trait Hub {
     /// Revokes the successor and never the predecessor. `Ok(false)` when there was nothing to revoke (never issued, or
     /// aborted already); a committed rotation cannot be aborted (`Rejected`).
     fn abort_rotation(&self, agent: &str, rotation: &str) -> impl Future<Output = Result<bool, HubError>>;
+    /// What references `agent` now: open epochs listing it, holds on it, its active task lease. A read (public at
+    /// the hub); an agent the hub does not know is referenced by nothing.
+    fn agent_references(&self, agent: &str) -> impl Future<Output = Result<AgentReferences, HubError>>;
 }
 
 /// An SSH endpoint and the host key the engine holds authority for. Every operation presents the expected key; a

@@ -229,6 +229,11 @@ pub enum Request {
     },
     /// Every hold, by agent (the controller accounts for operator holds it must not release).
     ReadHolds,
+    /// What references one agent now: the open epochs that list it, the holds on it (any owner) and its active task
+    /// lease (a decommission refuses a worker anything references; RCCA replacement plan).
+    ReadReferences {
+        agent: String,
+    },
     /// Checks a principal's credential; answers when it expires.
     Authenticate {
         principal: String,
@@ -311,6 +316,7 @@ impl std::fmt::Debug for Request {
                 write!(f, "AbortRotation {{ agent: {agent:?}, rotation: {rotation:?} }}")
             }
             Request::ReadHolds => write!(f, "ReadHolds"),
+            Request::ReadReferences { agent } => write!(f, "ReadReferences {{ agent: {agent:?} }}"),
             Request::Authenticate { principal, .. } => {
                 write!(f, "Authenticate {{ principal: {principal:?}, token: [redacted] }}")
             }
@@ -356,6 +362,14 @@ pub enum Response {
     },
     Holds {
         holds: BTreeMap<String, Vec<String>>,
+    },
+    /// What references one agent: open epochs listing it (ascending), owners of holds on it (sorted), and when its
+    /// task lease ends on the hub's clock while one is active. An agent nothing references (an unknown one too) has
+    /// empty lists and no lease.
+    References {
+        epochs: Vec<u64>,
+        holds: Vec<String>,
+        lease_until_ms: Option<u64>,
     },
     Authenticated {
         expires_at_ms: u64,
@@ -441,7 +455,8 @@ impl std::fmt::Display for HubError {
     }
 }
 
-/// What happened inside the hub, for the trace. The simulator turns these into trace events.
+/// What happened inside the hub, for the trace. The simulator turns these into trace events. `LeaseGranted`: a task
+/// lease on `agent` runs until `until_ms` on the hub's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HubEvent {
     Registered {
@@ -494,6 +509,10 @@ pub enum HubEvent {
     Dispatched {
         agent: String,
         task: String,
+    },
+    LeaseGranted {
+        agent: String,
+        until_ms: u64,
     },
     DispatchRefused {
         agent: String,
@@ -893,7 +912,8 @@ impl Hub {
                 if !self.agents.contains_key(&agent) {
                     return Response::Error(HubError::UnknownAgent { agent });
                 }
-                self.leases.insert(agent, until_ms);
+                self.leases.insert(agent.clone(), until_ms);
+                events.push(HubEvent::LeaseGranted { agent, until_ms });
                 Response::Ok
             }
             Request::ReadRouteBundle => Response::RouteBundle { digest: self.route_digest.clone() },
@@ -931,6 +951,16 @@ impl Hub {
                     .iter()
                     .map(|(agent, owners)| (agent.clone(), owners.iter().cloned().collect()))
                     .collect(),
+            },
+            Request::ReadReferences { agent } => Response::References {
+                epochs: self
+                    .epochs
+                    .values()
+                    .filter(|epoch| epoch.open && epoch.members.contains(&agent))
+                    .map(|epoch| epoch.id)
+                    .collect(),
+                holds: self.holds_on(&agent),
+                lease_until_ms: self.leases.get(&agent).copied().filter(|until_ms| *until_ms > now_ms),
             },
             Request::Authenticate { principal, token } => match self.principals.get(&principal) {
                 Some(row) if row.token.0 == token && now_ms < row.expires_at_ms => {
@@ -1369,6 +1399,35 @@ mod tests {
         );
         assert!(events.contains(&HubEvent::DispatchRefused { agent: "member".into(), task: "t1".into() }));
         assert!(events.contains(&HubEvent::Dispatched { agent: "member".into(), task: "t2".into() }));
+    }
+
+    #[test]
+    fn an_agent_s_references_are_its_open_epochs_its_holds_and_its_active_lease() {
+        let mut hub = hub(ExpiryPolicy::EpochAware);
+        let mut events = Vec::new();
+        let references = |hub: &mut Hub, now_ms: u64| {
+            hub.handle(now_ms, Request::ReadReferences { agent: "member".into() }, &mut Vec::new())
+        };
+        let none = Response::References { epochs: Vec::new(), holds: Vec::new(), lease_until_ms: None };
+        assert_eq!(references(&mut hub, 0), none);
+        let closed = open_epoch(&mut hub, &["member", "stray"]);
+        let open = open_epoch(&mut hub, &["member"]);
+        open_epoch(&mut hub, &["stray"]);
+        hub.handle(0, Request::CloseEpoch { epoch: closed, untouched: Vec::new() }, &mut events);
+        hub.handle(0, Request::PlaceHold { agent: "member".into(), owner: "quarantine:r".into() }, &mut events);
+        hub.handle(0, Request::PlaceHold { agent: "member".into(), owner: "operator:x".into() }, &mut events);
+        hub.handle(0, Request::GrantLease { agent: "member".into(), until_ms: 500 }, &mut events);
+        assert!(events.contains(&HubEvent::LeaseGranted { agent: "member".into(), until_ms: 500 }));
+        let all = Response::References {
+            epochs: vec![open],
+            holds: vec!["operator:x".into(), "quarantine:r".into()],
+            lease_until_ms: Some(500),
+        };
+        assert_eq!(references(&mut hub, 499), all);
+        let Response::References { lease_until_ms, .. } = references(&mut hub, 500) else { panic!("references") };
+        assert_eq!(lease_until_ms, None, "a lease that has run out references nothing");
+        let unknown = hub.handle(0, Request::ReadReferences { agent: "nobody".into() }, &mut Vec::new());
+        assert_eq!(unknown, none, "nothing references an agent the hub does not know");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! End to end over real loopback TCP: `fleetsim serve` racks two machines; `fleetsim drive onboard` starts onboarding
 //! them through the engine's real adapters and is killed (SIGKILL) mid-way; the same command run again resumes from
-//! the SQLite journal and completes; the served MAAS shows each machine commissioned once and deployed once.
+//! the SQLite journal and completes; the served MAAS shows each machine commissioned once and deployed once. A
+//! decommission is refused while an operator's hold at the hub references its node, and proceeds once it is gone.
 //! (The binary is only reachable from this package's tests.)
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -62,6 +63,27 @@ fn get(addr: SocketAddr, path: &str) -> serde_json::Value {
     stream.read_to_string(&mut response).unwrap();
     let body = response.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or_default();
     serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {response}"))
+}
+
+/// A controller call to the served hub (the site file's `[hub]` URL, principal and credential file): the status line
+/// of its answer.
+fn hub_call(site_dir: &Path, method: &str, path: &str) -> String {
+    let site: toml::Value = toml::from_str(&std::fs::read_to_string(site_dir.join("site.toml")).unwrap()).unwrap();
+    let hub = &site["hub"];
+    let addr = hub["url"].as_str().unwrap().trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let principal = hub["principal"].as_str().unwrap();
+    let credential = std::fs::read_to_string(site_dir.join(hub["credential_file"].as_str().unwrap())).unwrap();
+    let mut stream = TcpStream::connect(addr.as_str()).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nX-Fleet-Principal: {principal}\r\nX-Fleet-Token: {}\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n",
+        credential.trim()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response.lines().next().unwrap_or_default().to_owned()
 }
 
 /// The stages the journal shows begun, for any workflow.
@@ -190,6 +212,19 @@ fn drive_decommissions_an_onboarded_node_and_audits_a_refused_operator_action() 
     assert_eq!(records[0]["reason"], "checking the audit trail");
     assert_eq!(records[0]["outcome"]["outcome"], "refused");
     assert!(records[1]["actual_next_state"].is_string(), "{audit}");
+
+    // An operator's dispatch hold on gpu-01's agent at the hub: the decommission is refused and changes nothing.
+    let hold = "/v1/hub/holds/gpu-01/operator:maintenance";
+    assert!(hub_call(dir.path(), "PUT", hold).contains(" 200 "), "the hold is placed");
+    let (code, stdout, stderr) = drive(&["decommission", "--nodes", "gpu-01"]);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(
+        stdout.trim_end(),
+        "gpu-01: failed_retryable at disable_node (state_ambiguity): refused, nothing changed: dispatch hold \
+         operator:maintenance"
+    );
+    assert_eq!(get(admin, "/admin/state")["machines"][0]["status"], "Deployed", "nothing was released");
+    assert!(hub_call(dir.path(), "DELETE", hold).contains(" 200 "), "the hold is released");
 
     // The decommission: drained, cleaned, released with erase, and gone from the inventory.
     let (code, stdout, stderr) = drive(&["decommission", "--nodes", "gpu-01"]);

@@ -3,15 +3,16 @@
 //! (`fakes::http::hub::router`).
 //!
 //! The scenario bodies (`body_*`) take any `Hub`, so the same assertions run against stubs that answer as the hub's
-//! API is documented and against the fake hub itself: a controller session, lock contention, and an agent-credential
-//! rotation (issued, replayed, proved by a heartbeat of the successor, committed, its abort refused).
+//! API is documented and against the fake hub itself: a controller session, lock contention, an agent-credential
+//! rotation (issued, replayed, proved by a heartbeat of the successor, committed, its abort refused), and an agent's
+//! references, which a decommission reads before its first mutation.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use engine::adapters::http::hub::HubClient;
 use engine::adapters::http::{HttpRequest, HttpTransport, Method};
-use engine::ports::{Hub, HubError, LockGrant, RotationState, RotationStatus, TransportError};
+use engine::ports::{AgentReferences, Hub, HubError, LockGrant, RotationState, RotationStatus, TransportError};
 use engine::secret::Secret;
 use fakes::http::{HubFront, SharedHub};
 use fakes::hub::{AgentKind, HubConfig, Request};
@@ -335,6 +336,22 @@ async fn body_a_proved_rotation_is_committed(hub: &impl Hub) {
     assert_eq!(hub.abort_rotation(AGENT, "never").await, Ok(false));
 }
 
+/// What references agent-1 while the session of [`served_an_agent_s_references`] holds it: epoch 2 open (epoch 1
+/// closed), a deployment hold and an operator's, a task lease until 90 s; then, once the lease ran out, the hold
+/// released and the epoch closed, nothing. An agent the hub does not know is referenced by nothing.
+async fn body_an_agent_s_references(hub: &impl Hub, later: impl AsyncFnOnce()) {
+    let references = hub.agent_references(AGENT).await.expect("the references");
+    let held = AgentReferences {
+        epochs: vec![2],
+        holds: vec![OWNER.to_owned(), "operator:maintenance".to_owned()],
+        lease_until_ms: Some(90_000),
+    };
+    assert_eq!(references, held);
+    assert_eq!(hub.agent_references("agent-9").await, Ok(AgentReferences::default()));
+    later().await;
+    assert_eq!(hub.agent_references(AGENT).await, Ok(AgentReferences::default()));
+}
+
 // --- the bodies against stubs ---------------------------------------------------------------------------------------
 
 /// A stub answering `call` once (in mount order, the first unused one matches).
@@ -430,6 +447,20 @@ async fn stub_a_rotation_under_the_controller_s_credential() {
     body_a_proved_rotation_is_committed(&hub).await;
 }
 
+#[tokio::test]
+async fn stub_an_agent_s_references() {
+    let server = MockServer::start().await;
+    let held = json!({"epochs": [2], "holds": [OWNER, "operator:maintenance"], "lease_until_ms": 90_000});
+    once(&server, "GET", "/v1/hub/agents/agent-1/references", ok(held)).await;
+    let none = || ok(json!({"epochs": [], "holds": [], "lease_until_ms": null}));
+    once(&server, "GET", "/v1/hub/agents/agent-9/references", none()).await;
+    once(&server, "GET", "/v1/hub/agents/agent-1/references", none()).await;
+    body_an_agent_s_references(&client(&server), async || {}).await;
+    for request in server.received_requests().await.unwrap_or_default() {
+        assert!(!request.headers.contains_key("x-fleet-token"), "a read carries no credential");
+    }
+}
+
 // --- the bodies against the served fake hub -------------------------------------------------------------------------
 
 /// The fake hub served on a loopback port, with `agent-1` registered at 0, the controller's credential issued, and a
@@ -523,4 +554,38 @@ async fn served_a_rotation_overlaps_until_the_proved_successor_is_committed() {
             .count()
     });
     assert_eq!(issued, 1, "one successor minted for the rotation");
+}
+
+#[tokio::test]
+async fn served_an_agent_s_references() {
+    let hub = ServedHub::start().await;
+    let credential = Secret::new(CREDENTIAL);
+    let controller = hub.client();
+    controller.authenticate(&credential).await.expect("authenticated");
+    let LockGrant::Granted { .. } = controller.acquire_lock("c1", 600_000).await.expect("the lock") else {
+        panic!("the lock is free");
+    };
+    let closed = controller.open_epoch(&[AGENT.to_owned()]).await.expect("an epoch");
+    assert_eq!(controller.close_epoch(closed, &[]).await, Ok(true));
+    let open = controller.open_epoch(&[AGENT.to_owned()]).await.expect("an epoch");
+    controller.place_hold(AGENT, OWNER).await.expect("a hold");
+    hub.with_front(|front| {
+        let operator = Request::PlaceHold { agent: AGENT.into(), owner: "operator:maintenance".into() };
+        front.hub.handle(0, operator, &mut front.events);
+        front.hub.handle(0, Request::GrantLease { agent: AGENT.into(), until_ms: 90_000 }, &mut front.events);
+    });
+    // A reader that never authenticated: references are a public read, as holds are.
+    let reader = hub.client();
+    body_an_agent_s_references(&reader, async || {
+        hub.at(90_000);
+        assert_eq!(controller.release_hold(AGENT, OWNER).await, Ok(true));
+        assert_eq!(controller.close_epoch(open, &[]).await, Ok(true));
+        hub.with_front(|front| {
+            let operator = Request::ReleaseHold { agent: AGENT.into(), owner: "operator:maintenance".into() };
+            front.hub.handle(90_000, operator, &mut front.events);
+        });
+    })
+    .await;
+    hub.with_front(|front| front.available = false);
+    assert_eq!(reader.agent_references(AGENT).await, Err(HubError::Transport(TransportError::ConnectionRefused)));
 }

@@ -20,6 +20,9 @@ const SCENARIOS: &[&str] = &[
     "decommission-retains-the-maas-record-by-policy-with-a-follow-up.toml",
     "epoch-aware-expiry-keeps-members-and-expires-strays.toml",
     "fifty-agents-heartbeat-for-two-hours-through-faults.toml",
+    "fleet-one-life-decommission-mid-rollout-is-refused-naming-its-epoch-and-hold-then-completes.toml",
+    "fleet-one-life-decommission-of-a-node-under-an-operator-hold-is-refused.toml",
+    "fleet-one-life-decommission-of-a-node-with-an-active-task-lease-is-refused.toml",
     "fleet-one-life-onboarded-machines-are-rolled-out-to-then-decommissioned.toml",
     "hub-crashes-and-restarts-mid-run.toml",
     "instances-agent-up-but-never-ready-is-terminated-and-provisioned-afresh.toml",
@@ -694,6 +697,126 @@ fn fleet_one_life_onboarded_machines_are_rolled_out_to_then_decommissioned() {
     assert_eq!(crashes.len(), 1, "released, so powered off");
     assert!(at(crashes[0]) > requested);
     assert!(["node-01", "node-03"].iter().all(|node| on(node, "host.crash").is_empty()));
+}
+
+/// The trace's events of `kind`, parsed.
+fn parsed(trace: &[String], kind: &str) -> Vec<serde_json::Value> {
+    events(trace, kind).into_iter().map(|line| serde_json::from_str(line).expect("trace lines are JSON")).collect()
+}
+
+/// A decommission workflow's events, in order: each one's `event` object with its time.
+fn decommission_events(trace: &[String], workflow: &str) -> Vec<serde_json::Value> {
+    parsed(trace, "engine.decommission")
+        .into_iter()
+        .filter(|event| event["workflow"] == workflow)
+        .map(|event| {
+            let mut body = event["event"].clone();
+            body["t_ms"] = event["t_ms"].clone();
+            body
+        })
+        .collect()
+}
+
+/// The one refusal of `workflow`: rests failed_retryable at disable_node for state_ambiguity with the node active,
+/// naming exactly `references`; nothing of the node is mutated before the workflow next starts a stage.
+fn refused_once(trace: &[String], workflow: &str, references: serde_json::Value) -> u64 {
+    let node = workflow.strip_prefix("decommission-").expect("a decommission");
+    let events = decommission_events(trace, workflow);
+    let refusals: Vec<&serde_json::Value> = events.iter().filter(|event| event["event"] == "refused").collect();
+    assert_eq!(refusals.len(), 1, "{events:#?}");
+    let refusal = refusals[0];
+    assert_eq!(
+        (&refusal["stage"], &refusal["class"], &refusal["workflow_state"], &refusal["node_state"]),
+        (&"disable_node".into(), &"state_ambiguity".into(), &"failed_retryable".into(), &"active".into())
+    );
+    assert_eq!(refusal["references"], references);
+    let refused_ms = refusal["t_ms"].as_u64().unwrap();
+    // Nothing before the refusal: no stage of the workflow began.
+    assert!(
+        events.iter().take_while(|event| event["event"] != "refused").all(|event| event["event"] != "stage_started")
+    );
+    // Until the next request runs, nothing of the node is changed: no mutating inventory request, no task, no MAAS
+    // call of the workflow.
+    let next_ms = events
+        .iter()
+        .find(|event| event["event"] == "stage_started" && event["t_ms"].as_u64() > Some(refused_ms))
+        .map_or(u64::MAX, |event| event["t_ms"].as_u64().unwrap());
+    let within = |event: &serde_json::Value| (refused_ms..next_ms).contains(&event["t_ms"].as_u64().unwrap());
+    let mutated = parsed(trace, "inventory.request")
+        .into_iter()
+        .filter(|event| event["node"] == node && event["op"] != "read")
+        .chain(parsed(trace, "inventory.task").into_iter().filter(|event| event["node"] == node))
+        .chain(parsed(trace, "site.request").into_iter().filter(|event| event["workflow"] == workflow))
+        .filter(within)
+        .count();
+    assert_eq!(mutated, 0, "{workflow}: the refusal changed nothing");
+    refused_ms
+}
+
+#[test]
+fn fleet_one_life_decommission_mid_rollout_is_refused_naming_its_epoch_and_hold_then_completes() {
+    let name = "fleet-one-life-decommission-mid-rollout-is-refused-naming-its-epoch-and-hold-then-completes.toml";
+    let (record, trace) = run_file(name);
+    let workflow = "decommission-node-01";
+    let references = serde_json::json!([
+        {"kind": "epoch", "epoch": 1},
+        {"kind": "hold", "owner": "deploy:rollout-2944aebb"},
+        {"kind": "rollout", "rollout": "rollout-2944aebb"},
+    ]);
+    let refused_ms = refused_once(&trace, workflow, references);
+    // The refusal came while node-01's lane was down, and the rollout went on to upgrade every node, node-01 too.
+    let at = |event: &serde_json::Value| event["t_ms"].as_u64().unwrap();
+    let held = parsed(&trace, "hub.hold_placed").into_iter().find(|e| e["agent"] == "node-01").expect("node-01 held");
+    let released =
+        parsed(&trace, "hub.hold_released").into_iter().find(|e| e["agent"] == "node-01").expect("its hold released");
+    assert!(at(&held) < refused_ms && refused_ms < at(&released), "mid-lane");
+    let account = &record.rollouts[0];
+    assert_eq!((account.outcome.as_str(), account.nodes.len()), ("successor", 5));
+    // The second request, ten minutes after the rollout's end, runs every stage and completes.
+    let terminal = at(&serde_json::from_str(rollout(&trace, "terminal")[0]).unwrap());
+    let events = decommission_events(&trace, workflow);
+    let first_stage = events.iter().find(|event| event["event"] == "stage_started").expect("a stage");
+    assert_eq!(first_stage["stage"], "disable_node");
+    assert!(at(first_stage) >= terminal + 600_000);
+    assert_eq!(events.last().expect("events")["event"], "completed");
+    assert!(record.reached.iter().any(|reached| reached.oracle == "decommission_refused"));
+}
+
+#[test]
+fn fleet_one_life_decommission_of_a_node_under_an_operator_hold_is_refused() {
+    let (record, trace) = run_file("fleet-one-life-decommission-of-a-node-under-an-operator-hold-is-refused.toml");
+    let references = serde_json::json!([{"kind": "hold", "owner": "operator:maintenance"}]);
+    let refused_ms = refused_once(&trace, "decommission-node-02", references);
+    // The workflow never ran: the refusal is all of it, and it rests.
+    let events = decommission_events(&trace, "decommission-node-02");
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert!(record.violations.is_empty());
+    // The machine stays deployed, and node-02's agent keeps heartbeating after the refusal.
+    let heartbeats = parsed(&trace, "hub.heartbeat");
+    assert!(heartbeats.iter().any(|event| event["agent"] == "node-02" && event["t_ms"].as_u64() > Some(refused_ms)));
+    assert!(!events_on(&trace, "node-02", "host.crash"), "its host never went down");
+}
+
+#[test]
+fn fleet_one_life_decommission_of_a_node_with_an_active_task_lease_is_refused() {
+    let (_, trace) = run_file("fleet-one-life-decommission-of-a-node-with-an-active-task-lease-is-refused.toml");
+    let lease = parsed(&trace, "hub.lease_granted");
+    assert_eq!(lease.len(), 1);
+    assert_eq!((&lease[0]["agent"], &lease[0]["lease_ms"]), (&"node-03".into(), &3_600_000.into()));
+    let events = decommission_events(&trace, "decommission-node-03");
+    let refusal = events.iter().find(|event| event["event"] == "refused").expect("refused");
+    let until_ms = refusal["references"][0]["until_ms"].as_u64().expect("a lease names its end");
+    let references = serde_json::json!([{"kind": "lease", "until_ms": until_ms}]);
+    refused_once(&trace, "decommission-node-03", references);
+    // The second request, once the lease ran out, runs and completes.
+    let started = events.iter().find(|event| event["event"] == "stage_started").expect("a second request ran");
+    assert!(started["t_ms"].as_u64() > Some(lease[0]["t_ms"].as_u64().unwrap() + 3_600_000), "after the lease");
+    assert_eq!(events.last().expect("events")["event"], "completed");
+}
+
+/// Whether `host` recorded an event of `kind`.
+fn events_on(trace: &[String], host: &str, kind: &str) -> bool {
+    events(trace, kind).iter().any(|line| line.contains(&format!("\"host\":\"{host}\"")))
 }
 
 #[test]

@@ -1,17 +1,19 @@
 //! The decommission workflow's driver: the 11 stages of section 5 run against the `Fleet` (inventory, allocations,
-//! node tasks), `MaasApi`, `SiteSecrets`, `Clock`, `Journal` and `Signals` ports. The driver only awaits the ports
-//! and applies what the pure code says: [`crate::decommission::stages`] walks the stages,
-//! [`crate::decommission::judge`] judges each answer (done, adopted, or failed with which class), and
+//! node tasks), `MaasApi`, `SiteSecrets`, `Hub`, `Clock`, `Journal` and `Signals` ports. The driver only awaits the
+//! ports and applies what the pure code says: [`crate::decommission::stages`] walks the stages,
+//! [`crate::decommission::references`] refuses a run before its first mutation while anything references the
+//! worker, [`crate::decommission::judge`] judges each answer (done, adopted, or failed with which class), and
 //! [`crate::workflow::decide`] decides after a failure.
 
 use crate::decommission::judge::{self, FallbackCall, MaasRecord, ReleaseStart, Transition};
 use crate::decommission::record::{DecommissionHistory, DecommissionRecord};
+use crate::decommission::references::{self, REFUSAL_CLASS, REFUSED_BEFORE, Refusal};
 use crate::decommission::stages::{POWER_OFF_CHECKS, RELEASE_WAIT_MS, StageWalk};
 use crate::matrix::{Compensation, DecommissionStage, FailureClass, NodeState, Stage, WorkflowState};
-use crate::ports::events::{Evidence, RecoveryWork, WorkOutcome, WorkflowEvent};
+use crate::ports::events::{Evidence, RecoveryWork, WorkOutcome, WorkerReference, WorkflowEvent};
 use crate::ports::fleet::{Fleet, NodeTask};
 use crate::ports::site::{MaasApi, MaasError, PowerState, SiteSecrets};
-use crate::ports::{Clock, Journal, Signal, Signals};
+use crate::ports::{AgentReferences, Clock, Hub, HubError, Journal, Signal, Signals};
 use crate::workflow::after_failure::AfterFailure;
 use crate::workflow::failure::{ReadFailures, StageFailure, known_machine, site_enabled};
 use crate::workflow::{ContinueReason, DecideContext, Decision, Observed, RetryPolicy, SitePolicy, decide};
@@ -42,14 +44,17 @@ pub struct DecommissionOutcome {
     pub evidence: Vec<String>,
     /// What a completed workflow left for a person (a retained MAAS record).
     pub follow_ups: Vec<String>,
+    /// What references the worker, when the request was refused before its first mutation (empty otherwise).
+    pub refused: Vec<WorkerReference>,
 }
 
-/// The ports the driver needs.
-pub struct DecommissionPorts<'a, C, M, K, F, J, G> {
+/// The ports the driver needs. `hub` is read only: what references the worker (reads are public at the hub).
+pub struct DecommissionPorts<'a, C, M, K, F, H, J, G> {
     pub clock: &'a C,
     pub maas: &'a M,
     pub secrets: &'a K,
     pub fleet: &'a F,
+    pub hub: &'a H,
     pub journal: &'a J,
     pub signals: &'a G,
 }
@@ -74,12 +79,13 @@ impl RunState {
     }
 }
 
-impl<C, M, K, F, J, G> DecommissionPorts<'_, C, M, K, F, J, G>
+impl<C, M, K, F, H, J, G> DecommissionPorts<'_, C, M, K, F, H, J, G>
 where
     C: Clock,
     M: MaasApi,
     K: SiteSecrets,
     F: Fleet,
+    H: Hub,
     J: Journal,
     G: Signals,
 {
@@ -91,6 +97,10 @@ where
     /// Runs the workflow as [`Self::run_decommission`] does, entering the run at `start_at` (an operator's `resume`
     /// or `retry_stage`, `crate::recovery::Authorized::restart_at`): the stages before it are neither checkpointed
     /// nor run, except `load_site_config`, a read the later stages need (the machine's system id).
+    ///
+    /// A run that begins at `disable_node` (its first mutation) first reads what references the worker; when
+    /// anything does, or that cannot be read, the request is refused: journaled and reported, no run, nothing
+    /// changed ([`crate::decommission::references`]).
     pub async fn run_decommission_from(
         &self,
         request: &DecommissionRequest,
@@ -112,16 +122,22 @@ where
                 class: None,
                 evidence: Vec::new(),
                 follow_ups: Vec::new(),
+                refused: Vec::new(),
             };
         }
         // A workflow frozen for manual intervention, or cancelled, is not acted on (seed 000, section 2).
         if let Some(why) = halted(workflow, &lines) {
             return halted_outcome(why, history.last_stage);
         }
+        let mut walk = StageWalk::new(history.interrupted_at, start_at);
+        if walk.begins_at_first_stage() {
+            if let Err(refusal) = self.check_references(request).await {
+                return self.refuse(request, refusal).await;
+            }
+        }
         let run = history.runs + 1;
         self.record(DecommissionRecord::RunStarted { workflow: workflow.to_owned(), run }).await;
         let mut state = RunState::default();
-        let mut walk = StageWalk::new(history.interrupted_at, start_at);
         if let Some(stage) = walk.resumed_at() {
             let value = format!("resumed at {} after its controller died", stage.as_str());
             self.emit(workflow, WorkflowEvent::Observed { what: "journal".to_owned(), value });
@@ -222,6 +238,7 @@ where
                         class: Some(failure.class),
                         evidence,
                         follow_ups: state.follow_ups,
+                        refused: Vec::new(),
                     };
                 }
                 Decision::RefreshObservedState => unreachable!("decide_after makes the observations"),
@@ -250,6 +267,85 @@ where
             class: None,
             evidence: Vec::new(),
             follow_ups: std::mem::take(&mut state.follow_ups),
+            refused: Vec::new(),
+        }
+    }
+
+    /// Reads what references the worker and judges it: the hub's references of its agent (read again, within the
+    /// request, as `disable_node`'s row retries a transient: bounded, with its backoff) and the controller's rollout
+    /// journal.
+    async fn check_references(&self, request: &DecommissionRequest) -> Result<(), Refusal> {
+        let hub = self.read_references(request).await;
+        let rollout = match self.journal.replay().await {
+            // The rollout the journal would have adopted is what references a worker; old lines it settles or
+            // quarantines belong to no running rollout.
+            Ok(lines) => {
+                crate::rollout::journal::replay(lines.iter().map(String::as_str)).map(|replayed| replayed.adopted)
+            }
+            Err(error) => Err(error),
+        };
+        references::check(&request.node, hub, rollout)
+    }
+
+    async fn read_references(&self, request: &DecommissionRequest) -> Result<AgentReferences, HubError> {
+        let mut attempt = 1;
+        loop {
+            let error = match self.hub.agent_references(&request.node).await {
+                Ok(references) => return Ok(references),
+                Err(error) => error,
+            };
+            let mut ctx = DecideContext::new(NodeState::Active);
+            ctx.retry = request.retry;
+            ctx.observed = Observed::AsExpected;
+            let decision = decide(Stage::Decommission(REFUSED_BEFORE), FailureClass::UpstreamTransient, attempt, &ctx);
+            let Decision::Retry { attempt_next, delay_ms, .. } = decision else { return Err(error) };
+            if !references::read_again(&error) {
+                return Err(error);
+            }
+            let value = format!("unreadable: {error}; read again in {delay_ms} ms");
+            self.emit(&request.workflow, WorkflowEvent::Observed { what: "references".to_owned(), value });
+            self.clock.sleep_ms(delay_ms).await;
+            attempt = attempt_next;
+        }
+    }
+
+    /// Refuses the request: the node's state read for the report (nothing else is read or changed), the refusal
+    /// journaled, then reported.
+    async fn refuse(&self, request: &DecommissionRequest, refusal: Refusal) -> DecommissionOutcome {
+        let workflow = request.workflow.as_str();
+        let node_state = match self.fleet.record(&request.node).await {
+            Ok(record) => judge::node_state_of(record.as_ref()),
+            // As every stop before the first read of the inventory reports it.
+            Err(_) => RunState::default().node_state(),
+        };
+        let stop = refusal.stop(node_state);
+        let record = DecommissionRecord::Refused {
+            workflow: workflow.to_owned(),
+            stage: REFUSED_BEFORE,
+            class: REFUSAL_CLASS,
+            workflow_state: stop.workflow_state,
+            references: refusal.references.clone(),
+        };
+        self.record(record).await;
+        let evidence = refusal.references.iter().map(ToString::to_string).collect();
+        self.emit(
+            workflow,
+            WorkflowEvent::Refused {
+                stage: Stage::Decommission(REFUSED_BEFORE),
+                class: REFUSAL_CLASS,
+                workflow_state: stop.workflow_state,
+                node_state: stop.node_state,
+                references: refusal.references.clone(),
+            },
+        );
+        DecommissionOutcome {
+            workflow_state: stop.workflow_state,
+            node_state: stop.node_state,
+            stage: Some(REFUSED_BEFORE),
+            class: Some(REFUSAL_CLASS),
+            evidence,
+            follow_ups: Vec::new(),
+            refused: refusal.references,
         }
     }
 
@@ -603,6 +699,7 @@ fn halted_outcome(why: String, stage: Option<DecommissionStage>) -> Decommission
         class: None,
         evidence: vec![why],
         follow_ups: Vec::new(),
+        refused: Vec::new(),
     }
 }
 
@@ -797,6 +894,75 @@ mod tests {
             }
         }
 
+        /// The hub's answers to reads of what references the node, one per read (then nothing references it).
+        #[derive(Default)]
+        struct Hub(RefCell<std::collections::VecDeque<Result<AgentReferences, HubError>>>);
+
+        impl Hub {
+            fn answering(answers: Vec<Result<AgentReferences, HubError>>) -> Hub {
+                Hub(RefCell::new(answers.into()))
+            }
+        }
+
+        impl crate::ports::Hub for Hub {
+            async fn authenticate(&self, _: &Secret) -> Result<u64, HubError> {
+                unreachable!("a decommission only reads the hub")
+            }
+            async fn acquire_lock(&self, _: &str, _: u64) -> Result<crate::ports::LockGrant, HubError> {
+                unreachable!("a decommission only reads the hub")
+            }
+            async fn supersede_lock(&self, _: &str, _: u64, _: u64) -> Result<u64, HubError> {
+                unreachable!("a decommission only reads the hub")
+            }
+            async fn renew_lock(&self, _: u64, _: u64) -> Result<(), HubError> {
+                unreachable!("a decommission only reads the hub")
+            }
+            async fn release_lock(&self, _: u64) -> Result<bool, HubError> {
+                unreachable!("a decommission only reads the hub")
+            }
+            async fn read_holds(&self) -> Result<std::collections::BTreeMap<String, Vec<String>>, HubError> {
+                unreachable!("a decommission reads one agent's references, not every hold")
+            }
+            async fn read_heartbeats(&self) -> Result<crate::ports::HeartbeatSnapshot, HubError> {
+                unreachable!("a decommission reads no heartbeat")
+            }
+            async fn place_hold(&self, _: &str, _: &str) -> Result<(), HubError> {
+                unreachable!("a decommission only reads the hub")
+            }
+            async fn release_hold(&self, _: &str, _: &str) -> Result<bool, HubError> {
+                unreachable!("a decommission only reads the hub")
+            }
+            async fn open_epoch(&self, _: &[String]) -> Result<u64, HubError> {
+                unreachable!("a decommission only reads the hub")
+            }
+            async fn close_epoch(&self, _: u64, _: &[String]) -> Result<bool, HubError> {
+                unreachable!("a decommission only reads the hub")
+            }
+            async fn route_bundle(&self) -> Result<String, HubError> {
+                unreachable!("a decommission reads no route bundle")
+            }
+            async fn begin_rotation(&self, _: &str, _: &str) -> Result<crate::ports::IssuedCredential, HubError> {
+                unreachable!("a decommission rotates no credential")
+            }
+            async fn rotation_status(
+                &self,
+                _: &str,
+                _: &str,
+            ) -> Result<Option<crate::ports::RotationStatus>, HubError> {
+                unreachable!("a decommission rotates no credential")
+            }
+            async fn commit_rotation(&self, _: &str, _: &str) -> Result<bool, HubError> {
+                unreachable!("a decommission rotates no credential")
+            }
+            async fn abort_rotation(&self, _: &str, _: &str) -> Result<bool, HubError> {
+                unreachable!("a decommission rotates no credential")
+            }
+            async fn agent_references(&self, agent: &str) -> Result<AgentReferences, HubError> {
+                assert_eq!(agent, "node-02", "the node's own agent");
+                self.0.borrow_mut().pop_front().unwrap_or(Ok(AgentReferences::default()))
+            }
+        }
+
         #[derive(Default)]
         struct Journal(RefCell<Vec<String>>);
 
@@ -846,8 +1012,19 @@ mod tests {
             signals: &Signals,
             delete: bool,
         ) -> DecommissionOutcome {
+            run_with_hub(maas, fleet, &Hub::default(), journal, signals, delete)
+        }
+
+        fn run_with_hub(
+            maas: &Maas,
+            fleet: &Inventory,
+            hub: &Hub,
+            journal: &Journal,
+            signals: &Signals,
+            delete: bool,
+        ) -> DecommissionOutcome {
             let clock = Clock::default();
-            let ports = DecommissionPorts { clock: &clock, maas, secrets: &Secrets, fleet, journal, signals };
+            let ports = DecommissionPorts { clock: &clock, maas, secrets: &Secrets, fleet, hub, journal, signals };
             ports.run_decommission(&request(delete)).now_or_never().expect("in-memory ports never wait")
         }
 
@@ -898,6 +1075,7 @@ mod tests {
                 maas: &maas,
                 secrets: &Secrets,
                 fleet: &fleet,
+                hub: &Hub::default(),
                 journal: &journal,
                 signals: &signals,
             };
@@ -930,6 +1108,181 @@ mod tests {
             let outcome = run(&maas, &fleet, &journal, &signals, false);
             assert_eq!(outcome.workflow_state, WorkflowState::CompletedWithFollowUpRecord, "the MAAS record was kept");
             assert_eq!(maas.calls.borrow().len(), calls_before, "no call at all on the second request");
+        }
+
+        fn refusals(signals: &Signals) -> Vec<(WorkflowState, NodeState, Vec<WorkerReference>)> {
+            signals
+                .0
+                .borrow()
+                .iter()
+                .filter_map(|signal| match signal {
+                    Signal::Decommission {
+                        event: WorkflowEvent::Refused { stage, class, workflow_state, node_state, references },
+                        ..
+                    } => {
+                        assert_eq!(
+                            (*stage, *class),
+                            (Stage::Decommission(DecommissionStage::DisableNode), REFUSAL_CLASS)
+                        );
+                        Some((*workflow_state, *node_state, references.clone()))
+                    }
+                    _ => None,
+                })
+                .collect()
+        }
+
+        fn mid_rollout() -> AgentReferences {
+            AgentReferences { epochs: vec![1], holds: vec!["deploy:rollout-r2".into()], lease_until_ms: None }
+        }
+
+        /// The rollout `rollout-r2`, not terminal, whose plan names node-02.
+        fn rollout_journal() -> Journal {
+            let plan = crate::rollout::journal::Record::PlanFrozen {
+                rollout: "rollout-r2".into(),
+                revision: "r2".into(),
+                generation: 2,
+                route_digest: "sha256:routes-1".into(),
+                lanes: vec![vec!["node-02".into()]],
+                quarantined: Vec::new(),
+                excluded: Default::default(),
+                prior: Default::default(),
+            };
+            Journal(RefCell::new(vec![plan.encode()]))
+        }
+
+        #[test]
+        fn a_referenced_worker_is_refused_unchanged_and_a_later_request_proceeds() {
+            let (maas, fleet, signals) = (deployed(PowerState::Off), active(), Signals::default());
+            let journal = rollout_journal();
+            let hub = Hub::answering(vec![Ok(mid_rollout())]);
+            let outcome = run_with_hub(&maas, &fleet, &hub, &journal, &signals, true);
+            assert_eq!(outcome.workflow_state, WorkflowState::FailedRetryable);
+            assert_eq!((outcome.node_state, outcome.stage), (NodeState::Active, Some(DecommissionStage::DisableNode)));
+            let references = vec![
+                WorkerReference::Epoch { epoch: 1 },
+                WorkerReference::Hold { owner: "deploy:rollout-r2".into() },
+                WorkerReference::Rollout { rollout: "rollout-r2".into() },
+            ];
+            assert_eq!(refusals(&signals), [(WorkflowState::FailedRetryable, NodeState::Active, references.clone())]);
+            assert_eq!(outcome.refused, references);
+            assert_eq!(
+                outcome.evidence,
+                [
+                    "open deployment epoch 1 lists it as a member",
+                    "dispatch hold deploy:rollout-r2",
+                    "rollout rollout-r2 is not terminal and its plan names it"
+                ]
+            );
+            assert!(maas.calls.borrow().is_empty(), "MAAS is not even read");
+            assert_eq!(fleet.0.borrow().as_ref().map(|record| record.state), Some(NodeState::Active), "unchanged");
+            assert_eq!(fleet.0.borrow().as_ref().map(|record| record.allocations.len()), Some(1), "unchanged");
+            let lines = journal.0.borrow().clone();
+            assert_eq!(lines.len(), 2, "the plan, and the refusal: no run");
+            let refused = DecommissionRecord::decode(&lines[1]).expect("ours").expect("decodes");
+            assert!(matches!(refused, DecommissionRecord::Refused { references: ref r, .. } if *r == references));
+            let history = DecommissionHistory::of("decommission-node-02", lines.iter().map(String::as_str)).unwrap();
+            assert_eq!((history.runs, history.refusals, history.failed_retryable_runs), (0, 1, 0));
+            assert!(
+                !signals.0.borrow().iter().any(|signal| matches!(
+                    signal,
+                    Signal::Decommission { event: WorkflowEvent::StageStarted { .. }, .. }
+                )),
+                "no stage started"
+            );
+
+            // The rollout ends (its terminal record) and its epoch and hold are gone: the next request proceeds.
+            let terminal = crate::rollout::journal::Record::Terminal {
+                rollout: "rollout-r2".into(),
+                outcome: crate::ports::events::RolloutEnd::Successor,
+            };
+            journal.0.borrow_mut().push(terminal.encode());
+            let outcome = run_with_hub(&maas, &fleet, &hub, &journal, &signals, true);
+            assert_eq!(outcome.workflow_state, WorkflowState::Completed);
+            assert_eq!(*fleet.0.borrow(), None);
+            assert_eq!(refusals(&signals).len(), 1, "no second refusal");
+        }
+
+        #[test]
+        fn an_operator_hold_on_a_quarantined_node_leaves_it_quarantined() {
+            let (maas, journal, signals) = (deployed(PowerState::Off), Journal::default(), Signals::default());
+            let fleet = active();
+            if let Some(record) = fleet.0.borrow_mut().as_mut() {
+                record.state = NodeState::Quarantined;
+            }
+            let held = AgentReferences { holds: vec!["operator:maintenance".into()], ..AgentReferences::default() };
+            let outcome = run_with_hub(&maas, &fleet, &Hub::answering(vec![Ok(held)]), &journal, &signals, true);
+            let hold = vec![WorkerReference::Hold { owner: "operator:maintenance".into() }];
+            assert_eq!(refusals(&signals), [(WorkflowState::FailedRetryable, NodeState::Quarantined, hold)]);
+            assert_eq!(outcome.node_state, NodeState::Quarantined);
+        }
+
+        #[test]
+        fn an_unanswered_read_is_read_again_by_the_row_and_then_refused_never_taken_as_no_references() {
+            let timeout = || Err(HubError::Transport(crate::ports::TransportError::Timeout));
+            // Two failed reads, then an answer: the request proceeds.
+            let (maas, fleet, journal, signals) =
+                (deployed(PowerState::Off), active(), Journal::default(), Signals::default());
+            let hub = Hub::answering(vec![timeout(), timeout()]);
+            assert_eq!(
+                run_with_hub(&maas, &fleet, &hub, &journal, &signals, true).workflow_state,
+                WorkflowState::Completed
+            );
+            let reread = signals
+                .0
+                .borrow()
+                .iter()
+                .filter(|signal| {
+                    matches!(signal,
+                    Signal::Decommission { event: WorkflowEvent::Observed { what, .. }, .. } if what == "references")
+                })
+                .count();
+            assert_eq!(reread, 2, "each failed read is reported before it is read again");
+            // The row's attempts run out: refused, naming why.
+            let (maas, fleet, journal, signals) =
+                (deployed(PowerState::Off), active(), Journal::default(), Signals::default());
+            let attempts = RetryPolicy::default().attempts_max as usize;
+            let hub = Hub::answering((0..attempts).map(|_| timeout()).collect());
+            let outcome = run_with_hub(&maas, &fleet, &hub, &journal, &signals, true);
+            assert_eq!(outcome.workflow_state, WorkflowState::FailedRetryable);
+            let unreadable = WorkerReference::Unreadable {
+                source: crate::ports::events::ReferenceSource::Hub,
+                error: "hub unreachable: timed out".into(),
+            };
+            assert_eq!(refusals(&signals), [(WorkflowState::FailedRetryable, NodeState::Active, vec![unreadable])]);
+            assert!(hub.0.borrow().is_empty(), "every attempt the row allows was made");
+            assert_eq!(fleet.0.borrow().as_ref().map(|record| record.state), Some(NodeState::Active));
+            // A refusal by the hub is final: no second read.
+            let (maas, fleet, journal, signals) =
+                (deployed(PowerState::Off), active(), Journal::default(), Signals::default());
+            let hub = Hub::answering(vec![Err(HubError::Rejected("malformed".into())), Ok(AgentReferences::default())]);
+            run_with_hub(&maas, &fleet, &hub, &journal, &signals, true);
+            assert_eq!(refusals(&signals).len(), 1);
+            assert_eq!(hub.0.borrow().len(), 1, "read once");
+        }
+
+        #[test]
+        fn a_run_resumed_past_the_first_mutation_reads_no_references() {
+            let (maas, fleet, signals) = (deployed(PowerState::Off), active(), Signals::default());
+            // The dead run disabled the node, released its allocations and drained it before it died.
+            if let Some(record) = fleet.0.borrow_mut().as_mut() {
+                record.state = NodeState::Quarantined;
+                record.allocations.clear();
+            }
+            let died = [
+                DecommissionRecord::RunStarted { workflow: "decommission-node-02".into(), run: 1 }.encode(),
+                DecommissionRecord::Checkpoint {
+                    workflow: "decommission-node-02".into(),
+                    run: 1,
+                    stage: DecommissionStage::ReleaseMaasNode,
+                    attempt: 1,
+                }
+                .encode(),
+            ];
+            let journal = Journal(RefCell::new(died.to_vec()));
+            let hub = Hub::answering(vec![Ok(mid_rollout())]);
+            let outcome = run_with_hub(&maas, &fleet, &hub, &journal, &signals, true);
+            assert_eq!(outcome.workflow_state, WorkflowState::Completed, "{outcome:?}");
+            assert_eq!(hub.0.borrow().len(), 1, "the hub was not read");
         }
     }
 }

@@ -12,8 +12,12 @@
 //! - `remove_maas_record` deletes the MAAS record only when the site's policy requires it; otherwise the workflow
 //!   completes with a follow-up record naming the retained machine.
 //! - **Journal**: a checkpoint per stage attempt (workflow id, run id, stage, attempt), the stop or the completion.
+//! - **References** (RCCA replacement plan): a run that begins at `disable_node` first reads what references the
+//!   worker — open epochs, holds, its task lease at the hub, a non-terminal rollout in the controller's journal —
+//!   and [`references`] refuses it when anything does (or when that cannot be read), before any mutation.
 
 pub mod driver;
 pub mod judge;
 pub mod record;
+pub mod references;
 pub mod stages;

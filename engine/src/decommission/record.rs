@@ -1,10 +1,10 @@
 //! The decommission workflow's journal records: one line `decommission <json>` per run start, stage attempt, stop,
-//! completion and compensation, and what they say about the workflow's history (the shared fold of [`crate::workflow::record`]).
+//! completion, compensation and refusal, and what they say about the workflow's history (the shared fold of [`crate::workflow::record`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::matrix::{DecommissionStage, FailureClass, WorkflowState};
-use crate::ports::events::{RecoveryWork, WorkOutcome};
+use crate::ports::events::{RecoveryWork, WorkOutcome, WorkerReference};
 use crate::workflow::record::{self, Entry, History, WorkflowRecord};
 
 /// A journal line of a decommission workflow: `decommission <json>`.
@@ -41,6 +41,14 @@ pub enum DecommissionRecord {
         work: RecoveryWork,
         outcome: WorkOutcome,
     },
+    /// A request refused before its run began, naming what references the worker; no run, nothing changed.
+    Refused {
+        workflow: String,
+        stage: DecommissionStage,
+        class: FailureClass,
+        workflow_state: WorkflowState,
+        references: Vec<WorkerReference>,
+    },
 }
 
 impl DecommissionRecord {
@@ -72,6 +80,7 @@ impl WorkflowRecord for DecommissionRecord {
                 Entry::Completed { workflow, completion: *workflow_state }
             }
             DecommissionRecord::Work { workflow, .. } => Entry::Work { workflow },
+            DecommissionRecord::Refused { workflow, .. } => Entry::Refused { workflow },
         }
     }
 }
@@ -126,6 +135,22 @@ mod tests {
         let history = DecommissionHistory::of("w", died.iter().map(String::as_str)).expect("decodes");
         assert_eq!(history.interrupted_at, Some(DecommissionStage::ReleaseMaasNode));
         assert!(history.unfinished);
+        let refused = DecommissionRecord::Refused {
+            workflow: "w".into(),
+            stage: DecommissionStage::DisableNode,
+            class: FailureClass::StateAmbiguity,
+            workflow_state: WorkflowState::FailedRetryable,
+            references: vec![WorkerReference::Hold { owner: "operator:x".into() }],
+        };
+        let line = refused.encode();
+        assert_eq!(
+            line,
+            r#"decommission {"record":"refused","workflow":"w","stage":"disable_node","class":"state_ambiguity","workflow_state":"failed_retryable","references":[{"kind":"hold","owner":"operator:x"}]}"#
+        );
+        let after = [lines[0].clone(), lines[2].clone(), line.clone(), line];
+        let history = DecommissionHistory::of("w", after.iter().map(String::as_str)).expect("decodes");
+        assert_eq!((history.runs, history.failed_retryable_runs, history.refusals), (1, 1, 2), "a refusal is no run");
+        assert_eq!(history.last_stop, Some(WorkflowState::FailedRetryable), "the last run's stop stands");
         let bad = ["decommission {\"record\":\"nope\"}"];
         assert!(DecommissionHistory::of("w", bad).is_err(), "an undecodable line of ours is an error");
     }

@@ -37,6 +37,13 @@ impl StageWalk {
         (self.resume_at > 0).then(|| DecommissionStage::ALL[self.resume_at])
     }
 
+    /// Whether the run walks from the workflow's first stage, `disable_node`, its first mutation: a fresh run, a
+    /// rerun from the top, a run whose dead controller had not got past it, or an operator's entry there. Only such a
+    /// run checks what references the worker first: any other has mutated the node in an earlier run.
+    pub fn begins_at_first_stage(&self) -> bool {
+        self.resume_at == 0 && self.start_at.is_none_or(|from| from == DecommissionStage::ALL[0])
+    }
+
     /// The stage at hand; `None` once the run is through its stages.
     pub fn poll_stage(&self) -> Option<DecommissionStage> {
         DecommissionStage::ALL.get(self.index).copied()
@@ -76,6 +83,7 @@ mod tests {
     fn a_fresh_run_walks_every_stage_in_the_matrix_s_order() {
         let walk = StageWalk::new(None, None);
         assert_eq!(walk.resumed_at(), None);
+        assert!(walk.begins_at_first_stage());
         assert_eq!(run(walk), D::ALL);
     }
 
@@ -83,6 +91,8 @@ mod tests {
     fn a_run_after_a_controller_death_resumes_where_it_died_after_reading_the_site() {
         let walk = StageWalk::new(Some(D::ReleaseMaasNode), None);
         assert_eq!(walk.resumed_at(), Some(D::ReleaseMaasNode));
+        assert!(!walk.begins_at_first_stage(), "the dead run mutated the node already");
+        assert!(StageWalk::new(Some(D::DisableNode), None).begins_at_first_stage(), "died before its first mutation");
         let at = D::ALL.iter().position(|stage| *stage == D::ReleaseMaasNode).unwrap();
         let expected: Vec<D> = [D::LoadSiteConfig].into_iter().chain(D::ALL[at..].iter().copied()).collect();
         assert_eq!(run(walk), expected);
@@ -92,6 +102,8 @@ mod tests {
 
     #[test]
     fn an_operator_s_entry_stage_passes_the_stages_before_it_but_the_site_read() {
+        assert!(!StageWalk::new(None, Some(D::PowerOffMaasNode)).begins_at_first_stage());
+        assert!(StageWalk::new(None, Some(D::DisableNode)).begins_at_first_stage());
         let ran = run(StageWalk::new(None, Some(D::PowerOffMaasNode)));
         assert_eq!(ran[0], D::LoadSiteConfig);
         assert_eq!(ran[1], D::PowerOffMaasNode);

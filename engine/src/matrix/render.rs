@@ -100,6 +100,8 @@ pub fn render_markdown() -> String {
          unhealthy after it |\n",
     );
 
+    out.push_str(REFUSALS);
+
     out.push_str("\n## Late success and out-of-band changes\n\nFirst-class recovery conditions:\n\n");
     for condition in OutOfBandCondition::ALL {
         let _ = writeln!(out, "- `{}`: {}", name(condition), condition.text());
@@ -115,6 +117,39 @@ pub fn render_markdown() -> String {
     }
     out
 }
+
+/// How a request the engine turns away before its first mutation is said in the matrix's words (the stage, class and
+/// states are `engine::decommission::references`'s, whose test checks them against this text).
+const REFUSALS: &str = "
+## Refusals
+
+The matrix has no row for a request turned away before it changes anything. One such request is a decommission of a \
+worker something still references (seed 003's replacement plan: \"only an explicit fenced decommission may delete \
+dispatch identity. Reject decommission while an epoch, hold, journal, task, or lease references the worker\"). \
+Before a run that begins at `disable_node`, the workflow's first mutation, the engine reads what references the \
+node's agent: the open deployment epochs that list it, the dispatch holds on it whoever owns them (a deployment, a \
+quarantine, an operator), its active task lease at the hub, and a rollout in the controller's journal that is not \
+terminal and whose plan names it. When anything does, the request is refused, and the refusal is said as a stop \
+at `disable_node` that changed nothing:
+
+| | a refusal | why |
+| --- | --- | --- |
+| stage | `disable_node` | the first mutation: the run rests where it would have begun |
+| failure class | `state_ambiguity` | what the hub and the journal show conflicts with what a decommission expects, a worker nothing uses; the references name their owners, so ownership is not unclear and section 7's move to `failed_manual_intervention` does not apply |
+| workflow state | `failed_retryable` | the only state the row lists: references clear by themselves (a rollout ends, a lease runs out) or by their owner (an operator releases a hold), and a later request goes on |
+| node state | as the request found it: `active` or `quarantined` | the row lists both, and nothing was changed; the inventory is read for the report only (a state the row does not list is reported as `active`, as every stop there is) |
+| next action | `resume` (a new request) | the row's safe default |
+| compensation | none | nothing was done |
+
+A refusal is journaled (a `refused` record) and traced (a `refused` event naming every reference, each typed: \
+`epoch`, `hold`, `lease`, `rollout`, `unreadable`), but it is no run: it does not count toward the escalation after \
+`failed_runs_max` retryable runs, so a request after the references cleared runs as a fresh one. A read that fails \
+is not \"no references\": the hub's read is read again as the row retries a transient (bounded, with its backoff), \
+then the request is refused naming the source it could not read; a rollout journal that does not replay refuses at \
+once. A run that resumes past `disable_node` (its controller died later in the run, or an operator entered it at a \
+later stage) mutated the node in an earlier run and is not checked again. The inventory models no task in flight \
+(a node task is dispatched and read within one stage attempt), so there is none to read.
+";
 
 fn render_stage_table(out: &mut String, rows: &[StageRow]) {
     out.push_str(

@@ -60,6 +60,18 @@ pub enum WorkflowEvent {
         timeout: crate::matrix::TimeoutKind,
         bound_ms: u64,
     },
+    /// The request was refused before the run's first mutating stage, and nothing was changed: something still
+    /// references the worker it would delete (RCCA replacement plan: "Reject decommission while an epoch, hold,
+    /// journal, task, or lease references the worker"), or what references it could not be read. The workflow rests
+    /// where `stage`'s row puts a failure of `class` before any change (`docs/recovery-matrix.md`, "Refusals"); the
+    /// refusal is no run, and a later request after the references clear proceeds as a fresh one.
+    Refused {
+        stage: Stage,
+        class: FailureClass,
+        workflow_state: WorkflowState,
+        node_state: NodeState,
+        references: Vec<WorkerReference>,
+    },
     /// Recovery work a decision called for besides its retry or stop: a compensation of the matrix's Compensation
     /// column, or a safe default's own work (the hardware-sync reseed), with what came of it.
     RecoveryWork {
@@ -68,6 +80,71 @@ pub enum WorkflowEvent {
         outcome: WorkOutcome,
         detail: String,
     },
+}
+
+/// One thing that references a worker a decommission would delete, as the refusal names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WorkerReference {
+    /// An open deployment epoch lists the worker as a member.
+    Epoch { epoch: u64 },
+    /// A dispatch hold on the worker, whoever owns it (a deployment, a quarantine, an operator).
+    Hold { owner: String },
+    /// An active task lease at the hub, until `until_ms` on the hub's clock.
+    Lease { until_ms: u64 },
+    /// The controller's journal holds `rollout`, not terminal, and its plan names the worker.
+    Rollout { rollout: String },
+    /// What references the worker could not be read from `source`: not "no references" (fail closed).
+    Unreadable { source: ReferenceSource, error: String },
+}
+
+/// Where a decommission reads what references its worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReferenceSource {
+    /// The hub: epochs, holds, task leases.
+    Hub,
+    /// The controller's journal: its rollout records.
+    Journal,
+}
+
+impl ReferenceSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReferenceSource::Hub => "hub",
+            ReferenceSource::Journal => "journal",
+        }
+    }
+}
+
+impl WorkerReference {
+    /// The reference's kind, as the trace names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WorkerReference::Epoch { .. } => "epoch",
+            WorkerReference::Hold { .. } => "hold",
+            WorkerReference::Lease { .. } => "lease",
+            WorkerReference::Rollout { .. } => "rollout",
+            WorkerReference::Unreadable { .. } => "unreadable",
+        }
+    }
+}
+
+/// The sentence a person is shown.
+impl fmt::Display for WorkerReference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkerReference::Epoch { epoch } => write!(f, "open deployment epoch {epoch} lists it as a member"),
+            WorkerReference::Hold { owner } => write!(f, "dispatch hold {owner}"),
+            WorkerReference::Lease { until_ms } => write!(f, "task lease active until {until_ms} ms (hub clock)"),
+            WorkerReference::Rollout { rollout } => {
+                write!(f, "rollout {rollout} is not terminal and its plan names it")
+            }
+            WorkerReference::Unreadable { source, error } => {
+                write!(f, "references unreadable from the {}: {error}", source.as_str())
+            }
+        }
+    }
 }
 
 /// What recovery work a workflow did.

@@ -136,6 +136,9 @@ pub enum StopReason {
     OwnershipUnclear,
     /// A "best-effort" stage failed and fell back.
     BestEffort,
+    /// The request was refused before the stage began: nothing was changed (a decommission of a worker something
+    /// still references).
+    Refused,
 }
 
 /// Where a stopped workflow leaves things.
@@ -343,6 +346,23 @@ fn decide_by_row(row: &StageRow, class: FailureClass, attempt: u32, ctx: &Decide
         compensation: compensation_on_stop(row, class, ctx),
         qualifier,
     })
+}
+
+/// Where a request refused before `stage` (its run's first mutating stage), for `class`, leaves things: the states
+/// `stage`'s row gives a stop there, with the node as the request found it (`ctx.node_state`, where the row lists
+/// it), no compensation (nothing was done to undo) and the row's resume as the next action when retryable. A refusal
+/// is no run, so no earlier refusal escalates it: `ctx.failed_runs` is the workflow's failed runs only.
+pub fn refused_before(stage: Stage, class: FailureClass, ctx: &DecideContext) -> Stop {
+    let row = stage.row();
+    let workflow_state = stop_state(row, class, ctx);
+    Stop {
+        workflow_state,
+        node_state: node_state_on_stop(row, workflow_state, ctx),
+        reason: StopReason::Refused,
+        next_action: next_action(row, workflow_state),
+        compensation: None,
+        qualifier: row.safe_default.qualifier,
+    }
 }
 
 /// Section 7: "move to state_ambiguity / failed_manual_intervention when ownership is unclear". No compensation: a

@@ -40,6 +40,11 @@ pub enum Entry<'a, S, C> {
     Work {
         workflow: &'a str,
     },
+    /// A request was refused before its run began (a decommission of a worker something references): kept for the
+    /// audit, it is no run — it counts neither as a run nor as a failed one, and changes no checkpoint.
+    Refused {
+        workflow: &'a str,
+    },
 }
 
 impl<S, C> Entry<'_, S, C> {
@@ -49,7 +54,8 @@ impl<S, C> Entry<'_, S, C> {
             | Entry::Checkpoint { workflow, .. }
             | Entry::Stopped { workflow, .. }
             | Entry::Completed { workflow, .. }
-            | Entry::Work { workflow } => workflow,
+            | Entry::Work { workflow }
+            | Entry::Refused { workflow } => workflow,
         }
     }
 }
@@ -100,6 +106,8 @@ pub struct History<R: WorkflowRecord> {
     pub unfinished: bool,
     /// The state the last run stopped in, when it stopped (cleared by a run's start and a completion).
     pub last_stop: Option<WorkflowState>,
+    /// Requests refused before a run began (none is a run).
+    pub refusals: u32,
     /// The stages the last run checkpointed, since it started.
     last_run_reached: BTreeSet<R::Stage>,
     /// The last run recorded a stop or a completion, since it started.
@@ -117,6 +125,7 @@ impl<R: WorkflowRecord> Default for History<R> {
             interrupted_at: None,
             unfinished: false,
             last_stop: None,
+            refusals: 0,
             last_run_reached: BTreeSet::new(),
             last_run_ended: false,
         }
@@ -163,6 +172,7 @@ impl<R: WorkflowRecord> History<R> {
                     history.last_stop = None;
                 }
                 Entry::Work { .. } => {}
+                Entry::Refused { .. } => history.refusals += 1,
             }
         }
         Ok(history)

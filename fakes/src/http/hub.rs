@@ -4,8 +4,9 @@
 //! front end wraps the request in the model's `Request::Authorized` envelope, exactly as the simulator's `SimHub`
 //! does for its mutations (lock, supersede, renew, release, holds, epochs) and for every call of an agent-credential
 //! rotation (issue, read, commit, abort; the read too, and none of them fenced by the deployment lock). Reads (holds,
-//! heartbeats, route bundle) are public and sent bare, as `SimHub` sends them. Agents authenticate with the bearer
-//! token in their body. A rotation's successor token is in the answer to its issue and nowhere else.
+//! heartbeats, route bundle, an agent's references) are public and sent bare, as `SimHub` sends them. Agents
+//! authenticate with the bearer token in their body. A rotation's successor token is in the answer to its issue and
+//! nowhere else.
 //!
 //! Deviation from the in-process hub: a bare request is the hub's trusted operator console in the model; over HTTP a
 //! mutation without `X-Fleet-Principal`/`X-Fleet-Token` is refused with 401 (the operator console is the caller's
@@ -63,6 +64,7 @@ pub fn router(shared: SharedHub, clock: Clock) -> Router {
         .route("/v1/hub/agents/{agent}/rotations/{rotation}", post(begin_rotation).get(read_rotation))
         .route("/v1/hub/agents/{agent}/rotations/{rotation}/commit", post(commit_rotation))
         .route("/v1/hub/agents/{agent}/rotations/{rotation}/abort", post(abort_rotation))
+        .route("/v1/hub/agents/{agent}/references", get(read_references))
         .with_state(HubState { shared, clock })
 }
 
@@ -292,6 +294,18 @@ async fn read_heartbeats(State(state): State<HubState>) -> Response {
                 "generation": row.generation,
             })).collect::<Vec<_>>(),
         })),
+        other => unexpected(other),
+    }))
+    .await
+}
+
+/// What references `agent`: the open epochs listing it, the holds on it, its active task lease (`null` when none).
+/// An agent the hub does not know is referenced by nothing: 200 with empty lists, as a query over the tables answers.
+async fn read_references(State(state): State<HubState>, Path(agent): Path<String>) -> Response {
+    finish(bare(&state, Request::ReadReferences { agent }, |response| match response {
+        HubResponse::References { epochs, holds, lease_until_ms } => {
+            ok(json!({ "epochs": epochs, "holds": holds, "lease_until_ms": lease_until_ms }))
+        }
         other => unexpected(other),
     }))
     .await

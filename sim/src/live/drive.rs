@@ -419,16 +419,19 @@ impl Adapters {
         }
     }
 
-    /// The decommission workflow's ports: these adapters and `journal`.
+    /// The decommission workflow's ports: these adapters and `journal` (the hub only read: what references the node's
+    /// agent, before the workflow's first mutation).
     pub fn decommission_ports<'a>(
         &'a self,
         journal: &'a SqliteJournal,
-    ) -> DecommissionPorts<'a, WallClock, Maas, SiteSecretsClient, FleetClient, SqliteJournal, PrintedSignals> {
+    ) -> DecommissionPorts<'a, WallClock, Maas, SiteSecretsClient, FleetClient, HubClient, SqliteJournal, PrintedSignals>
+    {
         DecommissionPorts {
             clock: &self.clock,
             maas: &self.maas,
             secrets: &self.secrets,
             fleet: &self.fleet,
+            hub: &self.hub,
             journal,
             signals: &self.signals,
         }
@@ -526,7 +529,15 @@ fn onboard_line(name: &str, outcome: &OnboardOutcome) -> String {
     )
 }
 
+/// A decommission's line; a refused one names every reference to its worker.
 fn decommission_line(name: &str, outcome: &DecommissionOutcome) -> String {
+    if !outcome.refused.is_empty() {
+        let references: Vec<String> = outcome.refused.iter().map(ToString::to_string).collect();
+        let why = format!("refused, nothing changed: {}", references.join("; "));
+        let stage = outcome.stage.map(|stage| stage.as_str().to_owned());
+        let class = outcome.class.map(|class| class.as_str().to_owned());
+        return outcome_line(name, outcome.workflow_state, stage, class, &[why]);
+    }
     outcome_line(
         name,
         outcome.workflow_state,

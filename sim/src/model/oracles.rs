@@ -118,7 +118,11 @@ catalogue! {
     DecommissionCompleted: "decommission_completed", Sometimes,
         "a decommission workflow completed: the node is deleted from the inventory, its MAAS machine released (and deleted, or retained with a follow-up)";
     EveryDecommissionRests: "every_decommission_rests", Eventually,
-        "when the run ends, every decommission a step asked for ended completed (with or without a follow-up record) or stopped with a failure class in a state its row lists; none is still running";
+        "when the run ends, every decommission a step asked for ended completed (with or without a follow-up record), stopped with a failure class in a state its row lists, or refused before its first mutation; none is still running";
+    NoDecommissionOfAReferencedWorker: "no_decommission_of_a_referenced_worker", Always,
+        "a decommission's first mutation of a node (a mutating inventory request, a node task or a destructive MAAS call) never comes while the node is a member of an open epoch, under a hold placed and not released, under a running task lease, or named by a rollout whose journal has no terminal record";
+    DecommissionRefused: "decommission_refused", Sometimes,
+        "a decommission was refused before its first mutation because something referenced its worker";
     EveryNodeOnboardedOrDiagnosed: "every_node_onboarded_or_diagnosed", Eventually,
         "when the run ends, every onboarding workflow ended completed, or failed_manual_intervention with a failure class; none is still running or failed_retryable";
     StallDetected: "stall_detected", Sometimes,

@@ -87,7 +87,8 @@ impl Collectors {
             OnboardingBody::TimedOut { timeout, .. } => *self.timeouts.entry(timeout.clone()).or_default() += 1,
             OnboardingBody::StageStarted { attempt, .. } => self.attempt_max = self.attempt_max.max(*attempt),
             OnboardingBody::StageDone { adopted: true, .. } => self.adopted += 1,
-            OnboardingBody::Stopped { workflow_state, node_state, .. } => {
+            OnboardingBody::Stopped { workflow_state, node_state, .. }
+            | OnboardingBody::Refused { workflow_state, node_state, .. } => {
                 self.ends.insert(format!("{prefix}{workflow}"), (workflow_state.clone(), node_state.clone()));
             }
             OnboardingBody::Completed { .. } => {
@@ -288,6 +289,7 @@ impl Collectors {
             }
             OnboardingBody::Completed { .. } => "completed".to_owned(),
             OnboardingBody::Stopped { class, .. } => format!("stopped: {class}"),
+            OnboardingBody::Refused { .. } => "refused".to_owned(),
             OnboardingBody::StageDone { .. }
             | OnboardingBody::Observed { .. }
             | OnboardingBody::Stalled { .. }

@@ -139,6 +139,10 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
             Box::new(Reached(|body| matches!(body, Body::Decommission { event: OnboardingBody::Completed { .. }, .. })))
         }
         OracleId::EveryDecommissionRests => Box::new(site::EveryDecommissionRests::new(ctx)),
+        OracleId::NoDecommissionOfAReferencedWorker => Box::new(site::NoDecommissionOfAReferencedWorker::default()),
+        OracleId::DecommissionRefused => {
+            Box::new(Reached(|body| matches!(body, Body::Decommission { event: OnboardingBody::Refused { .. }, .. })))
+        }
         OracleId::EveryNodeOnboardedOrDiagnosed => Box::new(site::EveryNodeOnboardedOrDiagnosed::new(ctx)),
         OracleId::StallDetected => {
             Box::new(Reached(|body| matches!(body, Body::Onboarding { event: OnboardingBody::Stalled { .. }, .. })))

@@ -116,6 +116,9 @@ pub enum Body {
     HubHoldReleased { agent: String, owner: String },
     #[serde(rename = "hub.dispatched")]
     HubDispatched { agent: String, task: String },
+    /// The hub granted `agent` a task lease that runs `lease_ms` on the hub's clock from now.
+    #[serde(rename = "hub.lease_granted")]
+    HubLeaseGranted { agent: String, lease_ms: u64 },
     #[serde(rename = "hub.dispatch_refused")]
     HubDispatchRefused { agent: String, task: String },
     #[serde(rename = "agent.heartbeat_failed")]
@@ -504,6 +507,14 @@ pub enum OnboardingBody {
         outcome: String,
         detail: String,
     },
+    /// A decommission refused before its first mutation: where it rests, and every reference to its worker.
+    Refused {
+        stage: String,
+        class: String,
+        workflow_state: String,
+        node_state: String,
+        references: Vec<engine::ports::events::WorkerReference>,
+    },
 }
 
 impl From<engine::ports::events::WorkflowEvent> for OnboardingBody {
@@ -539,6 +550,13 @@ impl From<engine::ports::events::WorkflowEvent> for OnboardingBody {
                 work: work.as_str().into(),
                 outcome: outcome.as_str().into(),
                 detail,
+            },
+            E::Refused { stage, class, workflow_state, node_state, references } => OnboardingBody::Refused {
+                stage: name(stage),
+                class: class.as_str().into(),
+                workflow_state: workflow_state.as_str().into(),
+                node_state: node_state.as_str().into(),
+                references,
             },
         }
     }

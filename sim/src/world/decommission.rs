@@ -1,7 +1,9 @@
 //! Decommission in the simulated world: the GPUaaS inventory and allocation service (`fakes::inventory`, served from
 //! the `hub` host), the node tasks its agents run, the engine's `Fleet` port over the simulated network, and the
 //! controller's decommission workflows, started by a `decommission` step (an operator's request) and run again by a
-//! restarted controller whose journal shows one unfinished.
+//! restarted controller whose journal shows one unfinished. The driver reads what references the worker from the hub
+//! (the controller's `SimHub`; reads need no credential) and from the controller's journal before its first
+//! mutation.
 //!
 //! A node task is two calls, as a task API is: the dispatch (the hub asks the node's agent, which must be running on
 //! a powered, enrolled machine) and, the task's duration later, the read of its result. An agent that does not
@@ -22,13 +24,14 @@ use fakes::inventory::{InventoryError, InventoryRequest, InventoryResponse, Reco
 use crate::model::faults::{DeathPoint, DeathSubsystem};
 use crate::observe::trace::Body;
 use crate::world::controller::SimJournal;
+use crate::world::hub::SimHub;
 use crate::world::net::HostId;
 use crate::world::site::{SiteMaas, SiteSecretsPort};
 use crate::world::{CONTROLLER_ID, HUB_ID, SimClock, SimSignals, World};
 
 /// The decommission driver over the controller's adapters.
 pub(crate) type ControllerDecommissionPorts<'a> =
-    DecommissionPorts<'a, SimClock, SiteMaas, SiteSecretsPort, SimFleet, SimJournal, SimSignals>;
+    DecommissionPorts<'a, SimClock, SiteMaas, SiteSecretsPort, SimFleet, SimHub, SimJournal, SimSignals>;
 
 /// How long the hub waits for a node agent to take a task before it answers that the agent is unreachable.
 pub const TASK_DISPATCH_TIMEOUT_MS: u64 = 60_000;
@@ -291,6 +294,7 @@ impl World {
             maas: &world.site_maas(CONTROLLER_ID, &request.workflow),
             secrets: &world.site_secrets(CONTROLLER_ID),
             fleet: &SimFleet { world: world.clone(), from: CONTROLLER_ID },
+            hub: &SimHub::new(world.clone(), CONTROLLER_ID),
             journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
             signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
         };

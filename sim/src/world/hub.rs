@@ -6,7 +6,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use engine::ports::{self, HeartbeatSnapshot, InstanceHeartbeat, IssuedCredential, RotationStatus};
+use engine::ports::{self, AgentReferences, HeartbeatSnapshot, InstanceHeartbeat, IssuedCredential, RotationStatus};
 use engine::secret::SECRET_MARKER;
 use fakes::hub::{AgentStatus, Hub, HubConfig, HubEvent, Request, Response};
 use fakes::ssh::{SshEndpoint, SshEvent, SshOp, SshOutcome};
@@ -165,6 +165,9 @@ impl World {
                 HubEvent::HoldPlaced { agent, owner } => Body::HubHoldPlaced { agent, owner },
                 HubEvent::HoldReleased { agent, owner } => Body::HubHoldReleased { agent, owner },
                 HubEvent::Dispatched { agent, task } => Body::HubDispatched { agent, task },
+                HubEvent::LeaseGranted { agent, until_ms } => {
+                    Body::HubLeaseGranted { agent, lease_ms: until_ms.saturating_sub(self.host_now_ms(HUB_ID)) }
+                }
                 HubEvent::DispatchRefused { agent, task } => Body::HubDispatchRefused { agent, task },
                 HubEvent::CredentialRejected { principal, expired } => {
                     Body::HubCredentialRejected { principal, expired }
@@ -470,6 +473,15 @@ impl ports::Hub for SimHub {
         match self.mutate(request).await? {
             Response::RotationIssued { generation, token } => {
                 Ok(IssuedCredential { generation, token: engine::secret::Secret::new(token.expose()) })
+            }
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn agent_references(&self, agent: &str) -> Result<AgentReferences, ports::HubError> {
+        match self.request(Request::ReadReferences { agent: agent.to_owned() }).await? {
+            Response::References { epochs, holds, lease_until_ms } => {
+                Ok(AgentReferences { epochs, holds, lease_until_ms })
             }
             other => Err(rejected(other)),
         }

@@ -17,8 +17,8 @@ use crate::observe::trace::{Body, OnboardingBody, RolloutBody, RotationBody};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Settle {
     /// Workflows, rollouts and credential rotations the run starts or asks for that are not at rest: an onboarding
-    /// completed or resting in `failed_manual_intervention`, a decommission completed or stopped, a rollout terminal or
-    /// refused, a rotation ended (rotated, stopped or aborted).
+    /// completed or resting in `failed_manual_intervention`, a decommission completed, stopped or refused, a rollout
+    /// terminal or refused, a rotation ended (rotated, stopped or aborted).
     open: BTreeSet<String>,
     /// When the last event that is not a steady beat was recorded.
     last_change_ms: u64,
@@ -105,7 +105,10 @@ impl Settle {
             },
             Body::Decommission { workflow, event } => match event {
                 OnboardingBody::RecoveryWork { .. } => return,
-                OnboardingBody::Completed { .. } | OnboardingBody::Stopped { .. } => (workflow, true),
+                // A refusal rests until someone asks again (a `decommission` step, which starts a stage).
+                OnboardingBody::Completed { .. } | OnboardingBody::Stopped { .. } | OnboardingBody::Refused { .. } => {
+                    (workflow, true)
+                }
                 _ => (workflow, false),
             },
             Body::Rollout { rollout, event } => match event {
@@ -202,6 +205,29 @@ mod tests {
             &onboarding("onboard-a", OnboardingBody::StageStarted { stage: "commission".into(), attempt: 1 }),
         );
         assert_eq!(settle.quiet_since(), None, "an operator's resume starts it again");
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_decommission_rests_until_it_is_asked_for_again() {
+        let mut settle = Settle { open: ["decommission-node-02".to_owned()].into(), ..Settle::default() };
+        let decommission = |event| Body::Decommission { workflow: "decommission-node-02".into(), event };
+        let refused = OnboardingBody::Refused {
+            stage: "disable_node".into(),
+            class: "state_ambiguity".into(),
+            workflow_state: "failed_retryable".into(),
+            node_state: "active".into(),
+            references: vec![engine::ports::events::WorkerReference::Epoch { epoch: 1 }],
+        };
+        settle.observe(3, "controller", &decommission(refused));
+        assert_eq!(settle.quiet_since(), Some(3));
+        let started = OnboardingBody::StageStarted { stage: "disable_node".into(), attempt: 1 };
+        settle.observe(9, "controller", &decommission(started));
+        assert_eq!(settle.quiet_since(), None, "the next request runs");
     }
 }
 

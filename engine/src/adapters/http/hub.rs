@@ -4,7 +4,8 @@
 //! Semantics mirror the simulator's in-process adapter (`SimHub`): [`Hub::authenticate`] presents the credential and
 //! keeps it; [`Hub::acquire_lock`] and [`Hub::supersede_lock`] keep the fence they were granted; every later mutation
 //! carries `X-Fleet-Principal`, `X-Fleet-Token` and, while a fence is held, `X-Fleet-Fence` (the fake hub's
-//! `Request::Authorized` envelope). Reads (holds, heartbeats, the route bundle) are public at the hub and go bare,
+//! `Request::Authorized` envelope). Reads (holds, heartbeats, the route bundle, an agent's references) are public at
+//! the hub and go bare,
 //! as in `SimHub`. A release that finds nothing to release (409 `conflict`, or `released: false`) answers
 //! `Ok(false)`. An agent's credential rotation (issue, status, commit, abort under
 //! `/v1/hub/agents/{agent}/rotations/{rotation}`) goes under the controller's credential, reads included; the hub
@@ -27,8 +28,8 @@ use serde_json::{Value, json};
 use super::secrets::{path_segment, scrub};
 use super::{HttpRequest, HttpResponse, HttpTransport, Method};
 use crate::ports::{
-    HeartbeatSnapshot, Hub, HubError, InstanceHeartbeat, IssuedCredential, LockGrant, RotationState, RotationStatus,
-    TransportError,
+    AgentReferences, HeartbeatSnapshot, Hub, HubError, InstanceHeartbeat, IssuedCredential, LockGrant, RotationState,
+    RotationStatus, TransportError,
 };
 use crate::secret::Secret;
 
@@ -373,6 +374,23 @@ impl<T: HttpTransport> Hub for HubClient<T> {
         let body = self.mutate(Method::Post, &Self::rotation_path(agent, rotation, "/abort"), &json!({}), what).await?;
         bool_field(&body, "revoked", what)
     }
+
+    async fn agent_references(&self, agent: &str) -> Result<AgentReferences, HubError> {
+        let what = "references";
+        let body = self.read(&format!("/v1/hub/agents/{}/references", path_segment(agent)), what).await?;
+        let epochs = body
+            .get("epochs")
+            .and_then(Value::as_array)
+            .and_then(|epochs| epochs.iter().map(Value::as_u64).collect::<Option<Vec<u64>>>())
+            .ok_or_else(|| unexpected(what))?;
+        let holds = body.get("holds").and_then(strings).ok_or_else(|| unexpected(what))?;
+        // Absent or `null`: no active lease. Anything else must be a time on the hub's clock.
+        let lease_until_ms = match body.get("lease_until_ms") {
+            None | Some(Value::Null) => None,
+            Some(value) => Some(value.as_u64().ok_or_else(|| unexpected(what))?),
+        };
+        Ok(AgentReferences { epochs, holds, lease_until_ms })
+    }
 }
 
 #[cfg(test)]
@@ -553,6 +571,38 @@ mod tests {
         let stub = Stub::answering(vec![json(200, json!({"token": "fleetsim-secret-x"}))]);
         let error = now(client(&stub).begin_rotation("n1", "r1")).unwrap_err();
         assert_eq!(error, HubError::Rejected("unexpected answer to a rotation request".into()));
+    }
+
+    #[test]
+    fn an_agent_s_references_are_a_bare_read_and_a_malformed_answer_is_no_answer() {
+        let stub = Stub::answering(vec![
+            json(200, json!({"epochs": [3], "holds": ["operator:x", "quarantine:r"], "lease_until_ms": 900})),
+            json(200, json!({"epochs": [], "holds": [], "lease_until_ms": null})),
+            json(200, json!({"epochs": [], "holds": []})),
+            json(200, json!({"epochs": ["3"], "holds": [], "lease_until_ms": null})),
+            json(200, json!({"epochs": [], "holds": [], "lease_until_ms": "soon"})),
+            json(503, json!({"error": "unavailable", "message": "hub is unavailable"})),
+        ]);
+        let hub = client(&stub);
+        let references = now(hub.agent_references("node/01")).unwrap();
+        assert_eq!(
+            references,
+            AgentReferences {
+                epochs: vec![3],
+                holds: vec!["operator:x".into(), "quarantine:r".into()],
+                lease_until_ms: Some(900)
+            }
+        );
+        let read = stub.last();
+        assert_eq!((read.method, read.path_and_query.as_str()), (Method::Get, "/v1/hub/agents/node%2F01/references"));
+        assert_eq!(header(&read, "x-fleet-token"), None, "a read carries no credential");
+        assert_eq!(now(hub.agent_references("a")).unwrap(), AgentReferences::default());
+        assert_eq!(now(hub.agent_references("a")).unwrap(), AgentReferences::default(), "no lease field: no lease");
+        // A reference the client cannot read is an error, never "no references".
+        for _ in 0..2 {
+            assert!(matches!(now(hub.agent_references("a")), Err(HubError::Rejected(_))));
+        }
+        assert_eq!(now(hub.agent_references("a")).unwrap_err(), HubError::Transport(TransportError::ConnectionRefused));
     }
 
     #[test]

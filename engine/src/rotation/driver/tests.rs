@@ -233,6 +233,10 @@ impl Hub for World {
         unreachable!("a rotation reads no route bundle")
     }
 
+    async fn agent_references(&self, _agent: &str) -> Result<crate::ports::AgentReferences, HubError> {
+        unreachable!("a rotation reads no references")
+    }
+
     async fn begin_rotation(&self, agent: &str, rotation: &str) -> Result<IssuedCredential, HubError> {
         assert_eq!(agent, NODE);
         self.take_hub_failure()?;

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::observe::oracles::{Finding, Oracle, OracleContext};
-use crate::observe::trace::{Body, Event, OnboardingBody};
+use crate::observe::trace::{Body, Event, OnboardingBody, RolloutBody};
 
 /// Every `site.status` write is allowed by `fakes::maas::status`'s transition table.
 pub(super) struct MaasTransitionsLegal;
@@ -170,6 +170,36 @@ impl FollowsTheMatrix {
         }
     }
 
+    /// A refusal: a known stage and class, and a workflow and node state the stage's row lists, the node state the
+    /// one the refused request found (nothing was changed).
+    fn judge_refusal(
+        workflow: engine::matrix::Workflow,
+        stage: &str,
+        class: &str,
+        workflow_state: &str,
+        node_state: &str,
+        prior: engine::matrix::NodeState,
+    ) -> Result<(), String> {
+        use engine::matrix::{FailureClass, NodeState, Stage, WorkflowState};
+        let row = Stage::all()
+            .find(|s| s.workflow() == workflow && s.as_str() == stage)
+            .map(Stage::row)
+            .ok_or_else(|| format!("refused before {stage}, not a stage of the {workflow:?} workflow"))?;
+        if !FailureClass::ALL.into_iter().any(|c| c.as_str() == class) {
+            return Err(format!("refused for {class}, not a failure class"));
+        }
+        let w = WorkflowState::ALL.into_iter().find(|w| w.as_str() == workflow_state);
+        let n = NodeState::ALL.into_iter().find(|n| n.as_str() == node_state);
+        match (w, n) {
+            (Some(w), Some(n)) if row.admits_workflow_state(w) && row.node_states.admits(prior, n) => Ok(()),
+            (w, n) => Err(format!(
+                "refused before {stage} as {w:?} / {n:?}; its row lists {} and {}",
+                row.workflow_states_text(),
+                row.node_states.table_text()
+            )),
+        }
+    }
+
     pub(super) fn judge(
         &self,
         stage: &str,
@@ -331,6 +361,14 @@ impl Oracle for FollowsTheMatrix {
             OnboardingBody::StageFailed { stage, class, .. } => {
                 self.pending.insert(workflow.clone(), (stage.clone(), class.clone()));
             }
+            // A refusal before the first mutation rests where its stage's row puts a stop that changed nothing.
+            OnboardingBody::Refused { stage, class, workflow_state, node_state, .. } => {
+                if let Err(evidence) =
+                    Self::judge_refusal(self.workflow, stage, class, workflow_state, node_state, prior)
+                {
+                    out.push(Finding { t_ms: event.t_ms, evidence: format!("{workflow}: {evidence}") });
+                }
+            }
             OnboardingBody::StageDone { stage, .. } if self.workflow == engine::matrix::Workflow::Decommission => {
                 if let Some(state) = Self::after_stage(stage) {
                     self.node_state.insert(workflow.clone(), state);
@@ -350,7 +388,8 @@ impl Oracle for FollowsTheMatrix {
     }
 }
 
-/// At the end of the run every requested decommission rests: completed, or stopped with a class.
+/// At the end of the run every requested decommission rests: completed, stopped with a class, or refused before its
+/// first mutation because something referenced its worker (a refusal rests until the next request).
 pub(super) struct EveryDecommissionRests {
     /// workflow → its last resting state (`None`: not resting — never started, or running).
     last: BTreeMap<String, Option<String>>,
@@ -369,6 +408,7 @@ impl Oracle for EveryDecommissionRests {
             OnboardingBody::Completed { .. } => Some("completed".to_owned()),
             OnboardingBody::Stopped { class, workflow_state, .. } if !class.is_empty() => Some(workflow_state.clone()),
             OnboardingBody::Stopped { .. } => Some("stopped without a class".to_owned()),
+            OnboardingBody::Refused { workflow_state, .. } => Some(workflow_state.clone()),
             OnboardingBody::StageStarted { .. } => None,
             _ => return,
         };
@@ -436,6 +476,122 @@ impl Oracle for EveryNodeOnboardedOrDiagnosed {
                     ),
                 });
             }
+        }
+    }
+}
+
+/// What references each worker, as the trace shows it: open epochs and their members, holds placed and not released,
+/// task leases (until when, on the run's clock), and the controller's rollout journal (the latest rollout whose plan
+/// was journaled, until its terminal record, naming the nodes it selected less those it skipped as someone else's).
+#[derive(Default)]
+struct ReferenceBook {
+    epochs: BTreeMap<u64, BTreeSet<String>>,
+    holds: BTreeSet<(String, String)>,
+    /// Agent → when its lease ends (virtual ms).
+    leases: BTreeMap<String, u64>,
+    /// The last rollout requested: its id and the nodes it selected.
+    selected: Option<(String, BTreeSet<String>)>,
+    /// Rollout → the nodes it skipped as held by someone else (its plan does not name them).
+    skipped: BTreeMap<String, BTreeSet<String>>,
+    /// The journal's non-terminal rollout: its id and the nodes its plan names.
+    journal: Option<(String, BTreeSet<String>)>,
+}
+
+impl ReferenceBook {
+    fn observe(&mut self, event: &Event) {
+        match &event.body {
+            Body::HubEpochOpened { epoch, members } => {
+                self.epochs.insert(*epoch, members.iter().cloned().collect());
+            }
+            Body::HubEpochClosed { epoch } => {
+                self.epochs.remove(epoch);
+            }
+            Body::HubHoldPlaced { agent, owner } => {
+                self.holds.insert((agent.clone(), owner.clone()));
+            }
+            Body::HubHoldReleased { agent, owner } => {
+                self.holds.remove(&(agent.clone(), owner.clone()));
+            }
+            Body::HubLeaseGranted { agent, lease_ms } => {
+                self.leases.insert(agent.clone(), event.t_ms + lease_ms);
+            }
+            Body::RolloutSelected { rollout, nodes } => {
+                self.selected = Some((rollout.clone(), nodes.iter().cloned().collect()));
+            }
+            Body::Rollout { rollout, event: RolloutBody::SkippedHeld { node, .. } } => {
+                self.skipped.entry(rollout.clone()).or_default().insert(node.clone());
+            }
+            Body::JournalAppended { record, .. } if record == "plan_frozen" => {
+                self.journal = self.selected.as_ref().map(|(rollout, nodes)| {
+                    let skipped = self.skipped.get(rollout);
+                    let named = nodes.iter().filter(|node| skipped.is_none_or(|s| !s.contains(*node))).cloned();
+                    (rollout.clone(), named.collect())
+                });
+            }
+            Body::JournalAppended { record, .. } if record == "terminal" => self.journal = None,
+            _ => {}
+        }
+    }
+
+    /// What references `node` at `t_ms`, as words for the evidence.
+    fn of(&self, node: &str, t_ms: u64) -> Vec<String> {
+        let epochs = self.epochs.iter().filter(|(_, members)| members.contains(node));
+        let holds = self.holds.iter().filter(|(agent, _)| agent == node);
+        let lease = self.leases.get(node).filter(|until_ms| **until_ms > t_ms);
+        let rollout = self.journal.as_ref().filter(|(_, named)| named.contains(node));
+        epochs
+            .map(|(epoch, _)| format!("open epoch {epoch}"))
+            .chain(holds.map(|(_, owner)| format!("hold {owner}")))
+            .chain(lease.map(|until_ms| format!("task lease until {until_ms} ms")))
+            .chain(rollout.map(|(rollout, _)| format!("rollout {rollout}'s journal, not terminal")))
+            .collect()
+    }
+}
+
+/// The node a decommission's event mutates (or tries to), if it is one: a mutating inventory request, a node task,
+/// or a destructive MAAS call of a decommission workflow.
+fn decommission_mutation(body: &Body) -> Option<(&str, &str)> {
+    match body {
+        Body::InventoryRequest { node, op, .. }
+            if matches!(op.as_str(), "transition" | "release_allocations" | "remove") =>
+        {
+            Some((node, op))
+        }
+        Body::NodeTask { node, task, .. } => Some((node, task)),
+        Body::SiteRequest { workflow, op, .. } if DESTRUCTIVE_OPS.contains(&op.as_str()) => {
+            Some((workflow.strip_prefix("decommission-")?, op))
+        }
+        _ => None,
+    }
+}
+
+/// `no_decommission_of_a_referenced_worker`: a decommission's first mutation of a node (its first mutating inventory
+/// request, node task or destructive MAAS call, answered or not) never comes while the trace shows the node
+/// referenced: a member of an open epoch, under a hold placed and not released, with a task lease running, or named
+/// by the plan of a rollout whose journal has no terminal record.
+#[derive(Default)]
+pub(super) struct NoDecommissionOfAReferencedWorker {
+    book: ReferenceBook,
+    /// Nodes a decommission has mutated already.
+    mutated: BTreeSet<String>,
+}
+
+impl Oracle for NoDecommissionOfAReferencedWorker {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        self.book.observe(event);
+        let Some((node, op)) = decommission_mutation(&event.body) else { return };
+        if !self.mutated.insert(node.to_owned()) {
+            return;
+        }
+        let references = self.book.of(node, event.t_ms);
+        if !references.is_empty() {
+            out.push(Finding {
+                t_ms: event.t_ms,
+                evidence: format!(
+                    "a decommission's first mutation of {node} ({op}) while {} referenced it",
+                    references.join(", ")
+                ),
+            });
         }
     }
 }

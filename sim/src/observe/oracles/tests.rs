@@ -918,6 +918,59 @@ fn a_historical_node_mutated_before_its_canonicalization_is_a_violation() {
     }
 }
 
+/// node-02's decommission, refused at `t_ms` as the engine refuses it, or as `workflow_state` / `node_state` say.
+fn decommission_refused(t_ms: u64, workflow_state: &str, node_state: &str) -> Event {
+    let event = OnboardingBody::Refused {
+        stage: "disable_node".into(),
+        class: "state_ambiguity".into(),
+        workflow_state: workflow_state.into(),
+        node_state: node_state.into(),
+        references: vec![engine::ports::events::WorkerReference::Hold { owner: "operator:maintenance".into() }],
+    };
+    ev(t_ms, "controller", Body::Decommission { workflow: "decommission-node-02".into(), event })
+}
+
+/// The decommission's first mutation of `node`: its `disable_node` transition.
+fn disabled(t_ms: u64, node: &str) -> Event {
+    ev(t_ms, "controller", Body::InventoryRequest { node: node.into(), op: "transition".into(), error: None })
+}
+
+#[test]
+fn a_decommission_s_first_mutation_of_a_referenced_worker_is_found_whatever_references_it() {
+    let hub = |t_ms, body| ev(t_ms, "hub", body);
+    // Each story references node-02 at t=10 and the decommission mutates it at t=20.
+    let stories: Vec<(&str, Vec<Event>)> = vec![
+        ("an open epoch", vec![hub(10, Body::HubEpochOpened { epoch: 2, members: vec!["node-02".into()] })]),
+        (
+            "an operator's hold",
+            vec![hub(10, Body::HubHoldPlaced { agent: "node-02".into(), owner: "operator:maintenance".into() })],
+        ),
+        ("a task lease", vec![hub(10, Body::HubLeaseGranted { agent: "node-02".into(), lease_ms: 60_000 })]),
+        (
+            "a rollout's journal, not terminal",
+            vec![
+                ev(
+                    5,
+                    "sim",
+                    Body::RolloutSelected { rollout: "r".into(), nodes: vec!["node-01".into(), "node-02".into()] },
+                ),
+                ev(
+                    10,
+                    "controller",
+                    Body::JournalAppended { record: "plan_frozen".into(), operation_id: None, route_digest: None },
+                ),
+            ],
+        ),
+    ];
+    for (story, mut events) in stories {
+        events.push(disabled(20, "node-02"));
+        let found = run(&mut NoDecommissionOfAReferencedWorker::default(), &events, 30);
+        assert_eq!(found.len(), 1, "{story}: {found:?}");
+        assert_eq!(found[0].t_ms, 20, "{story}");
+        assert!(found[0].evidence.contains("node-02 (transition)"), "{story}: {}", found[0].evidence);
+    }
+}
+
 #[test]
 fn a_rollback_is_explained_only_by_a_fault_landed_on_its_failed_node_or_on_what_they_share() {
     use crate::model::faults::{StepKind, Subject};
@@ -937,4 +990,87 @@ fn a_rollback_is_explained_only_by_a_fault_landed_on_its_failed_node_or_on_what_
     assert_eq!(run(&mut oracle(), &[reverting(2, &["n1"])], 10).len(), 1);
     assert_eq!(run(&mut oracle(), &[landed(1, Subject::Node("n1".into())), reverting(2, &["n1", "n2"])], 10).len(), 1);
     assert_eq!(run(&mut oracle(), &[reverting(2, &["n1"]), landed(3, Subject::Node("n1".into()))], 10).len(), 1);
+}
+
+#[test]
+fn a_decommission_after_the_references_cleared_or_of_another_node_is_not_found() {
+    let hub = |t_ms, body| ev(t_ms, "hub", body);
+    let journal = |t_ms, record: &str| {
+        ev(t_ms, "controller", Body::JournalAppended { record: record.into(), operation_id: None, route_digest: None })
+    };
+    let events = [
+        hub(1, Body::HubEpochOpened { epoch: 1, members: vec!["node-02".into(), "node-03".into()] }),
+        hub(2, Body::HubHoldPlaced { agent: "node-02".into(), owner: "deploy:r".into() }),
+        hub(3, Body::HubLeaseGranted { agent: "node-02".into(), lease_ms: 10 }),
+        ev(4, "sim", Body::RolloutSelected { rollout: "r".into(), nodes: vec!["node-02".into(), "node-04".into()] }),
+        ev(
+            5,
+            "controller",
+            Body::Rollout {
+                rollout: "r".into(),
+                event: RolloutBody::SkippedHeld { node: "node-04".into(), owners: vec!["operator:x".into()] },
+            },
+        ),
+        journal(6, "plan_frozen"),
+        // node-04 was left out of the plan: its decommission meets no reference of this rollout.
+        disabled(7, "node-04"),
+        // A refusal mutates nothing, and is no finding.
+        decommission_refused(8, "failed_retryable", "active"),
+        hub(20, Body::HubHoldReleased { agent: "node-02".into(), owner: "deploy:r".into() }),
+        hub(21, Body::HubEpochClosed { epoch: 1 }),
+        journal(22, "terminal"),
+        // The lease ran out at 13; everything cleared: the second request's first mutation is fine.
+        disabled(30, "node-02"),
+        // A later mutation of a node is not its first.
+        hub(31, Body::HubHoldPlaced { agent: "node-02".into(), owner: "operator:late".into() }),
+        ev(32, "controller", Body::NodeTask { node: "node-02".into(), task: "drain".into(), operation_id: "o".into() }),
+        // Another node that was never referenced.
+        disabled(33, "node-05"),
+    ];
+    let found = run(&mut NoDecommissionOfAReferencedWorker::default(), &events, 40);
+    assert!(found.is_empty(), "{found:?}");
+    // node-03 stays a member of an open epoch until 21: a destructive MAAS call of its decommission before is found.
+    let mut early = events[..2].to_vec();
+    let call = Body::SiteRequest {
+        workflow: "decommission-node-03".into(),
+        op: "release".into(),
+        system_id: Some("abc".into()),
+        status: Some(200),
+    };
+    early.push(ev(9, "controller", call));
+    let found = run(&mut NoDecommissionOfAReferencedWorker::default(), &early, 40);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].evidence.contains("open epoch 1"), "{}", found[0].evidence);
+}
+
+#[test]
+fn a_refused_decommission_rests_and_its_states_are_judged_against_disable_node_s_row() {
+    let mut context = ctx();
+    context.decommissions = vec!["decommission-node-02".into()];
+    let events = [decommission_refused(5, "failed_retryable", "active")];
+    assert!(run(&mut EveryDecommissionRests::new(&context), &events, 10).is_empty(), "a refusal rests");
+    let matrix = || FollowsTheMatrix::new(engine::matrix::Workflow::Decommission, &context);
+    assert!(run(&mut matrix(), &events, 10).is_empty());
+    // disable_node's row lists failed_retryable only, and the node active or quarantined.
+    let wrong = [
+        decommission_refused(5, "failed_manual_intervention", "active"),
+        decommission_refused(6, "failed_retryable", "retired"),
+    ];
+    let found = run(&mut matrix(), &wrong, 10);
+    assert_eq!(found.iter().map(|f| f.t_ms).collect::<Vec<_>>(), [5, 6], "{found:?}");
+    assert!(
+        found[1].evidence.contains("its row lists failed_retryable and active or quarantined"),
+        "{}",
+        found[1].evidence
+    );
+    // Never requested again after a stage started: still running when the run ends.
+    let running = [ev(
+        1,
+        "controller",
+        Body::Decommission {
+            workflow: "decommission-node-02".into(),
+            event: OnboardingBody::StageStarted { stage: "disable_node".into(), attempt: 1 },
+        },
+    )];
+    assert_eq!(run(&mut EveryDecommissionRests::new(&context), &running, 10).len(), 1);
 }
