@@ -30,6 +30,7 @@ use crate::rollout::lane::{
 };
 use crate::rollout::plan::{PhaseBounds, PlanInput};
 use crate::rollout::preflight::{self, Expectation, MAC_ENV, MARKER, Repair, SignatureVerifier, Verdict};
+use crate::rollout::proof;
 use crate::rollout::retry::{AttemptFailure, Backoff, RetryDecision};
 pub use crate::rollout::rules::Rcca;
 use crate::rollout::rules::{InstalledIdentity, Rules, Staging};
@@ -1533,7 +1534,7 @@ where
                             row.instance == node && row.registered && row.revision.as_deref() == Some(revision)
                         });
                         if proved {
-                            return Ok(());
+                            return self.prove_on_the_node(endpoint, revision, generation, attestation_key).await;
                         }
                     }
                     if self.clock.monotonic_ms() >= deadline {
@@ -1546,6 +1547,24 @@ where
                 }
             }
         }
+    }
+
+    /// The rest of a target's proof, after a heartbeat named its revision (RCCA exit criteria: "every target proves
+    /// source revision, deployment generation, service health, and attestation identity", not a heartbeat alone): the
+    /// node itself shows the installed source at `revision` and `generation`, its service running, and the
+    /// attestation key its environment carries is the secrets store's. A transport failure is the step's to retry;
+    /// a contradiction fails the step (the lane is then rolled back). The error names which proof failed and never
+    /// a key.
+    async fn prove_on_the_node(
+        &self,
+        endpoint: &Endpoint,
+        revision: &str,
+        generation: u64,
+        attestation_key: Option<&Secret>,
+    ) -> Result<(), StepError> {
+        let report = self.observe(endpoint).await?;
+        let unproved = proof::gaps(&report, revision, generation, attestation_key.map(Secret::expose));
+        if unproved.is_empty() { Ok(()) } else { Err(StepError::Other(format!("unproved: {}", unproved.join("; ")))) }
     }
 
     /// The legacy controller of the incident: serial, all-fleet, no preflight, no epoch, no retry.

@@ -14,6 +14,7 @@ pub mod journal;
 pub mod lane;
 pub mod plan;
 pub mod preflight;
+pub mod proof;
 pub mod retry;
 pub mod rules;
 pub mod select;
