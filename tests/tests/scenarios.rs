@@ -65,6 +65,7 @@ const SCENARIOS: &[&str] = &[
     "operator-resumes-a-workflow-stopped-for-manual-intervention.toml",
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
+    "rollout-a-failed-canary-holds-back-the-wider-release.toml",
     "rollout-abort-is-monotonic-for-an-untouched-participant.toml",
     "rollout-ambiguous-historical-forms-are-quarantined-never-canonicalized.toml",
     "rollout-controller-dead-past-the-agent-ttl-with-a-lane-stopped-keeps-its-members.toml",
@@ -221,7 +222,8 @@ fn ovswarm_2026_09_21_replays_the_incident_under_legacy() {
     let (record, trace) = run_file("ovswarm-2026-09-21.toml");
     assert_eq!(
         violated(&record),
-        ["availability_floor", "every_lane_converged", "holds_accounted", "lane_bound"].into()
+        ["availability_floor", "canary_before_wider_release", "every_lane_converged", "holds_accounted", "lane_bound"]
+            .into()
     );
     assert!(record.violations.iter().all(|v| v.expected));
     let failed = rollout(&trace, "node_failed");
@@ -270,13 +272,14 @@ fn adopted_and_converged(name: &str) -> Vec<String> {
 fn rollout_controller_dead_past_the_agent_ttl_with_a_lane_stopped_keeps_its_members() {
     let name = "rollout-controller-dead-past-the-agent-ttl-with-a-lane-stopped-keeps-its-members.toml";
     let trace = adopted_and_converged(name);
-    // The death lands with lane 1 stopped: four stops before the crash, none of them started until the restart.
-    let crash_ms = 60_556;
+    // The death lands with the canary stopped (the first lane's other workers wait for its proof): one stop before
+    // the crash, not started until the restart.
+    let crash_ms = 60_545;
     assert!(on(&trace, "controller", "host.crash", &[])[0].contains(&format!("\"t_ms\":{crash_ms},")));
     let t_ms = |line: &str| line.split("\"t_ms\":").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok());
     let mutated = events(&trace, "worker.mutated");
     let stops_before = mutated.iter().filter(|l| l.contains("stop_service") && t_ms(l) < Some(crash_ms)).count();
-    assert_eq!(stops_before, 4);
+    assert_eq!(stops_before, 1);
     let first_start = mutated.iter().find(|l| l.contains("start_service")).and_then(|l| t_ms(l)).unwrap();
     assert!(first_start > 4_260_540, "the stopped lane waited for the restarted controller: {first_start}");
     // Silent past the TTL, and the hub's sweeper passed over every one of them.
@@ -475,6 +478,13 @@ fn rollout_rollback_controller_killed_before_completion_finishes_the_rollback() 
 fn rollout_first_ssh_timeout_then_success_without_double_effects() {
     let (record, trace) = run_file("rollout-first-ssh-timeout-then-success-without-double-effects.toml");
     assert!(record.violations.is_empty());
+    // The canary, node-01, proved the successor before the hub saw any other node held for the rollout.
+    let proved = trace.iter().position(|l| l.contains("\"event\":\"canary_proved\",\"node\":\"node-01\"")).unwrap();
+    let wider = trace
+        .iter()
+        .position(|l| l.contains("\"kind\":\"hub.hold_placed\"") && l.contains("deploy:") && !l.contains("node-01"))
+        .unwrap();
+    assert!(proved < wider, "canary proved at line {proved}, wider release at {wider}");
     assert_eq!(rollout(&trace, "retrying").len(), 1);
     assert_eq!(on(&trace, "node-07", "worker.mutated", &["stop_service"]).len(), 1, "quiesced once");
 }
@@ -835,7 +845,10 @@ fn rollout_twice_in_a_row_each_converges() {
 #[test]
 fn legacy_rollout_without_faults_breaks_the_rcca_invariants() {
     let (record, trace) = run_file("legacy-rollout-without-faults-breaks-the-rcca-invariants.toml");
-    assert_eq!(violated(&record), ["availability_floor", "lane_bound", "no_fetch_after_quiescence"].into());
+    assert_eq!(
+        violated(&record),
+        ["availability_floor", "canary_before_wider_release", "lane_bound", "no_fetch_after_quiescence"].into()
+    );
     assert!(record.violations.iter().all(|v| v.expected));
     assert_eq!(
         on(&trace, "node-01", "worker.mutated", &["stage_artifact"]).len(),
@@ -944,6 +957,27 @@ fn rollout_operator_hold_is_kept_and_its_node_left_alone() {
     let lanes = rollout(&trace, "lane_committed");
     assert_eq!(lanes.len(), 5, "15 nodes in lanes of 3: {lanes:?}");
     assert!(lanes.iter().all(|l| l.contains("successor") && !l.contains("node-03")));
+}
+
+#[test]
+fn rollout_a_failed_canary_holds_back_the_wider_release() {
+    let (record, trace) = run_file("rollout-a-failed-canary-holds-back-the-wider-release.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    // node-01 is the canary: the only node the rollout ever held, stopped or installed on.
+    let held: Vec<&String> = events(&trace, "hub.hold_placed").into_iter().filter(|l| l.contains("deploy:")).collect();
+    assert!(!held.is_empty() && held.iter().all(|l| l.contains("\"agent\":\"node-01\"")), "{held:?}");
+    for node in 2..=16 {
+        let name = format!("node-{node:02}");
+        assert!(on(&trace, &name, "worker.mutated", &["stop_service"]).is_empty(), "{name} never stopped");
+    }
+    assert!(rollout(&trace, "canary_proved").is_empty(), "the canary never proved");
+    // Its install never ran, so nothing was restored; it was started and proved on its prior generation again.
+    let back = rollout(&trace, "step_done");
+    assert!(back.iter().any(|l| l.contains("node-01") && l.contains("revert:prove")), "the canary rolled back");
+    let account = &record.rollouts[0].nodes;
+    assert!(account.iter().all(|node| node.outcome == "prior"), "{account:?}");
+    let node_02 = account.iter().find(|node| node.node == "node-02").unwrap();
+    assert_eq!(node_02.detail, "the canary did not prove the successor");
 }
 
 #[test]

@@ -574,6 +574,12 @@ pub enum RolloutEvent {
         verdict: LaneVerdict,
         nodes: Vec<String>,
     },
+    /// The rollout's canary — the first node of the plan not quarantined, upgraded alone under its deployment hold —
+    /// proved the successor: the wider release may begin (RCCA: "one held canary completes before the wider
+    /// release"). An adopter that finds the canary proved and the rest of its lane untouched says so again.
+    CanaryProved {
+        node: String,
+    },
     /// A lane that could not reach its successor is rolled back to its prior generation (RCCA: "Apply the same
     /// design to reverse recovery"): `nodes` are the ones it took down, `failed` the ones that stopped it.
     LaneReverting {

@@ -892,6 +892,11 @@ where
         let mut verdicts: BTreeMap<usize, LaneVerdict> = BTreeMap::new();
         let mut route_changed = false;
         let mut held_back = false;
+        // The canary: the plan's first node not quarantined. It goes down alone and must prove the successor before
+        // any other node of the rollout is taken (RCCA: "one held canary completes before the wider release").
+        let canary: Option<String> =
+            adopted.lanes.iter().flatten().find(|node| adopted.nodes[*node].state != NodeState::Quarantined).cloned();
+        let mut canary_failed = false;
         for (index, lane) in adopted.lanes.clone().into_iter().enumerate() {
             if adopted.reverting.contains_key(&index) {
                 // A rollback a dead controller journaled and did not commit: this controller finishes it.
@@ -931,8 +936,8 @@ where
             }
             let down = adopted.nodes.values().filter(|machine| machine.held_down()).count();
             let room = room_max.saturating_sub(down);
-            if !begun && (route_changed || room == 0) {
-                held_back |= !route_changed;
+            if !begun && (route_changed || room == 0 || canary_failed) {
+                held_back |= !route_changed && !canary_failed;
                 verdicts.insert(index, LaneVerdict::Prior);
                 continue;
             }
@@ -946,6 +951,32 @@ where
             // batch (a node the last batch left stuck keeps its room). A node no batch found room for keeps its prior
             // generation, untouched.
             let mut pending: Vec<String> = lane.clone();
+            if let Some(canary) = canary.as_ref().filter(|canary| lane.contains(canary)) {
+                pending.retain(|node| node != canary);
+                if adopted.nodes[canary].state != NodeState::Succeeded {
+                    let machines = vec![adopted.nodes[canary].clone()];
+                    let machines = self
+                        .run_lane(request, &endpoints, index, machines, &attestation_keys, &adopted.in_doubt, None)
+                        .await;
+                    for machine in machines {
+                        adopted.nodes.insert(machine.node.clone(), machine);
+                    }
+                }
+                if adopted.nodes[canary].state == NodeState::Succeeded {
+                    let untouched = pending.iter().any(|node| !adopted.nodes[node].touched());
+                    if untouched {
+                        self.emit(&id, RolloutEvent::CanaryProved { node: canary.clone() });
+                    }
+                } else {
+                    // No wider release: the rest of the canary's lane and every later lane keep their prior generation.
+                    canary_failed = true;
+                    for node in pending.drain(..) {
+                        if let Some(machine) = adopted.nodes.get_mut(&node) {
+                            machine.handle_failed(NodeStep::Hold, "the canary did not prove the successor");
+                        }
+                    }
+                }
+            }
             while !pending.is_empty() {
                 let down = adopted.nodes.values().filter(|machine| machine.held_down()).count();
                 let room = if begun { pending.len() } else { room_max.saturating_sub(down).min(pending.len()) };
@@ -997,6 +1028,8 @@ where
         let stuck = verdicts.values().any(|verdict| *verdict == LaneVerdict::Stuck);
         let unrun = if route_changed {
             "the route bundle changed before its lane went down"
+        } else if canary_failed {
+            "the canary did not prove the successor"
         } else if held_back {
             "a stuck lane keeps the room the availability floor and the lane size leave"
         } else {

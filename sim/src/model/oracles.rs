@@ -81,6 +81,8 @@ catalogue! {
         "a rollout step failed transiently, was retried, and completed";
     LaneRolledBack: "lane_rolled_back", Sometimes,
         "a lane that could not reach its successor was rolled back: every node it took down is back on its prior generation and the lane committed prior";
+    CanaryBeforeWiderRelease: "canary_before_wider_release", Always,
+        "a rollout's first deployment hold (its canary) is released, the canary proved, before the hub sees a deployment hold of that rollout on any other worker";
     NoRollbackWithoutAFault: "no_rollback_without_a_fault", Always,
         "a lane is rolled back only for nodes a fault landed on (the node, its host, the hub's or controller's host, the rollout or the controller): in the simulator nothing else stops a step, so a rollback no fault explains is the engine breaking its own nodes";
     OnlyIntendedHoldsReleased: "only_intended_holds_released", Always,

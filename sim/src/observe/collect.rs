@@ -193,6 +193,7 @@ impl Collectors {
             | RolloutBody::Retrying { .. }
             | RolloutBody::HubRetrying { .. }
             | RolloutBody::LaneReverting { .. }
+            | RolloutBody::CanaryProved { .. }
             | RolloutBody::NodeFailed { .. }
             | RolloutBody::RouteChanged { .. }
             | RolloutBody::LockWaiting { .. }

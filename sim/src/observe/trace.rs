@@ -336,6 +336,9 @@ pub enum RolloutBody {
         nodes: Vec<String>,
         failed: Vec<String>,
     },
+    CanaryProved {
+        node: String,
+    },
     RouteChanged {
         frozen: String,
         published: String,
@@ -377,6 +380,7 @@ impl From<engine::ports::events::RolloutEvent> for RolloutBody {
             }
             E::Quarantined { node, surfaces, cause } => RolloutBody::Quarantined { node, surfaces, cause },
             E::LaneReverting { lane, nodes, failed } => RolloutBody::LaneReverting { lane, nodes, failed },
+            E::CanaryProved { node } => RolloutBody::CanaryProved { node },
             E::Repaired { node, repair } => RolloutBody::Repaired { node, repair },
             E::IdentityDecoded { node, forms, defects } => RolloutBody::IdentityDecoded { node, forms, defects },
             E::Canonicalized { node, forms, wrote } => RolloutBody::Canonicalized { node, forms, wrote },

@@ -881,6 +881,43 @@ impl Oracle for LaneRolledBack {
     }
 }
 
+/// `canary_before_wider_release`: RCCA "one held canary completes before the wider release", judged at the hub. The
+/// first worker a rollout's deployment hold (`deploy:<rollout>`) is placed on is its canary; until the hub releases
+/// that hold (the driver releases it only after the canary proved the successor), a deployment hold of the same
+/// rollout on any other worker is a wider release before the canary completed. Holds of other owners (quarantine,
+/// successor, an operator's) are not a release.
+#[derive(Default)]
+pub(super) struct CanaryBeforeWiderRelease {
+    /// Per deployment-hold owner: its canary, and whether the canary's hold was released.
+    canaries: BTreeMap<String, (String, bool)>,
+}
+
+impl Oracle for CanaryBeforeWiderRelease {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubHoldPlaced { agent, owner } if owner.starts_with("deploy:") => {
+                let (canary, completed) = self.canaries.entry(owner.clone()).or_insert_with(|| (agent.clone(), false));
+                if canary != agent && !*completed {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!(
+                            "{owner} placed on {agent} while its canary {canary} had not completed (its hold not released)"
+                        ),
+                    });
+                }
+            }
+            Body::HubHoldReleased { agent, owner } => {
+                if let Some((canary, completed)) = self.canaries.get_mut(owner)
+                    && canary == agent
+                {
+                    *completed = true;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// `no_rollback_without_a_fault`: the simulated fleet fails a node's step only where a fault landed, so every node a
 /// `lane_reverting` event names as its cause (`failed`) must have had one land before it — on the node, on its host,
 /// on the hub's or the controller's host (a partition that starves the proof of a heartbeat), on the rollout (its

@@ -1074,3 +1074,34 @@ fn a_refused_decommission_rests_and_its_states_are_judged_against_disable_node_s
     )];
     assert_eq!(run(&mut EveryDecommissionRests::new(&context), &running, 10).len(), 1);
 }
+
+#[test]
+fn a_deployment_hold_on_another_worker_before_the_canary_completed_is_a_wider_release() {
+    let placed =
+        |t, agent: &str, owner: &str| ev(t, "hub", Body::HubHoldPlaced { agent: agent.into(), owner: owner.into() });
+    let released =
+        |t, agent: &str, owner: &str| ev(t, "hub", Body::HubHoldReleased { agent: agent.into(), owner: owner.into() });
+    let oracle = || CanaryBeforeWiderRelease::default();
+    let canary_first = [
+        placed(1, "n1", "deploy:r"),
+        placed(2, "n1", "deploy:r"),
+        released(3, "n1", "deploy:r"),
+        placed(4, "n2", "deploy:r"),
+    ];
+    assert!(run(&mut oracle(), &canary_first, 10).is_empty());
+    // Other owners' holds are no release, and another rollout has its own canary.
+    let others = [
+        placed(1, "n1", "deploy:r"),
+        placed(2, "n3", "quarantine:r"),
+        placed(3, "n2", "operator:maintenance"),
+        placed(4, "n4", "deploy:s"),
+    ];
+    assert!(run(&mut oracle(), &others, 10).is_empty());
+    let wider = [placed(1, "n1", "deploy:r"), placed(2, "n2", "deploy:r"), released(3, "n1", "deploy:r")];
+    let found = run(&mut oracle(), &wider, 10);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].t_ms, 2);
+    // A canary's hold released by someone else's owner does not complete it.
+    let foreign = [placed(1, "n1", "deploy:r"), released(2, "n1", "operator:x"), placed(3, "n2", "deploy:r")];
+    assert_eq!(run(&mut oracle(), &foreign, 10).len(), 1);
+}
