@@ -212,6 +212,12 @@ pub enum SshRequest {
     StartService {
         operation_id: String,
     },
+    /// Probe the staging area's storage before anything is staged: write a probe file, fsync it, rename it into
+    /// place, fsync the directory, remove it, and report the free space. Leaves nothing behind. On storage that does
+    /// not return, it never answers (the caller's timeout is the finding).
+    ProbeStorage {
+        operation_id: String,
+    },
     /// Fetch a capsule into the node's staging area (a network fetch: never after quiescence).
     StageArtifact {
         operation_id: String,
@@ -305,7 +311,31 @@ pub struct CredentialFacts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SshResponse {
     Observed(Box<NodeReport>),
+    /// What a storage probe found (`SshRequest::ProbeStorage`).
+    StorageProbed(StorageProbe),
     Done,
+}
+
+/// One check of a storage probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeCheck {
+    Passed,
+    /// The check failed with this error.
+    Failed(String),
+    /// Not attempted: an earlier check failed.
+    NotRun,
+}
+
+/// What a node's storage probe found, in the order it checks (RCCA: "make storage health an admission gate"): a
+/// probe file written, fsynced, renamed into place, its directory fsynced (then removed), and the free space left
+/// in the staging area.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageProbe {
+    pub write: ProbeCheck,
+    pub file_fsync: ProbeCheck,
+    pub rename: ProbeCheck,
+    pub dir_fsync: ProbeCheck,
+    pub free_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -63,6 +63,11 @@ pub enum SshOp {
         operation_id: String,
         capsule: Capsule,
     },
+    /// The storage admission probe: write a probe file in the staging area, fsync it, rename it into place, fsync the
+    /// directory, remove it; report each check and the free space. Leaves nothing behind, so it is no mutation.
+    ProbeStorage {
+        operation_id: String,
+    },
     /// Put back the install the last installer run replaced (it must be exactly `revision` at `generation`): source,
     /// venv, the release's signed manifest and the barrier, from the worker's own disk. Nothing is fetched.
     RestorePrevious {
@@ -93,6 +98,7 @@ impl SshOp {
             SshOp::StartService { .. } => "start_service",
             SshOp::ServiceStatus => "service_status",
             SshOp::StageArtifact { .. } => "stage_artifact",
+            SshOp::ProbeStorage { .. } => "probe_storage",
             SshOp::RestorePrevious { .. } => "restore_previous",
             SshOp::RunInstaller { .. } => "run_installer",
         }
@@ -107,6 +113,7 @@ impl SshOp {
             | SshOp::StopService { operation_id }
             | SshOp::StartService { operation_id }
             | SshOp::StageArtifact { operation_id, .. }
+            | SshOp::ProbeStorage { operation_id }
             | SshOp::RestorePrevious { operation_id, .. }
             | SshOp::RunInstaller { operation_id, .. } => Some(operation_id),
         }
@@ -133,6 +140,7 @@ impl std::fmt::Debug for SshOp {
             SshOp::StageArtifact { operation_id, capsule } => {
                 write!(f, "StageArtifact {{ operation_id: {operation_id:?}, capsule: {capsule:?} }}")
             }
+            SshOp::ProbeStorage { operation_id } => write!(f, "ProbeStorage {{ operation_id: {operation_id:?} }}"),
             SshOp::RestorePrevious { operation_id, revision, generation } => write!(
                 f,
                 "RestorePrevious {{ operation_id: {operation_id:?}, revision: {revision:?}, generation: {generation} }}"
@@ -154,6 +162,23 @@ pub enum SshReply {
     File(FileStat),
     Done,
     Status(ServiceState),
+    Probe(StorageProbe),
+}
+
+/// Free space in a healthy worker's staging area: 64 GiB.
+pub const HEALTHY_FREE_BYTES: u64 = 64 << 30;
+
+/// One check of the storage probe: `None` when not attempted (an earlier one failed), else its result.
+pub type ProbeCheck = Option<Result<(), String>>;
+
+/// What the storage probe found, check by check, and the free space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageProbe {
+    pub write: ProbeCheck,
+    pub file_fsync: ProbeCheck,
+    pub rename: ProbeCheck,
+    pub dir_fsync: ProbeCheck,
+    pub free_bytes: u64,
 }
 
 /// Errors an operation answers with. None carries file content.
@@ -383,6 +408,40 @@ impl SshEndpoint {
                     worker.staged.insert(digest);
                 })
             }
+            SshOp::ProbeStorage { operation_id } => match self.storage {
+                Storage::Healthy => {
+                    let probe = StorageProbe {
+                        write: Some(Ok(())),
+                        file_fsync: Some(Ok(())),
+                        rename: Some(Ok(())),
+                        dir_fsync: Some(Ok(())),
+                        free_bytes: HEALTHY_FREE_BYTES,
+                    };
+                    SshOutcome::Reply(Ok(SshReply::Probe(probe)))
+                }
+                Storage::Full => {
+                    // The write fails with ENOSPC and nothing after it runs; the trace shows what the disk refused.
+                    events.push(SshEvent::Refused {
+                        operation_id: Some(operation_id),
+                        op_kind,
+                        error: SshError::DiskFull,
+                        at_ms: now_ms,
+                    });
+                    let probe = StorageProbe {
+                        write: Some(Err(SshError::DiskFull.to_string())),
+                        file_fsync: None,
+                        rename: None,
+                        dir_fsync: None,
+                        free_bytes: 0,
+                    };
+                    SshOutcome::Reply(Ok(SshReply::Probe(probe)))
+                }
+                Storage::NonReturning => {
+                    let path_or_unit = "staging/.probe".to_owned();
+                    events.push(SshEvent::Hung { operation_id, op_kind, path_or_unit, at_ms: now_ms });
+                    SshOutcome::Hang
+                }
+            },
             SshOp::RestorePrevious { operation_id, revision, generation } => {
                 let wanted = Installed { revision, generation };
                 if self.worker.previous.as_ref() != Some(&wanted) {

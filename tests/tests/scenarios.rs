@@ -89,6 +89,7 @@ const SCENARIOS: &[&str] = &[
     "rollout-route-swap-stops-at-the-next-lane-boundary.toml",
     "rollout-route-swap-while-the-controller-is-dead-finishes-the-begun-lane.toml",
     "rollout-stale-lock-of-a-dead-controller-is-waited-out.toml",
+    "rollout-storage-admission-quarantines-unhealthy-disks-before-staging.toml",
     "rollout-stuck-lane-is-rolled-back-to-the-prior-generation.toml",
     "rollout-twice-in-a-row-each-converges.toml",
     "rollout-undecodable-old-journal-is-quarantined-and-every-rollout-refused.toml",
@@ -274,7 +275,7 @@ fn rollout_controller_dead_past_the_agent_ttl_with_a_lane_stopped_keeps_its_memb
     let trace = adopted_and_converged(name);
     // The death lands with the canary stopped (the first lane's other workers wait for its proof): one stop before
     // the crash, not started until the restart.
-    let crash_ms = 60_545;
+    let crash_ms = 60_595;
     assert!(on(&trace, "controller", "host.crash", &[])[0].contains(&format!("\"t_ms\":{crash_ms},")));
     let t_ms = |line: &str| line.split("\"t_ms\":").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok());
     let mutated = events(&trace, "worker.mutated");
@@ -978,6 +979,24 @@ fn rollout_a_failed_canary_holds_back_the_wider_release() {
     assert!(account.iter().all(|node| node.outcome == "prior"), "{account:?}");
     let node_02 = account.iter().find(|node| node.node == "node-02").unwrap();
     assert_eq!(node_02.detail, "the canary did not prove the successor");
+}
+
+#[test]
+fn rollout_storage_admission_quarantines_unhealthy_disks_before_staging() {
+    let (record, trace) = run_file("rollout-storage-admission-quarantines-unhealthy-disks-before-staging.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let quarantined = rollout(&trace, "quarantined");
+    assert_eq!(quarantined.len(), 2, "{quarantined:?}");
+    assert!(quarantined[0].contains("node-05") && quarantined[0].contains("write failed: no space left on device"));
+    assert!(quarantined[0].contains("0 bytes free"), "{}", quarantined[0]);
+    assert!(quarantined[1].contains("node-11") && quarantined[1].contains("the probe failed: ssh: timed out"));
+    // Five probes of node-11, each hung until the call timed out: the backoff's attempts, then no admission.
+    assert_eq!(on(&trace, "node-11", "worker.hung", &["probe_storage"]).len(), 5);
+    for node in ["node-05", "node-11"] {
+        assert!(on(&trace, node, "worker.mutated", &[]).is_empty(), "{node}: never staged, held or stopped");
+        assert!(on(&trace, "hub", "hub.hold_placed", &[&format!("\"agent\":\"{node}\""), "deploy:"]).is_empty());
+    }
+    assert_eq!(on(&trace, "node-06", "worker.mutated", &["run_installer"]).len(), 1, "the admitted nodes upgrade");
 }
 
 #[test]

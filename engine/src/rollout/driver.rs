@@ -35,6 +35,7 @@ use crate::rollout::retry::{AttemptFailure, Backoff, RetryDecision};
 pub use crate::rollout::rules::Rcca;
 use crate::rollout::rules::{InstalledIdentity, Rules, Staging};
 use crate::rollout::select::{NodeSelection, Selection};
+use crate::rollout::storage;
 use crate::secret::Secret;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -334,7 +335,9 @@ where
     async fn observe(&self, endpoint: &Endpoint) -> Result<NodeReport, SshError> {
         match self.ssh.run(endpoint, SshRequest::Observe).await? {
             SshResponse::Observed(report) => Ok(*report),
-            SshResponse::Done => Err(SshError::Refused("observe answered without an observation".into())),
+            SshResponse::Done | SshResponse::StorageProbed(_) => {
+                Err(SshError::Refused("observe answered without an observation".into()))
+            }
         }
     }
 
@@ -1410,6 +1413,7 @@ where
     }
 
     async fn stage_node(&self, request: &RolloutRequest, endpoint: &Endpoint) -> Result<(), SshError> {
+        self.admit_storage(request, endpoint).await?;
         for digest in &request.capsules {
             let operation_id = format!("{}/{}/stage/{digest}", request.rollout, endpoint.node);
             let mut attempt = 1;
@@ -1440,6 +1444,34 @@ where
             }
         }
         Ok(())
+    }
+
+    /// The storage admission gate before a node is staged (`rollout::storage`): the probe, retried as a staging call
+    /// is when it fails in transit (a probe that never answers times out), judged by [`storage::admit`]. A node not
+    /// admitted is refused with the checks that failed.
+    async fn admit_storage(&self, request: &RolloutRequest, endpoint: &Endpoint) -> Result<(), SshError> {
+        let operation_id = format!("{}/{}/probe_storage", request.rollout, endpoint.node);
+        let mut attempt = 1;
+        let probe = loop {
+            let error =
+                match self.ssh.run(endpoint, SshRequest::ProbeStorage { operation_id: operation_id.clone() }).await {
+                    Ok(SshResponse::StorageProbed(probe)) => break probe,
+                    Ok(_) => SshError::Refused("the storage probe answered without a probe".into()),
+                    Err(error) => error,
+                };
+            match self.rules.after_failure(&request.backoff, attempt, failure_class(&error), self.jitter.draw()) {
+                RetryDecision::RetryAfter { delay_ms } => {
+                    self.emit_retry(request, &endpoint.node, RolloutStep::Stage, attempt, delay_ms, &error);
+                    self.clock.sleep_ms(delay_ms).await;
+                    attempt += 1;
+                }
+                RetryDecision::Exhausted | RetryDecision::Stop => {
+                    return Err(SshError::Refused(format!("storage not admitted: the probe failed: {error}")));
+                }
+            }
+        };
+        storage::admit(&probe)
+            .map_err(|refused| SshError::Refused(format!("storage not admitted: {}", refused.join("; "))))
     }
 
     /// One node through its remaining steps, one step at a time, each intent journaled alone before it runs (the

@@ -18,3 +18,4 @@ pub mod proof;
 pub mod retry;
 pub mod rules;
 pub mod select;
+pub mod storage;

@@ -295,7 +295,9 @@ where
     async fn observe(&self, endpoint: &Endpoint) -> Result<Option<Secret>, SshError> {
         match self.ssh.run(endpoint, SshRequest::Observe).await? {
             SshResponse::Observed(report) => Ok(report.credential.map(|facts| facts.token)),
-            SshResponse::Done => Err(SshError::Refused("observe answered without an observation".into())),
+            SshResponse::Done | SshResponse::StorageProbed(_) => {
+                Err(SshError::Refused("observe answered without an observation".into()))
+            }
         }
     }
 

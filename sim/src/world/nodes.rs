@@ -393,7 +393,7 @@ impl ports::Ssh for SimSsh {
             tokio::time::sleep(std::time::Duration::from_millis(timeout_ms)).await;
             return Err(ports::SshError::Transport(TransportError::Timeout));
         }
-        let mutating = !matches!(request, SshRequest::Observe);
+        let mutating = !matches!(request, SshRequest::Observe | SshRequest::ProbeStorage { .. });
         let op = match request {
             SshRequest::Observe => SshOp::Observe,
             SshRequest::WriteFileAtomic { operation_id, path, content, mode } => SshOp::WriteFileAtomic {
@@ -416,6 +416,7 @@ impl ports::Ssh for SimSsh {
             SshRequest::RestorePrevious { operation_id, revision, generation } => {
                 SshOp::RestorePrevious { operation_id, revision, generation }
             }
+            SshRequest::ProbeStorage { operation_id } => SshOp::ProbeStorage { operation_id },
             SshRequest::RunInstaller { operation_id, revision, generation, required_digests, route_digest } => {
                 SshOp::RunInstaller { operation_id, revision, generation, required_digests, route_digest }
             }
@@ -431,6 +432,20 @@ impl ports::Ssh for SimSsh {
             world.call_with(self.from, to, timeout_ms, move |world| world.ssh_deliver(to, &expected, op)).await?;
         let response = match reply {
             Ok(SshReply::Observation(observation)) => SshResponse::Observed(Box::new(node_report(*observation))),
+            Ok(SshReply::Probe(probe)) => {
+                let check = |check: Option<Result<(), String>>| match check {
+                    Some(Ok(())) => ports::ProbeCheck::Passed,
+                    Some(Err(error)) => ports::ProbeCheck::Failed(error),
+                    None => ports::ProbeCheck::NotRun,
+                };
+                SshResponse::StorageProbed(ports::StorageProbe {
+                    write: check(probe.write),
+                    file_fsync: check(probe.file_fsync),
+                    rename: check(probe.rename),
+                    dir_fsync: check(probe.dir_fsync),
+                    free_bytes: probe.free_bytes,
+                })
+            }
             Ok(_) => SshResponse::Done,
             Err(fakes::ssh::SshError::HostKeyMismatch { presented }) => {
                 return Err(ports::SshError::HostKeyMismatch { presented });
