@@ -848,7 +848,14 @@ fn legacy_rollout_without_faults_breaks_the_rcca_invariants() {
     let (record, trace) = run_file("legacy-rollout-without-faults-breaks-the-rcca-invariants.toml");
     assert_eq!(
         violated(&record),
-        ["availability_floor", "canary_before_wider_release", "lane_bound", "no_fetch_after_quiescence"].into()
+        [
+            "availability_floor",
+            "canary_before_wider_release",
+            "lane_bound",
+            "no_egress_after_quiescence",
+            "no_fetch_after_quiescence"
+        ]
+        .into()
     );
     assert!(record.violations.iter().all(|v| v.expected));
     assert_eq!(

@@ -81,6 +81,8 @@ catalogue! {
         "a rollout step failed transiently, was retried, and completed";
     LaneRolledBack: "lane_rolled_back", Sometimes,
         "a lane that could not reach its successor was rolled back: every node it took down is back on its prior generation and the lane committed prior";
+    NoEgressAfterQuiescence: "no_egress_after_quiescence", Always,
+        "a worker past its quiescence barrier (its service stopped by an SSH stop, not started again) opens no connection, downloads nothing and resolves no name";
     CanaryBeforeWiderRelease: "canary_before_wider_release", Always,
         "a rollout's first deployment hold (its canary) is released, the canary proved, before the hub sees a deployment hold of that rollout on any other worker";
     NoRollbackWithoutAFault: "no_rollback_without_a_fault", Always,

@@ -100,6 +100,7 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
         }
         OracleId::RetryRecovered => Box::new(rollout::RetryRecovered::default()),
         OracleId::LaneRolledBack => Box::new(rollout::LaneRolledBack::default()),
+        OracleId::NoEgressAfterQuiescence => Box::new(rollout::NoEgressAfterQuiescence::default()),
         OracleId::CanaryBeforeWiderRelease => Box::new(rollout::CanaryBeforeWiderRelease::default()),
         OracleId::NoRollbackWithoutAFault => Box::new(rollout::NoRollbackWithoutAFault::default()),
         OracleId::OnlyIntendedHoldsReleased => Box::new(rollout::OnlyIntendedHoldsReleased),

@@ -123,6 +123,17 @@ pub enum Body {
     HubDispatchRefused { agent: String, task: String },
     #[serde(rename = "agent.heartbeat_failed")]
     AgentHeartbeatFailed { error: String },
+    /// A fleet node whose service an SSH `stop_service` stopped, and no `start_service` started again, tried to
+    /// reach the network: a connection it opened (`to` the host it dialled), a download onto it (`to` = `artifacts`,
+    /// `name` = the digest) or a name it resolved (`to` = `dns`). Recorded only in that window, so a healthy run has
+    /// none; what `no_egress_after_quiescence` judges.
+    #[serde(rename = "node.egress")]
+    NodeEgress {
+        egress: Egress,
+        to: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
     #[serde(rename = "engine.instance_silent")]
     InstanceSilent { instance: String, silent_for_ms: u64 },
     #[serde(rename = "engine.instance_recovered")]
@@ -249,6 +260,15 @@ pub enum Body {
 }
 
 /// A rollout signal of the engine, as the trace records it.
+/// What kind of traffic a stopped node originated (`node.egress`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Egress {
+    Connect,
+    Download,
+    Dns,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum RolloutBody {

@@ -5,7 +5,7 @@
 //! else.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use engine::ports::{self, Endpoint, SshRequest, SshResponse, TransportError};
@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use crate::model::faults::{DeathPoint, DeathSubsystem, StepKind, Subject};
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::{PRIOR_GENERATION, PRIOR_REVISION, RunSpec};
-use crate::observe::trace::Body;
+use crate::observe::trace::{Body, Egress};
 use crate::world::net::HostId;
 use crate::world::{Delivery, HUB_ID, World};
 
@@ -37,6 +37,9 @@ pub(crate) struct Nodes {
     ssh_timeouts: RefCell<BTreeMap<HostId, u32>>,
     /// Agents a `ttl_expiry` silenced that have not started again yet.
     silenced: std::cell::Cell<u32>,
+    /// Nodes whose service an SSH `stop_service` stopped and no `start_service` started again: past the quiescence
+    /// barrier, where any traffic they originate is traced (`node.egress`).
+    stopped_by_ssh: RefCell<BTreeSet<HostId>>,
 }
 
 impl Nodes {
@@ -67,6 +70,7 @@ impl Nodes {
             workers: RefCell::new(workers),
             ssh_timeouts: RefCell::new(BTreeMap::new()),
             silenced: std::cell::Cell::new(0),
+            stopped_by_ssh: RefCell::new(BTreeSet::new()),
         }
     }
 
@@ -202,6 +206,15 @@ impl World {
             .lines()
             .find_map(|line| line.strip_prefix(fakes::worker::HUB_URL_VAR).and_then(|rest| rest.strip_prefix('=')))?;
         (url != fakes::worker::DEFAULT_HUB_URL).then(|| url.to_owned())
+    }
+
+    /// A fleet node reached for the network: traced as `node.egress` when its service is stopped by an SSH stop (past
+    /// the quiescence barrier), nothing otherwise. Every path a node's traffic takes calls it: the network's calls, the
+    /// capsule fetch of a staging, the site resolver's queries.
+    pub(crate) fn egress(&self, from: HostId, egress: Egress, to: &str, name: Option<&str>) {
+        if self.nodes.stopped_by_ssh.borrow().contains(&from) {
+            self.record(from, Body::NodeEgress { egress, to: to.to_owned(), name: name.map(str::to_owned) });
+        }
     }
 
     /// The source revision node `index` runs, as its agent reports it (attested by its bearer token).
@@ -343,7 +356,13 @@ impl World {
             let body = match event {
                 SshEvent::Mutated { operation_id, op_kind, path_or_unit, .. } => {
                     if op_kind == "stop_service" || op_kind == "start_service" {
-                        self.record(host, Body::WorkerService { running: op_kind == "start_service" });
+                        let running = op_kind == "start_service";
+                        if running {
+                            self.nodes.stopped_by_ssh.borrow_mut().remove(&host);
+                        } else {
+                            self.nodes.stopped_by_ssh.borrow_mut().insert(host);
+                        }
+                        self.record(host, Body::WorkerService { running });
                     }
                     let unheld = op_kind == "write_file_atomic"
                         && path_or_unit == fakes::worker::MAC_ENV
@@ -407,6 +426,8 @@ impl ports::Ssh for SimSsh {
             SshRequest::StopService { operation_id } => SshOp::StopService { operation_id },
             SshRequest::StartService { operation_id } => SshOp::StartService { operation_id },
             SshRequest::StageArtifact { operation_id, digest } => {
+                // The node downloads the capsule from the artifact store.
+                world.egress(to, Egress::Download, "artifacts", Some(&digest));
                 let fetched = world.fetch_artifact(&digest);
                 match fetched {
                     Ok(capsule) => SshOp::StageArtifact { operation_id, capsule },

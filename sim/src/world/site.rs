@@ -310,6 +310,9 @@ impl World {
                 SiteEventKind::Dhcp { machine, mac, ip, mtu_option } => Body::SiteDhcp { machine, mac, ip, mtu_option },
                 SiteEventKind::Pxe { machine, mac, system_id } => Body::SitePxe { machine, mac, system_id },
                 SiteEventKind::DnsQuery { client, name, answer } => {
+                    if let Some(&client_host) = self.ids.get(client.as_str()) {
+                        self.egress(client_host, crate::observe::trace::Egress::Dns, "dns", Some(&name));
+                    }
                     if matches!(answer, fakes::maas::DnsAnswer::NoError { .. }) {
                         continue;
                     }

@@ -3,6 +3,7 @@
 //! converged, receipts and time bounds.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 use engine::ports::events::{
     LaneVerdict, NodeAccount, NodeOutcome, NodeStep, QuarantineCause, RolloutStep, TerminalOutcome,
@@ -10,7 +11,7 @@ use engine::ports::events::{
 
 use crate::model::faults::Step;
 use crate::observe::oracles::{Finding, Oracle, OracleContext};
-use crate::observe::trace::{Body, Event, OnboardingBody, RolloutBody};
+use crate::observe::trace::{Body, Egress, Event, OnboardingBody, RolloutBody};
 use fakes::worker::Drift;
 
 /// The owner prefix of the holds a rollout places on the nodes of its lanes.
@@ -875,6 +876,43 @@ impl Oracle for LaneRolledBack {
                 let evidence =
                     format!("{rollout} lane {lane} rolled back to its prior generation: {}", nodes.join(", "));
                 out.push(Finding { t_ms: event.t_ms, evidence });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `no_egress_after_quiescence`: RCCA "after the quiescence barrier, any outbound DNS query, download, or connect
+/// attempt is a protocol violation", judged over the fakes' traffic, not the engine's word. A worker's barrier opens
+/// at its `worker.service` stop (an SSH `stop_service`, the quiesce step's or a rollback's) and closes at its next
+/// start; the world traces every connection the node opens, every capsule downloaded onto it and every name it
+/// resolves in that window as `node.egress`, and each is a violation. (No fetch at all — `no_fetch_after_quiescence`
+/// — is the narrower property the incident broke first.)
+#[derive(Default)]
+pub(super) struct NoEgressAfterQuiescence {
+    /// Nodes past their barrier.
+    stopped: BTreeSet<Rc<str>>,
+}
+
+impl Oracle for NoEgressAfterQuiescence {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::WorkerService { running: false } => {
+                self.stopped.insert(event.host.clone());
+            }
+            Body::WorkerService { running: true } => {
+                self.stopped.remove(&event.host);
+            }
+            Body::NodeEgress { egress, to, name } if self.stopped.contains(&event.host) => {
+                let what = match egress {
+                    Egress::Connect => format!("opened a connection to {to}"),
+                    Egress::Download => format!("downloaded {} from {to}", name.as_deref().unwrap_or("?")),
+                    Egress::Dns => format!("resolved {}", name.as_deref().unwrap_or("?")),
+                };
+                out.push(Finding {
+                    t_ms: event.t_ms,
+                    evidence: format!("{} {what} past its quiescence barrier", event.host),
+                });
             }
             _ => {}
         }

@@ -1105,3 +1105,23 @@ fn a_deployment_hold_on_another_worker_before_the_canary_completed_is_a_wider_re
     let foreign = [placed(1, "n1", "deploy:r"), released(2, "n1", "operator:x"), placed(3, "n2", "deploy:r")];
     assert_eq!(run(&mut oracle(), &foreign, 10).len(), 1);
 }
+
+#[test]
+fn traffic_from_a_worker_past_its_barrier_is_a_violation_until_its_service_starts() {
+    use crate::observe::trace::Egress;
+    let service = |t, running| ev(t, "n1", Body::WorkerService { running });
+    let egress = |t, egress, to: &str| ev(t, "n1", Body::NodeEgress { egress, to: to.into(), name: Some("x".into()) });
+    let oracle = || NoEgressAfterQuiescence::default();
+    // Before the stop and after the start: no barrier.
+    let outside =
+        [egress(1, Egress::Connect, "hub"), service(2, false), service(3, true), egress(4, Egress::Dns, "dns")];
+    assert!(run(&mut oracle(), &outside, 10).is_empty());
+    for kind in [Egress::Connect, Egress::Download, Egress::Dns] {
+        let found = run(&mut oracle(), &[service(2, false), egress(3, kind, "hub")], 10);
+        assert_eq!(found.len(), 1, "{kind:?}");
+        assert!(found[0].evidence.contains("past its quiescence barrier"), "{}", found[0].evidence);
+    }
+    // Another node's stop is not this node's barrier.
+    let other = [ev(2, "n2", Body::WorkerService { running: false }), egress(3, Egress::Download, "artifacts")];
+    assert!(run(&mut oracle(), &other, 10).is_empty());
+}
