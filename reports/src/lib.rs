@@ -295,6 +295,12 @@ pub struct NodeRecord {
     /// A quarantined node's repair plan: what brings it back.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub repair: String,
+    /// A node a step failed on for good (stuck, or rolled back after it): the exact command that replays the rollout
+    /// from its journal, and the endpoint identity it failed on (`<node>@<host key>`), from its last `node_failed`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub replay: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failed_endpoint: String,
 }
 
 /// One lane of a rollout: from its first step to its verdict.
@@ -787,12 +793,16 @@ mod tests {
                         outcome: "upgraded".into(),
                         detail: String::new(),
                         repair: String::new(),
+                        replay: String::new(),
+                        failed_endpoint: String::new(),
                     },
                     NodeRecord {
                         node: "w2".into(),
                         outcome: "quarantined".into(),
                         detail: "marker absent".into(),
                         repair: "mend the surfaces on w2".into(),
+                        replay: String::new(),
+                        failed_endpoint: String::new(),
                     },
                 ],
             }],

@@ -74,6 +74,8 @@ fn account(outcome: &str, nodes: &[(&str, &str, &str, &str)]) -> RolloutAccount 
                 outcome: (*outcome).to_owned(),
                 detail: (*detail).to_owned(),
                 repair: (*repair).to_owned(),
+                replay: String::new(),
+                failed_endpoint: String::new(),
             })
             .collect(),
     }

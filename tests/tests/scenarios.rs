@@ -365,6 +365,10 @@ fn rollout_exhausted_retries_leave_the_lane_held() {
         events(&trace, "controller.journal").iter().all(|l| !l.contains("\"record\":\"terminal\"")),
         "journal non-terminal"
     );
+    // The run record carries the exact replay command and the failed endpoint beside the stuck node.
+    let node_06 = record.rollouts[0].nodes.iter().find(|node| node.node == "node-06").unwrap();
+    assert_eq!(node_06.replay, "deploy-mac-fleet.sh resume --rollout rollout-2944aebb --journal controller.journal");
+    assert_eq!(node_06.failed_endpoint, "node-06@hostkey-node-06-1");
     // The lane's rollback took its other three nodes back, and a replay of it ran nothing twice.
     for node in ["node-05", "node-07", "node-08"] {
         assert_eq!(on(&trace, node, "worker.mutated", &["restore_previous"]).len(), 1, "{node} restored once");

@@ -118,6 +118,9 @@ pub fn render_run(record: &RunRecord) -> String {
         for node in others.iter().take(NODES_SHOWN_MAX) {
             let repair = if node.repair.is_empty() { String::new() } else { format!(" — repair: {}", node.repair) };
             text.push_str(&format!("    {} {}: {}{repair}\n", node.node, node.outcome, node.detail));
+            if !node.replay.is_empty() {
+                text.push_str(&format!("      failed on {}; replay: {}\n", node.failed_endpoint, node.replay));
+            }
         }
         if others.len() > NODES_SHOWN_MAX {
             text.push_str(&format!("    … and {} more in run.json\n", others.len() - NODES_SHOWN_MAX));

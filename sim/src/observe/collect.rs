@@ -38,6 +38,8 @@ pub struct Collectors {
     pub rollouts: Vec<reports::RolloutAccount>,
     /// Rollouts refused, whose account follows the refusal.
     refused: BTreeSet<String>,
+    /// `(rollout, node)` → the replay command and endpoint of the node's last `node_failed`.
+    failed: BTreeMap<(String, String), (String, String)>,
     pub workflows: Vec<reports::WorkflowSpan>,
     workflow_index: BTreeMap<String, usize>,
     /// Rollouts started and not yet terminal (or refused).
@@ -182,6 +184,9 @@ impl Collectors {
                 self.refused.insert(rollout.to_owned());
             }
             RolloutBody::Accounted { nodes } => self.on_account(rollout, nodes),
+            RolloutBody::NodeFailed { node, endpoint, replay, .. } => {
+                self.failed.insert((rollout.to_owned(), node.clone()), (replay.clone(), endpoint.clone()));
+            }
             RolloutBody::PlanFrozen { .. }
             | RolloutBody::Quarantined { .. }
             | RolloutBody::Repaired { .. }
@@ -194,7 +199,6 @@ impl Collectors {
             | RolloutBody::HubRetrying { .. }
             | RolloutBody::LaneReverting { .. }
             | RolloutBody::CanaryProved { .. }
-            | RolloutBody::NodeFailed { .. }
             | RolloutBody::RouteChanged { .. }
             | RolloutBody::LockWaiting { .. }
             | RolloutBody::LockTaken { .. }
@@ -221,11 +225,21 @@ impl Collectors {
                 NodeOutcome::Held { owners } => (format!("held by {}", owners.join(", ")), String::new()),
                 NodeOutcome::Stuck { step, reason } => (format!("at {}: {reason}", step.as_str()), String::new()),
             };
+            let (replay, failed_endpoint) = match &entry.outcome {
+                NodeOutcome::Upgraded | NodeOutcome::Quarantined { .. } | NodeOutcome::Held { .. } => {
+                    Default::default()
+                }
+                NodeOutcome::Prior { .. } | NodeOutcome::Stuck { .. } => {
+                    self.failed.get(&(rollout.to_owned(), entry.node.clone())).cloned().unwrap_or_default()
+                }
+            };
             records.push(reports::NodeRecord {
                 node: entry.node.clone(),
                 outcome: entry.outcome.as_str().to_owned(),
                 detail,
                 repair,
+                replay,
+                failed_endpoint,
             });
         }
         let outcome = if self.refused.remove(rollout) { "refused" } else { "in flight" };

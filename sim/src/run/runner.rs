@@ -384,6 +384,8 @@ mod tests {
             outcome: outcome.into(),
             detail: String::new(),
             repair: String::new(),
+            replay: String::new(),
+            failed_endpoint: String::new(),
         };
         seen.rollouts.push(reports::RolloutAccount {
             rollout: "rollout-b".into(),
