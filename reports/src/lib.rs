@@ -151,6 +151,10 @@ pub struct RunRecord {
     /// nothing from there on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability_cut_ms: Option<u64>,
+    /// The rollouts' per-batch telemetry (RCCA: "per-batch telemetry"), one point at the end of each batch of each
+    /// lane, in time order (at most [`BATCHES_MAX`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<BatchPoint>,
     /// The lanes of the run's rollouts, in the order they began (at most [`SPANS_MAX`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lanes: Vec<LaneSpan>,
@@ -244,6 +248,44 @@ impl FaultEntry {
 pub struct AvailabilityPoint {
     pub t_ms: u64,
     pub available: u64,
+}
+
+/// The most [`BatchPoint`]s one run record keeps.
+pub const BATCHES_MAX: usize = 200;
+
+/// A rollout's telemetry at the end of one batch of one lane, as the harness observed the world (not the engine's
+/// word): what the RCCA asks a deployment to report per batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchPoint {
+    pub t_ms: u64,
+    pub rollout: String,
+    pub lane: u64,
+    /// The batch's index in its lane, from 0.
+    pub batch: u64,
+    /// Nodes in the batch.
+    pub nodes: u64,
+    /// True for a batch of the lane's rollback.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revert: bool,
+    /// Healthy, eligible workers (as `availability_floor` counts them).
+    pub available: u64,
+    /// The longest any selected node's agent had been silent at the hub (none heard yet: since the rollout began).
+    pub oldest_heartbeat_ms: u64,
+    /// How long the open deployment epoch has pinned its members against TTL expiry; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_pin_age_ms: Option<u64>,
+    /// Recovery progress: selected nodes upgraded (released after their proof) and rolled back so far.
+    pub upgraded: u64,
+    pub rolled_back: u64,
+    /// Selected nodes not yet upgraded, rolled back or quarantined.
+    pub remaining: u64,
+    /// Step retries and quarantines so far.
+    pub retries: u64,
+    pub quarantined: u64,
+    /// Estimated time to the end: `remaining` nodes at the mean time per settled node so far; absent before any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_ms: Option<u64>,
 }
 
 /// The outcomes a rollout's account gives a selected node, in the order reports list them: it proved the successor
@@ -775,6 +817,7 @@ mod tests {
                 AvailabilityPoint { t_ms: 7, available: 2 },
             ],
             availability_cut_ms: None,
+            batches: Vec::new(),
             lanes: vec![LaneSpan {
                 rollout: "rollout-r".into(),
                 lane: 0,

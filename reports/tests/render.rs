@@ -42,6 +42,7 @@ fn run(index: u64, verdict: Verdict, rollout: bool) -> RunRecord {
         fault_log: Vec::new(),
         availability: Vec::new(),
         availability_cut_ms: None,
+        batches: Vec::new(),
         lanes: Vec::new(),
         rollouts: Vec::new(),
         workflows: Vec::new(),
@@ -103,6 +104,25 @@ fn with_rollout_series(mut record: RunRecord, stuck: bool, breach: bool) -> RunR
         availability.push((start + 25_000, 50));
         let verdict = if stuck && index == 6 { Some("stuck") } else { Some("successor") };
         record.lanes.push(lane(index, if index == 6 { 2 } else { 8 }, start, start + 25_000 + index * 500, verdict));
+        let nodes = if index == 6 { 2 } else { 8 };
+        let upgraded = (index * 8).min(50);
+        record.batches.push(reports::BatchPoint {
+            t_ms: start + 25_000,
+            rollout: "rollout-2944aebb".into(),
+            lane: index,
+            batch: 0,
+            nodes,
+            revert: stuck && index == 6,
+            available: 50,
+            oldest_heartbeat_ms: 28_000,
+            epoch_pin_age_ms: Some(start + 25_000 - 120_000),
+            upgraded,
+            rolled_back: 0,
+            remaining: 50 - upgraded - nodes,
+            retries: index,
+            quarantined: 0,
+            eta_ms: (upgraded > 0).then_some((50 - upgraded - nodes) * 3_000),
+        });
     }
     record.availability = points(&availability);
     record.fault_phases = record.faults.iter().map(|(kind, count)| (format!("{kind}/rollout"), *count)).collect();

@@ -419,6 +419,18 @@ fn rolled_back(name: &str) -> (RunRecord, Vec<String>) {
 fn rollout_stuck_lane_is_rolled_back_to_the_prior_generation() {
     let (record, trace) = rolled_back("rollout-stuck-lane-is-rolled-back-to-the-prior-generation.toml");
     assert!(events(&trace, "host.crash").is_empty());
+    // Per-batch telemetry: the canary alone, the rest of lane 0, lane 1 forward then its rollback, lanes 2 and 3.
+    let batches: Vec<(u64, u64, u64, bool)> =
+        record.batches.iter().map(|point| (point.lane, point.batch, point.nodes, point.revert)).collect();
+    assert_eq!(
+        batches,
+        [(0, 0, 1, false), (0, 1, 3, false), (1, 0, 4, false), (1, 0, 4, true), (2, 0, 4, false), (3, 0, 4, false)]
+    );
+    let rollback = &record.batches[3];
+    assert_eq!((rollback.upgraded, rollback.rolled_back, rollback.remaining), (4, 4, 8));
+    assert!(rollback.retries >= 4 && rollback.epoch_pin_age_ms.is_some(), "{rollback:?}");
+    let last = record.batches.last().unwrap();
+    assert_eq!((last.upgraded, last.remaining, last.eta_ms), (12, 0, Some(0)));
     let account = &record.rollouts[0];
     let node = |name: &str| account.nodes.iter().find(|n| n.node == name).unwrap().clone();
     assert_eq!((node("node-05").outcome.as_str(), node("node-06").outcome.as_str()), ("prior", "prior"));

@@ -580,6 +580,15 @@ pub enum RolloutEvent {
     CanaryProved {
         node: String,
     },
+    /// One batch of a lane went through its steps (forward, or back when `revert`): a boundary at which the rollout's
+    /// per-batch telemetry is taken (RCCA: "per-batch telemetry"). `batch` counts the lane's batches from 0 (the
+    /// canary's lane starts with the canary alone).
+    BatchDone {
+        lane: u64,
+        batch: u64,
+        nodes: Vec<String>,
+        revert: bool,
+    },
     /// A lane that could not reach its successor is rolled back to its prior generation (RCCA: "Apply the same
     /// design to reverse recovery"): `nodes` are the ones it took down, `failed` the ones that stopped it.
     LaneReverting {

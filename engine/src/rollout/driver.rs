@@ -954,6 +954,7 @@ where
             // batch (a node the last batch left stuck keeps its room). A node no batch found room for keeps its prior
             // generation, untouched.
             let mut pending: Vec<String> = lane.clone();
+            let mut batch = 0;
             if let Some(canary) = canary.as_ref().filter(|canary| lane.contains(canary)) {
                 pending.retain(|node| node != canary);
                 if adopted.nodes[canary].state != NodeState::Succeeded {
@@ -964,6 +965,7 @@ where
                     for machine in machines {
                         adopted.nodes.insert(machine.node.clone(), machine);
                     }
+                    self.batch_done(&id, index, &mut batch, vec![canary.clone()], false);
                 }
                 if adopted.nodes[canary].state == NodeState::Succeeded {
                     let untouched = pending.iter().any(|node| !adopted.nodes[node].touched());
@@ -999,6 +1001,7 @@ where
                 for machine in machines {
                     adopted.nodes.insert(machine.node.clone(), machine);
                 }
+                self.batch_done(&id, index, &mut batch, nodes, false);
             }
             let machines: Vec<NodeMachine> = lane.iter().map(|node| adopted.nodes[node].clone()).collect();
             let mut verdict = lane_verdict(&machines);
@@ -1054,6 +1057,12 @@ where
         }
         self.emit(&id, RolloutEvent::Terminal { outcome: terminal });
         RolloutOutcome { lanes: lanes_of(&adopted, &verdicts), nodes, outcome }
+    }
+
+    /// Reports that batch `batch` of lane `lane` went through its steps, and counts it.
+    fn batch_done(&self, id: &str, lane: usize, batch: &mut u64, nodes: Vec<String>, revert: bool) {
+        self.emit(id, RolloutEvent::BatchDone { lane: lane as u64, batch: *batch, nodes, revert });
+        *batch += 1;
     }
 
     /// Journals and reports a lane's verdict.
@@ -1146,6 +1155,7 @@ where
         let elsewhere =
             adopted.nodes.iter().filter(|(node, machine)| !lane.contains(node) && machine.held_down()).count();
         let mut done: Vec<String> = Vec::new();
+        let mut batches = 0;
         loop {
             let still_down = done.iter().filter(|node| adopted.nodes[*node].held_down()).count();
             let room = room_max.saturating_sub(elsewhere + still_down + down_queue.len());
@@ -1162,6 +1172,7 @@ where
             for machine in machines {
                 adopted.nodes.insert(machine.node.clone(), machine);
             }
+            self.batch_done(&id, index, &mut batches, batch.clone(), true);
             done.extend(batch);
         }
         let machines: Vec<NodeMachine> = lane.iter().map(|node| adopted.nodes[node].clone()).collect();

@@ -3,7 +3,7 @@
 //!
 //! Every plot is derived from what `report.json` holds: pass/fail per run, violations by oracle, the fault kind ×
 //! verdict heatmap, the sometimes-properties reached, and from the per-run series the records carry — availability
-//! over virtual time with the floor (`availability`), the lane timeline of each rollout (`lanes`), the time to
+//! over virtual time with the floor (`availability`), the per-batch telemetry of each rollout (`batches`), the lane timeline of each rollout (`lanes`), the time to
 //! converge of lanes and onboarding workflows (`lanes`, `workflows`), the effective faults by kind and the phase they
 //! landed in (`summary.fault_landings`), fault kind × lifecycle phase (`fault_phases`) and stage × failure class against the recovery matrix (`matrix_pairs`, `summary.matrix_listed`). The per-run
 //! plots draw at most [`super::RUNS_PLOTTED`] runs, the failing ones first, and say so. A plot whose data a report
@@ -55,6 +55,8 @@ svg text.on-dark { fill: #fff; }
 .series { fill: none; stroke: #0969da; stroke-width: 1.5; }
 .floor { stroke: #cf222e; stroke-width: 1.5; stroke-dasharray: 6 3; }
 .cut { fill: #d0d7de; fill-opacity: 0.5; }
+.remaining { fill: none; stroke: #8250df; stroke-width: 1.5; stroke-dasharray: 2 2; }
+.batch { fill: #0969da; } .batch-revert { fill: #cf222e; }
 ";
 
 /// Per-mille as an SVG/CSS decimal: `1000` → `1`, `250` → `0.250`.
@@ -464,6 +466,101 @@ fn availability_section(report: &CampaignReport) -> String {
                  {cut_ms} ms: the series keeps its first {} change points</title></rect>\n",
                 (left + width).saturating_sub(x),
                 crate::AVAILABILITY_POINTS_MAX
+            ));
+        }
+        html.push_str(&time_axis(end_ms));
+        html.push_str("</svg>\n");
+    }
+    html.push_str("</section>\n");
+    html
+}
+
+/// The rollouts' per-batch telemetry: per run, availability (solid) and the selected nodes remaining (dotted) at each
+/// batch's end, a mark per batch (red for a rollback's) whose tooltip holds the whole point.
+fn batches_section(report: &CampaignReport) -> String {
+    let mut html = String::from("<section id=\"batches\">\n<h2>Per-batch telemetry</h2>\n");
+    let has = |run: &RunRecord| !run.batches.is_empty();
+    let with_data = report.runs.iter().filter(|run| has(run)).count();
+    if with_data == 0 {
+        html.push_str(
+            "<p class=\"missing\">no run record holds per-batch telemetry: no rollout finished a batch, or the report \
+             was written before records kept it</p>\n</section>\n",
+        );
+        return html;
+    }
+    html.push_str(&plotted_sentence(super::RUNS_PLOTTED.min(with_data), with_data, "per-batch telemetry"));
+    html.push_str(
+        "<p>At the end of each batch of each lane: healthy, eligible workers (solid) and the selected nodes not yet \
+         upgraded, rolled back or quarantined (dotted); each mark is a batch (red: a rollback's), its tooltip the \
+         oldest heartbeat, the epoch's pin age, the progress, retries, quarantines and the estimated time left.</p>\n",
+    );
+    let (left, top, width, height) = PLOT;
+    for run in plotted_runs(report, has) {
+        let end_ms = run.virtual_duration_ms.max(1);
+        let peak = run.batches.iter().map(|point| point.available.max(point.remaining)).max().unwrap_or(0);
+        let nodes = config_u64(run, "fleet", "nodes").unwrap_or(peak).max(peak).max(1);
+        let y_of = |value: u64| top + height - value.min(nodes) * height / nodes;
+        let last = run.batches.last();
+        html.push_str(&format!(
+            "<h3>{} — {} ({} batches; at the last: {} available, {} remaining, {} retries, {} quarantined)</h3>\n",
+            esc(&run_name(run)),
+            esc(&run.verdict.label()),
+            run.batches.len(),
+            last.map_or(0, |point| point.available),
+            last.map_or(0, |point| point.remaining),
+            last.map_or(0, |point| point.retries),
+            last.map_or(0, |point| point.quarantined),
+        ));
+        let (svg_width, svg_height) = (left + width + 16, top + height + 24);
+        html.push_str(&format!(
+            "<svg width=\"{svg_width}\" height=\"{svg_height}\" viewBox=\"0 0 {svg_width} {svg_height}\" role=\"img\" \
+             aria-label=\"per-batch telemetry over virtual time, {}\">\n",
+            esc(&run_name(run))
+        ));
+        for value in [0, nodes] {
+            let y = y_of(value);
+            html.push_str(&format!(
+                "<line x1=\"{left}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" class=\"grid\"></line>\
+                 <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{value}</text>\n",
+                left + width,
+                left - 6,
+                y + 4
+            ));
+        }
+        for (class, value) in [("series", 0), ("remaining", 1)] {
+            let points: Vec<String> = run
+                .batches
+                .iter()
+                .map(|point| {
+                    let y = y_of(if value == 0 { point.available } else { point.remaining });
+                    format!("{},{y}", x_of(point.t_ms, end_ms))
+                })
+                .collect();
+            html.push_str(&format!("<polyline points=\"{}\" class=\"{class}\"></polyline>\n", points.join(" ")));
+        }
+        for point in &run.batches {
+            let eta = point.eta_ms.map_or("unknown".to_owned(), |eta| format!("{eta} ms"));
+            let pin = point.epoch_pin_age_ms.map_or("no epoch".to_owned(), |age| format!("{age} ms"));
+            html.push_str(&format!(
+                "<circle cx=\"{}\" cy=\"{}\" r=\"3\" class=\"{}\"><title>{} lane {} batch {}{} at {} ms: {} nodes; \
+                 {} available; oldest heartbeat {} ms; epoch pin {pin}; {} upgraded, {} rolled back, {} remaining; \
+                 {} retries, {} quarantined; ETA {eta}</title></circle>\n",
+                x_of(point.t_ms, end_ms),
+                y_of(point.available),
+                if point.revert { "batch-revert" } else { "batch" },
+                esc(&point.rollout),
+                point.lane,
+                point.batch,
+                if point.revert { " (rollback)" } else { "" },
+                point.t_ms,
+                point.nodes,
+                point.available,
+                point.oldest_heartbeat_ms,
+                point.upgraded,
+                point.rolled_back,
+                point.remaining,
+                point.retries,
+                point.quarantined,
             ));
         }
         html.push_str(&time_axis(end_ms));
@@ -1004,6 +1101,7 @@ pub fn html(report: &CampaignReport) -> String {
     html.push_str(&sometimes_section(report));
     html.push_str(&failures_section(report));
     html.push_str(&availability_section(report));
+    html.push_str(&batches_section(report));
     html.push_str(&lanes_section(report));
     html.push_str(&nodes_section(report));
     html.push_str(&converge_section(report));

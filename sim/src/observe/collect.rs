@@ -38,6 +38,8 @@ pub struct Collectors {
     pub rollouts: Vec<reports::RolloutAccount>,
     /// Rollouts refused, whose account follows the refusal.
     refused: BTreeSet<String>,
+    /// The rollouts' per-batch telemetry.
+    pub telemetry: Telemetry,
     /// `(rollout, node)` → the replay command and endpoint of the node's last `node_failed`.
     failed: BTreeMap<(String, String), (String, String)>,
     pub workflows: Vec<reports::WorkflowSpan>,
@@ -103,6 +105,8 @@ impl Collectors {
 
     fn on_series_event(&mut self, event: &Event) {
         let t_ms = event.t_ms;
+        let counted = &self.counted;
+        self.telemetry.on_event(event, || counted.healthy() as u64);
         match &event.body {
             Body::RunStart { nodes, .. } => {
                 self.counted = crate::observe::oracles::rollout::Availability::new(*nodes as usize);
@@ -199,6 +203,7 @@ impl Collectors {
             | RolloutBody::HubRetrying { .. }
             | RolloutBody::LaneReverting { .. }
             | RolloutBody::CanaryProved { .. }
+            | RolloutBody::BatchDone { .. }
             | RolloutBody::RouteChanged { .. }
             | RolloutBody::LockWaiting { .. }
             | RolloutBody::LockTaken { .. }
@@ -318,6 +323,102 @@ impl Collectors {
             let span = &mut self.workflows[*index];
             span.end_ms = Some(t_ms);
             span.outcome = ended;
+        }
+    }
+}
+
+/// The rollouts' per-batch telemetry (`reports::BatchPoint`), observed from the trace: at each `batch_done` of a
+/// rollout, the world's availability, the stalest selected agent at the hub, the open epoch's pin age, the nodes
+/// upgraded, rolled back and quarantined, the retries, and an estimate of the time left.
+#[derive(Debug, Default)]
+pub struct Telemetry {
+    pub points: Vec<reports::BatchPoint>,
+    /// Per rollout: its selected nodes and when it was selected.
+    selected: BTreeMap<String, (BTreeSet<String>, u64)>,
+    /// Each agent's last heartbeat the hub accepted.
+    heard: BTreeMap<String, u64>,
+    /// Open epochs: when each opened.
+    epochs: BTreeMap<u64, u64>,
+    /// Per rollout: nodes upgraded, rolled back and quarantined, and its retries.
+    upgraded: BTreeMap<String, BTreeSet<String>>,
+    rolled_back: BTreeMap<String, BTreeSet<String>>,
+    quarantined: BTreeMap<String, BTreeSet<String>>,
+    retries: BTreeMap<String, u64>,
+}
+
+impl Telemetry {
+    /// `available` counts the healthy, eligible workers now; it is asked only at a batch's end.
+    fn on_event(&mut self, event: &Event, available: impl FnOnce() -> u64) {
+        use engine::ports::events::{NodeStep, RolloutStep};
+        let t_ms = event.t_ms;
+        match &event.body {
+            Body::RolloutSelected { rollout, nodes } => {
+                self.selected.insert(rollout.clone(), (nodes.iter().cloned().collect(), t_ms));
+            }
+            Body::HubHeartbeat { agent, .. } => {
+                self.heard.insert(agent.clone(), t_ms);
+            }
+            Body::HubEpochOpened { epoch, .. } => {
+                self.epochs.insert(*epoch, t_ms);
+            }
+            Body::HubEpochClosed { epoch } => {
+                self.epochs.remove(epoch);
+            }
+            Body::Rollout { rollout, event } => match event {
+                RolloutBody::StepDone { node, step: RolloutStep::Node(NodeStep::Release), .. } => {
+                    self.upgraded.entry(rollout.clone()).or_default().insert(node.clone());
+                }
+                RolloutBody::StepDone { node, step: RolloutStep::Revert(NodeStep::Release), .. } => {
+                    self.upgraded.entry(rollout.clone()).or_default().remove(node);
+                    self.rolled_back.entry(rollout.clone()).or_default().insert(node.clone());
+                }
+                RolloutBody::Quarantined { node, .. } => {
+                    self.quarantined.entry(rollout.clone()).or_default().insert(node.clone());
+                }
+                RolloutBody::Retrying { .. } => *self.retries.entry(rollout.clone()).or_default() += 1,
+                RolloutBody::BatchDone { lane, batch, nodes, revert } if self.points.len() < reports::BATCHES_MAX => {
+                    let point = self.point(t_ms, rollout, (*lane, *batch, nodes.len() as u64, *revert), available());
+                    self.points.push(point);
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    fn point(&self, t_ms: u64, rollout: &str, batch: (u64, u64, u64, bool), available: u64) -> reports::BatchPoint {
+        let (lane, batch, nodes, revert) = batch;
+        let count = |sets: &BTreeMap<String, BTreeSet<String>>| sets.get(rollout).map_or(0, BTreeSet::len) as u64;
+        let (selected, since_ms) =
+            self.selected.get(rollout).map_or((0, t_ms), |(nodes, at)| (nodes.len() as u64, *at));
+        let oldest_heartbeat_ms = self.selected.get(rollout).map_or(0, |(nodes, _)| {
+            nodes
+                .iter()
+                .map(|node| t_ms - self.heard.get(node).copied().unwrap_or(since_ms).min(t_ms))
+                .max()
+                .unwrap_or(0)
+        });
+        let (upgraded, rolled_back, quarantined) =
+            (count(&self.upgraded), count(&self.rolled_back), count(&self.quarantined));
+        let settled = upgraded + rolled_back;
+        let remaining = selected.saturating_sub(settled + quarantined);
+        let eta_ms = (settled > 0).then(|| (t_ms - since_ms.min(t_ms)) / settled * remaining);
+        reports::BatchPoint {
+            t_ms,
+            rollout: rollout.to_owned(),
+            lane,
+            batch,
+            nodes,
+            revert,
+            available,
+            oldest_heartbeat_ms,
+            epoch_pin_age_ms: self.epochs.values().min().map(|opened| t_ms - (*opened).min(t_ms)),
+            upgraded,
+            rolled_back,
+            remaining,
+            retries: self.retries.get(rollout).copied().unwrap_or(0),
+            quarantined,
+            eta_ms,
         }
     }
 }

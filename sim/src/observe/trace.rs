@@ -359,6 +359,12 @@ pub enum RolloutBody {
     CanaryProved {
         node: String,
     },
+    BatchDone {
+        lane: u64,
+        batch: u64,
+        nodes: Vec<String>,
+        revert: bool,
+    },
     RouteChanged {
         frozen: String,
         published: String,
@@ -401,6 +407,7 @@ impl From<engine::ports::events::RolloutEvent> for RolloutBody {
             E::Quarantined { node, surfaces, cause } => RolloutBody::Quarantined { node, surfaces, cause },
             E::LaneReverting { lane, nodes, failed } => RolloutBody::LaneReverting { lane, nodes, failed },
             E::CanaryProved { node } => RolloutBody::CanaryProved { node },
+            E::BatchDone { lane, batch, nodes, revert } => RolloutBody::BatchDone { lane, batch, nodes, revert },
             E::Repaired { node, repair } => RolloutBody::Repaired { node, repair },
             E::IdentityDecoded { node, forms, defects } => RolloutBody::IdentityDecoded { node, forms, defects },
             E::Canonicalized { node, forms, wrote } => RolloutBody::Canonicalized { node, forms, wrote },

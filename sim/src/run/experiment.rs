@@ -187,6 +187,7 @@ partition = { per_mille = 1000, count_max = 3 }
             fault_log: Vec::new(),
             availability: vec![],
             availability_cut_ms: None,
+            batches: vec![],
             lanes: vec![],
             rollouts: vec![],
             workflows: vec![],

@@ -781,6 +781,7 @@ matches_head = true
             ],
             availability: vec![],
             availability_cut_ms: None,
+            batches: vec![],
             lanes: vec![],
             rollouts: vec![],
             workflows: vec![],

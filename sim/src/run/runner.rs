@@ -213,6 +213,7 @@ fn finish_record(spec: &RunSpec, seed: u64, identity: &RunIdentity, outcome: Out
             fault_log: collectors.landings.finish(),
             availability,
             availability_cut_ms: collectors.availability_cut_ms,
+            batches: collectors.telemetry.points,
             lanes: collectors.lanes,
             rollouts: collectors.rollouts,
             workflows: collectors.workflows,
