@@ -355,9 +355,14 @@ impl Telemetry {
             Body::RolloutSelected { rollout, nodes } => {
                 self.selected.insert(rollout.clone(), (nodes.iter().cloned().collect(), t_ms));
             }
-            Body::HubHeartbeat { agent, .. } => {
-                self.heard.insert(agent.clone(), t_ms);
-            }
+            // Only a selected node's silence is reported: heartbeats matter once a rollout has selected (before, the
+            // rollout's start stands in for them). Updated in place: no allocation per heartbeat.
+            Body::HubHeartbeat { agent, .. } if !self.selected.is_empty() => match self.heard.get_mut(agent) {
+                Some(heard) => *heard = t_ms,
+                None => {
+                    self.heard.insert(agent.clone(), t_ms);
+                }
+            },
             Body::HubEpochOpened { epoch, .. } => {
                 self.epochs.insert(*epoch, t_ms);
             }
