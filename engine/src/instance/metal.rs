@@ -164,7 +164,8 @@ impl Inventory {
                 Ok(failed) => MetalStep::write(failed.records),
                 Err(_) => MetalStep::nothing(),
             },
-            (InstanceState::Terminated, _) if instance.destroy_pending_since_ms.is_some() => match status {
+            // `metal_owed` lets a terminated row through only while its destroy is pending.
+            (InstanceState::Terminated, _) => match status {
                 MetalStatus::Racked | MetalStatus::Decommissioned => {
                     MetalStep::write(self.handle_destroyed(&instance.id).records)
                 }

@@ -537,6 +537,25 @@ fn a_bare_metal_row_is_provisioned_by_its_onboarding_and_runs_on_its_agents_firs
 }
 
 #[test]
+fn a_provisioning_row_learns_its_machine_s_system_id_from_a_retrying_onboarding_too() {
+    let mut platform = Platform::default();
+    let id = metal_row(&mut platform, "node-02");
+    platform.commit(platform.inventory.begin_provisioning(&id, 0).unwrap());
+    let retrying =
+        |system_id: Option<&str>| MetalStatus::OnboardingRetrying { system_id: system_id.map(str::to_owned) };
+    assert_eq!(metal_step(&mut platform, &id, &retrying(None), None, MINUTE), (None, vec![]), "no id yet");
+    assert_eq!(
+        metal_step(&mut platform, &id, &retrying(Some("abc123")), None, MINUTE),
+        (None, vec!["provider_created".to_owned()]),
+        "the checkpoint named it before the stop: the row records it, and the runner reruns the onboarding"
+    );
+    assert_eq!(platform.inventory.instance(&id).unwrap().cloud_instance_id.as_deref(), Some("abc123"));
+    assert_eq!(metal_step(&mut platform, &id, &retrying(Some("abc123")), None, MINUTE), (None, vec![]), "once");
+    assert_eq!(platform.state(&id), InstanceState::Provisioning);
+    assert_eq!(platform.replayed(), platform.inventory);
+}
+
+#[test]
 fn an_onboarding_stopped_for_good_or_a_machine_retired_under_it_errors_a_provisioning_row() {
     let failed = MetalStatus::OnboardingFailed { state: WorkflowState::FailedManualIntervention };
     let retired = MetalStatus::DecommissionFailed { state: WorkflowState::FailedManualIntervention };
