@@ -499,7 +499,8 @@ mod tests {
             let mut node = coherent();
             drift(&mut node);
             let found = surfaces(check(&node));
-            assert!(found.contains(&expected), "{name}: {found:?}");
+            // Each contradiction is named once: a historical defect the env's own decoding reported is not repeated.
+            assert_eq!(found.iter().filter(|surface| **surface == expected).count(), 1, "{name}: {found:?}");
         }
     }
 
@@ -579,7 +580,8 @@ mod tests {
             let mut node = coherent();
             shape(&mut node);
             let found = surfaces(check(&node));
-            assert!(found.contains(&expected), "{name}: {found:?}");
+            // Named once: a defect the env's own decoding reported, or the missing identity, is not repeated.
+            assert_eq!(found.iter().filter(|surface| **surface == expected).count(), 1, "{name}: {found:?}");
         }
     }
 
