@@ -116,6 +116,11 @@ const REAUTHENTICATIONS_MAX: u32 = 3;
 /// backoff's worst wait) before the rollout stops with its journal and holds as they are.
 const REVERT_PASSES: u32 = 3;
 
+/// The plan's lane size: the most nodes it lets be down at once (the floor and the lane bound sized it).
+fn lane_room(adopted: &Adopted) -> usize {
+    adopted.lanes.iter().map(Vec::len).max().unwrap_or(1).max(1)
+}
+
 /// The lanes of an adopted plan with their verdicts, in plan order (a lane with none is `Prior`: it never went down).
 fn lanes_of(adopted: &Adopted, verdicts: &BTreeMap<usize, LaneVerdict>) -> Vec<(Vec<String>, LaneVerdict)> {
     let verdict = |index| verdicts.get(&index).copied().unwrap_or(LaneVerdict::Prior);
@@ -890,8 +895,7 @@ where
     ) -> RolloutOutcome {
         let id = adopted.rollout.clone();
         let endpoints: BTreeMap<String, Endpoint> = request.nodes.iter().map(|e| (e.node.clone(), e.clone())).collect();
-        // The plan's lane size: the most nodes it lets be down at once (the floor and the lane bound sized it).
-        let room_max = adopted.lanes.iter().map(Vec::len).max().unwrap_or(1).max(1);
+        let room_max = lane_room(&adopted);
         let mut verdicts: BTreeMap<usize, LaneVerdict> = BTreeMap::new();
         let mut route_changed = false;
         let mut held_back = false;
@@ -958,14 +962,17 @@ where
             if let Some(canary) = canary.as_ref().filter(|canary| lane.contains(canary)) {
                 pending.retain(|node| node != canary);
                 if adopted.nodes[canary].state != NodeState::Succeeded {
-                    let machines = vec![adopted.nodes[canary].clone()];
-                    let machines = self
-                        .run_lane(request, &endpoints, index, machines, &attestation_keys, &adopted.in_doubt, None)
-                        .await;
-                    for machine in machines {
-                        adopted.nodes.insert(machine.node.clone(), machine);
-                    }
-                    self.batch_done(&id, index, &mut batch, vec![canary.clone()], false);
+                    let nodes = vec![canary.clone()];
+                    self.run_batch(
+                        request,
+                        &endpoints,
+                        &mut adopted,
+                        (index, &mut batch),
+                        nodes,
+                        &attestation_keys,
+                        false,
+                    )
+                    .await;
                 }
                 if adopted.nodes[canary].state == NodeState::Succeeded {
                     let untouched = pending.iter().any(|node| !adopted.nodes[node].touched());
@@ -994,14 +1001,8 @@ where
                     break;
                 }
                 let nodes: Vec<String> = pending.drain(..room).collect();
-                let machines: Vec<NodeMachine> = nodes.iter().map(|node| adopted.nodes[node].clone()).collect();
-                let machines = self
-                    .run_lane(request, &endpoints, index, machines, &attestation_keys, &adopted.in_doubt, None)
+                self.run_batch(request, &endpoints, &mut adopted, (index, &mut batch), nodes, &attestation_keys, false)
                     .await;
-                for machine in machines {
-                    adopted.nodes.insert(machine.node.clone(), machine);
-                }
-                self.batch_done(&id, index, &mut batch, nodes, false);
             }
             let machines: Vec<NodeMachine> = lane.iter().map(|node| adopted.nodes[node].clone()).collect();
             let mut verdict = lane_verdict(&machines);
@@ -1059,9 +1060,29 @@ where
         RolloutOutcome { lanes: lanes_of(&adopted, &verdicts), nodes, outcome }
     }
 
-    /// Reports that batch `batch` of lane `lane` went through its steps, and counts it.
-    fn batch_done(&self, id: &str, lane: usize, batch: &mut u64, nodes: Vec<String>, revert: bool) {
-        self.emit(id, RolloutEvent::BatchDone { lane: lane as u64, batch: *batch, nodes, revert });
+    /// One batch of a lane through its steps — forward, or back to each node's prior generation when `revert` — its
+    /// nodes' machines kept in `adopted`, then the batch reported (`batch_done`, the per-batch telemetry's boundary)
+    /// and counted. `lane` is the lane's index and its batch counter.
+    #[expect(clippy::too_many_arguments, reason = "one batch, forward and back, as run_step")]
+    async fn run_batch(
+        &self,
+        request: &RolloutRequest,
+        endpoints: &BTreeMap<String, Endpoint>,
+        adopted: &mut Adopted,
+        (lane, batch): (usize, &mut u64),
+        nodes: Vec<String>,
+        attestation_keys: &BTreeMap<String, Secret>,
+        revert: bool,
+    ) {
+        let machines: Vec<NodeMachine> = nodes.iter().map(|node| adopted.nodes[node].clone()).collect();
+        // A rollback settles the lane's doubts by looking at each node first; forward, the adopted doubts stand.
+        let (in_doubt, back) = if revert { (&[][..], Some(&adopted.prior)) } else { (&adopted.in_doubt[..], None) };
+        let machines = self.run_lane(request, endpoints, lane, machines, attestation_keys, in_doubt, back).await;
+        for machine in machines {
+            adopted.nodes.insert(machine.node.clone(), machine);
+        }
+        let event = RolloutEvent::BatchDone { lane: lane as u64, batch: *batch, nodes, revert };
+        self.emit(&adopted.rollout, event);
         *batch += 1;
     }
 
@@ -1143,7 +1164,7 @@ where
         // the plan's lane size and the floor leave: the nodes already down go first, with as many of the others as
         // the room allows, then the rest in batches as the room frees. A node the rollback had already taken (its
         // reverse path past the hold, or stopped on it) counts as down; so does one named failed when it began.
-        let room_max = adopted.lanes.iter().map(Vec::len).max().unwrap_or(1).max(1);
+        let room_max = lane_room(adopted);
         let failed = resumed.unwrap_or(failed);
         let is_down = |machine: &NodeMachine| {
             failed.contains(&machine.node)
@@ -1165,15 +1186,8 @@ where
                 // No room for the rest: they stay upgraded, the lane stuck, for the next pass.
                 break;
             }
-            let machines: Vec<NodeMachine> = batch.iter().map(|node| adopted.nodes[node].clone()).collect();
-            let prior = adopted.prior.clone();
-            let machines =
-                self.run_lane(request, endpoints, index, machines, attestation_keys, &[], Some(&prior)).await;
-            for machine in machines {
-                adopted.nodes.insert(machine.node.clone(), machine);
-            }
-            self.batch_done(&id, index, &mut batches, batch.clone(), true);
-            done.extend(batch);
+            done.extend(batch.iter().cloned());
+            self.run_batch(request, endpoints, adopted, (index, &mut batches), batch, attestation_keys, true).await;
         }
         let machines: Vec<NodeMachine> = lane.iter().map(|node| adopted.nodes[node].clone()).collect();
         let verdict = lane_verdict(&machines);
@@ -1430,27 +1444,17 @@ where
             let mut attempt = 1;
             loop {
                 let op = SshRequest::StageArtifact { operation_id: operation_id.clone(), digest: digest.clone() };
-                match self.ssh.run(endpoint, op).await {
+                let error = match self.ssh.run(endpoint, op).await {
                     Ok(_) => break,
-                    Err(error) => {
-                        match self.rules.after_failure(
-                            &request.backoff,
-                            attempt,
-                            failure_class(&error),
-                            self.jitter.draw(),
-                        ) {
-                            RetryDecision::RetryAfter { delay_ms } => {
-                                self.emit_retry(request, &endpoint.node, RolloutStep::Stage, attempt, delay_ms, &error);
-                                self.clock.sleep_ms(delay_ms).await;
-                                attempt += 1;
-                                // Staging is idempotent by digest: look before fetching again.
-                                if self.observe(endpoint).await.is_ok_and(|report| report.staged.contains(digest)) {
-                                    break;
-                                }
-                            }
-                            RetryDecision::Exhausted | RetryDecision::Stop => return Err(error),
-                        }
-                    }
+                    Err(error) => error,
+                };
+                let (step, failure) = (RolloutStep::Stage, failure_class(&error));
+                if !self.wait_to_retry(request, &endpoint.node, step, &mut attempt, failure, &error.to_string()).await {
+                    return Err(error);
+                }
+                // Staging is idempotent by digest: look before fetching again.
+                if self.observe(endpoint).await.is_ok_and(|report| report.staged.contains(digest)) {
+                    break;
                 }
             }
         }
@@ -1470,15 +1474,9 @@ where
                     Ok(_) => SshError::Refused("the storage probe answered without a probe".into()),
                     Err(error) => error,
                 };
-            match self.rules.after_failure(&request.backoff, attempt, failure_class(&error), self.jitter.draw()) {
-                RetryDecision::RetryAfter { delay_ms } => {
-                    self.emit_retry(request, &endpoint.node, RolloutStep::Stage, attempt, delay_ms, &error);
-                    self.clock.sleep_ms(delay_ms).await;
-                    attempt += 1;
-                }
-                RetryDecision::Exhausted | RetryDecision::Stop => {
-                    return Err(SshError::Refused(format!("storage not admitted: the probe failed: {error}")));
-                }
+            let (step, failure) = (RolloutStep::Stage, failure_class(&error));
+            if !self.wait_to_retry(request, &endpoint.node, step, &mut attempt, failure, &error.to_string()).await {
+                return Err(SshError::Refused(format!("storage not admitted: the probe failed: {error}")));
             }
         };
         storage::admit(&probe)

@@ -905,25 +905,41 @@ fn effective_section(report: &CampaignReport) -> String {
          signal. The campaign's aim shows in the rows: a fault meant for the rollout that lands idle tested \
          nothing.</p>\n",
     );
-    let kinds: Vec<String> = cells.keys().map(|(kind, _)| kind.clone()).collect::<BTreeSet<_>>().into_iter().collect();
     let phases: Vec<String> = FAULT_PHASES.iter().map(|phase| (*phase).to_owned()).collect();
-    let max = cells.values().copied().max().unwrap_or(0);
-    html.push_str(&grid(
-        &kinds,
+    html.push_str(&count_grid(
+        &cells,
         &phases,
+        |kind, phase, count| format!("{kind} effective in {phase}: {}", count_of(count, "fault")),
+        "effective faults by kind and the phase they landed in",
+    ));
+    html.push_str("</section>\n");
+    html
+}
+
+/// A fault kind × phase grid of counts (a kind per row, `phases` as the columns), each cell shaded by its share of
+/// the largest, zero cells plain; `title` words a cell's tooltip from its kind, phase and count.
+fn count_grid(
+    cells: &BTreeMap<(String, String), u64>,
+    phases: &[String],
+    title: impl Fn(&str, &str, u64) -> String,
+    label: &str,
+) -> String {
+    let kinds: Vec<String> = cells.keys().map(|(kind, _)| kind.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+    let max = cells.values().copied().max().unwrap_or(0);
+    grid(
+        &kinds,
+        phases,
         |row, column| {
             let count = cells.get(&(kinds[row].clone(), phases[column].clone())).copied().unwrap_or(0);
             Cell {
                 text: count.to_string(),
                 class: if count == 0 { "s-zero" } else { "s-pass" }.to_owned(),
                 opacity: if count == 0 { "1".to_owned() } else { shade(count, max) },
-                title: format!("{} effective in {}: {}", kinds[row], phases[column], count_of(count, "fault")),
+                title: title(&kinds[row], &phases[column], count),
             }
         },
-        "effective faults by kind and the phase they landed in",
-    ));
-    html.push_str("</section>\n");
-    html
+        label,
+    )
 }
 
 /// Fault kind × lifecycle phase: the fault steps of every run by the phase they were injected in.
@@ -948,26 +964,16 @@ fn phases_section(report: &CampaignReport) -> String {
          workflow was in flight, both, or neither (<code>steady</code>), over every run. An empty column is a phase \
          no fault of that kind reached.</p>\n",
     );
-    let kinds: Vec<String> = cells.keys().map(|(kind, _)| kind.clone()).collect::<BTreeSet<_>>().into_iter().collect();
     let mut phases: Vec<String> = PHASES.iter().map(|phase| (*phase).to_owned()).collect();
     for (_, phase) in cells.keys() {
         if !phases.contains(phase) {
             phases.push(phase.clone());
         }
     }
-    let max = cells.values().copied().max().unwrap_or(0);
-    html.push_str(&grid(
-        &kinds,
+    html.push_str(&count_grid(
+        &cells,
         &phases,
-        |row, column| {
-            let count = cells.get(&(kinds[row].clone(), phases[column].clone())).copied().unwrap_or(0);
-            Cell {
-                text: count.to_string(),
-                class: if count == 0 { "s-zero" } else { "s-pass" }.to_owned(),
-                opacity: if count == 0 { "1".to_owned() } else { shade(count, max) },
-                title: format!("{} during {}: {}", kinds[row], phases[column], count_of(count, "step")),
-            }
-        },
+        |kind, phase, count| format!("{kind} during {phase}: {}", count_of(count, "step")),
         "fault steps by kind and lifecycle phase",
     ));
     html.push_str("</section>\n");

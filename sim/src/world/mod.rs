@@ -512,8 +512,7 @@ impl World {
             // A dead host sends nothing; its task is being cancelled.
             std::future::pending::<()>().await;
         }
-        let to_name = self.names[to].clone();
-        self.egress(from, crate::observe::trace::Egress::Connect, &to_name, None);
+        self.egress(from, crate::observe::trace::Egress::Connect, &self.names[to], None);
         let deadline = Instant::now() + std::time::Duration::from_millis(timeout_ms);
         let plan = self.net.borrow_mut().plan_call(from, to);
         let round_trip = std::time::Duration::from_millis(plan.request_latency_ms + plan.response_latency_ms);
