@@ -180,6 +180,11 @@ pub trait Hub {
     /// What references `agent` now: open epochs listing it, holds on it, its active task lease. A read (public at
     /// the hub); an agent the hub does not know is referenced by nothing.
     fn agent_references(&self, agent: &str) -> impl Future<Output = Result<AgentReferences, HubError>>;
+    /// The journal-bound resurrection path (RCCA exit criteria): restores `agent`'s tombstoned row, with the credential
+    /// it had, because open epoch `epoch` — which the caller's journal names — lists it; fenced like every deployment
+    /// mutation. `Ok(false)` when the row was not tombstoned (a replay). Refused (`Rejected`) for an agent the epoch
+    /// does not list, an epoch not open, and a revoked principal: a resurrection restores a row, never a credential.
+    fn resurrect_agent(&self, agent: &str, epoch: u64) -> impl Future<Output = Result<bool, HubError>>;
 }
 
 /// An SSH endpoint and the host key the engine holds authority for. Every operation presents the expected key; a

@@ -1,7 +1,8 @@
 //! The fake agent hub: agent registry, heartbeats, the TTL sweeper with its two expiry policies, deployment epochs,
 //! dispatch holds and task leases, controller principals with expiring credentials, the deployment lock with its
-//! fence, and agent-credential rotations (a successor issued beside the predecessor, both valid until the rotation is
-//! committed or aborted) — a plain synchronous model plus its request handler.
+//! fence, agent-credential rotations (a successor issued beside the predecessor, both valid until the rotation is
+//! committed or aborted), and the journal-bound resurrection of a tombstoned row an open epoch pins — a plain
+//! synchronous model plus its request handler.
 //!
 //! Sources: `seeds/003_65d56b75d2c60639.txt` ("Deployment-epoch membership outranks ordinary heartbeat expiry",
 //! "Replacement plan": TTL makes durable workers offline, never deleted) and `seeds/004_c1eb714c76320200.txt`
@@ -234,6 +235,15 @@ pub enum Request {
     ReadReferences {
         agent: String,
     },
+    /// The journal-bound resurrection path (RCCA exit criteria: "Every journal-pinned agent identity is present or
+    /// is restored through an explicit journal-bound resurrection path"): restores `agent`'s tombstoned row, with the
+    /// credential it had, because open epoch `epoch` — which the caller's journal names — lists it. Its silence starts
+    /// again from now. Refused for an agent the epoch does not list, an epoch not open, and a principal that was
+    /// revoked (a resurrection restores a row, never a credential). A row that is not tombstoned is left as it is.
+    Resurrect {
+        agent: String,
+        epoch: u64,
+    },
     /// Checks a principal's credential; answers when it expires.
     Authenticate {
         principal: String,
@@ -278,6 +288,7 @@ impl Request {
                 | Request::CloseEpoch { .. }
                 | Request::PlaceHold { .. }
                 | Request::ReleaseHold { .. }
+                | Request::Resurrect { .. }
         )
     }
 }
@@ -317,6 +328,7 @@ impl std::fmt::Debug for Request {
             }
             Request::ReadHolds => write!(f, "ReadHolds"),
             Request::ReadReferences { agent } => write!(f, "ReadReferences {{ agent: {agent:?} }}"),
+            Request::Resurrect { agent, epoch } => write!(f, "Resurrect {{ agent: {agent:?}, epoch: {epoch} }}"),
             Request::Authenticate { principal, .. } => {
                 write!(f, "Authenticate {{ principal: {principal:?}, token: [redacted] }}")
             }
@@ -397,6 +409,10 @@ pub enum Response {
     /// A commit or an abort: `revoked` is false when it changed nothing (a replay, nothing to revoke).
     RotationEnded {
         revoked: bool,
+    },
+    /// A resurrection: `restored` is false when the row was not tombstoned (a replay changes nothing).
+    Resurrected {
+        restored: bool,
     },
     Error(HubError),
 }
@@ -557,6 +573,11 @@ pub enum HubEvent {
         agent: String,
         rotation: String,
         revoked_generation: u64,
+    },
+    /// A tombstoned row was restored through the journal-bound path, under open epoch `epoch` that lists it.
+    Resurrected {
+        agent: String,
+        epoch: u64,
     },
 }
 
@@ -962,6 +983,7 @@ impl Hub {
                 holds: self.holds_on(&agent),
                 lease_until_ms: self.leases.get(&agent).copied().filter(|until_ms| *until_ms > now_ms),
             },
+            Request::Resurrect { agent, epoch } => self.resurrect(now_ms, agent, epoch, events),
             Request::Authenticate { principal, token } => match self.principals.get(&principal) {
                 Some(row) if row.token.0 == token && now_ms < row.expires_at_ms => {
                     Response::Authenticated { expires_at_ms: row.expires_at_ms }
@@ -1027,6 +1049,36 @@ impl Hub {
                 Response::Ok
             }
         }
+    }
+
+    fn resurrect(&mut self, now_ms: u64, agent: String, epoch: u64, events: &mut Vec<HubEvent>) -> Response {
+        match self.epochs.get(&epoch) {
+            None => return Response::Error(HubError::UnknownEpoch { epoch }),
+            Some(row) if !row.open => {
+                let reason = format!("epoch {epoch} is terminal: it pins no identity");
+                return Response::Error(HubError::Conflict { reason });
+            }
+            Some(row) if !row.members.contains(&agent) => {
+                let reason = format!("epoch {epoch} does not list {agent}: only a pinned identity is resurrected");
+                return Response::Error(HubError::Conflict { reason });
+            }
+            Some(_) => {}
+        }
+        let Some(row) = self.agents.get_mut(&agent) else {
+            return Response::Error(HubError::UnknownAgent { agent });
+        };
+        if row.status != AgentStatus::Tombstoned {
+            return Response::Resurrected { restored: false };
+        }
+        if row.token == Token::default() {
+            let reason =
+                format!("the principal of {agent} was revoked: a resurrection restores a row, not a credential");
+            return Response::Error(HubError::Conflict { reason });
+        }
+        row.status = AgentStatus::Online;
+        row.last_seen_ms = now_ms;
+        events.push(HubEvent::Resurrected { agent, epoch });
+        Response::Resurrected { restored: true }
     }
 
     fn begin_rotation(&mut self, agent: String, rotation: String, events: &mut Vec<HubEvent>) -> Response {
@@ -1225,6 +1277,60 @@ mod tests {
         }));
         let refused = hub.handle(TTL + 2, heartbeat("member"), &mut events);
         assert_eq!(refused, Response::Error(HubError::UnknownAgent { agent: "member".into() }));
+    }
+
+    #[test]
+    fn only_a_tombstoned_identity_its_open_epoch_pins_is_resurrected_and_only_under_the_lock_fence() {
+        let mut hub = hub(ExpiryPolicy::Legacy);
+        hub.issue_credential("controller", "cred", u64::MAX);
+        let epoch = open_epoch(&mut hub, &["member", "durable"]);
+        let mut events = Vec::new();
+        hub.sweep(TTL + 1, &mut events);
+        assert_eq!(status(&hub, "member"), AgentStatus::Tombstoned);
+        let resurrect = |agent: &str, epoch: u64| Request::Resurrect { agent: agent.into(), epoch };
+        let fence = match hub.handle(TTL + 2, Request::AcquireLock { holder: "c".into(), lease_ms: TTL }, &mut events) {
+            Response::LockGranted { fence, .. } => fence,
+            other => panic!("unexpected {other:?}"),
+        };
+        let mut events = Vec::new();
+        // Not pinned by the epoch it names, an epoch that does not exist, a stale fence: refused, nothing restored.
+        let unpinned = hub.handle(TTL + 2, as_controller("cred", Some(fence), resurrect("stray", epoch)), &mut events);
+        assert!(matches!(unpinned, Response::Error(HubError::Conflict { .. })), "{unpinned:?}");
+        let unknown = hub.handle(TTL + 2, as_controller("cred", Some(fence), resurrect("member", 9)), &mut events);
+        assert_eq!(unknown, Response::Error(HubError::UnknownEpoch { epoch: 9 }));
+        let stale = hub.handle(TTL + 2, as_controller("cred", None, resurrect("member", epoch)), &mut events);
+        assert!(matches!(stale, Response::Error(HubError::StaleFence { .. })), "{stale:?}");
+        assert_eq!(status(&hub, "member"), AgentStatus::Tombstoned);
+        assert_eq!(status(&hub, "stray"), AgentStatus::Tombstoned);
+        assert_eq!(events, vec![HubEvent::MutationFenced { holder: "c".into(), presented: None, current: fence }]);
+        let mut events = Vec::new();
+        // The pinned identity comes back with the credential it had, its silence counted from now.
+        let restored = hub.handle(TTL + 2, as_controller("cred", Some(fence), resurrect("member", epoch)), &mut events);
+        assert_eq!(restored, Response::Resurrected { restored: true });
+        assert_eq!(events, vec![HubEvent::Resurrected { agent: "member".into(), epoch }]);
+        assert_eq!(hub.agent("member").map(|row| (row.status, row.last_seen_ms)), Some((AgentStatus::Online, TTL + 2)));
+        assert_eq!(hub.handle(TTL + 3, heartbeat("member"), &mut events), Response::Ok);
+        hub.sweep(TTL + 4, &mut events);
+        assert_eq!(status(&hub, "member"), AgentStatus::Online, "not expired again at once");
+        // A replay, and a row that never was tombstoned: nothing changes.
+        let mut events = Vec::new();
+        let replay = hub.handle(TTL + 5, as_controller("cred", Some(fence), resurrect("member", epoch)), &mut events);
+        assert_eq!(replay, Response::Resurrected { restored: false });
+        let present = hub.handle(TTL + 5, as_controller("cred", Some(fence), resurrect("durable", epoch)), &mut events);
+        assert_eq!(present, Response::Resurrected { restored: false });
+        assert!(events.is_empty(), "{events:?}");
+        // A revoked principal is not brought back: a resurrection restores a row, never a credential.
+        hub.revoke_principal("member", &mut events);
+        let revoked = hub.handle(TTL + 6, as_controller("cred", Some(fence), resurrect("member", epoch)), &mut events);
+        assert!(matches!(revoked, Response::Error(HubError::Conflict { .. })), "{revoked:?}");
+        assert_eq!(status(&hub, "member"), AgentStatus::Tombstoned);
+        // A terminal epoch pins nothing: it is refused before the row is looked at.
+        let other = open_epoch(&mut hub, &["durable"]);
+        let closing = Request::CloseEpoch { epoch: other, untouched: Vec::new() };
+        assert_eq!(hub.handle(TTL + 7, closing, &mut events), Response::Ok);
+        let closed = hub.handle(TTL + 7, as_controller("cred", Some(fence), resurrect("durable", other)), &mut events);
+        assert!(matches!(closed, Response::Error(HubError::Conflict { .. })), "{closed:?}");
+        assert_eq!(status(&hub, "stray"), AgentStatus::Tombstoned);
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //!
 //! The scenario bodies (`body_*`) take any `Hub`, so the same assertions run against stubs that answer as the hub's
 //! API is documented and against the fake hub itself: a controller session, lock contention, an agent-credential
-//! rotation (issued, replayed, proved by a heartbeat of the successor, committed, its abort refused), and an agent's
-//! references, which a decommission reads before its first mutation.
+//! rotation (issued, replayed, proved by a heartbeat of the successor, committed, its abort refused), an agent's
+//! references, which a decommission reads before its first mutation, and the journal-bound resurrection of a
+//! tombstoned identity an open epoch pins.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -352,6 +353,15 @@ async fn body_an_agent_s_references(hub: &impl Hub, later: impl AsyncFnOnce()) {
     assert_eq!(hub.agent_references(AGENT).await, Ok(AgentReferences::default()));
 }
 
+/// The journal-bound resurrection of agent-1, tombstoned while open epoch `epoch` lists it, by a controller holding
+/// the lock: restored once (a replay restores nothing), and an agent the epoch does not list is refused.
+async fn body_a_pinned_identity_is_resurrected(hub: &impl Hub, epoch: u64) {
+    assert_eq!(hub.resurrect_agent(AGENT, epoch).await, Ok(true));
+    assert_eq!(hub.resurrect_agent(AGENT, epoch).await, Ok(false), "a replay restores nothing");
+    let refused = hub.resurrect_agent("agent-9", epoch).await.expect_err("only a pinned identity is resurrected");
+    assert!(matches!(refused, HubError::Rejected(_)), "{refused:?}");
+}
+
 // --- the bodies against stubs ---------------------------------------------------------------------------------------
 
 /// A stub answering `call` once (in mount order, the first unused one matches).
@@ -459,6 +469,31 @@ async fn stub_an_agent_s_references() {
     for request in server.received_requests().await.unwrap_or_default() {
         assert!(!request.headers.contains_key("x-fleet-token"), "a read carries no credential");
     }
+}
+
+#[tokio::test]
+async fn stub_a_pinned_identity_is_resurrected() {
+    let server = MockServer::start().await;
+    once(&server, "POST", "/v1/hub/auth", ok(json!({"expires_at_ms": 3_600_000}))).await;
+    once(&server, "POST", "/v1/hub/lock", ok(json!({"granted": true, "fence": 3, "expires_at_ms": 30_000}))).await;
+    for restored in [true, false] {
+        Mock::given(method("POST"))
+            .and(path("/v1/hub/agents/agent-1/resurrect"))
+            .and(header("x-fleet-token", CREDENTIAL))
+            .and(header("x-fleet-fence", "3"))
+            .and(body_json(json!({"epoch": 2})))
+            .respond_with(ok(json!({"restored": restored})))
+            .up_to_n_times(1)
+            .expect(1)
+            .mount(&server)
+            .await;
+    }
+    let refusal = hub_error(409, "conflict", "conflict: epoch 2 does not list agent-9");
+    once(&server, "POST", "/v1/hub/agents/agent-9/resurrect", refusal).await;
+    let hub = client(&server);
+    hub.authenticate(&Secret::new(CREDENTIAL)).await.expect("authenticated");
+    hub.acquire_lock("c1", 30_000).await.expect("the lock");
+    body_a_pinned_identity_is_resurrected(&hub, 2).await;
 }
 
 // --- the bodies against the served fake hub -------------------------------------------------------------------------
@@ -588,4 +623,27 @@ async fn served_an_agent_s_references() {
     .await;
     hub.with_front(|front| front.available = false);
     assert_eq!(reader.agent_references(AGENT).await, Err(HubError::Transport(TransportError::ConnectionRefused)));
+}
+
+#[tokio::test]
+async fn served_a_pinned_identity_is_resurrected() {
+    let hub = ServedHub::start().await;
+    // agent-1 as fungible capacity, silent past the TTL while no epoch pinned it: the sweeper tombstones it.
+    hub.with_front(|front| {
+        let fungible =
+            Request::Register { agent: AGENT.into(), kind: AgentKind::Fungible, token: "agent-token".into() };
+        front.hub.handle(0, fungible, &mut front.events);
+        front.hub.sweep(fakes::hub::DEFAULT_AGENT_TTL_MS + 1, &mut front.events);
+        assert!(!front.hub.is_registered(AGENT));
+    });
+    let controller = hub.client();
+    controller.authenticate(&Secret::new(CREDENTIAL)).await.expect("authenticated");
+    controller.acquire_lock("c1", 600_000).await.expect("the lock");
+    let epoch = controller.open_epoch(&[AGENT.to_owned()]).await.expect("an epoch");
+    let stale = hub.client();
+    stale.authenticate(&Secret::new(CREDENTIAL)).await.expect("authenticated");
+    let fenced = stale.resurrect_agent(AGENT, epoch).await.expect_err("no fence presented under a held lock");
+    assert!(matches!(fenced, HubError::Fenced(_)), "{fenced:?}");
+    body_a_pinned_identity_is_resurrected(&controller, epoch).await;
+    assert!(hub.with_front(|front| front.hub.is_registered(AGENT)));
 }

@@ -66,9 +66,11 @@ const SCENARIOS: &[&str] = &[
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
     "rollout-a-failed-canary-holds-back-the-wider-release.toml",
+    "rollout-a-revoked-pinned-canary-is-not-resurrected-and-the-verdict-says-so.toml",
     "rollout-abort-is-monotonic-for-an-untouched-participant.toml",
     "rollout-ambiguous-historical-forms-are-quarantined-never-canonicalized.toml",
     "rollout-controller-dead-past-the-agent-ttl-with-a-lane-stopped-keeps-its-members.toml",
+    "rollout-controller-dead-past-the-ttl-under-legacy-expiry-resurrects-the-pinned-canary.toml",
     "rollout-controller-killed-after-intent-adopts-the-journal.toml",
     "rollout-controller-killed-after-remote-mutation-adopts-the-journal.toml",
     "rollout-controller-killed-before-completion-adopts-the-journal.toml",
@@ -285,6 +287,49 @@ fn rollout_controller_dead_past_the_agent_ttl_with_a_lane_stopped_keeps_its_memb
     assert!(first_start > 4_260_540, "the stopped lane waited for the restarted controller: {first_start}");
     // Silent past the TTL, and the hub's sweeper passed over every one of them.
     assert!(events(&trace, "hub.tombstoned").is_empty());
+}
+
+#[test]
+fn rollout_controller_dead_past_the_ttl_under_legacy_expiry_resurrects_the_pinned_canary() {
+    let name = "rollout-controller-dead-past-the-ttl-under-legacy-expiry-resurrects-the-pinned-canary.toml";
+    let (record, trace) = run_file(name);
+    // The incident's hub tombstoned the stopped canary while the controller was dead; that (expected) violation is
+    // the only one.
+    let violated: Vec<&str> = record.violations.iter().map(|v| v.oracle.as_str()).collect();
+    assert_eq!(violated, ["epoch_member_never_tombstoned"], "{:?}", record.violations);
+    let t_ms = |line: &str| line.split("\"t_ms\":").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok());
+    let tombstoned = events(&trace, "hub.tombstoned");
+    assert_eq!(tombstoned.len(), 1, "{tombstoned:?}");
+    assert!(tombstoned[0].contains("\"agent\":\"node-01\""));
+    // Restored under the journal's epoch, after the adopter took over the lock and before any worker was started.
+    let resurrected = events(&trace, "hub.resurrected");
+    assert_eq!(resurrected.len(), 1, "{resurrected:?}");
+    assert!(resurrected[0].contains("\"agent\":\"node-01\",\"epoch\":1"), "{resurrected:?}");
+    let restored_at = t_ms(resurrected[0]);
+    let superseded = rollout(&trace, "lock_taken");
+    assert!(superseded.iter().any(|l| l.contains("\"superseded\":true") && t_ms(l) < restored_at));
+    let first_start = events(&trace, "worker.mutated").into_iter().find(|l| l.contains("start_service"));
+    assert!(restored_at < first_start.and_then(|line| t_ms(line)), "{first_start:?}");
+    assert_eq!(rollout(&trace, "resurrected").len(), 1);
+    // The canary proved with the credential it always had: its heartbeats are accepted again.
+    let refused_after = events(&trace, "hub.heartbeat_refused").into_iter().filter(|l| t_ms(l) > restored_at);
+    assert_eq!(refused_after.count(), 0);
+    assert!(rollout(&trace, "terminal").last().unwrap().contains("successor"));
+}
+
+#[test]
+fn rollout_a_revoked_pinned_canary_is_not_resurrected_and_the_verdict_says_so() {
+    let name = "rollout-a-revoked-pinned-canary-is-not-resurrected-and-the-verdict-says-so.toml";
+    let (record, trace) = run_file(name);
+    let refused = rollout(&trace, "resurrection_refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].contains("\"node\":\"node-01\"") && refused[0].contains("revoked"), "{refused:?}");
+    assert!(events(&trace, "hub.resurrected").is_empty(), "a revoked principal is never restored");
+    let pinned = record.violations.iter().find(|v| v.oracle == "pinned_identity_present");
+    assert!(pinned.is_some_and(|v| v.evidence.contains("node-01")), "{:?}", record.violations);
+    // Only the canary was touched: no other worker was held.
+    let holds = events(&trace, "hub.hold_placed");
+    assert!(holds.iter().all(|l| l.contains("\"agent\":\"node-01\"")), "{holds:?}");
 }
 
 #[test]
@@ -1013,6 +1058,7 @@ fn rollout_storage_admission_quarantines_unhealthy_disks_before_staging() {
     assert!(quarantined[0].contains("node-05") && quarantined[0].contains("write failed: no space left on device"));
     assert!(quarantined[0].contains("0 bytes free"), "{}", quarantined[0]);
     assert!(quarantined[1].contains("node-11") && quarantined[1].contains("the probe failed: ssh: timed out"));
+    assert!(quarantined.iter().all(|l| l.contains("\"cause\":\"storage\"")), "a cause of its own: {quarantined:?}");
     // Five probes of node-11, each hung until the call timed out: the backoff's attempts, then no admission.
     assert_eq!(on(&trace, "node-11", "worker.hung", &["probe_storage"]).len(), 5);
     for node in ["node-05", "node-11"] {

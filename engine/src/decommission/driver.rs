@@ -961,6 +961,9 @@ mod tests {
                 assert_eq!(agent, "node-02", "the node's own agent");
                 self.0.borrow_mut().pop_front().unwrap_or(Ok(AgentReferences::default()))
             }
+            async fn resurrect_agent(&self, _: &str, _: u64) -> Result<bool, HubError> {
+                unreachable!("a decommission resurrects no identity")
+            }
         }
 
         #[derive(Default)]

@@ -477,6 +477,9 @@ pub enum QuarantineCause {
     Unreachable,
     /// Its capsules could not be staged before the barrier.
     Staging,
+    /// Its staging area's storage was not admitted (`rollout::storage`): a probe check failed, too little space was
+    /// free, or the probe never answered.
+    Storage,
     /// Its repair (or canonicalization) could not be fenced, applied or released, or the floor left no room for it.
     Repair,
 }
@@ -579,6 +582,19 @@ pub enum RolloutEvent {
     /// release"). An adopter that finds the canary proved and the rest of its lane untouched says so again.
     CanaryProved {
         node: String,
+    },
+    /// The journal-bound resurrection path (RCCA exit criteria): an adopting controller found `node`, which the
+    /// journal's open epoch `epoch` pins, tombstoned at the hub, and the hub restored it under that epoch.
+    Resurrected {
+        node: String,
+        epoch: u64,
+    },
+    /// The hub refused to restore `node` under epoch `epoch` (a revoked principal, an epoch it does not list): the node
+    /// stays tombstoned, so it cannot prove a successor and its lane is never released on it.
+    ResurrectionRefused {
+        node: String,
+        epoch: u64,
+        error: String,
     },
     /// One batch of a lane went through its steps (forward, or back when `revert`): a boundary at which the rollout's
     /// per-batch telemetry is taken (RCCA: "per-batch telemetry"). `batch` counts the lane's batches from 0 (the

@@ -10,7 +10,7 @@
 //!   checked only during quiescence, no epoch, no retry, stop on the first error with journal and holds retained, and
 //!   a serial retain-forward recovery that reconciles each stopped node through the hub host over SSH.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures_util::future::join_all;
 
@@ -35,7 +35,7 @@ use crate::rollout::retry::{AttemptFailure, Backoff, RetryDecision};
 pub use crate::rollout::rules::Rcca;
 use crate::rollout::rules::{InstalledIdentity, Rules, Staging};
 use crate::rollout::select::{NodeSelection, Selection};
-use crate::rollout::storage;
+use crate::rollout::storage::{self, StageFailure};
 use crate::secret::Secret;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -482,9 +482,9 @@ where
             for batch in selection.eligible.chunks(request.fan_out.max(1)) {
                 staged.extend(join_all(batch.iter().map(|endpoint| self.stage_node(request, endpoint))).await);
             }
-            for (node, surfaces) in selection.handle_staged(staged) {
+            for (node, surfaces, cause) in selection.handle_staged(staged) {
                 excluded.quarantined.insert(node.clone(), surfaces.clone());
-                self.emit(id, RolloutEvent::Quarantined { node, surfaces, cause: QuarantineCause::Staging });
+                self.emit(id, RolloutEvent::Quarantined { node, surfaces, cause });
             }
         }
 
@@ -826,6 +826,9 @@ where
             self.record(Record::LockTaken { rollout: adopted.rollout.clone(), fence }).await;
             adopted.fence = Some(fence);
         }
+        if let Some(epoch) = adopted.epoch {
+            self.resurrect_pinned(&request, &adopted, epoch).await;
+        }
         if !adopted.staged {
             self.stage_adopted(&request, &mut adopted).await;
         }
@@ -837,6 +840,28 @@ where
             }
         }
         self.drive_lanes(&request, adopted, BTreeMap::new(), fence).await
+    }
+
+    /// The journal-bound resurrection path (RCCA exit criteria: "Every journal-pinned agent identity is present or is
+    /// restored through an explicit journal-bound resurrection path; no required row remains tombstoned"). The
+    /// journal's open epoch pins every node of its plan; one the hub tombstoned while no controller ran (a hub whose
+    /// sweeper does not honour epochs) is restored under that epoch, fenced, before any lane goes on. A node the hub
+    /// will not restore stays tombstoned: it cannot prove a successor, so its lane is rolled back or stays held, never
+    /// released unproved. An unreadable heartbeat table restores nothing (the proofs then decide the same way).
+    async fn resurrect_pinned(&self, request: &RolloutRequest, adopted: &Adopted, epoch: u64) {
+        let Ok(snapshot) = self.hub_retrying(request, || self.hub.read_heartbeats()).await else { return };
+        let pinned: BTreeSet<String> = self.rules.epoch_members(&adopted.lanes).into_iter().collect();
+        let tombstoned = snapshot.instances.into_iter().filter(|row| !row.registered && pinned.contains(&row.instance));
+        for row in tombstoned {
+            let node = row.instance;
+            let event = match self.hub_retrying(request, || self.hub.resurrect_agent(&node, epoch)).await {
+                Ok(true) => RolloutEvent::Resurrected { node, epoch },
+                // Restored between the read and the call (another path, a replay): nothing to say.
+                Ok(false) => continue,
+                Err(error) => RolloutEvent::ResurrectionRefused { node, epoch, error: error.to_string() },
+            };
+            self.emit(&adopted.rollout, event);
+        }
     }
 
     /// Stages every capsule on every node of an adopted plan that is surely not stopped yet, before any lane goes
@@ -867,7 +892,7 @@ where
         }
         for ((endpoint, step), result) in unstopped.into_iter().zip(staged) {
             let Err(error) = result else { continue };
-            let (node, reason) = (endpoint.node.clone(), format!("staging failed: {error}"));
+            let (node, reason) = (endpoint.node.clone(), error.to_string());
             let rollout = adopted.rollout.clone();
             let failed =
                 Record::NodeFailed { rollout, node: node.clone(), step, reason: reason.clone(), revert: false };
@@ -1437,7 +1462,7 @@ where
         (result, attestation_key)
     }
 
-    async fn stage_node(&self, request: &RolloutRequest, endpoint: &Endpoint) -> Result<(), SshError> {
+    async fn stage_node(&self, request: &RolloutRequest, endpoint: &Endpoint) -> Result<(), StageFailure> {
         self.admit_storage(request, endpoint).await?;
         for digest in &request.capsules {
             let operation_id = format!("{}/{}/stage/{digest}", request.rollout, endpoint.node);
@@ -1450,7 +1475,7 @@ where
                 };
                 let (step, failure) = (RolloutStep::Stage, failure_class(&error));
                 if !self.wait_to_retry(request, &endpoint.node, step, &mut attempt, failure, &error.to_string()).await {
-                    return Err(error);
+                    return Err(StageFailure::Staging(error));
                 }
                 // Staging is idempotent by digest: look before fetching again.
                 if self.observe(endpoint).await.is_ok_and(|report| report.staged.contains(digest)) {
@@ -1464,7 +1489,7 @@ where
     /// The storage admission gate before a node is staged (`rollout::storage`): the probe, retried as a staging call
     /// is when it fails in transit (a probe that never answers times out), judged by [`storage::admit`]. A node not
     /// admitted is refused with the checks that failed.
-    async fn admit_storage(&self, request: &RolloutRequest, endpoint: &Endpoint) -> Result<(), SshError> {
+    async fn admit_storage(&self, request: &RolloutRequest, endpoint: &Endpoint) -> Result<(), StageFailure> {
         let operation_id = format!("{}/{}/probe_storage", request.rollout, endpoint.node);
         let mut attempt = 1;
         let probe = loop {
@@ -1476,11 +1501,10 @@ where
                 };
             let (step, failure) = (RolloutStep::Stage, failure_class(&error));
             if !self.wait_to_retry(request, &endpoint.node, step, &mut attempt, failure, &error.to_string()).await {
-                return Err(SshError::Refused(format!("storage not admitted: the probe failed: {error}")));
+                return Err(StageFailure::StorageNotAdmitted(vec![format!("the probe failed: {error}")]));
             }
         };
-        storage::admit(&probe)
-            .map_err(|refused| SshError::Refused(format!("storage not admitted: {}", refused.join("; "))))
+        storage::admit(&probe).map_err(StageFailure::StorageNotAdmitted)
     }
 
     /// One node through its remaining steps, one step at a time, each intent journaled alone before it runs (the
@@ -1546,7 +1570,7 @@ where
             }
             NodeStep::Install => {
                 if self.rules.staging() == Staging::AtInstall {
-                    self.stage_node(request, endpoint).await?;
+                    self.stage_node(request, endpoint).await.map_err(SshError::from)?;
                 }
                 let op = SshRequest::RunInstaller {
                     operation_id: op_id.to_owned(),
@@ -1734,7 +1758,7 @@ where
             // The incident's defect, kept: capsules are fetched after the node was quiesced (RCCA: "Artifact fetches ...
             // still occur after service quiescence").
             if let Err(error) = self.stage_node(&no_retry, endpoint).await {
-                self.legacy_node_failed(id, endpoint, NodeStep::Install.into(), error.to_string());
+                self.legacy_node_failed(id, endpoint, NodeStep::Install.into(), SshError::from(error).to_string());
                 return self.legacy_failed(id, all);
             }
             let report = self.observe(endpoint).await.ok();

@@ -10,6 +10,7 @@ use crate::ports::events::QuarantineCause;
 use crate::ports::{Endpoint, NodeObservation, NodeReport, SshError};
 use crate::rollout::holds::HoldOwner;
 use crate::rollout::preflight::{Contradiction, Repair, Verdict};
+use crate::rollout::storage::StageFailure;
 use crate::secret::Secret;
 
 /// What the preflight makes of one selected node.
@@ -112,17 +113,20 @@ impl Selection {
     /// How each eligible node's staging ended (in the order of [`Self::eligible`]): a node that could not be staged
     /// (bad storage, identity changed) is quarantined now, so the plan's lane size already accounts for it. Returns
     /// each quarantine's surfaces, in order, for the driver to report.
-    pub fn handle_staged(&mut self, staged: Vec<Result<(), SshError>>) -> Vec<(String, Vec<String>)> {
+    pub fn handle_staged(
+        &mut self,
+        staged: Vec<Result<(), StageFailure>>,
+    ) -> Vec<(String, Vec<String>, QuarantineCause)> {
         let mut quarantined = Vec::new();
         let mut still_eligible = Vec::new();
         for (endpoint, result) in std::mem::take(&mut self.eligible).into_iter().zip(staged) {
             match result {
                 Ok(()) => still_eligible.push(endpoint),
-                Err(error) => {
-                    let surfaces = vec![format!("staging failed: {error}")];
+                Err(failure) => {
+                    let surfaces = vec![failure.to_string()];
                     self.repairs.retain(|(repaired, _)| repaired.node != endpoint.node);
                     self.quarantined.push(endpoint.node.clone());
-                    quarantined.push((endpoint.node, surfaces));
+                    quarantined.push((endpoint.node, surfaces, failure.cause()));
                 }
             }
         }
@@ -228,9 +232,11 @@ mod tests {
     #[test]
     fn a_node_that_cannot_be_staged_is_quarantined_and_loses_its_repair() {
         let mut selection = select(vec![report("w1", true), report("w2", false), report("w3", true)], &[]);
-        let refused = SshError::Refused("disk full".into());
+        let refused = StageFailure::Staging(SshError::Refused("disk full".into()));
         let quarantined = selection.handle_staged(vec![Ok(()), Err(refused), Ok(())]);
-        assert_eq!(quarantined, [("w2".to_owned(), vec!["staging failed: refused: disk full".to_owned()])]);
+        let staging =
+            ("w2".to_owned(), vec!["staging failed: refused: disk full".to_owned()], QuarantineCause::Staging);
+        assert_eq!(quarantined, [staging]);
         assert_eq!(names(&selection.eligible), ["w1", "w3"]);
         assert!(selection.repairs.is_empty());
         assert_eq!(selection.quarantined, ["w2"]);
@@ -238,6 +244,17 @@ mod tests {
         assert_eq!(names(&selection.eligible), ["w1"]);
         assert_eq!(selection.quarantined, ["w2", "w3"]);
         assert_eq!(selection.healthy(), 1);
+    }
+
+    #[test]
+    fn storage_not_admitted_quarantines_with_its_own_cause_and_names_every_failed_check() {
+        let mut selection = select(vec![report("w1", true), report("w2", true)], &[]);
+        let refused = StageFailure::StorageNotAdmitted(vec!["rename failed: EIO".into(), "1 bytes free".into()]);
+        let quarantined = selection.handle_staged(vec![Err(refused), Ok(())]);
+        let surfaces = vec!["storage not admitted: rename failed: EIO; 1 bytes free".to_owned()];
+        assert_eq!(quarantined, [("w1".to_owned(), surfaces, QuarantineCause::Storage)]);
+        assert_eq!(names(&selection.eligible), ["w2"]);
+        assert_eq!(selection.quarantined, ["w1"]);
     }
 
     #[test]

@@ -3,11 +3,43 @@
 //! fsynced — and its free space read. [`admit`] judges the probe; a node it does not admit is never staged and never
 //! taken down: it is quarantined with the checks that failed, before the plan.
 
-use crate::ports::{ProbeCheck, StorageProbe};
+use crate::ports::events::QuarantineCause;
+use crate::ports::{ProbeCheck, SshError, StorageProbe};
 
 /// The least free space a staging area must have to be admitted: the release's capsules (source, wheels, runtime
 /// image, helpers, service definitions, recovery material) and the kept prior install, with room to spare.
 pub const STAGING_BYTES_MIN: u64 = 8 << 30;
+
+/// Why a node could not be staged: its storage was not admitted (the checks that failed, or why the probe could not be
+/// run), or a staging call failed. Each quarantines the node with a cause of its own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StageFailure {
+    #[error("storage not admitted: {}", .0.join("; "))]
+    StorageNotAdmitted(Vec<String>),
+    #[error("staging failed: {0}")]
+    Staging(#[from] SshError),
+}
+
+impl StageFailure {
+    /// The quarantine cause the failure gives its node.
+    pub fn cause(&self) -> QuarantineCause {
+        match self {
+            StageFailure::StorageNotAdmitted(_) => QuarantineCause::Storage,
+            StageFailure::Staging(_) => QuarantineCause::Staging,
+        }
+    }
+}
+
+impl From<StageFailure> for SshError {
+    /// Where a step must fail with an SSH error (staging at install, the legacy controller's order): a storage refusal
+    /// is the node refusing, in its own words.
+    fn from(failure: StageFailure) -> SshError {
+        match failure {
+            StageFailure::Staging(error) => error,
+            refused @ StageFailure::StorageNotAdmitted(_) => SshError::Refused(refused.to_string()),
+        }
+    }
+}
 
 /// Whether `probe` admits the node: every check passed and at least [`STAGING_BYTES_MIN`] free. `Err` names every
 /// check that failed (a check not run after a failed one is not named again) and a shortfall of space.

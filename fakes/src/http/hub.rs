@@ -2,7 +2,7 @@
 //!
 //! Controller calls carry `X-Fleet-Principal` and `X-Fleet-Token` and, once the lock is held, `X-Fleet-Fence`: the
 //! front end wraps the request in the model's `Request::Authorized` envelope, exactly as the simulator's `SimHub`
-//! does for its mutations (lock, supersede, renew, release, holds, epochs) and for every call of an agent-credential
+//! does for its mutations (lock, supersede, renew, release, holds, epochs, resurrections) and for every call of an agent-credential
 //! rotation (issue, read, commit, abort; the read too, and none of them fenced by the deployment lock). Reads (holds,
 //! heartbeats, route bundle, an agent's references) are public and sent bare, as `SimHub` sends them. Agents
 //! authenticate with the bearer token in their body. A rotation's successor token is in the answer to its issue and
@@ -65,6 +65,7 @@ pub fn router(shared: SharedHub, clock: Clock) -> Router {
         .route("/v1/hub/agents/{agent}/rotations/{rotation}/commit", post(commit_rotation))
         .route("/v1/hub/agents/{agent}/rotations/{rotation}/abort", post(abort_rotation))
         .route("/v1/hub/agents/{agent}/references", get(read_references))
+        .route("/v1/hub/agents/{agent}/resurrect", post(resurrect))
         .with_state(HubState { shared, clock })
 }
 
@@ -306,6 +307,31 @@ async fn read_references(State(state): State<HubState>, Path(agent): Path<String
         HubResponse::References { epochs, holds, lease_until_ms } => {
             ok(json!({ "epochs": epochs, "holds": holds, "lease_until_ms": lease_until_ms }))
         }
+        other => unexpected(other),
+    }))
+    .await
+}
+
+#[derive(Deserialize)]
+struct ResurrectBody {
+    epoch: u64,
+}
+
+/// The journal-bound resurrection of a tombstoned agent row, under the open epoch the caller's journal names (fenced
+/// like every deployment mutation). `{"restored":false}` when the row was not tombstoned (a replay); the model's
+/// refusals (not a member, epoch terminal, principal revoked) are 409, an unknown epoch or agent 404.
+async fn resurrect(
+    State(state): State<HubState>,
+    Path(agent): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body: ResurrectBody = match parse(&body) {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    finish(enveloped(&state, &headers, Request::Resurrect { agent, epoch: body.epoch }, |response| match response {
+        HubResponse::Resurrected { restored } => ok(json!({ "restored": restored })),
         other => unexpected(other),
     }))
     .await

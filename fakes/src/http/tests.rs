@@ -550,6 +550,36 @@ async fn hub_heartbeats_credentials_and_outage_map_to_their_statuses() {
 }
 
 #[tokio::test]
+async fn the_hub_resurrects_a_tombstoned_pinned_row_only_for_a_fenced_controller() {
+    let fx = hub_fixture();
+    hub_call(&fx, Method::POST, "/v1/hub/agents/w1/register", None, json!({ "kind": "fungible", "token": "t1" })).await;
+    lock(&fx.shared).hub.sweep(crate::hub::DEFAULT_AGENT_TTL_MS + 2_000, &mut Vec::new());
+    hub_call(&fx, Method::POST, "/v1/hub/lock", None, json!({ "holder": "c1", "lease_ms": 60_000 })).await;
+    hub_call(&fx, Method::POST, "/v1/hub/epochs", Some("1"), json!({ "members": ["w1"] })).await;
+    let path = "/v1/hub/agents/w1/resurrect";
+    let body = json!({ "epoch": 1 });
+    let bare = Request::post(path).body(Body::from(body.to_string())).unwrap();
+    let bare = send(hub::router(fx.shared.clone(), fx.clock.clone()), bare).await;
+    assert_eq!((bare.status.as_u16(), bare.json()["error"].as_str()), (401, Some("credential_rejected")));
+    let unfenced = hub_call(&fx, Method::POST, path, None, body.clone()).await;
+    assert_eq!((unfenced.status.as_u16(), unfenced.json()["error"].as_str()), (409, Some("stale_fence")));
+    let malformed = hub_call(&fx, Method::POST, path, Some("1"), json!({ "epoch": "one" })).await;
+    assert_eq!(malformed.status, StatusCode::BAD_REQUEST);
+    let unknown = hub_call(&fx, Method::POST, path, Some("1"), json!({ "epoch": 7 })).await;
+    assert_eq!((unknown.status.as_u16(), unknown.json()["error"].as_str()), (404, Some("unknown_epoch")));
+    assert!(!lock(&fx.shared).hub.is_registered("w1"), "nothing refused restored anything");
+    let restored = hub_call(&fx, Method::POST, path, Some("1"), body.clone()).await;
+    assert_eq!((restored.status, restored.json()), (StatusCode::OK, json!({ "restored": true })));
+    assert!(lock(&fx.shared).hub.is_registered("w1"));
+    let beat = hub_call(&fx, Method::POST, "/v1/hub/agents/w1/heartbeat", None, json!({ "token": "t1" })).await;
+    assert_eq!(beat.status, StatusCode::OK, "the credential it had authenticates again");
+    let replay = hub_call(&fx, Method::POST, path, Some("1"), body).await;
+    assert_eq!(replay.json(), json!({ "restored": false }));
+    let stranger = hub_call(&fx, Method::POST, "/v1/hub/agents/w9/resurrect", Some("1"), json!({ "epoch": 1 })).await;
+    assert_eq!((stranger.status.as_u16(), stranger.json()["error"].as_str()), (409, Some("conflict")));
+}
+
+#[tokio::test]
 async fn the_hub_rotation_routes_issue_read_commit_and_abort_behind_the_controller_s_credential() {
     let fx = hub_fixture();
     hub_call(&fx, Method::POST, "/v1/hub/agents/w1/register", None, json!({ "kind": "durable", "token": "t1" })).await;

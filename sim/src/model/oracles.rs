@@ -137,6 +137,12 @@ catalogue! {
         "an onboarding workflow stopped with state_ambiguity on the evidence of an unknown machine enlisted on its node's BMC";
     EpochMemberSurvivedTtl: "epoch_member_survived_ttl", Sometimes,
         "a member of an open epoch stayed silent past the agent TTL and a sweep, and was not tombstoned";
+    PinnedIdentityPresent: "pinned_identity_present", Always,
+        "when a rollout ends successor or partial, no member of a deployment epoch opened for it is still tombstoned: every journal-pinned identity is present or was restored through the journal-bound resurrection path";
+    ResurrectionJournalBound: "resurrection_journal_bound", Always,
+        "the hub restores a tombstoned row only for an identity the open epoch the resurrection names lists as a member";
+    TombstoneResurrected: "tombstone_resurrected", Sometimes,
+        "a controller restored a tombstoned identity its journal pins through the journal-bound resurrection path";
     AuditRecordsComplete: "audit_records_complete", Always,
         "every operator recovery action has an audit record with every field of seed 000 section 8 (actor id and role, workflow and run id, prior state and stage, action, reason, expected next state, correlation id), and none carries a credential";
     NoAutomationOnFrozenWorkflow: "no_automation_on_frozen_workflow", Always,

@@ -203,6 +203,8 @@ impl Collectors {
             | RolloutBody::HubRetrying { .. }
             | RolloutBody::LaneReverting { .. }
             | RolloutBody::CanaryProved { .. }
+            | RolloutBody::Resurrected { .. }
+            | RolloutBody::ResurrectionRefused { .. }
             | RolloutBody::BatchDone { .. }
             | RolloutBody::RouteChanged { .. }
             | RolloutBody::LockWaiting { .. }

@@ -157,6 +157,9 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
                     if class == "state_ambiguity" && evidence.iter().any(|e| matches!(e, Evidence::UnknownMachine { .. })))
         })),
         OracleId::EpochMemberSurvivedTtl => Box::new(heartbeat::EpochMemberSurvivedTtl::new(ctx)),
+        OracleId::PinnedIdentityPresent => Box::new(heartbeat::PinnedIdentityPresent::default()),
+        OracleId::ResurrectionJournalBound => Box::new(heartbeat::ResurrectionJournalBound::default()),
+        OracleId::TombstoneResurrected => Box::new(Reached(|body| matches!(body, Body::HubResurrected { .. }))),
         OracleId::AuditRecordsComplete => Box::new(operator::AuditRecordsComplete::default()),
         OracleId::NoAutomationOnFrozenWorkflow => Box::new(operator::NoAutomationOnFrozenWorkflow::default()),
         OracleId::ActionReachesExpectedState => Box::new(operator::ActionReachesExpectedState::default()),

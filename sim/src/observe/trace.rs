@@ -102,6 +102,10 @@ pub enum Body {
     HubOffline { agent: String, silent_ms: u64 },
     #[serde(rename = "hub.tombstoned")]
     HubTombstoned { agent: String, silent_ms: u64 },
+    /// A tombstoned row was restored through the journal-bound resurrection path, under open epoch `epoch`, which
+    /// lists it; its silence counts again from this moment.
+    #[serde(rename = "hub.resurrected")]
+    HubResurrected { agent: String, epoch: u64 },
     /// A sweep found an agent silent past the TTL and left it because an open epoch pins it (reported once per
     /// silence).
     #[serde(rename = "hub.expiry_deferred")]
@@ -359,6 +363,15 @@ pub enum RolloutBody {
     CanaryProved {
         node: String,
     },
+    Resurrected {
+        node: String,
+        epoch: u64,
+    },
+    ResurrectionRefused {
+        node: String,
+        epoch: u64,
+        error: String,
+    },
     BatchDone {
         lane: u64,
         batch: u64,
@@ -407,6 +420,8 @@ impl From<engine::ports::events::RolloutEvent> for RolloutBody {
             E::Quarantined { node, surfaces, cause } => RolloutBody::Quarantined { node, surfaces, cause },
             E::LaneReverting { lane, nodes, failed } => RolloutBody::LaneReverting { lane, nodes, failed },
             E::CanaryProved { node } => RolloutBody::CanaryProved { node },
+            E::Resurrected { node, epoch } => RolloutBody::Resurrected { node, epoch },
+            E::ResurrectionRefused { node, epoch, error } => RolloutBody::ResurrectionRefused { node, epoch, error },
             E::BatchDone { lane, batch, nodes, revert } => RolloutBody::BatchDone { lane, batch, nodes, revert },
             E::Repaired { node, repair } => RolloutBody::Repaired { node, repair },
             E::IdentityDecoded { node, forms, defects } => RolloutBody::IdentityDecoded { node, forms, defects },

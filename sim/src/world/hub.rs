@@ -189,6 +189,7 @@ impl World {
                 HubEvent::RotationAborted { agent, rotation, revoked_generation } => {
                     Body::HubRotationAborted { agent, rotation, revoked_generation }
                 }
+                HubEvent::Resurrected { agent, epoch } => Body::HubResurrected { agent, epoch },
             };
             self.record(HUB_ID, body);
         }
@@ -483,6 +484,13 @@ impl ports::Hub for SimHub {
             Response::References { epochs, holds, lease_until_ms } => {
                 Ok(AgentReferences { epochs, holds, lease_until_ms })
             }
+            other => Err(rejected(other)),
+        }
+    }
+
+    async fn resurrect_agent(&self, agent: &str, epoch: u64) -> Result<bool, ports::HubError> {
+        match self.mutate(Request::Resurrect { agent: agent.to_owned(), epoch }).await? {
+            Response::Resurrected { restored } => Ok(restored),
             other => Err(rejected(other)),
         }
     }

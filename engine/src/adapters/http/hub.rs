@@ -391,6 +391,13 @@ impl<T: HttpTransport> Hub for HubClient<T> {
         };
         Ok(AgentReferences { epochs, holds, lease_until_ms })
     }
+
+    async fn resurrect_agent(&self, agent: &str, epoch: u64) -> Result<bool, HubError> {
+        let what = "resurrection";
+        let path = format!("/v1/hub/agents/{}/resurrect", path_segment(agent));
+        let body = self.mutate(Method::Post, &path, &json!({ "epoch": epoch }), what).await?;
+        bool_field(&body, "restored", what)
+    }
 }
 
 #[cfg(test)]
@@ -494,6 +501,33 @@ mod tests {
         );
         let stub = Stub::answering(vec![json(200, json!({"nothing": 1}))]);
         assert!(matches!(now(client(&stub).route_bundle()), Err(HubError::Rejected(_))));
+    }
+
+    #[test]
+    fn a_resurrection_is_a_fenced_mutation_naming_the_journal_s_epoch_and_a_refusal_is_rejected() {
+        let stub = Stub::answering(vec![
+            json(200, json!({"expires_at_ms": 9_000})),
+            json(200, json!({"granted": true, "fence": 4, "expires_at_ms": 5_000})),
+            json(200, json!({"restored": true})),
+            json(200, json!({"restored": false})),
+            json(409, json!({"error": "conflict", "message": "conflict: epoch 2 does not list node/1"})),
+            json(200, json!({"resurrected": true})),
+        ]);
+        let hub = client(&stub);
+        now(hub.authenticate(&Secret::new(CREDENTIAL))).unwrap();
+        now(hub.acquire_lock("c1", 3_000)).unwrap();
+        assert!(now(hub.resurrect_agent("node/1", 2)).unwrap());
+        let call = stub.last();
+        assert_eq!((call.method, call.path_and_query.as_str()), (Method::Post, "/v1/hub/agents/node%2F1/resurrect"));
+        assert_eq!(body(&call), json!({"epoch": 2}));
+        assert_eq!(header(&call, "x-fleet-token"), Some(CREDENTIAL));
+        assert_eq!(header(&call, "x-fleet-fence"), Some("4"));
+        assert!(!now(hub.resurrect_agent("node/1", 2)).unwrap(), "a replay restores nothing");
+        assert_eq!(
+            now(hub.resurrect_agent("node/1", 2)).unwrap_err(),
+            HubError::Rejected("conflict: epoch 2 does not list node/1".into())
+        );
+        assert!(matches!(now(hub.resurrect_agent("node/1", 2)), Err(HubError::Rejected(_))), "no `restored` field");
     }
 
     #[test]

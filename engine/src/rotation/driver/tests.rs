@@ -237,6 +237,10 @@ impl Hub for World {
         unreachable!("a rotation reads no references")
     }
 
+    async fn resurrect_agent(&self, _agent: &str, _epoch: u64) -> Result<bool, HubError> {
+        unreachable!("a rotation resurrects no identity")
+    }
+
     async fn begin_rotation(&self, agent: &str, rotation: &str) -> Result<IssuedCredential, HubError> {
         assert_eq!(agent, NODE);
         self.take_hub_failure()?;

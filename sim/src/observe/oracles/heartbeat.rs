@@ -1,9 +1,11 @@
 //! The oracles of the hub and its agents (seed 001's heartbeats and TTL, seed 004's silence signal): silence
-//! justified and detected in time, epoch members never tombstoned, the observer's health.
+//! justified and detected in time, epoch members never tombstoned, pinned identities present or resurrected under
+//! their epoch, the observer's health.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
+use engine::ports::events::TerminalOutcome;
 use engine::sensor::{SENSOR_PERIOD_MS, SILENT_THRESHOLD_MS};
 
 use crate::model::faults::{Step, decommission_step, fleet_step, host_step, instance_step, rollout_step, site_step};
@@ -102,6 +104,128 @@ impl Oracle for EpochMemberNeverTombstoned {
                     (None, None) => return,
                 };
                 out.push(Finding { t_ms: event.t_ms, evidence });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `pinned_identity_present`: the RCCA's exit criterion "Every journal-pinned agent identity is present or is restored
+/// through an explicit journal-bound resurrection path; no required row remains tombstoned". The epochs a rollout
+/// pinned are those the hub opened while it ran (between its plan or adoption and its end; adoption keeps the epochs of
+/// the rollout it adopts, by name). A required row is a member the rollout began a step on: a member it never touched
+/// keeps its prior generation whatever the registry did to it (RCCA "Make abort monotonic for untouched
+/// participants"). When the rollout ends successor or partial, no required row may be tombstoned.
+#[derive(Default)]
+pub(super) struct PinnedIdentityPresent {
+    /// The rollout running now, by name.
+    running: Option<String>,
+    /// Every epoch a rollout pinned, with its members.
+    pinned: BTreeMap<String, Vec<(u64, BTreeSet<String>)>>,
+    /// The nodes each rollout began a step on.
+    touched: BTreeMap<String, BTreeSet<String>>,
+    tombstoned: BTreeSet<String>,
+}
+
+impl Oracle for PinnedIdentityPresent {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubTombstoned { agent, .. } | Body::HubPrincipalRevoked { agent } => {
+                self.tombstoned.insert(agent.clone());
+            }
+            Body::HubRegistered { agent, .. } | Body::HubResurrected { agent, .. } => {
+                self.tombstoned.remove(agent);
+            }
+            Body::HubEpochOpened { epoch, members } => {
+                if let Some(rollout) = &self.running {
+                    let members = members.iter().cloned().collect();
+                    self.pinned.entry(rollout.clone()).or_default().push((*epoch, members));
+                }
+            }
+            Body::Rollout { rollout, event: RolloutBody::PlanFrozen { .. } | RolloutBody::Adopted { .. } } => {
+                self.running = Some(rollout.clone());
+            }
+            Body::Rollout { rollout, event: RolloutBody::StepStarted { node, .. } }
+                if !self.touched.get(rollout).is_some_and(|touched| touched.contains(node)) =>
+            {
+                self.touched.entry(rollout.clone()).or_default().insert(node.clone());
+            }
+            Body::Rollout { rollout, event: RolloutBody::Terminal { outcome } } => {
+                self.running = None;
+                let ended = match outcome {
+                    TerminalOutcome::Successor => "successor",
+                    TerminalOutcome::Partial => "partial",
+                    // A failed rollout leaves its journal for the next controller, whose adoption may still restore.
+                    TerminalOutcome::Failed(_) => return,
+                };
+                let touched = self.touched.get(rollout);
+                let required = |member: &&String| {
+                    self.tombstoned.contains(*member) && touched.is_some_and(|touched| touched.contains(*member))
+                };
+                for (epoch, members) in self.pinned.get(rollout).into_iter().flatten() {
+                    for member in members.iter().filter(required) {
+                        out.push(Finding {
+                            t_ms: event.t_ms,
+                            evidence: format!(
+                                "{member}, pinned by epoch {epoch} of {rollout}, is still tombstoned when the rollout \
+                                 ended {ended}"
+                            ),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `resurrection_journal_bound`: a `hub.resurrected` must restore a row the trace shows tombstoned, of an identity the
+/// epoch it names lists, while that epoch is open (the fake hub's side of the path, judged independently of it).
+#[derive(Default)]
+pub(super) struct ResurrectionJournalBound {
+    open: BTreeMap<u64, BTreeSet<String>>,
+    tombstoned: BTreeSet<String>,
+    /// Agents whose principal was revoked: their row is tombstoned with no credential left to restore.
+    revoked: BTreeSet<String>,
+}
+
+impl Oracle for ResurrectionJournalBound {
+    fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
+        match &event.body {
+            Body::HubEpochOpened { epoch, members } => {
+                self.open.insert(*epoch, members.iter().cloned().collect());
+            }
+            Body::HubEpochClosed { epoch } => {
+                self.open.remove(epoch);
+            }
+            Body::HubTombstoned { agent, .. } => {
+                self.tombstoned.insert(agent.clone());
+            }
+            Body::HubPrincipalRevoked { agent } => {
+                self.revoked.insert(agent.clone());
+            }
+            Body::HubRegistered { agent, .. } => {
+                self.tombstoned.remove(agent);
+                self.revoked.remove(agent);
+            }
+            Body::HubResurrected { agent, epoch } => {
+                let defect = if self.revoked.contains(agent) {
+                    Some("a principal that was revoked")
+                } else if !self.tombstoned.remove(agent) {
+                    Some("a row that was not tombstoned")
+                } else if !self.open.contains_key(epoch) {
+                    Some("an epoch that is not open")
+                } else if !self.open[epoch].contains(agent) {
+                    Some("an epoch that does not list it")
+                } else {
+                    None
+                };
+                if let Some(defect) = defect {
+                    out.push(Finding {
+                        t_ms: event.t_ms,
+                        evidence: format!("{agent} was resurrected under epoch {epoch}: {defect}"),
+                    });
+                }
             }
             _ => {}
         }
@@ -314,7 +438,8 @@ impl Oracle for SilenceDetectedInTime {
             return;
         }
         let agent: &str = match &event.body {
-            Body::HubRegistered { agent, .. } => {
+            // A resurrected row is seen by the hub as of its restoration, like a registration.
+            Body::HubRegistered { agent, .. } | Body::HubResurrected { agent, .. } => {
                 let watch = AgentWatch { last_heartbeat_ms: event.t_ms, ..AgentWatch::named(agent) };
                 self.agents.insert(agent.clone(), watch);
                 agent
@@ -385,6 +510,10 @@ impl Oracle for EpochMemberSurvivedTtl {
             }
             Body::HubTombstoned { agent, .. } => {
                 self.tombstoned.insert(agent.clone());
+            }
+            Body::HubResurrected { agent, .. } => {
+                self.tombstoned.remove(agent);
+                self.last_heartbeat_ms.insert(agent.clone(), event.t_ms);
             }
             Body::HubEpochOpened { epoch, members } => {
                 self.open.insert(*epoch, members.iter().cloned().collect());

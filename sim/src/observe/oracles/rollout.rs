@@ -83,7 +83,7 @@ impl Availability {
             Body::HubTombstoned { agent, .. } => {
                 self.tombstoned.insert(agent.clone());
             }
-            Body::HubRegistered { agent, .. } => {
+            Body::HubRegistered { agent, .. } | Body::HubResurrected { agent, .. } => {
                 self.tombstoned.remove(agent);
             }
             Body::RolloutSelected { nodes, .. } => {

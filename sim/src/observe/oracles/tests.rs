@@ -392,6 +392,71 @@ fn tombstoning_an_open_epoch_member_is_a_violation_but_not_after_the_epoch_close
     assert!(run(&mut oracle, &[opened, closed, tomb(5)], 0).is_empty());
 }
 
+fn rollout_event(t_ms: u64, event: RolloutBody) -> Event {
+    ev(t_ms, "controller", Body::Rollout { rollout: "rollout-r".into(), event })
+}
+
+#[test]
+fn a_touched_pinned_identity_still_tombstoned_when_its_rollout_ends_is_a_violation() {
+    let frozen =
+        rollout_event(0, RolloutBody::PlanFrozen { revision: "r".into(), lanes: 1, lane_size: 2, rollout_bound_ms: 1 });
+    let opened = ev(1, "hub", Body::HubEpochOpened { epoch: 1, members: vec!["n1".into(), "n2".into()] });
+    let started = |node: &str| {
+        rollout_event(
+            2,
+            RolloutBody::StepStarted {
+                node: node.into(),
+                step: engine::ports::events::RolloutStep::Node(engine::ports::events::NodeStep::Hold),
+                lane: 0,
+            },
+        )
+    };
+    let tomb = |agent: &str| ev(3, "hub", Body::HubTombstoned { agent: agent.into(), silent_ms: 3_700_000 });
+    let adopted = rollout_event(4, RolloutBody::Adopted { revision: "r".into(), in_doubt: 0 });
+    let resurrected = ev(5, "hub", Body::HubResurrected { agent: "n1".into(), epoch: 1 });
+    let ended = |outcome| rollout_event(6, RolloutBody::Terminal { outcome });
+    let story = |extra: Vec<Event>| {
+        let mut events = vec![frozen.clone(), opened.clone(), started("n1"), tomb("n1"), adopted.clone()];
+        events.extend(extra);
+        run(&mut PinnedIdentityPresent::default(), &events, 0)
+    };
+    let found = story(vec![ended(TerminalOutcome::Partial)]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].evidence.contains("n1, pinned by epoch 1 of rollout-r"), "{found:?}");
+    assert_eq!(story(vec![ended(TerminalOutcome::Successor)]).len(), 1);
+    assert!(story(vec![resurrected.clone(), ended(TerminalOutcome::Successor)]).is_empty(), "restored under its epoch");
+    let failed = ended(TerminalOutcome::Failed(engine::ports::events::RolloutFailure::EpochNotOpened));
+    assert!(story(vec![failed]).is_empty(), "a failed rollout leaves its journal to the next adopter");
+    // A member the rollout never touched is not a required row (abort is monotonic for untouched participants).
+    assert!(story(vec![resurrected, tomb("n2"), ended(TerminalOutcome::Partial)]).is_empty());
+    // An epoch opened while no rollout ran pins nothing of a rollout's.
+    let events = [opened.clone(), frozen.clone(), started("n1"), tomb("n1"), ended(TerminalOutcome::Partial)];
+    assert!(run(&mut PinnedIdentityPresent::default(), &events, 0).is_empty());
+}
+
+#[test]
+fn a_resurrection_must_restore_a_tombstoned_member_of_the_open_epoch_it_names() {
+    let opened = ev(0, "hub", Body::HubEpochOpened { epoch: 1, members: vec!["n1".into()] });
+    let tomb = |agent: &str| ev(1, "hub", Body::HubTombstoned { agent: agent.into(), silent_ms: 3_700_000 });
+    let revoked = ev(1, "hub", Body::HubPrincipalRevoked { agent: "n1".into() });
+    let closed = ev(2, "hub", Body::HubEpochClosed { epoch: 1 });
+    let resurrect = |agent: &str, epoch| ev(3, "hub", Body::HubResurrected { agent: agent.into(), epoch });
+    let judge = |events: &[Event]| run(&mut ResurrectionJournalBound::default(), events, 0);
+    assert!(judge(&[opened.clone(), tomb("n1"), resurrect("n1", 1)]).is_empty());
+    let cases = [
+        (vec![opened.clone(), resurrect("n1", 1)], "not tombstoned"),
+        (vec![opened.clone(), tomb("n1"), resurrect("n1", 1), resurrect("n1", 1)], "not tombstoned"),
+        (vec![opened.clone(), tomb("n1"), closed, resurrect("n1", 1)], "not open"),
+        (vec![opened.clone(), tomb("n2"), resurrect("n2", 1)], "does not list it"),
+        (vec![opened, revoked, resurrect("n1", 1)], "revoked"),
+    ];
+    for (events, defect) in cases {
+        let found = judge(&events);
+        assert_eq!(found.len(), 1, "{defect}: {found:?}");
+        assert!(found[0].evidence.contains(defect), "{defect}: {found:?}");
+    }
+}
+
 #[test]
 fn tombstoning_a_worker_a_running_rollout_stopped_is_a_violation_even_outside_the_epoch() {
     let empty_epoch = ev(0, "hub", Body::HubEpochOpened { epoch: 1, members: Vec::new() });
@@ -508,7 +573,9 @@ fn an_incoherent_node_is_never_mutated_but_a_staging_failure_may_have_been() {
     assert_eq!(found.len(), 1, "mutated before its quarantine: {found:?}");
     // Its cause, not its words: a staging failure, a node that could not be reached in a later rollout's preflight
     // (decommissioned, say), a failed repair are no identity verdict.
-    for cause in [QuarantineCause::Staging, QuarantineCause::Unreachable, QuarantineCause::Repair] {
+    for cause in
+        [QuarantineCause::Staging, QuarantineCause::Storage, QuarantineCause::Unreachable, QuarantineCause::Repair]
+    {
         let events = [mutated("n2"), quarantined("n2", "~/.mac/mac.env is unsafe", cause)];
         assert!(run(&mut NoIncoherentNodeMutated::default(), &events, 10).is_empty(), "{cause:?}");
     }
