@@ -20,6 +20,7 @@ const SCENARIOS: &[&str] = &[
     "decommission-retains-the-maas-record-by-policy-with-a-follow-up.toml",
     "epoch-aware-expiry-keeps-members-and-expires-strays.toml",
     "fifty-agents-heartbeat-for-two-hours-through-faults.toml",
+    "fleet-one-life-bare-metal-instances-are-onboarded-rolled-out-and-terminated.toml",
     "fleet-one-life-decommission-mid-rollout-is-refused-naming-its-epoch-and-hold-then-completes.toml",
     "fleet-one-life-decommission-of-a-node-under-an-operator-hold-is-refused.toml",
     "fleet-one-life-decommission-of-a-node-with-an-active-task-lease-is-refused.toml",
@@ -769,6 +770,63 @@ fn fleet_one_life_onboarded_machines_are_rolled_out_to_then_decommissioned() {
     assert_eq!(crashes.len(), 1, "released, so powered off");
     assert!(at(crashes[0]) > requested);
     assert!(["node-01", "node-03"].iter().all(|node| on(node, "host.crash").is_empty()));
+}
+
+#[test]
+fn fleet_one_life_bare_metal_instances_are_onboarded_rolled_out_and_terminated() {
+    let (record, trace) = run_file("fleet-one-life-bare-metal-instances-are-onboarded-rolled-out-and-terminated.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    let records = parsed(&trace, "instance.record");
+    let record_of = |kind: &str, instance: &str| -> Vec<&serde_json::Value> {
+        records.iter().filter(|r| r["record"]["record"] == kind && r["record"]["instance"] == instance).collect()
+    };
+    let transition = |instance: &str, event: &str| -> Option<u64> {
+        record_of("transition", instance)
+            .into_iter()
+            .find(|r| r["record"]["event"] == event)
+            .map(|r| r["t_ms"].as_u64().unwrap())
+    };
+    // One identity: each machine's Node is named as the machine and its worker is the machine.
+    let nodes: Vec<(String, String)> = records
+        .iter()
+        .filter(|r| r["record"]["record"] == "node_created")
+        .map(|r| (r["record"]["node"]["name"].to_string(), r["record"]["node"]["worker_id"].to_string()))
+        .collect();
+    assert_eq!(nodes.len(), 6);
+    assert!(nodes.iter().all(|(name, worker)| name == worker), "{nodes:?}");
+    // Five rows run once their machine's agent enrolled; node-06's onboarding stopped for a person and its row errored.
+    let enrolled = parsed(&trace, "site.agent_enrol");
+    for (index, machine) in ["node-01", "node-02", "node-03", "node-04", "node-05"].iter().enumerate() {
+        let instance = format!("i-0000{}", index + 1);
+        let running = transition(&instance, "mark_running").unwrap_or_else(|| panic!("{instance} never ran"));
+        let enrol = enrolled.iter().find(|e| e["machine"] == *machine).and_then(|e| e["t_ms"].as_u64()).unwrap();
+        assert!(enrol <= running, "{instance} ran before {machine} enrolled");
+    }
+    assert!(transition("i-00006", "mark_errored").is_some() && transition("i-00006", "mark_running").is_none());
+    // The rollout deploys to the same identities: the five running ones, after every one of them ran.
+    let selected = parsed(&trace, "rollout.selected");
+    let names: Vec<&str> = selected[0]["nodes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert_eq!(names, ["node-01", "node-02", "node-03", "node-04", "node-05"]);
+    let last_running = (1..=5).filter_map(|i| transition(&format!("i-0000{i}"), "mark_running")).max().unwrap();
+    assert!(last_running < selected[0]["t_ms"].as_u64().unwrap());
+    assert_eq!(record.rollouts[0].nodes.len(), 5);
+    // The terminate of node-02's instance is its machine's decommission; the destroy is confirmed after it completed.
+    let terminated = transition("i-00002", "terminate").expect("terminated");
+    let decommission = parsed(&trace, "engine.decommission");
+    let of_node_02 = |event: &str| -> Vec<u64> {
+        decommission
+            .iter()
+            .filter(|e| e["workflow"] == "decommission-node-02" && e["event"]["event"] == event)
+            .map(|e| e["t_ms"].as_u64().unwrap())
+            .collect()
+    };
+    let (first_stage, completed) = (of_node_02("stage_started"), of_node_02("completed"));
+    assert!(first_stage.first().is_some_and(|t| *t > terminated), "{first_stage:?}");
+    assert_eq!(completed.len(), 1);
+    let confirmed = record_of("destroy_confirmed", "i-00002");
+    assert_eq!(confirmed.len(), 1);
+    assert!(confirmed[0]["t_ms"].as_u64().unwrap() >= completed[0]);
+    assert!(decommission.iter().all(|e| e["workflow"] == "decommission-node-02"), "no other machine is retired");
 }
 
 /// The trace's events of `kind`, parsed.

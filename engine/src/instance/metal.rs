@@ -53,6 +53,12 @@ pub fn metal_status(
             (None, None) => MetalStatus::Decommissioning,
         });
     }
+    if retired.refusals > 0 {
+        // Refused before a run began (something still references the worker), `failed_retryable` by its record: it
+        // rests until a person clears what references it and asks again. Asking on every pass would only be refused
+        // again, a journal line each time.
+        return Ok(MetalStatus::DecommissionRetrying);
+    }
     let onboarded = OnboardHistory::of(onboarding_workflow, onboarding.iter().map(String::as_str))?;
     let system_id = || last_system_id(onboarding_workflow, onboarding);
     Ok(match (onboarded.runs, onboarded.completed, onboarded.last_stop) {
@@ -140,6 +146,9 @@ impl Inventory {
             (InstanceState::Provisioning, MetalStatus::Onboarding { system_id }) => {
                 MetalStep::call(MetalCall::Onboard, created(system_id))
             }
+            // Asked for, and no run of it began: the request was lost before the runner took it up (its controller
+            // died with the request still queued). Asked again; a request already in flight is the same request.
+            (InstanceState::Provisioning, MetalStatus::Racked) => MetalStep::call(MetalCall::Onboard, Vec::new()),
             (InstanceState::Pending, MetalStatus::OnboardingRetrying { system_id }) => {
                 MetalStep::write(created(system_id).into_iter().chain(event(InstanceEvent::MarkProvisioning)).collect())
             }
@@ -277,7 +286,18 @@ mod tests {
         );
         let completed =
             DecommissionRecord::Completed { workflow: DE.into(), run: 1, workflow_state: WorkflowState::Completed };
-        assert_eq!(status(&done, &[begun, completed]), MetalStatus::Decommissioned);
+        assert_eq!(status(&done, &[begun.clone(), completed.clone()]), MetalStatus::Decommissioned);
+        // Refused before a run began: it rests for a person (no request on every pass), until a run of it begins.
+        let refused = DecommissionRecord::Refused {
+            workflow: DE.into(),
+            stage: DecommissionStage::ALL[0],
+            class: FailureClass::StateAmbiguity,
+            workflow_state: WorkflowState::FailedRetryable,
+            references: Vec::new(),
+        };
+        assert_eq!(status(&done, std::slice::from_ref(&refused)), MetalStatus::DecommissionRetrying);
+        assert_eq!(status(&done, &[refused.clone(), begun.clone()]), MetalStatus::Decommissioning);
+        assert_eq!(status(&done, &[refused, begun, completed]), MetalStatus::Decommissioned);
     }
 
     #[test]

@@ -499,6 +499,11 @@ fn a_bare_metal_row_is_provisioned_by_its_onboarding_and_runs_on_its_agents_firs
         "a racked machine is asked for, then the row provisions"
     );
     assert_eq!(platform.state(&id), InstanceState::Provisioning);
+    assert_eq!(
+        step(&mut platform, &MetalStatus::Racked),
+        (Some(MetalCall::Onboard), vec![]),
+        "asked for and no run began (the request died queued with its controller): asked again, nothing written"
+    );
     assert_eq!(step(&mut platform, &onboarding(None)), (Some(MetalCall::Onboard), vec![]), "a run to resume");
     assert_eq!(
         step(&mut platform, &onboarding(Some("abc123"))),

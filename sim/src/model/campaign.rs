@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::model::faults::{
-    BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Phase, PhaseStep, RolloutPoint, RolloutStepTrigger,
-    StageStep, Step, TimedStep,
+    BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, InstanceOp, Phase, PhaseStep, RolloutPoint,
+    RolloutStepTrigger, StageStep, Step, TimedStep,
 };
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::{
@@ -1258,11 +1258,26 @@ impl Campaign {
     fn draw_decommissions(&self, rng: &mut ChaCha8Rng, tagged: &mut Vec<(bool, TimedStep)>) {
         let mut steps = Tagged { relative: true, steps: tagged };
         let (Some(plan), Some(onboarding)) = (&self.decommission, &self.base.onboarding) else { return };
+        // In a bare-metal run a machine is its NodeInstance's backing: it is decommissioned by terminating the
+        // instance, whose destroy asks for the machine's decommission workflow (`docs/instances.md`).
+        let bare_metal = self.base.instances.as_ref().is_some_and(|instances| instances.bare_metal);
         let mut requested: Vec<(String, u64)> = Vec::new();
         for machine in &onboarding.machines {
             if rng.random_range(0..1000) < plan.per_mille {
                 let at_ms = rng.random_range(plan.at_ms.min..=plan.at_ms.max);
-                steps.push(TimedStep { at_ms, step: Step::Decommission { target: machine.clone() } });
+                let step = if bare_metal {
+                    Step::InstanceOperator {
+                        target: machine.clone(),
+                        op: InstanceOp::Terminate,
+                        reason: "decommission".to_owned(),
+                        actor: crate::model::faults::DEFAULT_OPERATOR_ACTOR.to_owned(),
+                        force: false,
+                        operation_id: None,
+                    }
+                } else {
+                    Step::Decommission { target: machine.clone() }
+                };
+                steps.push(TimedStep { at_ms, step });
                 requested.push((machine.clone(), at_ms));
             }
         }
@@ -1771,6 +1786,56 @@ target = 2
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_bare_metal_campaign_decommissions_a_machine_by_terminating_its_instance() {
+        let text = |bare_metal: bool| {
+            let instances = if bare_metal {
+                "[instances]\nbare_metal = true\ngovernance = { terminate = \"allow\" }\n"
+            } else {
+                ""
+            };
+            format!(
+                r#"
+schema_version = 1
+description = "decommissions"
+seed = 5
+runs = 2
+duration_ms = 21_600_000
+
+[fleet]
+nodes = 3
+
+[onboarding]
+nodes = 3
+
+[decommission]
+per_mille = 1000
+at_ms = {{ min = 9_000_000, max = 10_000_000 }}
+
+{instances}
+[oracles]
+"#
+            )
+        };
+        for bare_metal in [false, true] {
+            let campaign = parse_campaign("c.toml", &text(bare_metal)).unwrap_or_else(|error| panic!("{error}"));
+            let spec = campaign.run_spec(0);
+            let terminates: Vec<&str> = spec
+                .all_steps()
+                .filter_map(|step| match step {
+                    Step::InstanceOperator { op: InstanceOp::Terminate, target, .. } => Some(target.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let decommissions = spec.all_steps().filter(|step| matches!(step, Step::Decommission { .. })).count();
+            let machines: Vec<&str> = spec.onboarding.as_ref().unwrap().machines.iter().map(String::as_str).collect();
+            assert_eq!(machines.len(), 3);
+            let expected: &[&str] = if bare_metal { &machines } else { &[] };
+            assert_eq!(terminates, expected, "bare metal: {bare_metal}");
+            assert_eq!(decommissions, if bare_metal { 0 } else { 3 }, "bare metal: {bare_metal}");
         }
     }
 }

@@ -372,6 +372,9 @@ impl MetalBook {
             OnboardingBody::Stopped { workflow_state, .. } if workflow_state != "failed_retryable" => {
                 Workflow::StoppedForGood(event.t_ms)
             }
+            // A decommission refused before its run (something references the worker) rests for a person, who
+            // clears the references and asks again.
+            OnboardingBody::Refused { .. } => Workflow::StoppedForGood(event.t_ms),
             _ => return,
         };
         book.insert(machine.to_owned(), state);
@@ -839,6 +842,19 @@ mod tests {
         stuck.push(started(102 * minute, true));
         stuck.push(stopped(103 * minute, true, "failed_manual_intervention"));
         assert!(run(&mut EveryInstanceSettles::default(), &stuck, 600 * minute).is_empty());
+        // Refused before a run began (something references the worker): it rests for a person too.
+        let mut refused = owed.clone();
+        let refusal = OnboardingBody::Refused {
+            stage: "disable_node".into(),
+            class: "state_ambiguity".into(),
+            workflow_state: "failed_retryable".into(),
+            node_state: "active".into(),
+            references: Vec::new(),
+        };
+        refused.push(workflow(102 * minute, true, refusal));
+        assert!(run(&mut EveryInstanceSettles::default(), &refused, 600 * minute).is_empty());
+        let found = run(&mut EveryInstanceSettles::default(), &owed, 600 * minute);
+        assert!(found.len() == 1 && found[0].evidence.contains("destroy is not confirmed"), "never asked: {found:?}");
         let mut released = owed.clone();
         released.push(started(102 * minute, true));
         released.push(completed(150 * minute, true));
