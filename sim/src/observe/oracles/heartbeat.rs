@@ -61,12 +61,40 @@ impl Oracle for SilenceJustified {
     }
 }
 
+/// The open deployment epochs and their members, as the hub's `hub.epoch_opened` and `hub.epoch_closed` say.
+#[derive(Default)]
+pub(super) struct OpenEpochs(BTreeMap<u64, BTreeSet<String>>);
+
+impl OpenEpochs {
+    /// Follows one event; whether it opened or closed an epoch.
+    fn observe(&mut self, body: &Body) -> bool {
+        match body {
+            Body::HubEpochOpened { epoch, members } => {
+                self.0.insert(*epoch, members.iter().cloned().collect());
+            }
+            Body::HubEpochClosed { epoch } => {
+                self.0.remove(epoch);
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+impl std::ops::Deref for OpenEpochs {
+    type Target = BTreeMap<u64, BTreeSet<String>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
 /// `epoch_member_never_tombstoned`: membership as the hub recorded it (the epoch's members), and as the workers
 /// show it, so an epoch that pins too few is caught too: a worker a running rollout stopped is a member of that
 /// rollout's deployment until the rollout restarts it or ends.
 #[derive(Default)]
 pub(super) struct EpochMemberNeverTombstoned {
-    open: BTreeMap<u64, BTreeSet<String>>,
+    open: OpenEpochs,
     /// Workers a rollout's stop left stopped, by the rollout that stopped them.
     stopped_by: BTreeMap<String, String>,
 }
@@ -74,12 +102,7 @@ pub(super) struct EpochMemberNeverTombstoned {
 impl Oracle for EpochMemberNeverTombstoned {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         match &event.body {
-            Body::HubEpochOpened { epoch, members } => {
-                self.open.insert(*epoch, members.iter().cloned().collect());
-            }
-            Body::HubEpochClosed { epoch } => {
-                self.open.remove(epoch);
-            }
+            body if self.open.observe(body) => {}
             Body::WorkerMutated { op, operation_id, .. } if op == "stop_service" => {
                 if let Some((rollout, _)) = operation_id.split_once('/') {
                     self.stopped_by.insert(event.host.to_string(), rollout.to_owned());
@@ -183,7 +206,7 @@ impl Oracle for PinnedIdentityPresent {
 /// epoch it names lists, while that epoch is open (the fake hub's side of the path, judged independently of it).
 #[derive(Default)]
 pub(super) struct ResurrectionJournalBound {
-    open: BTreeMap<u64, BTreeSet<String>>,
+    open: OpenEpochs,
     tombstoned: BTreeSet<String>,
     /// Agents whose principal was revoked: their row is tombstoned with no credential left to restore.
     revoked: BTreeSet<String>,
@@ -192,12 +215,7 @@ pub(super) struct ResurrectionJournalBound {
 impl Oracle for ResurrectionJournalBound {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         match &event.body {
-            Body::HubEpochOpened { epoch, members } => {
-                self.open.insert(*epoch, members.iter().cloned().collect());
-            }
-            Body::HubEpochClosed { epoch } => {
-                self.open.remove(epoch);
-            }
+            body if self.open.observe(body) => {}
             Body::HubTombstoned { agent, .. } => {
                 self.tombstoned.insert(agent.clone());
             }
@@ -481,7 +499,7 @@ impl Oracle for SilenceDetectedInTime {
 pub(super) struct EpochMemberSurvivedTtl {
     ttl_ms: u64,
     sweep_interval_ms: u64,
-    open: BTreeMap<u64, BTreeSet<String>>,
+    open: OpenEpochs,
     last_heartbeat_ms: BTreeMap<String, u64>,
     tombstoned: BTreeSet<String>,
     reached: bool,
@@ -493,7 +511,7 @@ impl EpochMemberSurvivedTtl {
         EpochMemberSurvivedTtl {
             ttl_ms: ctx.agent_ttl_ms,
             sweep_interval_ms: ctx.sweep_interval_ms,
-            open: BTreeMap::new(),
+            open: OpenEpochs::default(),
             last_heartbeat_ms: BTreeMap::new(),
             tombstoned: BTreeSet::new(),
             reached: false,
@@ -515,12 +533,7 @@ impl Oracle for EpochMemberSurvivedTtl {
                 self.tombstoned.remove(agent);
                 self.last_heartbeat_ms.insert(agent.clone(), event.t_ms);
             }
-            Body::HubEpochOpened { epoch, members } => {
-                self.open.insert(*epoch, members.iter().cloned().collect());
-            }
-            Body::HubEpochClosed { epoch } => {
-                self.open.remove(epoch);
-            }
+            body if self.open.observe(body) => {}
             _ => {}
         }
         let minute = event.t_ms / 60_000;
@@ -528,7 +541,7 @@ impl Oracle for EpochMemberSurvivedTtl {
             return;
         }
         self.checked_minute = minute;
-        for (epoch, members) in &self.open {
+        for (epoch, members) in self.open.iter() {
             for member in members {
                 let last = self.last_heartbeat_ms.get(member).copied().unwrap_or(0);
                 let silent_ms = event.t_ms.saturating_sub(last);
