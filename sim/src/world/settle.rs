@@ -1,8 +1,8 @@
 //! When a run has settled: nothing left in it can change a verdict, so it may end before its `duration_ms`.
 //!
-//! [`Settle`] follows the trace as the world records it: which workflows and rollouts are not yet at rest, and when
-//! the last event that is not the world's steady beat happened (heartbeats, their refusals and failures, canary
-//! dispatches and their refusals, the site's periodic hardware sync). [`crate::world::World::settled`] adds what
+//! [`Settle`] follows the trace as the world records it: which workflows, rollouts and (in a bare-metal-only run)
+//! instance rows are not yet at rest, and when the last event that is not the world's steady beat happened
+//! (heartbeats, their refusals and failures, canary dispatches and their refusals, the site's periodic hardware sync). [`crate::world::World::settled`] adds what
 //! only the world knows — the fault plan done, no restart timer pending, the hub's, the site's and the network's
 //! own clocks at rest, no credential renewal due — and the quiet time every oracle's deadline needs.
 //! `docs/oracles.md` ("When a run ends early") says, oracle by oracle, why no verdict can change after that point.
@@ -62,8 +62,10 @@ impl Settle {
             }
         }
         // The instance lifecycle keeps its own clocks (the replenisher, the ready TTL, the hourly sync, the stuck
-        // rows' bounds): a run with `[instances]` runs its whole duration.
-        if spec.instances.is_some() {
+        // rows' bounds): a run with cloud rows or pools runs its whole duration. A bare-metal-only one (every row
+        // backed by a machine of the site, no pool) has none that can change a verdict once every row rests: its
+        // rows are followed one by one ([`instance_rests`]).
+        if spec.instances.as_ref().is_some_and(|instances| !bare_metal_only(instances)) {
             open.insert("instances".to_owned());
         }
         Settle { open, ..Settle::default() }
@@ -117,6 +119,15 @@ impl Settle {
                 _ => (rollout, false),
             },
             Body::Rotation { rotation, event, .. } => (rotation, matches!(event, RotationBody::Ended { .. })),
+            Body::InstanceRecord { record } => {
+                let Some((id, at_rest)) = instance_rests(record) else { return };
+                if at_rest {
+                    self.open.remove(&id);
+                } else {
+                    self.open.insert(id);
+                }
+                return;
+            }
             _ => return,
         };
         if at_rest {
@@ -133,6 +144,33 @@ impl Settle {
         let waiting = self.held.iter().map(|(agent, _)| agent).chain(&self.stopped).any(unsampled);
         (self.open.is_empty() && !waiting).then_some(self.last_change_ms)
     }
+}
+
+/// Whether an `[instances]` table has bare-metal rows only: no plain cloud node, no pool.
+fn bare_metal_only(instances: &crate::model::spec::instances::InstancesSpec) -> bool {
+    instances.bare_metal && instances.plain == 0 && instances.pools.is_empty()
+}
+
+/// What an instance record says about rest (bare-metal-only runs; with cloud rows or pools `instances` stays open):
+/// a row is open from its creation while it is pending, provisioning, starting, stopping or rebooting, or draining,
+/// and rests in running, stopped, error or terminated; a deferred operation is open from its parking to its decision.
+/// A destroy owed is not followed here: the row's next pass (every 30 s, well inside the quiet time) asks for its
+/// machine's decommission, which `open` follows as it runs, and confirms the destroy once it completed; one refused or
+/// stopped for good rests for a person. `None` for a record that says nothing about rest.
+fn instance_rests(record: &engine::instance::inventory::InstanceRecord) -> Option<(String, bool)> {
+    use engine::instance::inventory::InstanceRecord as R;
+    use engine::instance::state::InstanceState as S;
+    Some(match record {
+        R::InstanceCreated { instance } => (format!("instance:{}", instance.id), false),
+        R::Transition { instance, to, .. } => {
+            let rests = matches!(to, S::Running | S::Stopped | S::Error | S::Terminated);
+            (format!("instance:{instance}"), rests)
+        }
+        R::DrainStarted { instance, .. } => (format!("instance:{instance}"), false),
+        R::Deferred { deferred } => (format!("deferred:{}", deferred.id), false),
+        R::Decided { deferred, .. } => (format!("deferred:{deferred}"), true),
+        _ => return None,
+    })
 }
 
 /// The world's steady beat: events a world at rest keeps producing, each the same judgement every time it recurs.
@@ -205,6 +243,38 @@ mod tests {
             &onboarding("onboard-a", OnboardingBody::StageStarted { stage: "commission".into(), attempt: 1 }),
         );
         assert_eq!(settle.quiet_since(), None, "an operator's resume starts it again");
+    }
+
+    #[test]
+    fn a_bare_metal_row_rests_in_running_stopped_error_or_terminated_and_a_parked_operation_until_decided() {
+        use engine::instance::inventory::{Deferred, DeferredOperation, DeferredStatus, InstanceRecord};
+        use engine::instance::state::InstanceEvent;
+        use engine::instance::state::InstanceState as S;
+        let moved = |event, from, to| Body::InstanceRecord {
+            record: InstanceRecord::Transition { instance: "i-1".into(), event, from, to, at_ms: 0 },
+        };
+        let mut settle = settle(&[]);
+        settle.observe_at(1, &moved(InstanceEvent::MarkProvisioning, S::Pending, S::Provisioning));
+        assert_eq!(settle.quiet_since(), None, "provisioning: its onboarding is asked for");
+        settle.observe_at(2, &moved(InstanceEvent::MarkRunning, S::Provisioning, S::Running));
+        assert_eq!(settle.quiet_since(), Some(2));
+        settle.observe_at(3, &moved(InstanceEvent::Stop, S::Running, S::Stopping));
+        assert_eq!(settle.quiet_since(), None, "a stop waits for MAAS to read the power off");
+        settle.observe_at(4, &moved(InstanceEvent::MarkStopped, S::Stopping, S::Stopped));
+        assert_eq!(settle.quiet_since(), Some(4));
+        let drain = InstanceRecord::DrainStarted { instance: "i-1".into(), at_ms: 5 };
+        settle.observe_at(5, &Body::InstanceRecord { record: drain });
+        assert_eq!(settle.quiet_since(), None, "a drain in flight");
+        settle.observe_at(6, &moved(InstanceEvent::Terminate, S::Stopped, S::Terminated));
+        assert_eq!(settle.quiet_since(), Some(6), "terminated: the destroy follows its decommission, followed as such");
+        let operation = DeferredOperation::Terminate { instance: "i-1".into(), by: "oncall".into() };
+        let deferred = Deferred { id: "d-1".into(), operation, status: DeferredStatus::Pending, requested_at_ms: 7 };
+        settle.observe_at(7, &Body::InstanceRecord { record: InstanceRecord::Deferred { deferred } });
+        assert_eq!(settle.quiet_since(), None, "an approval pending");
+        let decided =
+            InstanceRecord::Decided { deferred: "d-1".into(), status: DeferredStatus::Denied, by: "x".into() };
+        settle.observe_at(8, &Body::InstanceRecord { record: decided });
+        assert_eq!(settle.quiet_since(), Some(8));
     }
 }
 
