@@ -366,6 +366,35 @@ fn minutes(ms: u64) -> String {
     }
 }
 
+/// A per-run plot's opening: its `<svg>` (labelled `what`, the run's name) and the grid lines at 0 and at `max`, the
+/// top of its value axis.
+fn plot_frame(what: &str, run: &RunRecord, max: u64) -> String {
+    let (left, top, width, height) = PLOT;
+    let (svg_width, svg_height) = (left + width + 16, top + height + 24);
+    let mut svg = format!(
+        "<svg width=\"{svg_width}\" height=\"{svg_height}\" viewBox=\"0 0 {svg_width} {svg_height}\" role=\"img\" \
+         aria-label=\"{what}, {}\">\n",
+        esc(&run_name(run))
+    );
+    for value in [0, max] {
+        let y = plot_y(value, max);
+        svg.push_str(&format!(
+            "<line x1=\"{left}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" class=\"grid\"></line>\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{value}</text>\n",
+            left + width,
+            left - 6,
+            y + 4
+        ));
+    }
+    svg
+}
+
+/// The height of `value` on a value axis from 0 to `max` (a value above `max` is drawn at the top).
+fn plot_y(value: u64, max: u64) -> u64 {
+    let (_, top, _, height) = PLOT;
+    top + height - value.min(max) * height / max.max(1)
+}
+
 fn x_of(t_ms: u64, end_ms: u64) -> u64 {
     let (left, _, width, _) = PLOT;
     left + t_ms.min(end_ms) * width / end_ms.max(1)
@@ -410,7 +439,7 @@ fn availability_section(report: &CampaignReport) -> String {
         let floor = config_u64(run, "fleet", "availability_floor").unwrap_or(0);
         let peak = run.availability.iter().map(|point| point.available).max().unwrap_or(0);
         let nodes = config_u64(run, "fleet", "nodes").unwrap_or(peak).max(peak).max(floor).max(1);
-        let y_of = |available: u64| top + height - available.min(nodes) * height / nodes;
+        let y_of = |available: u64| plot_y(available, nodes);
         let lowest = run.availability.iter().map(|point| point.available).min().unwrap_or(0);
         html.push_str(&format!(
             "<h3>{} — {} (lowest {lowest} of {nodes}{})</h3>\n",
@@ -418,22 +447,7 @@ fn availability_section(report: &CampaignReport) -> String {
             esc(&run.verdict.label()),
             if floor > 0 { format!(", floor {floor}") } else { ", no floor".to_owned() }
         ));
-        let (svg_width, svg_height) = (left + width + 16, top + height + 24);
-        html.push_str(&format!(
-            "<svg width=\"{svg_width}\" height=\"{svg_height}\" viewBox=\"0 0 {svg_width} {svg_height}\" role=\"img\" \
-             aria-label=\"healthy eligible workers over virtual time, {}\">\n",
-            esc(&run_name(run))
-        ));
-        for value in [0, nodes] {
-            let y = y_of(value);
-            html.push_str(&format!(
-                "<line x1=\"{left}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" class=\"grid\"></line>\
-                 <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{value}</text>\n",
-                left + width,
-                left - 6,
-                y + 4
-            ));
-        }
+        html.push_str(&plot_frame("healthy eligible workers over virtual time", run, nodes));
         let mut path = String::new();
         for (index, point) in run.availability.iter().enumerate() {
             let (x, y) = (x_of(point.t_ms, end_ms), y_of(point.available));
@@ -494,12 +508,11 @@ fn batches_section(report: &CampaignReport) -> String {
          upgraded, rolled back or quarantined (dotted); each mark is a batch (red: a rollback's), its tooltip the \
          oldest heartbeat, the epoch's pin age, the progress, retries, quarantines and the estimated time left.</p>\n",
     );
-    let (left, top, width, height) = PLOT;
     for run in plotted_runs(report, has) {
         let end_ms = run.virtual_duration_ms.max(1);
         let peak = run.batches.iter().map(|point| point.available.max(point.remaining)).max().unwrap_or(0);
         let nodes = config_u64(run, "fleet", "nodes").unwrap_or(peak).max(peak).max(1);
-        let y_of = |value: u64| top + height - value.min(nodes) * height / nodes;
+        let y_of = |value: u64| plot_y(value, nodes);
         let last = run.batches.last();
         html.push_str(&format!(
             "<h3>{} — {} ({} batches; at the last: {} available, {} remaining, {} retries, {} quarantined)</h3>\n",
@@ -511,22 +524,7 @@ fn batches_section(report: &CampaignReport) -> String {
             last.map_or(0, |point| point.retries),
             last.map_or(0, |point| point.quarantined),
         ));
-        let (svg_width, svg_height) = (left + width + 16, top + height + 24);
-        html.push_str(&format!(
-            "<svg width=\"{svg_width}\" height=\"{svg_height}\" viewBox=\"0 0 {svg_width} {svg_height}\" role=\"img\" \
-             aria-label=\"per-batch telemetry over virtual time, {}\">\n",
-            esc(&run_name(run))
-        ));
-        for value in [0, nodes] {
-            let y = y_of(value);
-            html.push_str(&format!(
-                "<line x1=\"{left}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" class=\"grid\"></line>\
-                 <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{value}</text>\n",
-                left + width,
-                left - 6,
-                y + 4
-            ));
-        }
+        html.push_str(&plot_frame("per-batch telemetry over virtual time", run, nodes));
         for (class, value) in [("series", 0), ("remaining", 1)] {
             let points: Vec<String> = run
                 .batches
