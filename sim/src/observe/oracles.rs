@@ -230,7 +230,10 @@ impl OracleSet {
     pub fn on_event(&mut self, event: &Event, line: &str) {
         for index in 0..self.oracles.len() {
             self.oracles[index].1.on_event(event, line, &mut self.scratch);
-            self.take_scratch(index);
+            // Most events make no finding: skip the call.
+            if !self.scratch.is_empty() {
+                self.take_scratch(index);
+            }
         }
     }
 

@@ -635,19 +635,30 @@ pub struct Trace {
     lines: Option<Vec<String>>,
     kept_bytes: usize,
     sink: Box<dyn Sink>,
+    /// The line being written, reused from event to event (a run records tens of thousands).
+    buffer: Vec<u8>,
 }
 
 impl Trace {
     pub fn new(sink: Box<dyn Sink>, keep_lines: bool) -> Trace {
-        Trace { hasher: Sha256::new(), events: 0, lines: keep_lines.then(Vec::new), kept_bytes: 0, sink }
+        Trace {
+            hasher: Sha256::new(),
+            events: 0,
+            lines: keep_lines.then(Vec::new),
+            kept_bytes: 0,
+            sink,
+            buffer: Vec::with_capacity(256),
+        }
     }
 
     pub fn record(&mut self, event: Event) {
-        let line = serde_json::to_string(&event).expect("trace events serialise");
+        self.buffer.clear();
+        serde_json::to_writer(&mut self.buffer, &event).expect("trace events serialise");
+        let line = std::str::from_utf8(&self.buffer).expect("serde_json writes UTF-8");
         self.hasher.update(line.as_bytes());
         self.hasher.update(b"\n");
         self.events += 1;
-        self.sink.on_event(&event, &line);
+        self.sink.on_event(&event, line);
         if let Some(lines) = &mut self.lines {
             self.kept_bytes += line.len() + 1;
             if self.kept_bytes > TRACE_BYTES_MAX {
@@ -655,7 +666,7 @@ impl Trace {
                 *lines = Vec::new();
                 self.lines = None;
             } else {
-                lines.push(line);
+                lines.push(line.to_owned());
             }
         }
     }

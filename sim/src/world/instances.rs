@@ -356,7 +356,7 @@ impl World {
         let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
         let provider = SimProvider { world: self.clone(), from: CONTROLLER_ID };
         let platform = SimPlatform { world: self.clone(), from: CONTROLLER_ID };
-        let metal = SimMetal { world: self.clone() };
+        let metal = SimMetal::new(self.clone());
         let mut driver = match InstanceDriver::open(&journal, &provider, &metal, &platform).await {
             Ok(driver) => driver,
             Err(error) => return self.pass_failed("open", &error),
