@@ -163,5 +163,17 @@ mod tests {
         assert_eq!(w2.completed.as_deref(), Some("def456"));
         let corrupt = ["onboard {\"record\":\"run_started\"".to_owned()];
         assert!(OnboardHistory::of("w1", corrupt.iter().map(String::as_str)).is_err());
+
+        // Every workflow at once says what `of` says of each, and the same error for a line that does not decode.
+        let all = OnboardHistory::per_workflow(lines.iter().map(String::as_str)).unwrap();
+        assert_eq!(all.keys().map(String::as_str).collect::<Vec<_>>(), ["w1", "w2"]);
+        assert_eq!(all["w1"], w1);
+        assert_eq!(all["w2"], w2);
+        let mut broken = lines.clone();
+        broken.extend(corrupt);
+        assert_eq!(
+            OnboardHistory::per_workflow(broken.iter().map(String::as_str)).unwrap_err(),
+            OnboardHistory::of("w9", broken.iter().map(String::as_str)).unwrap_err()
+        );
     }
 }

@@ -141,41 +141,67 @@ impl<R: WorkflowRecord> History<R> {
             let Some(record) = decode::<R>(line) else { continue };
             let record = record?;
             let entry = record.entry();
-            if entry.workflow() != workflow {
-                continue;
-            }
-            match entry {
-                Entry::RunStarted { run, .. } => {
-                    history.runs = history.runs.max(run);
-                    history.interrupted_at = None;
-                    history.unfinished = true;
-                    history.last_stop = None;
-                    history.last_run_reached.clear();
-                    history.last_run_ended = false;
-                }
-                Entry::Checkpoint { stage, .. } => {
-                    history.last_stage = Some(stage);
-                    history.reached.insert(stage);
-                    history.interrupted_at = Some(stage);
-                    history.last_run_reached.insert(stage);
-                }
-                Entry::Stopped { workflow_state, .. } => {
-                    if workflow_state == WorkflowState::FailedRetryable {
-                        history.failed_retryable_runs += 1;
-                    }
-                    history.end_run();
-                    history.last_stop = Some(workflow_state);
-                }
-                Entry::Completed { completion, .. } => {
-                    history.completed = Some(completion);
-                    history.end_run();
-                    history.last_stop = None;
-                }
-                Entry::Work { .. } => {}
-                Entry::Refused { .. } => history.refusals += 1,
+            if entry.workflow() == workflow {
+                history.apply(entry);
             }
         }
         Ok(history)
+    }
+
+    /// The history of every workflow of this kind in the journal's `lines`, each line decoded once: what
+    /// [`History::of`] says of each workflow named (a workflow absent from the map has the default history), for a
+    /// reader that asks about many. A line of this kind that does not decode is an error, as it is to `of`.
+    pub fn per_workflow<'a>(
+        lines: impl IntoIterator<Item = &'a str>,
+    ) -> Result<std::collections::BTreeMap<String, History<R>>, String> {
+        let mut histories: std::collections::BTreeMap<String, History<R>> = std::collections::BTreeMap::new();
+        for line in lines {
+            let Some(record) = decode::<R>(line) else { continue };
+            let record = record?;
+            let entry = record.entry();
+            match histories.get_mut(entry.workflow()) {
+                Some(history) => history.apply(entry),
+                None => {
+                    let workflow = entry.workflow().to_owned();
+                    histories.entry(workflow).or_default().apply(entry);
+                }
+            }
+        }
+        Ok(histories)
+    }
+
+    /// Folds one entry of this history's workflow.
+    fn apply(&mut self, entry: Entry<R::Stage, R::Completion>) {
+        match entry {
+            Entry::RunStarted { run, .. } => {
+                self.runs = self.runs.max(run);
+                self.interrupted_at = None;
+                self.unfinished = true;
+                self.last_stop = None;
+                self.last_run_reached.clear();
+                self.last_run_ended = false;
+            }
+            Entry::Checkpoint { stage, .. } => {
+                self.last_stage = Some(stage);
+                self.reached.insert(stage);
+                self.interrupted_at = Some(stage);
+                self.last_run_reached.insert(stage);
+            }
+            Entry::Stopped { workflow_state, .. } => {
+                if workflow_state == WorkflowState::FailedRetryable {
+                    self.failed_retryable_runs += 1;
+                }
+                self.end_run();
+                self.last_stop = Some(workflow_state);
+            }
+            Entry::Completed { completion, .. } => {
+                self.completed = Some(completion);
+                self.end_run();
+                self.last_stop = None;
+            }
+            Entry::Work { .. } => {}
+            Entry::Refused { .. } => self.refusals += 1,
+        }
     }
 
     fn end_run(&mut self) {

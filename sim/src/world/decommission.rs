@@ -223,15 +223,16 @@ impl World {
     /// The decommission workflows the journal shows started and not finished (a dead controller's).
     pub(crate) fn unfinished_decommissions(&self, lines: &[String]) -> Vec<String> {
         let Some(onboarding) = &self.spec.onboarding else { return Vec::new() };
+        let Ok(histories) = DecommissionHistory::per_workflow(lines.iter().map(String::as_str)) else {
+            return Vec::new();
+        };
         onboarding
             .machines
             .iter()
             .filter(|machine| {
-                let history = DecommissionHistory::of(
-                    &crate::model::ids::decommission_workflow_id(machine),
-                    lines.iter().map(String::as_str),
-                );
-                history.is_ok_and(|history| history.unfinished)
+                histories
+                    .get(&crate::model::ids::decommission_workflow_id(machine))
+                    .is_some_and(|history| history.unfinished)
             })
             .cloned()
             .collect()

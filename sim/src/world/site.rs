@@ -504,20 +504,24 @@ impl World {
         // In a bare-metal run the instance controller asks for each machine's onboarding (its provision): at boot
         // only the workflows a run of which began are taken up again, as in any run.
         let bare_metal = self.spec.instances.as_ref().is_some_and(|instances| instances.bare_metal);
+        // Each workflow kind's records decoded once for every machine (a line of the kind that does not decode
+        // leaves every machine's history unread, as `History::of` would for each).
+        let onboarded = engine::onboarding::record::OnboardHistory::per_workflow(lines.iter().map(String::as_str));
+        let retired = engine::decommission::record::DecommissionHistory::per_workflow(lines.iter().map(String::as_str));
         let began = |machine: &String| {
-            engine::onboarding::record::OnboardHistory::of(
-                &crate::model::ids::onboarding_workflow_id(machine),
-                lines.iter().map(String::as_str),
-            )
-            .is_ok_and(|history| history.runs > 0)
+            onboarded.as_ref().is_ok_and(|histories| {
+                histories
+                    .get(&crate::model::ids::onboarding_workflow_id(machine))
+                    .is_some_and(|history| history.runs > 0)
+            })
         };
         for machine in onboarding.machines.iter().filter(|machine| !bare_metal || began(machine)) {
             // A node whose decommission began is not onboarded again.
-            let decommission_began = engine::decommission::record::DecommissionHistory::of(
-                &crate::model::ids::decommission_workflow_id(machine),
-                lines.iter().map(String::as_str),
-            )
-            .is_ok_and(|history| history.runs > 0);
+            let decommission_began = retired.as_ref().is_ok_and(|histories| {
+                histories
+                    .get(&crate::model::ids::decommission_workflow_id(machine))
+                    .is_some_and(|history| history.runs > 0)
+            });
             if !workflow_completed(&lines, &crate::model::ids::onboarding_workflow_id(machine)) && !decommission_began {
                 self.start_workflow(machine, &permits, &running);
             } else {
