@@ -3,6 +3,10 @@
 
 use std::path::Path;
 
+/// The allocator the `fleetsim` binary runs on, so the benchmark measures what ships.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use sim::model::spec::load_scenario;
 use sim::run::runner::{RunIdentity, run};
