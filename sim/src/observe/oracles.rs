@@ -58,6 +58,12 @@ pub struct Finding {
 
 pub trait Oracle {
     fn on_event(&mut self, event: &Event, line: &str, out: &mut Vec<Finding>);
+    /// Whether a `hub.heartbeat` can change what the oracle finds: the steady event, most of a run's trace. An
+    /// oracle that says no is not called for heartbeats. Only oracles that react to one kind of event other than a
+    /// heartbeat, and neither judge deadlines nor read the event's time otherwise, say no.
+    fn reads_heartbeats(&self) -> bool {
+        true
+    }
     /// Called once when the run ends at `end_ms`: eventually-properties judge what is due by then.
     fn on_finish(&mut self, _end_ms: u64, _out: &mut Vec<Finding>) {}
 }
@@ -214,6 +220,8 @@ fn build(id: OracleId, ctx: &OracleContext) -> Box<dyn Oracle> {
 /// The oracles of one run and what they found.
 pub struct OracleSet {
     oracles: Vec<(&'static OracleInfo, Box<dyn Oracle>)>,
+    /// The indices of the oracles a `hub.heartbeat` is given to ([`Oracle::reads_heartbeats`]).
+    heartbeat_readers: Vec<usize>,
     /// Per oracle: findings kept (violations capped, sometimes-properties only the first) and the total count.
     findings: Vec<(Vec<Finding>, u64)>,
     scratch: Vec<Finding>,
@@ -224,10 +232,22 @@ impl OracleSet {
     pub fn all(ctx: &OracleContext) -> OracleSet {
         let oracles: Vec<_> = CATALOG.iter().map(|info| (info, build(info.id, ctx))).collect();
         let findings = oracles.iter().map(|_| (Vec::new(), 0)).collect();
-        OracleSet { oracles, findings, scratch: Vec::new() }
+        let heartbeat_readers =
+            oracles.iter().enumerate().filter(|(_, (_, oracle))| oracle.reads_heartbeats()).map(|(i, _)| i).collect();
+        OracleSet { oracles, heartbeat_readers, findings, scratch: Vec::new() }
     }
 
     pub fn on_event(&mut self, event: &Event, line: &str) {
+        if matches!(event.body, Body::HubHeartbeat { .. }) {
+            for position in 0..self.heartbeat_readers.len() {
+                let index = self.heartbeat_readers[position];
+                self.oracles[index].1.on_event(event, line, &mut self.scratch);
+                if !self.scratch.is_empty() {
+                    self.take_scratch(index);
+                }
+            }
+            return;
+        }
         for index in 0..self.oracles.len() {
             self.oracles[index].1.on_event(event, line, &mut self.scratch);
             // Most events make no finding: skip the call.
@@ -277,6 +297,11 @@ impl Oracle for Reached {
         if (self.0)(&event.body) {
             out.push(Finding { t_ms: event.t_ms, evidence: format!("{} on {}", kind_of(&event.body), event.host) });
         }
+    }
+
+    /// A reachability property matches its event kinds; none matches a heartbeat (`heartbeats_reach_nothing`).
+    fn reads_heartbeats(&self) -> bool {
+        false
     }
 }
 

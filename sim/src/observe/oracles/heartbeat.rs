@@ -33,7 +33,11 @@ impl Oracle for SilenceJustified {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         match &event.body {
             Body::HubHeartbeat { agent, .. } => {
-                let seen = self.heartbeats.entry(agent.clone()).or_default();
+                // The agent's name is copied once, at its first heartbeat, not at every one.
+                if !self.heartbeats.contains_key(agent) {
+                    self.heartbeats.insert(agent.clone(), VecDeque::new());
+                }
+                let seen = self.heartbeats.get_mut(agent).expect("inserted above");
                 seen.push_back(event.t_ms);
                 while seen.front().is_some_and(|t| *t + SILENT_THRESHOLD_MS < event.t_ms) {
                     seen.pop_front();
@@ -399,21 +403,7 @@ impl SilenceDetectedInTime {
 
     pub(super) fn reschedule(&mut self, agent: &str) {
         let Some(watch) = self.agents.get_mut(agent) else { return };
-        for (deadline, due) in watch.deadlines.drain(..) {
-            self.due.remove(&(deadline, watch.name.clone(), due));
-        }
-        let Some(healthy_since) = self.health.healthy_since_ms else { return };
-        if !watch.silence_reported {
-            let deadline = watch.last_heartbeat_ms.max(healthy_since) + SILENCE_DETECTION_DEADLINE_MS + self.slack_ms;
-            watch.deadlines.push((deadline, Due::Silence));
-        }
-        if let (true, Some(back)) = (watch.reported_silent, watch.heard_back_ms) {
-            let deadline = back.max(healthy_since) + SENSOR_PERIOD_MS + self.slack_ms;
-            watch.deadlines.push((deadline, Due::Recovery));
-        }
-        for (deadline, due) in &watch.deadlines {
-            self.due.insert((*deadline, watch.name.clone(), *due));
-        }
+        reschedule(watch, &mut self.due, self.health.healthy_since_ms, self.slack_ms);
     }
 
     pub(super) fn judge_until(&mut self, now_ms: u64, out: &mut Vec<Finding>) {
@@ -445,6 +435,30 @@ impl SilenceDetectedInTime {
     }
 }
 
+/// Sets `watch`'s deadlines afresh (and their entries in `due`) from what it knows now.
+fn reschedule(
+    watch: &mut AgentWatch,
+    due: &mut BTreeSet<(u64, Rc<str>, Due)>,
+    healthy_since_ms: Option<u64>,
+    slack_ms: u64,
+) {
+    for (deadline, kind) in watch.deadlines.drain(..) {
+        due.remove(&(deadline, watch.name.clone(), kind));
+    }
+    let Some(healthy_since) = healthy_since_ms else { return };
+    if !watch.silence_reported {
+        let deadline = watch.last_heartbeat_ms.max(healthy_since) + SILENCE_DETECTION_DEADLINE_MS + slack_ms;
+        watch.deadlines.push((deadline, Due::Silence));
+    }
+    if let (true, Some(back)) = (watch.reported_silent, watch.heard_back_ms) {
+        let deadline = back.max(healthy_since) + SENSOR_PERIOD_MS + slack_ms;
+        watch.deadlines.push((deadline, Due::Recovery));
+    }
+    for (deadline, kind) in &watch.deadlines {
+        due.insert((*deadline, watch.name.clone(), *kind));
+    }
+}
+
 impl Oracle for SilenceDetectedInTime {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         self.judge_until(event.t_ms, out);
@@ -463,13 +477,19 @@ impl Oracle for SilenceDetectedInTime {
                 agent
             }
             Body::HubHeartbeat { agent, .. } => {
-                let watch = self.watch(agent);
+                // The steady event: one watch lookup, rescheduled in place.
+                let (healthy_since_ms, slack_ms) = (self.health.healthy_since_ms, self.slack_ms);
+                if !self.agents.contains_key(agent.as_str()) {
+                    self.agents.insert(agent.clone(), AgentWatch::named(agent));
+                }
+                let watch = self.agents.get_mut(agent.as_str()).expect("inserted above");
                 watch.last_heartbeat_ms = event.t_ms;
                 watch.silence_reported = false;
                 if watch.reported_silent && watch.heard_back_ms.is_none() {
                     watch.heard_back_ms = Some(event.t_ms);
                 }
-                agent
+                reschedule(watch, &mut self.due, healthy_since_ms, slack_ms);
+                return;
             }
             Body::InstanceSilent { instance, .. } => {
                 let watch = self.watch(instance);
@@ -524,7 +544,12 @@ impl Oracle for EpochMemberSurvivedTtl {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         match &event.body {
             Body::HubRegistered { agent, .. } | Body::HubHeartbeat { agent, .. } => {
-                self.last_heartbeat_ms.insert(agent.clone(), event.t_ms);
+                match self.last_heartbeat_ms.get_mut(agent) {
+                    Some(last) => *last = event.t_ms,
+                    None => {
+                        self.last_heartbeat_ms.insert(agent.clone(), event.t_ms);
+                    }
+                }
             }
             Body::HubTombstoned { agent, .. } => {
                 self.tombstoned.insert(agent.clone());

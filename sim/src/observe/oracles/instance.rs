@@ -652,6 +652,10 @@ impl Oracle for CordonReached {
             out.push(Finding { t_ms: event.t_ms, evidence: format!("{instance} cordoned ({outcome:?})") });
         }
     }
+
+    fn reads_heartbeats(&self) -> bool {
+        false
+    }
 }
 
 /// The sometimes-property of one stuck row of the runbook's table.
@@ -664,6 +668,10 @@ impl Oracle for StuckReached {
         {
             out.push(Finding { t_ms: event.t_ms, evidence: format!("{instance} stuck {}", stuck.as_str()) });
         }
+    }
+
+    fn reads_heartbeats(&self) -> bool {
+        false
     }
 }
 

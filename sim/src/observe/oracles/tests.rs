@@ -1192,3 +1192,41 @@ fn traffic_from_a_worker_past_its_barrier_is_a_violation_until_its_service_start
     let other = [ev(2, "n2", Body::WorkerService { running: false }), egress(3, Egress::Download, "artifacts")];
     assert!(run(&mut oracle(), &other, 10).is_empty());
 }
+
+/// The oracles that are not given heartbeats find nothing in one: every oracle of the catalogue that says it does
+/// not read them is fed a heartbeat (of an agent nobody has seen, and of one that registered) and must find nothing.
+#[test]
+fn heartbeats_reach_nothing_in_the_oracles_that_skip_them() {
+    let mut skipping = 0;
+    for info in CATALOG {
+        let mut oracle = build(info.id, &ctx());
+        if oracle.reads_heartbeats() {
+            continue;
+        }
+        skipping += 1;
+        let mut out = Vec::new();
+        oracle.on_event(&ev(5, "hub", Body::HubRegistered { agent: "n1".into(), durable: false }), "", &mut out);
+        for t in [10, 600_000, 7_200_000] {
+            oracle.on_event(&ev(t, "hub", Body::HubHeartbeat { agent: "n1".into(), generation: 1 }), "", &mut out);
+        }
+        assert!(out.is_empty(), "{} found something in a heartbeat: {out:?}", info.name);
+    }
+    assert!(skipping > 20, "the reachability properties skip heartbeats ({skipping} do)");
+}
+
+/// The set gives heartbeats to the oracles that read them: a silence reported while heartbeats arrive is caught
+/// through `OracleSet` as it is by the oracle alone.
+#[test]
+fn the_oracle_set_gives_heartbeats_to_their_readers() {
+    let mut set = OracleSet::all(&ctx());
+    set.on_event(&ev(0, "hub", Body::HubRegistered { agent: "n1".into(), durable: false }), "");
+    for t in (30_000..=180_000).step_by(30_000) {
+        set.on_event(&ev(t, "hub", Body::HubHeartbeat { agent: "n1".into(), generation: 1 }), "");
+    }
+    set.on_event(
+        &ev(200_000, "controller", Body::InstanceSilent { instance: "n1".into(), silent_for_ms: 200_000 }),
+        "",
+    );
+    let fired: Vec<&str> = set.fired().map(|(info, _, _)| info.name).collect();
+    assert!(fired.contains(&"silence_signal_is_justified"), "the silence oracle saw the heartbeats: {fired:?}");
+}
