@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The performance table of docs/performance.md, measured: one run of each shape at several sizes (onboarding as the
-# onboarding-50 campaign with every machine let through at once; the rollout as ci-50), the growth exponent of wall
-# time with size, and the four shipped campaigns' 100 runs on 2 jobs. Writes target/bench/table.md and prints it.
+# The performance table of docs/performance.md (issue 19's rows), measured: one run of each shape at several sizes
+# (onboarding as the onboarding-50 campaign with every machine let through at once; the rollout as ci-50), the growth
+# exponent of wall time with size, the six shipped campaigns' 100 runs on 2 jobs, 10,000 agents heartbeating for two
+# virtual hours (one run), and — from criterion (`cargo bench -p sim --bench run`) — a heartbeat exchange against the
+# bare discrete-event floor on tokio's paused clock at 50, 1,000 and 5,000 agents. Writes target/bench/table.md and
+# prints it.
 #
 #   scripts/bench-table.sh                 # sizes 50 200 1000, 3 samples each (the median is kept)
-#   SIZES="50 200" SAMPLES=1 scripts/bench-table.sh
+#   SIZES="50 200" SAMPLES=1 CRITERION=0 scripts/bench-table.sh   # quicker: no criterion (about 8 minutes)
 #
 # Timings are wall seconds and peak RSS of the whole process (GNU time). Run it on a quiet machine and say the load
 # with the figures; never assert them in a test.
@@ -63,8 +66,32 @@ measure() {
     echo
     echo "| campaign (100 runs, 2 jobs) | wall s (median of $samples) | peak MiB |"
     echo "|---|---|---|"
-    for campaign in ci-50 heartbeats-50 onboarding-50 lifecycle-50; do
+    for campaign in ci-50 heartbeats-50 onboarding-50 lifecycle-50 instances-50 fleet-50; do
         read -r seconds mib < <(measure "$fleetsim" campaign "campaigns/$campaign.toml" --jobs 2 --out "$out/$campaign")
         echo "| $campaign | $seconds | $mib |"
     done
+    echo
+    # The benchmark scenario with 10,000 agents (node names are zero-padded to the fleet's width).
+    sed -e 's/^nodes = 50$/nodes = 10000/' -e 's/^a = "node-07"$/a = "node-00007"/' \
+        scenarios/fifty-agents-heartbeat-for-two-hours-through-faults.toml >"$out/heartbeats-10000.toml"
+    read -r seconds mib < <(measure "$fleetsim" run "$out/heartbeats-10000.toml")
+    echo "| 10,000 agents heartbeating for 2 virtual hours, one run | $seconds s | $mib MiB |"
+    echo "|---|---|---|"
+    if [ "${CRITERION:-1}" = 1 ]; then
+        cargo bench --locked -p sim --bench run >&2
+        echo
+        echo "| agents, 2 virtual hours (criterion medians) | run | bare discrete-event floor | ratio |"
+        echo "|---|---|---|---|"
+        for agents in 50 1000 5000; do
+            python3 - "$agents" <<'PY'
+import json, sys
+agents = sys.argv[1]
+def median(group):
+    path = f"target/criterion/{group}/{agents}_agents_2h/new/estimates.json"
+    return json.load(open(path))["median"]["point_estimate"] / 1e6
+run, floor = median("fast_transport"), median("heartbeat_floor")
+print(f"| {agents} | {run:.1f} ms | {floor:.1f} ms | {run / floor:.2f}x |")
+PY
+        done
+    fi
 } | tee "$out/table.md"

@@ -1,5 +1,6 @@
-//! Criterion benchmarks of the fast transport: one 50-agent, two-hour scenario, and a 1,000-node run (cost should
-//! grow with events, not with host pairs). `docs/performance.md` records the medians.
+//! Criterion benchmarks of the fast transport: one 50-agent, two-hour scenario, the same at 1,000 and 5,000 agents
+//! (cost should grow with events, not with host pairs), and the bare discrete-event floor the heartbeat exchange is
+//! compared with. `docs/performance.md` records the medians; `scripts/bench-table.sh` turns them into the ratio.
 
 use std::path::Path;
 
@@ -40,8 +41,58 @@ fn fifty_agents_two_hours(c: &mut Criterion) {
     group.bench_function("1000_agents_2h", |b| {
         b.iter(|| run(&thousand, scenario.seed, &identity(), false).record.trace_events)
     });
+    let mut five_thousand = thousand.clone();
+    five_thousand.fleet.nodes = 5_000;
+    group.bench_function("5000_agents_2h", |b| {
+        b.iter(|| run(&five_thousand, scenario.seed, &identity(), false).record.trace_events)
+    });
     group.finish();
 }
 
-criterion_group!(benches, fifty_agents_two_hours);
+/// The floor a heartbeat exchange is measured against: `agents` tasks on the same paused current-thread runtime and
+/// `LocalSet` a run uses, each beating every 30 s for two virtual hours; a beat is the exchange's bare bones — the
+/// request's latency, the hub's bookkeeping (a counter per agent), the response's latency — with no network model,
+/// no trace, no oracle, no task per call. What a run costs per heartbeat over this is the simulator's overhead.
+fn floor(agents: usize) -> u64 {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::time::Duration;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime builds");
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let hub = Rc::new(RefCell::new(vec![0u64; agents]));
+        let end = tokio::time::Instant::now() + Duration::from_secs(2 * 3600);
+        for agent in 0..agents {
+            let hub = hub.clone();
+            tokio::task::spawn_local(async move {
+                // Spread as the fleet's agents are: each starts at its own offset in the period.
+                tokio::time::sleep(Duration::from_millis((agent as u64 * 7_919) % 30_000)).await;
+                loop {
+                    tokio::time::sleep(Duration::from_millis(7)).await;
+                    hub.borrow_mut()[agent] += 1;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    tokio::time::sleep(Duration::from_millis(30_000 - 12)).await;
+                }
+            });
+        }
+        tokio::time::sleep_until(end).await;
+        let beats = hub.borrow().iter().sum();
+        beats
+    })
+}
+
+fn discrete_event_floor(c: &mut Criterion) {
+    let mut group = c.benchmark_group("heartbeat_floor");
+    group.sample_size(10);
+    for agents in [50, 1_000, 5_000] {
+        group.bench_function(format!("{agents}_agents_2h"), |b| b.iter(|| floor(agents)));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, fifty_agents_two_hours, discrete_event_floor);
 criterion_main!(benches);
