@@ -368,6 +368,33 @@ fn silence_must_be_detected_within_four_minutes_while_the_observer_is_healthy() 
     assert!(run(&mut oracle, &events, 700_000).is_empty());
 }
 
+/// Heartbeats move the silence deadline later without requeueing it each time (`queued`): the deadline an agent
+/// misses is its last heartbeat's, judged once, at that time, however many heartbeats came before; two agents are
+/// judged in deadline order; a registration starts the agent afresh (its earlier deadline is not judged).
+#[test]
+fn a_moving_silence_deadline_is_judged_once_at_the_last_heartbeat() {
+    let registered = |t, agent: &str| ev(t, "hub", Body::HubRegistered { agent: agent.into(), durable: false });
+    let beat = |t, agent: &str| ev(t, "hub", Body::HubHeartbeat { agent: agent.into(), generation: 1 });
+    let mut events = vec![registered(0, "n1"), registered(0, "n2")];
+    for t in (30_000..=1_800_000).step_by(30_000) {
+        events.push(beat(t, "n1"));
+        if t <= 900_000 {
+            events.push(beat(t + 1, "n2"));
+        }
+    }
+    let mut oracle = SilenceDetectedInTime::new(&ctx());
+    let found = run(&mut oracle, &events, 3_000_000);
+    let times: Vec<u64> = found.iter().map(|f| f.t_ms).collect();
+    assert_eq!(times, [900_001 + 240_041, 1_800_000 + 240_041], "{found:?}");
+    assert!(found[0].evidence.starts_with("n2: last heartbeat at t=900001 ms"), "{found:?}");
+
+    // n1 falls silent at 100 s, registers again at 300 s (before its deadline, 340 s) and beats on: nothing is due.
+    let mut oracle = SilenceDetectedInTime::new(&ctx());
+    let mut events = vec![registered(0, "n1"), beat(100_000, "n1"), registered(300_000, "n1")];
+    events.extend((330_000..=1_200_000).step_by(30_000).map(|t| beat(t, "n1")));
+    assert!(run(&mut oracle, &events, 1_250_000).is_empty());
+}
+
 #[test]
 fn a_recovery_must_follow_heartbeats_within_a_sensor_period() {
     let registered = ev(0, "hub", Body::HubRegistered { agent: "n1".into(), durable: false });
