@@ -167,8 +167,8 @@ mod tests {
         // Every workflow at once says what `of` says of each, and the same error for a line that does not decode.
         let all = OnboardHistory::per_workflow(lines.iter().map(String::as_str)).unwrap();
         assert_eq!(all.keys().map(String::as_str).collect::<Vec<_>>(), ["w1", "w2"]);
-        assert_eq!(all["w1"], w1);
-        assert_eq!(all["w2"], w2);
+        assert_eq!(all["w1"], OnboardHistory::of("w1", lines.iter().map(String::as_str)).unwrap());
+        assert_eq!(all["w2"], OnboardHistory::of("w2", lines.iter().map(String::as_str)).unwrap());
         let mut broken = lines.clone();
         broken.extend(corrupt);
         assert_eq!(
