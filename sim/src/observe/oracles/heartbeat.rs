@@ -2,7 +2,12 @@
 //! justified and detected in time, epoch members never tombstoned, pinned identities present or resurrected under
 //! their epoch, the observer's health.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+#[expect(
+    clippy::disallowed_types,
+    reason = "AgentMap: fixed hasher, looked up per heartbeat, never iterated into a finding"
+)]
+use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::rc::Rc;
 
@@ -16,6 +21,7 @@ use crate::observe::trace::{Body, Event, RolloutBody};
 /// Per agent, what an oracle keeps of its heartbeats: looked up on every heartbeat (most of a trace), so hashed, not
 /// ordered — a 5,000-agent run spent a fifth of its time in ordered lookups of these three oracles. The hasher is
 /// fixed (no per-process seed) and no finding depends on the map's order: findings come from ordered collections.
+#[expect(clippy::disallowed_types, reason = "a fixed hasher, and no finding depends on the order (see above)")]
 type AgentMap<V> = HashMap<String, V, BuildHasherDefault<DefaultHasher>>;
 
 /// The deadline the runbook sets for silence detection: within 4 minutes of the last heartbeat.
