@@ -50,20 +50,14 @@ fn fifty_agents_two_hours(c: &mut Criterion) {
 }
 
 /// The floor a heartbeat exchange is measured against: `agents` tasks on the same paused current-thread runtime and
-/// `LocalSet` a run uses, each beating every 30 s for two virtual hours; a beat is the exchange's bare bones — the
+/// `LocalSet` a run uses (`on_the_paused_clock`), each beating every 30 s for two virtual hours; a beat is the exchange's bare bones — the
 /// request's latency, the hub's bookkeeping (a counter per agent), the response's latency — with no network model,
 /// no trace, no oracle, no task per call. What a run costs per heartbeat over this is the simulator's overhead.
 fn floor(agents: usize) -> u64 {
     use std::cell::RefCell;
     use std::rc::Rc;
     use std::time::Duration;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime builds");
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, async move {
+    sim::world::run::on_the_paused_clock(async move {
         let hub = Rc::new(RefCell::new(vec![0u64; agents]));
         let end = tokio::time::Instant::now() + Duration::from_secs(2 * 3600);
         for agent in 0..agents {
@@ -80,8 +74,7 @@ fn floor(agents: usize) -> u64 {
             });
         }
         tokio::time::sleep_until(end).await;
-        let beats = hub.borrow().iter().sum();
-        beats
+        hub.borrow().iter().sum()
     })
 }
 

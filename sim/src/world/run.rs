@@ -96,16 +96,23 @@ pub fn simulate(
     notify: Rc<Notify>,
     setup: impl FnOnce(&Rc<World>),
 ) -> Ended {
+    on_the_paused_clock(drive(spec, seed, keep_trace, sink, notify, |_| {}, setup))
+}
+
+/// Runs `future` to its end on the fast transport's scheduler: a current-thread runtime whose clock is paused (idle
+/// time jumps to the next timer: a discrete-event simulation) and a `LocalSet` for the world's `!Send` tasks. The
+/// heartbeat benchmark's floor runs on it too, so the two are compared on the same machinery.
+pub fn on_the_paused_clock<F: std::future::Future>(future: F) -> F::Output {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("a current-thread runtime builds");
     let local = tokio::task::LocalSet::new();
-    let ended = local.block_on(&runtime, drive(spec, seed, keep_trace, sink, notify, |_| {}, setup));
+    let output = local.block_on(&runtime, future);
     drop(local);
     drop(runtime);
-    ended
+    output
 }
 
 /// Builds the world (`prepare` sees it before it boots, `setup` after), boots it, runs its fault plan until the
