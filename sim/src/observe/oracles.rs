@@ -299,7 +299,8 @@ impl Oracle for Reached {
         }
     }
 
-    /// A reachability property matches its event kinds; none matches a heartbeat (`heartbeats_reach_nothing`).
+    /// A reachability property matches its event kinds; none matches a heartbeat
+    /// (`heartbeats_reach_nothing_in_the_oracles_that_skip_them`).
     fn reads_heartbeats(&self) -> bool {
         false
     }
