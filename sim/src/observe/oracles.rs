@@ -240,21 +240,19 @@ impl OracleSet {
     pub fn on_event(&mut self, event: &Event, line: &str) {
         if matches!(event.body, Body::HubHeartbeat { .. }) {
             for position in 0..self.heartbeat_readers.len() {
-                let index = self.heartbeat_readers[position];
-                self.oracles[index].1.on_event(event, line, &mut self.scratch);
-                if !self.scratch.is_empty() {
-                    self.take_scratch(index);
-                }
+                self.feed(self.heartbeat_readers[position], event, line);
             }
-            return;
-        }
-        for index in 0..self.oracles.len() {
-            self.oracles[index].1.on_event(event, line, &mut self.scratch);
-            // Most events make no finding: skip the call.
-            if !self.scratch.is_empty() {
-                self.take_scratch(index);
+        } else {
+            for index in 0..self.oracles.len() {
+                self.feed(index, event, line);
             }
         }
+    }
+
+    /// One oracle's turn at one event.
+    fn feed(&mut self, index: usize, event: &Event, line: &str) {
+        self.oracles[index].1.on_event(event, line, &mut self.scratch);
+        self.take_scratch(index);
     }
 
     pub fn finish(&mut self, end_ms: u64) {
@@ -264,6 +262,8 @@ impl OracleSet {
         }
     }
 
+    /// Most events make no finding: inlined, that case costs a length check.
+    #[inline]
     fn take_scratch(&mut self, index: usize) {
         if self.scratch.is_empty() {
             return;

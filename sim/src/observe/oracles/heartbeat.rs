@@ -24,6 +24,14 @@ use crate::observe::trace::{Body, Event, RolloutBody};
 #[expect(clippy::disallowed_types, reason = "a fixed hasher, and no finding depends on the order (see above)")]
 type AgentMap<V> = HashMap<String, V, BuildHasherDefault<DefaultHasher>>;
 
+/// `agent`'s entry of `map`, made by `new` when it has none: the name is copied only then, not on every heartbeat.
+fn slot<'a, V>(map: &'a mut AgentMap<V>, agent: &str, new: impl FnOnce() -> V) -> &'a mut V {
+    if !map.contains_key(agent) {
+        map.insert(agent.to_owned(), new());
+    }
+    map.get_mut(agent).expect("inserted above")
+}
+
 /// The deadline the runbook sets for silence detection: within 4 minutes of the last heartbeat.
 pub const SILENCE_DETECTION_DEADLINE_MS: u64 = 240_000;
 
@@ -45,11 +53,7 @@ impl Oracle for SilenceJustified {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         match &event.body {
             Body::HubHeartbeat { agent, .. } => {
-                // The agent's name is copied once, at its first heartbeat, not at every one.
-                if !self.heartbeats.contains_key(agent) {
-                    self.heartbeats.insert(agent.clone(), VecDeque::new());
-                }
-                let seen = self.heartbeats.get_mut(agent).expect("inserted above");
+                let seen = slot(&mut self.heartbeats, agent, VecDeque::new);
                 seen.push_back(event.t_ms);
                 while seen.front().is_some_and(|t| *t + SILENT_THRESHOLD_MS < event.t_ms) {
                     seen.pop_front();
@@ -413,10 +417,7 @@ impl SilenceDetectedInTime {
 
     /// The watch of `agent`, a fresh one when it has none (allocating only then).
     fn watch(&mut self, agent: &str) -> &mut AgentWatch {
-        if !self.agents.contains_key(agent) {
-            self.agents.insert(agent.to_owned(), AgentWatch::named(agent));
-        }
-        self.agents.get_mut(agent).expect("inserted above")
+        slot(&mut self.agents, agent, || AgentWatch::named(agent))
     }
 
     pub(super) fn reschedule(&mut self, agent: &str) {
@@ -526,10 +527,7 @@ impl Oracle for SilenceDetectedInTime {
             Body::HubHeartbeat { agent, .. } => {
                 // The steady event: one watch lookup, rescheduled in place.
                 let (healthy_since_ms, slack_ms) = (self.health.healthy_since_ms, self.slack_ms);
-                if !self.agents.contains_key(agent.as_str()) {
-                    self.agents.insert(agent.clone(), AgentWatch::named(agent));
-                }
-                let watch = self.agents.get_mut(agent.as_str()).expect("inserted above");
+                let watch = slot(&mut self.agents, agent, || AgentWatch::named(agent));
                 watch.last_heartbeat_ms = event.t_ms;
                 watch.silence_reported = false;
                 if watch.reported_silent && watch.heard_back_ms.is_none() {
@@ -591,12 +589,7 @@ impl Oracle for EpochMemberSurvivedTtl {
     fn on_event(&mut self, event: &Event, _line: &str, out: &mut Vec<Finding>) {
         match &event.body {
             Body::HubRegistered { agent, .. } | Body::HubHeartbeat { agent, .. } => {
-                match self.last_heartbeat_ms.get_mut(agent) {
-                    Some(last) => *last = event.t_ms,
-                    None => {
-                        self.last_heartbeat_ms.insert(agent.clone(), event.t_ms);
-                    }
-                }
+                *slot(&mut self.last_heartbeat_ms, agent, || event.t_ms) = event.t_ms;
             }
             Body::HubTombstoned { agent, .. } => {
                 self.tombstoned.insert(agent.clone());
