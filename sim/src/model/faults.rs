@@ -53,6 +53,18 @@ impl DeathSubsystem {
     pub fn is_rollout(&self) -> bool {
         *self == DeathSubsystem::Rollout
     }
+
+    /// The workflow's name as a fault phase begins with it (`rollout`, `onboarding`, `decommission`, `instances`,
+    /// `rotation`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeathSubsystem::Rollout => "rollout",
+            DeathSubsystem::Onboarding => "onboarding",
+            DeathSubsystem::Decommission => "decommission",
+            DeathSubsystem::Instances => "instances",
+            DeathSubsystem::Rotation => "rotation",
+        }
+    }
 }
 
 /// The part `hardware_missing` takes out of a machine.

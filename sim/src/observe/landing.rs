@@ -34,6 +34,9 @@ struct Entry {
     record: reports::FaultEntry,
     /// The subject key whose reaction is awaited, while it is.
     awaiting: Option<String>,
+    /// The workflow the fault can only land in, when its step names one: a controller death's subsystem (its trap
+    /// fires at that workflow's records and calls only, possibly before the workflow's first stage is traced).
+    workflow: Option<&'static str>,
 }
 
 /// The fault log of one run, and what it needs to know of the run's activity.
@@ -97,6 +100,10 @@ impl FaultBook {
                 effect: Effect::None.as_str().to_owned(),
             },
             awaiting: None,
+            workflow: match step {
+                crate::model::faults::Step::ControllerDeath { subsystem, .. } => Some(subsystem.as_str()),
+                _ => None,
+            },
         });
     }
 
@@ -104,6 +111,10 @@ impl FaultBook {
         let phase = self.phase_of(on);
         let Some(&index) = self.index.get(&fault) else { return };
         let entry = &mut self.entries[index];
+        let phase = match entry.workflow {
+            Some(workflow) if !phase.starts_with(workflow) => workflow.to_owned(),
+            _ => phase,
+        };
         entry.record.landed_ms = Some(t_ms);
         entry.record.phase = phase;
         match effect {
@@ -435,6 +446,39 @@ mod tests {
         let selected = ev(0, Body::RolloutSelected { rollout: "r".into(), nodes: vec!["n1".into()] });
         let log = book(&[selected, ev(1, Body::Step { step, fault: Some(1) }), death]);
         assert_eq!((log[0].phase.as_str(), log[0].effect.as_str()), ("rollout:preflight", "stopped"));
+    }
+
+    #[test]
+    fn a_death_at_a_workflows_first_record_lands_in_that_workflow() {
+        use crate::model::faults::{DeathPoint, DeathSubsystem};
+        // A decommission's first checkpoint is durable and the controller dies before the stage is traced: the
+        // machine has no workflow in flight yet, but the trap fired at that workflow's record.
+        let step = Step::ControllerDeath {
+            point: DeathPoint::AfterIntent,
+            subsystem: DeathSubsystem::Decommission,
+            restart_after_ms: None,
+        };
+        let death = ev(
+            2,
+            Body::FaultLanded {
+                fault: 1,
+                fault_kind: StepKind::ControllerDeath,
+                on: Subject::Machine("m1".into()),
+                effect: Some(Effect::Stopped),
+            },
+        );
+        let instances = ev(
+            1,
+            Body::InstanceOperated {
+                actor: "oncall".into(),
+                op: "terminate".into(),
+                target: "m1".into(),
+                outcome: "performed".into(),
+                wrote: Vec::new(),
+            },
+        );
+        let log = book(&[ev(0, Body::Step { step, fault: Some(1) }), instances, death]);
+        assert_eq!((log[0].phase.as_str(), log[0].effect.as_str()), ("decommission", "stopped"));
     }
 
     #[test]

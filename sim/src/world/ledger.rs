@@ -108,6 +108,8 @@ impl Ledger {
             Step::BmcFault { target, fault: crate::model::faults::BmcFaultKind::Healthy } => {
                 Some((&[StepKind::BmcFault], target.clone()))
             }
+            // There is one death trap: arming it replaces the armed one, which never fires, so it must never land.
+            Step::ControllerDeath { .. } => Some((&[StepKind::ControllerDeath], String::new())),
             _ => None,
         };
         let Some((kinds, key)) = healed else { return };
@@ -440,6 +442,21 @@ mod tests {
         let oneway = ledger.inject(&Step::PartitionOneway { from: "node-02".into(), to: "hub".into() });
         assert_eq!(ledger.meet(StepKind::PartitionOneway, "hub>node-02"), Vec::<u64>::new());
         assert_eq!(ledger.meet(StepKind::PartitionOneway, "node-02>hub"), [oneway]);
+    }
+
+    #[test]
+    fn a_replaced_death_trap_never_lands_and_the_one_that_replaced_it_does() {
+        use crate::model::faults::{DeathPoint, DeathSubsystem};
+        let mut ledger = Ledger::default();
+        let death = |subsystem, point| Step::ControllerDeath { point, subsystem, restart_after_ms: None };
+        // As `World::ledger_inject` does: what a step heals is closed before the step opens its own fault.
+        let mut arm = |step: Step| {
+            ledger.heal(&step);
+            ledger.inject(&step)
+        };
+        let _replaced = arm(death(DeathSubsystem::Onboarding, DeathPoint::BeforeCompletion));
+        let armed = arm(death(DeathSubsystem::Decommission, DeathPoint::AfterIntent));
+        assert_eq!(ledger.meet(StepKind::ControllerDeath, ""), [armed], "only the trap that fired lands");
     }
 }
 
