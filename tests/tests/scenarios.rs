@@ -67,6 +67,7 @@ const SCENARIOS: &[&str] = &[
     "ovswarm-2026-09-21-under-lanes.toml",
     "ovswarm-2026-09-21.toml",
     "rollout-a-failed-canary-holds-back-the-wider-release.toml",
+    "rollout-a-member-tombstoned-mid-lane-under-legacy-expiry-is-resurrected-by-the-live-controller.toml",
     "rollout-a-revoked-pinned-canary-is-not-resurrected-and-the-verdict-says-so.toml",
     "rollout-abort-is-monotonic-for-an-untouched-participant.toml",
     "rollout-ambiguous-historical-forms-are-quarantined-never-canonicalized.toml",
@@ -319,12 +320,52 @@ fn rollout_controller_dead_past_the_ttl_under_legacy_expiry_resurrects_the_pinne
 }
 
 #[test]
+fn rollout_a_member_tombstoned_mid_lane_under_legacy_expiry_is_resurrected_by_the_live_controller() {
+    let name = "rollout-a-member-tombstoned-mid-lane-under-legacy-expiry-is-resurrected-by-the-live-controller.toml";
+    let (record, trace) = run_file(name);
+    let violated: Vec<&str> = record.violations.iter().map(|v| v.oracle.as_str()).collect();
+    assert_eq!(violated, ["epoch_member_never_tombstoned"], "{:?}", record.violations);
+    let t_ms = |line: &str| line.split("\"t_ms\":").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok());
+    // The controller never died: the resurrection is the live proof step's, not an adopter's.
+    assert!(events(&trace, "host.crash").is_empty());
+    assert!(rollout(&trace, "adopted").is_empty());
+    // node-16 was in its proof when the sweeper tombstoned it, and was restored under the journal's epoch after that,
+    // once.
+    let proving =
+        rollout(&trace, "step_started").into_iter().find(|l| l.contains("\"node\":\"node-16\",\"step\":\"prove\""));
+    let tombstoned = events(&trace, "hub.tombstoned");
+    assert_eq!(tombstoned.len(), 1, "{tombstoned:?}");
+    assert!(tombstoned[0].contains("\"agent\":\"node-16\""));
+    assert!(proving.and_then(|l| t_ms(l)) < t_ms(tombstoned[0]), "{proving:?}");
+    let resurrected = events(&trace, "hub.resurrected");
+    assert_eq!(resurrected.len(), 1, "{resurrected:?}");
+    assert!(resurrected[0].contains("\"agent\":\"node-16\",\"epoch\":1"), "{resurrected:?}");
+    assert!(t_ms(tombstoned[0]) < t_ms(resurrected[0]));
+    assert_eq!(rollout(&trace, "resurrected").len(), 1);
+    // Its proof then completed, and every node was upgraded.
+    let proved =
+        rollout(&trace, "step_done").into_iter().find(|l| l.contains("\"node\":\"node-16\",\"step\":\"prove\""));
+    assert!(t_ms(resurrected[0]) < proved.and_then(|l| t_ms(l)), "{proved:?}");
+    assert!(rollout(&trace, "terminal").last().unwrap().contains("successor"));
+}
+
+#[test]
 fn rollout_a_revoked_pinned_canary_is_not_resurrected_and_the_verdict_says_so() {
     let name = "rollout-a-revoked-pinned-canary-is-not-resurrected-and-the-verdict-says-so.toml";
     let (record, trace) = run_file(name);
+    // The adopter asks once before any lane goes on, and each proof of the canary once more; every answer is the
+    // same refusal, and each proof fails at it, naming it.
     let refused = rollout(&trace, "resurrection_refused");
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(refused[0].contains("\"node\":\"node-01\"") && refused[0].contains("revoked"), "{refused:?}");
+    let proofs = rollout(&trace, "step_started").into_iter().filter(|l| l.contains("prove\"")).count();
+    assert!(proofs >= 1);
+    assert_eq!(refused.len(), proofs + 1, "{refused:?}");
+    assert!(refused.iter().all(|l| l.contains("\"node\":\"node-01\"") && l.contains("revoked")), "{refused:?}");
+    let failed_proofs = rollout(&trace, "node_failed").into_iter().filter(|l| l.contains("prove\"")).count();
+    let at_the_refusal = rollout(&trace, "node_failed")
+        .into_iter()
+        .filter(|l| l.contains("prove\"") && l.contains("refused to restore it under epoch 1"))
+        .count();
+    assert_eq!((failed_proofs, at_the_refusal), (proofs, proofs));
     assert!(events(&trace, "hub.resurrected").is_empty(), "a revoked principal is never restored");
     let pinned = record.violations.iter().find(|v| v.oracle == "pinned_identity_present");
     assert!(pinned.is_some_and(|v| v.evidence.contains("node-01")), "{:?}", record.violations);

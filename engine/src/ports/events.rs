@@ -583,8 +583,9 @@ pub enum RolloutEvent {
     CanaryProved {
         node: String,
     },
-    /// The journal-bound resurrection path (RCCA exit criteria): an adopting controller found `node`, which the
-    /// journal's open epoch `epoch` pins, tombstoned at the hub, and the hub restored it under that epoch.
+    /// The journal-bound resurrection path (RCCA exit criteria): an adopting controller, or a node's proof in a
+    /// lane, found `node`, which the journal's open epoch `epoch` pins, tombstoned at the hub, and the hub restored it
+    /// under that epoch.
     Resurrected {
         node: String,
         epoch: u64,

@@ -136,19 +136,27 @@ fn failure_class(error: &SshError) -> AttemptFailure {
 }
 
 /// Which way a node's step goes: toward the request's successor, or back to the node's prior generation (the reverse
-/// recovery of its lane).
+/// recovery of its lane); either way under the journal's open epoch, when the rollout has one (it pins the lane's
+/// nodes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Way {
-    Forward,
-    Back { revision: String, generation: u64 },
+    Forward { epoch: Option<u64> },
+    Back { revision: String, generation: u64, epoch: Option<u64> },
 }
 
 impl Way {
     /// The revision and generation the step brings the node to.
     fn target<'r>(&'r self, request: &'r RolloutRequest) -> (&'r str, u64) {
         match self {
-            Way::Forward => (request.revision.as_str(), request.generation),
-            Way::Back { revision, generation } => (revision.as_str(), *generation),
+            Way::Forward { .. } => (request.revision.as_str(), request.generation),
+            Way::Back { revision, generation, .. } => (revision.as_str(), *generation),
+        }
+    }
+
+    /// The journal's open epoch the step runs under.
+    fn epoch(&self) -> Option<u64> {
+        match self {
+            Way::Forward { epoch } | Way::Back { epoch, .. } => *epoch,
         }
     }
 
@@ -165,6 +173,9 @@ impl Way {
         if self.is_back() { revert_operation_id(rollout, node, step) } else { operation_id(rollout, node, step) }
     }
 }
+
+/// The legacy controller's only way: forward, with no epoch.
+const LEGACY: Way = Way::Forward { epoch: None };
 
 /// Whether a step's effect is already visible on the node (so a replay must not run it again), for a step toward
 /// `target`. Going back, a node whose install and identity are already the prior ones need not stop at all.
@@ -853,15 +864,26 @@ where
         let pinned: BTreeSet<String> = self.rules.epoch_members(&adopted.lanes).into_iter().collect();
         let tombstoned = snapshot.instances.into_iter().filter(|row| !row.registered && pinned.contains(&row.instance));
         for row in tombstoned {
-            let node = row.instance;
-            let event = match self.hub_retrying(request, || self.hub.resurrect_agent(&node, epoch)).await {
-                Ok(true) => RolloutEvent::Resurrected { node, epoch },
-                // Restored between the read and the call (another path, a replay): nothing to say.
-                Ok(false) => continue,
-                Err(error) => RolloutEvent::ResurrectionRefused { node, epoch, error: error.to_string() },
-            };
-            self.emit(&adopted.rollout, event);
+            // A node the hub will not restore cannot prove: its proof says so.
+            let _ = self.resurrect(request, &row.instance, epoch).await;
         }
+    }
+
+    /// Asks the hub to restore `node`'s tombstoned row under the journal's open `epoch`, fenced, and says what came
+    /// of it; a refusal is returned as its text.
+    async fn resurrect(&self, request: &RolloutRequest, node: &str, epoch: u64) -> Result<(), String> {
+        let node = node.to_owned();
+        let (event, refused) = match self.hub_retrying(request, || self.hub.resurrect_agent(&node, epoch)).await {
+            Ok(true) => (RolloutEvent::Resurrected { node, epoch }, None),
+            // Restored between the read and the call (another path, a replay): nothing to say.
+            Ok(false) => return Ok(()),
+            Err(error) => {
+                let error = error.to_string();
+                (RolloutEvent::ResurrectionRefused { node, epoch, error: error.clone() }, Some(error))
+            }
+        };
+        self.emit(&request.rollout, event);
+        refused.map_or(Ok(()), Err)
     }
 
     /// Stages every capsule on every node of an adopted plan that is surely not stopped yet, before any lane goes
@@ -1102,7 +1124,8 @@ where
         let machines: Vec<NodeMachine> = nodes.iter().map(|node| adopted.nodes[node].clone()).collect();
         // A rollback settles the lane's doubts by looking at each node first; forward, the adopted doubts stand.
         let (in_doubt, back) = if revert { (&[][..], Some(&adopted.prior)) } else { (&adopted.in_doubt[..], None) };
-        let machines = self.run_lane(request, endpoints, lane, machines, attestation_keys, in_doubt, back).await;
+        let machines =
+            self.run_lane(request, endpoints, lane, machines, attestation_keys, in_doubt, back, adopted.epoch).await;
         for machine in machines {
             adopted.nodes.insert(machine.node.clone(), machine);
         }
@@ -1286,11 +1309,12 @@ where
         attestation_keys: &BTreeMap<String, Secret>,
         in_doubt: &[(String, NodeStep)],
         back: Option<&BTreeMap<String, (String, u64)>>,
+        epoch: Option<u64>,
     ) -> Vec<NodeMachine> {
         let id = request.rollout.as_str();
         let way = |node: &str| match back.and_then(|prior| prior.get(node)) {
-            Some((revision, generation)) => Way::Back { revision: revision.clone(), generation: *generation },
-            None => Way::Forward,
+            Some((revision, generation)) => Way::Back { revision: revision.clone(), generation: *generation, epoch },
+            None => Way::Forward { epoch },
         };
         let poll = |machine: &NodeMachine| if back.is_some() { machine.poll_revert() } else { machine.poll_step() };
         let mut keys: Vec<Option<Secret>> = machines.iter().map(|m| attestation_keys.get(&m.node).cloned()).collect();
@@ -1528,10 +1552,9 @@ where
                 operation_id: operation_id(id, node, step),
             })
             .await;
-            let (result, key) =
-                self.attempt_step(request, endpoint, step, 0, attestation_key, false, &Way::Forward).await;
+            let (result, key) = self.attempt_step(request, endpoint, step, 0, attestation_key, false, &LEGACY).await;
             attestation_key = key;
-            self.finish_step(request, endpoint, &mut machine, step, 0, result, &Way::Forward).await;
+            self.finish_step(request, endpoint, &mut machine, step, 0, result, &LEGACY).await;
         }
         machine
     }
@@ -1626,13 +1649,27 @@ where
                 .map_err(Into::into),
             NodeStep::Prove => {
                 let deadline = self.clock.monotonic_ms() + request.phases.prove_ms;
+                let mut resurrection_tried = false;
                 loop {
                     if let Ok(snapshot) = self.hub.read_heartbeats().await {
-                        let proved = snapshot.instances.iter().any(|row| {
-                            row.instance == node && row.registered && row.revision.as_deref() == Some(revision)
-                        });
-                        if proved {
+                        let row = snapshot.instances.iter().find(|row| row.instance == node);
+                        if row.is_some_and(|row| row.registered && row.revision.as_deref() == Some(revision)) {
                             return self.prove_on_the_node(endpoint, revision, generation, attestation_key).await;
+                        }
+                        // Tombstoned (a hub whose sweeper does not honour epochs, the node silent past the TTL while
+                        // its lane ran): the journal's epoch pins it, so it is restored under that epoch, once per
+                        // proof, and the proof goes on waiting for its heartbeat. A row the hub will not restore can
+                        // never heartbeat: the proof fails now, naming the refusal.
+                        if let (Some(row), Some(epoch)) = (row, way.epoch()) {
+                            if !row.registered && !resurrection_tried {
+                                resurrection_tried = true;
+                                if let Err(refusal) = self.resurrect(request, node, epoch).await {
+                                    return Err(StepError::Other(format!(
+                                        "{node} is tombstoned and the hub refused to restore it under epoch {epoch}: \
+                                         {refusal}"
+                                    )));
+                                }
+                            }
                         }
                     }
                     if self.clock.monotonic_ms() >= deadline {
