@@ -331,21 +331,21 @@ fn rollout_a_member_tombstoned_mid_lane_under_legacy_expiry_is_resurrected_by_th
     assert!(rollout(&trace, "adopted").is_empty());
     // node-16 was in its proof when the sweeper tombstoned it, and was restored under the journal's epoch after that,
     // once.
-    let proving =
-        rollout(&trace, "step_started").into_iter().find(|l| l.contains("\"node\":\"node-16\",\"step\":\"prove\""));
+    let at = |line: Option<&&String>| line.and_then(|line| t_ms(line)).expect("an event with a time");
+    let node_16 = "\"node\":\"node-16\",\"step\":\"prove\"";
+    let proving = at(rollout(&trace, "step_started").iter().find(|l| l.contains(node_16)));
     let tombstoned = events(&trace, "hub.tombstoned");
     assert_eq!(tombstoned.len(), 1, "{tombstoned:?}");
     assert!(tombstoned[0].contains("\"agent\":\"node-16\""));
-    assert!(proving.and_then(|l| t_ms(l)) < t_ms(tombstoned[0]), "{proving:?}");
+    assert!(proving < at(tombstoned.first()), "the tombstone came while the proof waited");
     let resurrected = events(&trace, "hub.resurrected");
     assert_eq!(resurrected.len(), 1, "{resurrected:?}");
     assert!(resurrected[0].contains("\"agent\":\"node-16\",\"epoch\":1"), "{resurrected:?}");
-    assert!(t_ms(tombstoned[0]) < t_ms(resurrected[0]));
+    assert!(at(tombstoned.first()) < at(resurrected.first()));
     assert_eq!(rollout(&trace, "resurrected").len(), 1);
     // Its proof then completed, and every node was upgraded.
-    let proved =
-        rollout(&trace, "step_done").into_iter().find(|l| l.contains("\"node\":\"node-16\",\"step\":\"prove\""));
-    assert!(t_ms(resurrected[0]) < proved.and_then(|l| t_ms(l)), "{proved:?}");
+    let proved = at(rollout(&trace, "step_done").iter().find(|l| l.contains(node_16)));
+    assert!(at(resurrected.first()) < proved);
     assert!(rollout(&trace, "terminal").last().unwrap().contains("successor"));
 }
 
