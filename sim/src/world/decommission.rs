@@ -10,7 +10,7 @@
 //! answer makes the hub wait its dispatch timeout and answer that the agent is unreachable.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use engine::decommission::driver::{DecommissionPorts, DecommissionRequest};
@@ -220,12 +220,14 @@ impl World {
         self.revoke_principal(machine);
     }
 
-    /// The decommission workflows the journal shows started and not finished (a dead controller's).
-    pub(crate) fn unfinished_decommissions(&self, lines: &[String]) -> Vec<String> {
-        let Some(onboarding) = &self.spec.onboarding else { return Vec::new() };
-        let Ok(histories) = DecommissionHistory::per_workflow(lines.iter().map(String::as_str)) else {
-            return Vec::new();
-        };
+    /// The decommission workflows the journal shows started and not finished (a dead controller's), from every
+    /// decommission's history as `DecommissionHistory::per_workflow` read the journal (`None`: its lines did not
+    /// decode, so none is known to be unfinished).
+    pub(crate) fn unfinished_decommissions(
+        &self,
+        histories: Option<&BTreeMap<String, DecommissionHistory>>,
+    ) -> Vec<String> {
+        let (Some(onboarding), Some(histories)) = (&self.spec.onboarding, histories) else { return Vec::new() };
         onboarding
             .machines
             .iter()

@@ -522,14 +522,20 @@ impl World {
                     .get(&crate::model::ids::decommission_workflow_id(machine))
                     .is_some_and(|history| history.runs > 0)
             });
-            if !workflow_completed(&lines, &crate::model::ids::onboarding_workflow_id(machine)) && !decommission_began {
+            // From the decoded histories; a journal whose onboarding lines do not decode is read as text.
+            let workflow = crate::model::ids::onboarding_workflow_id(machine);
+            let completed = match &onboarded {
+                Ok(histories) => histories.get(&workflow).is_some_and(|history| history.completed.is_some()),
+                Err(_) => workflow_completed(&lines, &workflow),
+            };
+            if !completed && !decommission_began {
                 self.start_workflow(machine, &permits, &running);
             } else {
                 self.site().state.borrow_mut().onboarding_taken_up.insert(machine.clone());
             }
         }
         self.onboarding_rested(&running);
-        for machine in self.unfinished_decommissions(&lines) {
+        for machine in self.unfinished_decommissions(retired.as_ref().ok()) {
             self.start_decommission(&machine, &running, &decommissioning);
         }
         loop {
