@@ -116,6 +116,11 @@ fn run_file(name: &str) -> (RunRecord, Vec<String>) {
     (output.record, output.trace)
 }
 
+/// The virtual time of a trace line.
+fn t_ms(line: &str) -> Option<u64> {
+    line.split("\"t_ms\":").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok())
+}
+
 fn events<'a>(trace: &'a [String], kind: &str) -> Vec<&'a String> {
     let needle = format!("\"kind\":\"{kind}\"");
     trace.iter().filter(|line| line.contains(&needle)).collect()
@@ -281,7 +286,6 @@ fn rollout_controller_dead_past_the_agent_ttl_with_a_lane_stopped_keeps_its_memb
     // the crash, not started until the restart.
     let crash_ms = 60_595;
     assert!(on(&trace, "controller", "host.crash", &[])[0].contains(&format!("\"t_ms\":{crash_ms},")));
-    let t_ms = |line: &str| line.split("\"t_ms\":").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok());
     let mutated = events(&trace, "worker.mutated");
     let stops_before = mutated.iter().filter(|l| l.contains("stop_service") && t_ms(l) < Some(crash_ms)).count();
     assert_eq!(stops_before, 1);
@@ -299,7 +303,6 @@ fn rollout_controller_dead_past_the_ttl_under_legacy_expiry_resurrects_the_pinne
     // the only one.
     let violated: Vec<&str> = record.violations.iter().map(|v| v.oracle.as_str()).collect();
     assert_eq!(violated, ["epoch_member_never_tombstoned"], "{:?}", record.violations);
-    let t_ms = |line: &str| line.split("\"t_ms\":").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok());
     let tombstoned = events(&trace, "hub.tombstoned");
     assert_eq!(tombstoned.len(), 1, "{tombstoned:?}");
     assert!(tombstoned[0].contains("\"agent\":\"node-01\""));
@@ -325,7 +328,6 @@ fn rollout_a_member_tombstoned_mid_lane_under_legacy_expiry_is_resurrected_by_th
     let (record, trace) = run_file(name);
     let violated: Vec<&str> = record.violations.iter().map(|v| v.oracle.as_str()).collect();
     assert_eq!(violated, ["epoch_member_never_tombstoned"], "{:?}", record.violations);
-    let t_ms = |line: &str| line.split("\"t_ms\":").nth(1).and_then(|t| t.split(',').next()?.parse::<u64>().ok());
     // The controller never died: the resurrection is the live proof step's, not an adopter's.
     assert!(events(&trace, "host.crash").is_empty());
     assert!(rollout(&trace, "adopted").is_empty());

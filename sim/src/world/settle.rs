@@ -2,9 +2,10 @@
 //!
 //! [`Settle`] follows the trace as the world records it: which workflows, rollouts and (in a bare-metal-only run)
 //! instance rows are not yet at rest, and when the last event that is not the world's steady beat happened
-//! (heartbeats, their refusals and failures, canary dispatches and their refusals, the site's periodic hardware sync). [`crate::world::World::settled`] adds what
-//! only the world knows — the fault plan done, no restart timer pending, the hub's, the site's and the network's
-//! own clocks at rest, no credential renewal due — and the quiet time every oracle's deadline needs.
+//! (heartbeats, their refusals and failures, canary dispatches and their refusals, the site's periodic hardware
+//! sync). [`crate::world::World::settled`] adds what only the world knows — the fault plan done, no restart timer
+//! pending, the hub's, the site's and the network's own clocks at rest, no credential renewal due — and the quiet
+//! time every oracle's deadline needs.
 //! `docs/oracles.md` ("When a run ends early") says, oracle by oracle, why no verdict can change after that point.
 
 use std::collections::BTreeSet;
