@@ -535,6 +535,25 @@ mod tests {
     }
 
     #[test]
+    fn apply_all_folds_a_decision_in_order_and_stops_at_its_first_refused_record() {
+        let named = |id: &str| InstanceRecord::NodeCreated { node: Node { id: id.into(), ..node() } };
+        let mut inventory = Inventory::default();
+        inventory.apply_all(&[named("n-1"), named("n-2")]).unwrap();
+        assert_eq!(inventory.nodes.keys().collect::<Vec<_>>(), ["n-1", "n-2"]);
+
+        let refused = inventory.apply_all(&[named("n-3"), named("n-1"), named("n-4")]);
+        assert!(
+            matches!(refused, Err(InventoryError::Duplicate { kind: "node", ref id }) if id == "n-1"),
+            "{refused:?}"
+        );
+        assert_eq!(
+            inventory.nodes.keys().collect::<Vec<_>>(),
+            ["n-1", "n-2", "n-3"],
+            "applied up to the refusal, not past it"
+        );
+    }
+
+    #[test]
     fn the_fold_refuses_a_transition_the_table_does_not_allow_or_from_the_wrong_state() {
         let mut inventory = Inventory::default();
         inventory.apply(&InstanceRecord::NodeCreated { node: node() }).unwrap();
