@@ -197,8 +197,7 @@ fn hub_crashes_and_restarts_mid_run() {
 #[test]
 fn legacy_expiry_tombstones_a_stopped_epoch_member() {
     let (record, trace) = run_file("legacy-expiry-tombstones-a-stopped-epoch-member.toml");
-    let violated: Vec<&str> = record.violations.iter().map(|v| v.oracle.as_str()).collect();
-    assert_eq!(violated, ["epoch_member_never_tombstoned", "epoch_member_never_tombstoned"]);
+    assert_eq!(violated_in_order(&record), ["epoch_member_never_tombstoned", "epoch_member_never_tombstoned"]);
     assert!(record.violations.iter().all(|v| v.expected));
     assert!(events(&trace, "hub.heartbeat_refused").len() >= 2, "the restarted members are rejected as unknown");
 }
@@ -223,7 +222,13 @@ fn rollout<'a>(trace: &'a [String], event: &str) -> Vec<&'a String> {
     events(trace, "engine.rollout").into_iter().filter(|l| l.contains(&needle)).collect()
 }
 
+/// The oracles a run violated, each once.
 fn violated(record: &RunRecord) -> std::collections::BTreeSet<&str> {
+    violated_in_order(record).into_iter().collect()
+}
+
+/// Every violation's oracle, in the order the run reported them (a repeat counts again).
+fn violated_in_order(record: &RunRecord) -> Vec<&str> {
     record.violations.iter().map(|v| v.oracle.as_str()).collect()
 }
 
@@ -301,8 +306,7 @@ fn rollout_controller_dead_past_the_ttl_under_legacy_expiry_resurrects_the_pinne
     let (record, trace) = run_file(name);
     // The incident's hub tombstoned the stopped canary while the controller was dead; that (expected) violation is
     // the only one.
-    let violated: Vec<&str> = record.violations.iter().map(|v| v.oracle.as_str()).collect();
-    assert_eq!(violated, ["epoch_member_never_tombstoned"], "{:?}", record.violations);
+    assert_eq!(violated_in_order(&record), ["epoch_member_never_tombstoned"], "{:?}", record.violations);
     let tombstoned = events(&trace, "hub.tombstoned");
     assert_eq!(tombstoned.len(), 1, "{tombstoned:?}");
     assert!(tombstoned[0].contains("\"agent\":\"node-01\""));
@@ -326,8 +330,7 @@ fn rollout_controller_dead_past_the_ttl_under_legacy_expiry_resurrects_the_pinne
 fn rollout_a_member_tombstoned_mid_lane_under_legacy_expiry_is_resurrected_by_the_live_controller() {
     let name = "rollout-a-member-tombstoned-mid-lane-under-legacy-expiry-is-resurrected-by-the-live-controller.toml";
     let (record, trace) = run_file(name);
-    let violated: Vec<&str> = record.violations.iter().map(|v| v.oracle.as_str()).collect();
-    assert_eq!(violated, ["epoch_member_never_tombstoned"], "{:?}", record.violations);
+    assert_eq!(violated_in_order(&record), ["epoch_member_never_tombstoned"], "{:?}", record.violations);
     // The controller never died: the resurrection is the live proof step's, not an adopter's.
     assert!(events(&trace, "host.crash").is_empty());
     assert!(rollout(&trace, "adopted").is_empty());
