@@ -6,6 +6,7 @@
 //! signals out); the async drivers only await ports and feed results back.
 
 pub mod adapters;
+pub mod controller;
 pub mod decommission;
 pub mod instance;
 pub mod matrix;

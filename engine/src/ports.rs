@@ -189,7 +189,7 @@ pub trait Hub {
 
 /// An SSH endpoint and the host key the engine holds authority for. Every operation presents the expected key; a
 /// different key on the far end is an identity change, never retried.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Endpoint {
     pub node: String,
     pub host_key: String,

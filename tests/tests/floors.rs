@@ -16,6 +16,7 @@ const ENGINE_FLOORS: &[&[&str]] = &[
     &["recovery", "sensor", "workflow"],
     &["decommission", "instance", "onboarding", "rollout", "rotation"],
     &["operator"],
+    &["controller"],
     &["adapters"],
 ];
 

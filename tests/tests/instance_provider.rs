@@ -227,6 +227,11 @@ impl Provider for FakeCloud {
         self.destroys.set(self.destroys.get() + 1);
         self.call(CloudRequest::Destroy { id: id.into() }).map(drop)
     }
+    async fn force_terminate(&self, region: &str, tag: &str) -> Result<Vec<String>, ProviderError> {
+        let tagged = self.vms(CloudRequest::FindByTag { region: region.into(), tag: tag.into() })?;
+        let mut cloud = self.cloud.borrow_mut();
+        Ok(tagged.into_iter().map(|vm| vm.cloud_instance_id).filter(|id| cloud.reap(id)).collect())
+    }
 }
 
 /// A journal in memory that can die: after `appends_left` appends every append fails (the controller is gone).

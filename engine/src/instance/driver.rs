@@ -13,7 +13,7 @@ use super::inventory::{Backing, Decided, Instance, InstanceRecord, Inventory, In
 use super::metal::MetalCall;
 use super::operator::{AuditOutcome, OperatorStep};
 use super::pool::Released;
-use super::provision::{AgentPhase, ProviderStep, Provisioned};
+use super::provision::{ProviderStep, Provisioned};
 use super::state::{InstanceEvent, InstanceState};
 use super::sync::{ListedVm, SyncReport};
 use crate::ports::bare_metal::{BareMetal, MetalPower, MetalStatus};
@@ -65,15 +65,7 @@ pub enum Cleared {
 }
 
 /// What the hub heard of an instance's guest, for [`InstanceDriver::heard`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Heard {
-    /// A heartbeat of the instance's agent, in its phase.
-    Heartbeat(AgentPhase),
-    /// The provider reports the boot failed: the provision worker drives `mark_errored`.
-    BootFailed,
-    /// The provider reports the VM stopped: a stop (or a drain's stop) completed.
-    Stopped,
-}
+pub use crate::ports::platform::Heard;
 
 /// The controller: the rows as the journal says, and the ports — the cloud provider, the bare-metal site, the
 /// platform's rows.

@@ -76,13 +76,7 @@ pub enum ProviderStep {
 }
 
 /// A heartbeat from an instance's agent, as the hub saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AgentPhase {
-    /// Up, still enrolling or pulling modules.
-    Booting,
-    /// `phase=ready`: the instance is running.
-    Ready,
-}
+pub use crate::ports::platform::AgentPhase;
 
 impl Inventory {
     /// Phase 1: a logical row; no provider resource is touched.

@@ -67,4 +67,7 @@ pub trait Provider {
     fn reboot(&self, cloud_instance_id: &str) -> impl Future<Output = Result<(), ProviderError>>;
     /// Destroys the VM. Destroying one that is already gone is `NotFound`, which a terminate reads as done.
     fn destroy(&self, cloud_instance_id: &str) -> impl Future<Output = Result<(), ProviderError>>;
+    /// The provider's force-terminate of every VM carrying `tag` whose teardown is stuck (the runbook's "stuck
+    /// terminating" recovery, which the on-call asks for); answers the VMs it freed.
+    fn force_terminate(&self, region: &str, tag: &str) -> impl Future<Output = Result<Vec<String>, ProviderError>>;
 }

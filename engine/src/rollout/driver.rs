@@ -46,7 +46,7 @@ pub enum RolloutPolicy {
 }
 
 /// What to deploy, where, and under which limits.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RolloutRequest {
     pub rollout: String,
     /// This controller's identity as the deployment lock's holder (one per process incarnation).

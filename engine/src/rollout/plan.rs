@@ -4,7 +4,7 @@
 //! lease before any mutation — shrinking lanes when that makes the plan fit, refusing it when nothing does.
 
 /// Worst-case time of each per-node phase, in ms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PhaseBounds {
     pub hold_ms: u64,
     pub quiesce_ms: u64,

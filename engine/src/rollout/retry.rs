@@ -14,7 +14,7 @@ pub enum AttemptFailure {
 }
 
 /// Exponential backoff: attempt `n` (1-based) waits `base × factor^(n-1)`, capped, plus jitter of up to half of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Backoff {
     pub base_ms: u64,
     pub factor: u64,

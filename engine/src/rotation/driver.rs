@@ -20,7 +20,7 @@ use crate::rotation::{CREDENTIAL_FILE, CREDENTIAL_MODE};
 use crate::secret::Secret;
 
 /// One rotation to run (or adopt from the journal).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RotationRequest {
     /// The rotation's id: the journal's subject, the hub's idempotency key, the prefix of its operation ids.
     pub rotation: String,

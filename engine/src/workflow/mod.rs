@@ -9,6 +9,7 @@
 
 pub mod after_failure;
 pub mod failure;
+pub mod ids;
 pub mod record;
 
 use crate::matrix::{

@@ -8,6 +8,8 @@
 //!   "instance_type", "state"}]}`
 //! - `POST /v1/vms/{id}/start`, `POST /v1/vms/{id}/stop` `{"hard"}`, `POST /v1/vms/{id}/reboot` → 202 `{}`
 //! - `DELETE /v1/vms/{id}` → 202 `{}`
+//! - `POST /v1/vms/{id}/force-terminate` → 202 `{"freed": bool}`: the console's force-terminate of a VM whose teardown
+//!   is stuck (`freed` is false for any other VM)
 //!
 //! Errors are `{"error": <EC2 code>, "message": <text>}` with the model's status: 400 `InstanceLimitExceeded` or
 //! `InvalidParameterValue`, 404 `InvalidInstanceID.NotFound`, 409 `IncorrectInstanceState`, 503 `Unavailable`.
@@ -43,6 +45,7 @@ pub fn router(shared: SharedCloud, clock: Clock) -> Router {
         .route("/v1/vms/{id}/stop", post(stop))
         .route("/v1/vms/{id}/reboot", post(reboot))
         .route("/v1/vms/{id}", delete(destroy))
+        .route("/v1/vms/{id}/force-terminate", post(force_terminate))
         .with_state((shared, clock))
 }
 
@@ -162,4 +165,17 @@ async fn reboot(front: Front, Path(id): Path<String>) -> Response {
 
 async fn destroy(front: Front, Path(id): Path<String>) -> Response {
     accepted(call(&front, CloudRequest::Destroy { id }))
+}
+
+async fn force_terminate(front: Front, Path(id): Path<String>) -> Response {
+    let (shared, clock) = &front.0;
+    let now_ms = clock();
+    let mut front = shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let events = front.provider.poll(now_ms);
+    front.events.extend(events);
+    if !front.provider.vms().any(|vm| vm.id == id) {
+        return error(CloudError::NotFound(id));
+    }
+    let freed = front.provider.reap(&id);
+    (StatusCode::ACCEPTED, Json(json!({ "freed": freed }))).into_response()
 }

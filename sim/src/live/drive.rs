@@ -178,7 +178,7 @@ fn default_stall_window_ms() -> u64 {
     20 * 60_000
 }
 fn default_bootstrap_token_ttl_ms() -> u64 {
-    crate::world::site::BOOTSTRAP_TOKEN_TTL_MS
+    engine::controller::config::BOOTSTRAP_TOKEN_TTL_MS
 }
 
 /// One node as the operator's inventory describes it.
@@ -633,7 +633,7 @@ pub async fn execute(
             let mut all_completed = true;
             for (name, node) in &nodes {
                 let request = site.onboard_request(name, node);
-                if crate::world::site::workflow_completed(&lines, &request.workflow) {
+                if engine::controller::machine::workflow_completed(&lines, &request.workflow) {
                     let _ = writeln!(out, "{name}: completed (by an earlier run; the journal says so)");
                     continue;
                 }

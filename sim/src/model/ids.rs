@@ -1,27 +1,3 @@
-//! The ids the world, the oracles and `drive` share: the workflow ids of a machine's onboarding and decommission,
-//! and the machine a workflow id names.
+//! The ids the world, the oracles and `drive` share: the engine's names of a machine's workflows.
 
-use engine::matrix::Workflow;
-
-/// The id of `machine`'s onboarding workflow (stable across controller restarts and resumes).
-pub fn onboarding_workflow_id(machine: &str) -> String {
-    format!("onboard-{machine}")
-}
-
-/// The id of `machine`'s decommission workflow.
-pub fn decommission_workflow_id(machine: &str) -> String {
-    format!("decommission-{machine}")
-}
-
-/// The id of `machine`'s `workflow`.
-pub fn workflow_id(workflow: Workflow, machine: &str) -> String {
-    match workflow {
-        Workflow::Onboarding => onboarding_workflow_id(machine),
-        Workflow::Decommission => decommission_workflow_id(machine),
-    }
-}
-
-/// The machine a workflow id names (`onboard-<machine>`, `decommission-<machine>`); any other id as it is.
-pub fn machine_of_workflow(workflow: &str) -> &str {
-    workflow.strip_prefix("onboard-").or_else(|| workflow.strip_prefix("decommission-")).unwrap_or(workflow)
-}
+pub use engine::workflow::ids::{decommission_workflow_id, machine_of_workflow, onboarding_workflow_id, workflow_id};

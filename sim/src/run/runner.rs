@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 use crate::model::spec::RunSpec;
 use crate::observe::collect::Collectors;
 use crate::observe::observers::Observers;
+use crate::world::EngineRules;
 use crate::world::run::Ended;
 use crate::world::{World, panic_text};
 
@@ -42,12 +43,12 @@ pub fn commit() -> &'static str {
 
 /// Runs `spec` with `seed`. Never panics: a panic inside the run is the verdict `panic`.
 pub fn run(spec: &RunSpec, seed: u64, identity: &RunIdentity, keep_trace: bool) -> RunOutput {
-    run_with(spec, seed, identity, keep_trace, Transport::Fast, |_| {})
+    run_with(spec, seed, identity, keep_trace, Transport::Fast, EngineRules::default(), |_| {})
 }
 
 /// [`run`] over the chosen transport.
 pub fn run_on(spec: &RunSpec, seed: u64, identity: &RunIdentity, keep_trace: bool, transport: Transport) -> RunOutput {
-    run_with(spec, seed, identity, keep_trace, transport, |_| {})
+    run_with(spec, seed, identity, keep_trace, transport, EngineRules::default(), |_| {})
 }
 
 /// [`run`] with the engine's decisions `rules` in place of production's: how a test measures whether the harness
@@ -57,18 +58,20 @@ pub fn run_with_rules(
     seed: u64,
     identity: &RunIdentity,
     keep_trace: bool,
-    rules: crate::world::EngineRules,
+    rules: EngineRules,
 ) -> RunOutput {
-    run_with(spec, seed, identity, keep_trace, Transport::Fast, move |world| world.set_rules(rules))
+    run_with(spec, seed, identity, keep_trace, Transport::Fast, rules, |_| {})
 }
 
-/// [`run`], with `setup` called on the booted world before time starts (tests use it to add host tasks).
+/// [`run`] with the engine's decisions `rules`, and with `setup` called on the booted world before time starts
+/// (tests use it to add host tasks).
 pub(crate) fn run_with(
     spec: &RunSpec,
     seed: u64,
     identity: &RunIdentity,
     keep_trace: bool,
     transport: Transport,
+    rules: EngineRules,
     setup: impl FnOnce(&Rc<World>) + 'static,
 ) -> RunOutput {
     let notify = Rc::new(Notify::new());
@@ -77,8 +80,8 @@ pub(crate) fn run_with(
     let observers = Rc::new(RefCell::new(Observers::for_run(&spec)));
     let sink = Box::new(observers.clone());
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| match transport {
-        Transport::Fast => crate::world::run::simulate(spec.clone(), seed, keep_trace, sink, notify, setup),
-        Transport::Wire => crate::wire::world::simulate(spec.clone(), seed, keep_trace, sink, notify, setup),
+        Transport::Fast => crate::world::run::simulate(spec.clone(), seed, keep_trace, sink, notify, rules, setup),
+        Transport::Wire => crate::wire::world::simulate(spec.clone(), seed, keep_trace, sink, notify, rules, setup),
     }));
     let captured = crate::world::run::disarm();
     crate::observe::logging::RUN_START.with(|cell| *cell.borrow_mut() = None);
@@ -499,7 +502,7 @@ mod tests {
 
     #[test]
     fn a_panic_in_a_host_task_fails_the_run_with_its_message_and_stops_it_at_once() {
-        let output = run_with(&spec(), 4, &identity(), false, Transport::Fast, |world| {
+        let output = run_with(&spec(), 4, &identity(), false, Transport::Fast, EngineRules::default(), |world| {
             let host = world.host_id("node-02");
             world.spawn_on(host, async {
                 tokio::time::sleep(std::time::Duration::from_millis(90_000)).await;

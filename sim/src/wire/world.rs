@@ -61,6 +61,7 @@ pub(crate) fn simulate(
     keep_trace: bool,
     sink: Box<dyn Sink>,
     notify: Rc<Notify>,
+    rules: crate::world::EngineRules,
     setup: impl FnOnce(&Rc<World>) + 'static,
 ) -> Ended {
     let mut sim = builder(&spec, seed).build();
@@ -71,7 +72,10 @@ pub(crate) fn simulate(
     let site = spec.onboarding.is_some();
     // The client first: in each step it runs before the `maas` host, so the host finds the site at its first poll.
     sim.client(CONTROLLER_HOST, async move {
-        let attach = |world: &Rc<World>| crate::wire::site::attach(world, seed, &published);
+        let attach = |world: &Rc<World>| {
+            world.set_rules(rules);
+            crate::wire::site::attach(world, seed, &published);
+        };
         let outcome = drive(spec, seed, keep_trace, sink, notify, attach, setup).await;
         *out.borrow_mut() = Some(outcome);
         Ok(())
@@ -139,13 +143,21 @@ mod tests {
 
     #[test]
     fn a_panic_in_the_world_on_the_wire_fails_the_run_with_its_message() {
-        let output = crate::run::runner::run_with(&spec(), 4, &identity(), false, Transport::Wire, |world| {
-            let host = world.host_id("node-02");
-            world.spawn_on(host, async {
-                tokio::time::sleep(std::time::Duration::from_millis(90_000)).await;
-                panic!("agent invariant broken");
-            });
-        });
+        let output = crate::run::runner::run_with(
+            &spec(),
+            4,
+            &identity(),
+            false,
+            Transport::Wire,
+            Default::default(),
+            |world| {
+                let host = world.host_id("node-02");
+                world.spawn_on(host, async {
+                    tokio::time::sleep(std::time::Duration::from_millis(90_000)).await;
+                    panic!("agent invariant broken");
+                });
+            },
+        );
         assert_eq!(output.record.verdict, reports::Verdict::fail(reports::FailureKind::Panic));
         let message = output.record.panic.as_deref().unwrap();
         assert!(message.starts_with("agent invariant broken at "), "{message}");
@@ -161,18 +173,26 @@ mod tests {
         let spec = crate::model::spec::parse_scenario("w.toml", text).unwrap().run;
         let seen: Rc<RefCell<Vec<bool>>> = Rc::default();
         let out = seen.clone();
-        let record = crate::run::runner::run_with(&spec, 4, &identity(), false, Transport::Wire, move |world| {
-            let world = world.clone();
-            // Not a host task: the controller's crash does not stop it.
-            tokio::task::spawn_local(async move {
-                let clients = || world.site().plug().expect("an onboarding world on the wire").clients();
-                let first = clients();
-                world.sleep_until_ms(50_000).await;
-                out.borrow_mut().push(Rc::ptr_eq(&first, &clients()));
-                world.sleep_until_ms(250_000).await;
-                out.borrow_mut().push(Rc::ptr_eq(&first, &clients()));
-            });
-        })
+        let record = crate::run::runner::run_with(
+            &spec,
+            4,
+            &identity(),
+            false,
+            Transport::Wire,
+            Default::default(),
+            move |world| {
+                let world = world.clone();
+                // Not a host task: the controller's crash does not stop it.
+                tokio::task::spawn_local(async move {
+                    let clients = || world.site().plug().expect("an onboarding world on the wire").clients();
+                    let first = clients();
+                    world.sleep_until_ms(50_000).await;
+                    out.borrow_mut().push(Rc::ptr_eq(&first, &clients()));
+                    world.sleep_until_ms(250_000).await;
+                    out.borrow_mut().push(Rc::ptr_eq(&first, &clients()));
+                });
+            },
+        )
         .record;
         assert!(record.panic.is_none(), "{record:#?}");
         assert_eq!(*seen.borrow(), vec![true, false], "the same clients until the restart, new ones after");

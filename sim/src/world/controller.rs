@@ -1,45 +1,30 @@
-//! The controller, the real engine's host: its rollout task, its agent-credential rotation task and its
-//! instance-status sensor, the operator's rollout request and rotation requests (kept by its configuration across
-//! restarts), the engine's jitter stream, the hub credential in the secrets store and its rotation, the artifact store
-//! on the controller's network, the armed controller death, and the adapters of the controller's own ports (journal,
-//! jitter, secrets, artifacts, manifest signatures). [`Controller`]
-//! owns that state; the controller's fault steps change it here and nowhere else.
+//! The controller's own surroundings in the simulated world: the engine's jitter stream, the hub credential in the
+//! secrets store and its rotation, the artifact store on the controller's network, the armed controller death, the
+//! journal file on the controller's disk, and the adapters of the controller's own ports (journal, jitter, secrets,
+//! artifacts, manifest signatures). [`Controller`] owns that state; the controller's fault steps change it here and
+//! nowhere else. The controller itself is the engine's service (`host.rs` starts it).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use engine::ports::{self, Endpoint, Journal, JournalError, TransportError};
-use engine::rollout::driver::{Ports, RolloutRequest};
-use engine::rollout::plan::PhaseBounds;
-use engine::rollout::retry::Backoff;
-use engine::rotation::driver::{RotationPorts, RotationRequest};
+use engine::ports::{self, Journal, JournalError, TransportError};
 use fakes::artifacts::{ArtifactError, ArtifactKind, ArtifactStore, Capsule, capsule_set};
 use fakes::cohort_journal::{CohortPlan, OldJournal};
 use fakes::worker::signature_for;
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
-use tokio::sync::Notify;
 
-use crate::model::faults::{DeathPoint, DeathSubsystem, Effect, Phase, Step, StepKind, Subject};
+use crate::model::faults::{DeathPoint, DeathSubsystem, Effect, Step, StepKind, Subject};
 use crate::model::seed::{Consumer, SeedTree};
-use crate::model::spec::{CONTROLLER, HUB, PRIOR_REVISION, RunSpec};
+use crate::model::spec::{CONTROLLER, PRIOR_REVISION, RunSpec};
 use crate::observe::trace::Body;
-use crate::world::hub::{SimHub, controller_credential};
+use crate::world::hub::controller_credential;
 use crate::world::journal::JournalFile;
 use crate::world::net::HostId;
-use crate::world::nodes::SimSsh;
-use crate::world::{CONTROLLER_ID, SimClock, SimSignals, World};
+use crate::world::{CONTROLLER_ID, World};
 
 /// Disk key of the controller's journal.
-const JOURNAL_KEY: &str = "controller.journal";
-
-/// How long a rotation waits for a heartbeat authenticated by its successor: four of the agent's heartbeat periods.
-pub(crate) const ROTATION_PROVE_MS: u64 = 4 * fakes::agent::HEARTBEAT_INTERVAL_MS;
-
-/// The id of `node`'s `n`-th rotation request (from 1).
-pub(crate) fn rotation_id(node: &str, n: usize) -> String {
-    format!("rotation-{node}-{n}")
-}
+pub(crate) const JOURNAL_KEY: &str = "controller.journal";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct CredentialState {
@@ -53,13 +38,6 @@ pub(crate) struct Controller {
     /// The armed controller death: where it fires (a named point of the rollout's, onboarding's or decommission's
     /// protocol), and when the controller boots again after it (if the step says).
     death_trap: Cell<Option<(DeathSubsystem, DeathPoint, Option<u64>)>>,
-    /// The operator's rollout request (`start_rollout`): kept by the controller's configuration across restarts.
-    rollout_request: RefCell<Option<RolloutRequest>>,
-    rollout_requested: Rc<Notify>,
-    /// The operator's agent-credential rotation requests (`rotate_credential`), in the order they were made: kept by
-    /// the controller's configuration across restarts, each run (or adopted from the journal) until it ends.
-    rotation_requests: RefCell<Vec<RotationRequest>>,
-    rotation_requested: Rc<Notify>,
     /// The engine's jitter stream.
     jitter: RefCell<ChaCha8Rng>,
     /// The controller's hub credential in the secrets store, and when the rotation state machine (outside
@@ -88,10 +66,6 @@ impl Controller {
         }
         Controller {
             death_trap: Cell::new(None),
-            rollout_request: RefCell::new(None),
-            rollout_requested: Rc::new(Notify::new()),
-            rotation_requests: RefCell::new(Vec::new()),
-            rotation_requested: Rc::new(Notify::new()),
             jitter: RefCell::new(seeds.rng(Consumer::EngineJitter)),
             credential: Cell::new(CredentialState { generation: 1, renew_at_ms: None }),
             artifacts: RefCell::new(artifacts),
@@ -117,85 +91,6 @@ impl Controller {
 }
 
 impl World {
-    pub(super) async fn run_controller(self: Rc<Self>) {
-        let world = self.clone();
-        self.spawn_on(CONTROLLER_ID, async move { world.run_rollout_controller().await });
-        let world = self.clone();
-        self.spawn_on(CONTROLLER_ID, async move { world.run_rotation_controller().await });
-        let clock = SimClock { world: self.clone(), host: CONTROLLER_ID };
-        let hub = SimHub::new(self.clone(), CONTROLLER_ID);
-        let signals = SimSignals { world: self.clone(), host: CONTROLLER_ID };
-        let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
-        engine::sensor::run_instance_status_sensor(
-            &clock,
-            &hub,
-            &signals,
-            &journal,
-            engine::sensor::SensorConfig::default(),
-        )
-        .await;
-    }
-
-    /// `start_rollout`: the operator's request for `revision`, kept in the controller's configuration; the rollout
-    /// task wakes to run it.
-    pub(crate) fn request_rollout(&self, revision: &str) {
-        let request = self.rollout_request_for(revision);
-        let nodes = request.nodes.iter().map(|endpoint| endpoint.node.clone()).collect();
-        self.record_sim(Body::RolloutSelected { rollout: request.rollout.clone(), nodes });
-        *self.controller.rollout_request.borrow_mut() = Some(request);
-        self.controller.rollout_requested.notify_one();
-    }
-
-    /// The route bundle the operator's current rollout request approved, if there is a request.
-    pub(crate) fn approved_route_digest(&self) -> Option<String> {
-        self.controller.rollout_request.borrow().as_ref().map(|request| request.route_digest.clone())
-    }
-
-    /// `rotate_credential`: the operator asks the controller to rotate `node`'s agent credential. The request names the
-    /// node's SSH endpoint as it presents itself now, and its rotation id counts the node's requests
-    /// (`rotation-<node>-<n>`, from 1); the rotation task wakes to run it.
-    pub(crate) fn request_rotation(&self, node: &str) {
-        let endpoint = self.nodes.endpoints().into_iter().find(|endpoint| endpoint.node == node);
-        let Some(endpoint) = endpoint else { return };
-        let mut requests = self.controller.rotation_requests.borrow_mut();
-        let earlier = requests.iter().filter(|request| request.endpoint.node == node).count();
-        requests.push(RotationRequest {
-            rotation: rotation_id(node, earlier + 1),
-            endpoint,
-            backoff: Backoff::default(),
-            prove_ms: ROTATION_PROVE_MS,
-            prove_poll_ms: 10_000,
-            credential_wait_ms: 10 * 60_000,
-        });
-        drop(requests);
-        self.controller.rotation_requested.notify_one();
-    }
-
-    /// The controller's rotation task: on boot and on every operator request, runs each requested rotation in request
-    /// order, one at a time; a rotation the journal shows not ended is adopted, one it shows ended is answered as it
-    /// ended (by the engine, which does nothing then).
-    pub(super) async fn run_rotation_controller(self: Rc<Self>) {
-        let mut next = 0;
-        loop {
-            let request = self.controller.rotation_requests.borrow().get(next).cloned();
-            let Some(request) = request else {
-                self.controller.rotation_requested.notified().await;
-                continue;
-            };
-            next += 1;
-            let ports = RotationPorts {
-                clock: &SimClock { world: self.clone(), host: CONTROLLER_ID },
-                hub: &SimHub::new(self.clone(), CONTROLLER_ID),
-                ssh: &SimSsh { world: self.clone(), from: CONTROLLER_ID, subsystem: DeathSubsystem::Rotation },
-                journal: &SimJournal { world: self.clone(), host: CONTROLLER_ID },
-                signals: &SimSignals { world: self.clone(), host: CONTROLLER_ID },
-                jitter: &SimJitter { world: self.clone() },
-                secrets: &SimSecrets { world: self.clone() },
-            };
-            ports.run_rotation(&request).await;
-        }
-    }
-
     /// `artifact_missing`: `artifact` of every revision the plan rolls out goes missing from the store, or comes back.
     pub(crate) fn set_artifact_missing(&self, artifact: ArtifactKind, restored: bool) {
         for step in self.spec.all_steps() {
@@ -284,89 +179,9 @@ impl World {
         std::future::pending::<()>().await;
     }
 
-    /// The request the operator's `start_rollout` makes: every node (in a run whose machines are the fleet's, every
-    /// node enrolled at the hub and up now), the spec's lane size and floor.
-    fn rollout_request_for(&self, revision: &str) -> RolloutRequest {
-        let mut endpoints = self.nodes.endpoints();
-        if self.one_life() {
-            endpoints.retain(|endpoint| self.fleet_node_enrolled(&endpoint.node));
-        }
-        let hub_key = self.hub.ssh_host_key();
-        RolloutRequest {
-            rollout: format!("rollout-{revision}"),
-            // One holder identity per controller process: a restarted controller must supersede its dead
-            // predecessor's lock through the journal, or wait it out.
-            controller: format!("controller@boot-{}", self.boots(CONTROLLER_ID)),
-            revision: revision.to_owned(),
-            // The next generation after the newest barrier any worker has passed.
-            generation: self.nodes.newest_generation() + 1,
-            // The operator approves the bundle the hub publishes when the rollout is requested.
-            route_digest: self.hub.route_digest(),
-            hub_url: fakes::worker::DEFAULT_HUB_URL.to_owned(),
-            nodes: endpoints,
-            hub_endpoint: Endpoint { node: HUB.to_owned(), host_key: hub_key },
-            capsules: capsule_set(revision).into_iter().map(|capsule| capsule.digest).collect(),
-            policy: self.spec.engine.rollout_policy,
-            lane_size_max: self.spec.fleet.lane_size as usize,
-            availability_floor: self.spec.fleet.availability_floor as usize,
-            fan_out: 8,
-            phases: PhaseBounds {
-                hold_ms: 30_000,
-                quiesce_ms: 30_000,
-                install_ms: 60_000,
-                write_identity_ms: 30_000,
-                start_ms: 30_000,
-                prove_ms: 120_000,
-                release_ms: 30_000,
-            },
-            backoff: Backoff::default(),
-            agent_ttl_ms: self.spec.hub.agent_ttl_ms,
-            credential_remaining_ms: crate::world::hub::CONTROLLER_CREDENTIAL_LIFETIME_MS,
-            hold_lease_ms: 3_600_000,
-            lock_lease_ms: 15 * 60_000,
-            credential_wait_ms: 10 * 60_000,
-            prove_poll_ms: 10_000,
-            // The deployment's own resume command (the RCCA's controller is `deploy/deploy-mac-fleet.sh`): it makes a
-            // controller adopt this journal. In the simulator a `start_rollout` of the same revision, or a restart of
-            // the controller, does the same.
-            resume_command: format!("deploy-mac-fleet.sh resume --rollout rollout-{revision} --journal {JOURNAL_KEY}"),
-        }
-    }
-
-    /// The controller's rollout task: on boot and on every operator request, run the latest request unless the
-    /// journal shows it finished (a non-terminal journal is adopted); then wait for the next request.
-    pub(super) async fn run_rollout_controller(self: Rc<Self>) {
-        loop {
-            let request = self.controller.rollout_request.borrow().clone();
-            if let Some(request) = request {
-                let journal = SimJournal { world: self.clone(), host: CONTROLLER_ID };
-                let lines = journal.replay().await.unwrap_or_default();
-                let finished = format!("\"record\":\"terminal\",\"rollout\":\"{}\"", request.rollout);
-                if lines.iter().any(|line| line.contains(&finished)) {
-                    self.phase_reached(Phase::Rollout);
-                } else {
-                    let rules = self.rules().rollout;
-                    let ports = Ports {
-                        clock: &SimClock { world: self.clone(), host: CONTROLLER_ID },
-                        hub: &SimHub::new(self.clone(), CONTROLLER_ID),
-                        ssh: &SimSsh { world: self.clone(), from: CONTROLLER_ID, subsystem: DeathSubsystem::Rollout },
-                        journal: &journal,
-                        signals: &SimSignals { world: self.clone(), host: CONTROLLER_ID },
-                        jitter: &SimJitter { world: self.clone() },
-                        secrets: &SimSecrets { world: self.clone() },
-                        artifacts: &SimArtifacts { world: self.clone() },
-                        verifier: &SimVerifier,
-                        rules: rules.as_ref(),
-                    };
-                    self.on_rollout_point(crate::model::faults::RolloutPoint::Begin, None);
-                    // Refused, partial or failed rollouts are not retried here: a new request, or a restarted
-                    // controller adopting the journal, starts the next attempt.
-                    ports.run_rollout(&request).await;
-                    self.phase_reached(Phase::Rollout);
-                }
-            }
-            self.controller.rollout_requested.notified().await;
-        }
+    /// The journal on the controller's disk, read whole (what a booting controller finds).
+    pub(crate) fn replay_controller_journal(&self) -> Vec<String> {
+        self.with_disk(CONTROLLER_ID, |disk| self.controller.journal.replay(disk)).unwrap_or_default()
     }
 }
 
@@ -423,7 +238,7 @@ impl Journal for SimJournal {
         self.world.with_disk(self.host, |disk| self.world.controller.journal.append(disk, record))?;
         if let (Some(instance), Some(kind)) = (instance, instance_kind) {
             let terminate_committed = kind == "destroy_requested";
-            self.world.record_instance(self.host, instance, kind);
+            self.world.record_instance(self.host, instance);
             if terminate_committed && self.world.take_death(DeathSubsystem::Instances, DeathPoint::AfterIntent, on()) {
                 self.world.die_here(self.host).await;
             }
@@ -480,8 +295,8 @@ fn workflow_record_kind(line: &str) -> Option<(DeathSubsystem, &'static str)> {
     kinds.into_iter().find(|kind| json.starts_with(&format!("{{\"record\":\"{kind}\","))).map(|kind| (subsystem, kind))
 }
 
-struct SimJitter {
-    world: Rc<World>,
+pub(crate) struct SimJitter {
+    pub(crate) world: Rc<World>,
 }
 
 impl ports::Jitter for SimJitter {
@@ -492,8 +307,8 @@ impl ports::Jitter for SimJitter {
 
 /// The secrets store: the attestation key each worker's identity is enrolled with. A stand-in for Vault on the
 /// controller's own network, so it has no network faults of its own yet.
-struct SimSecrets {
-    world: Rc<World>,
+pub(crate) struct SimSecrets {
+    pub(crate) world: Rc<World>,
 }
 
 impl ports::Secrets for SimSecrets {
@@ -519,8 +334,8 @@ impl ports::Secrets for SimSecrets {
 }
 
 /// The artifact store's index, as the controller sees it (on its own network: no faults of its own yet).
-struct SimArtifacts {
-    world: Rc<World>,
+pub(crate) struct SimArtifacts {
+    pub(crate) world: Rc<World>,
 }
 
 impl ports::Artifacts for SimArtifacts {
@@ -530,7 +345,7 @@ impl ports::Artifacts for SimArtifacts {
 }
 
 /// The simulator's trust root for deployment manifests: the fake fleet's signing scheme.
-struct SimVerifier;
+pub(crate) struct SimVerifier;
 
 impl engine::rollout::preflight::SignatureVerifier for SimVerifier {
     fn verify(&self, manifest: &engine::rollout::preflight::Manifest) -> bool {

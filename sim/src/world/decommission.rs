@@ -1,44 +1,27 @@
 //! Decommission in the simulated world: the GPUaaS inventory and allocation service (`fakes::inventory`, served from
-//! the `hub` host), the node tasks its agents run, the engine's `Fleet` port over the simulated network, and the
-//! controller's decommission workflows, started by a `decommission` step (an operator's request) and run again by a
-//! restarted controller whose journal shows one unfinished. The driver reads what references the worker from the hub
-//! (the controller's `SimHub`; reads need no credential) and from the controller's journal before its first
-//! mutation.
+//! the `hub` host), the node tasks its agents run, and the engine's `Fleet` port over the simulated network. The
+//! controller's decommission workflows are the engine's (`engine::controller`); a `decommission` step is an
+//! operator's request to it.
 //!
 //! A node task is two calls, as a task API is: the dispatch (the hub asks the node's agent, which must be running on
 //! a powered, enrolled machine) and, the task's duration later, the read of its result. An agent that does not
 //! answer makes the hub wait its dispatch timeout and answer that the agent is unreachable.
 
-use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-use engine::decommission::driver::{DecommissionPorts, DecommissionRequest};
-use engine::decommission::record::DecommissionHistory;
 use engine::matrix::NodeState;
-use engine::ports::Journal;
 use engine::ports::fleet::{Fleet, FleetError, FleetRecord, NodeTask, TaskOutcome};
-use engine::workflow::RetryPolicy;
 use fakes::inventory::{InventoryError, InventoryRequest, InventoryResponse, RecordState, TaskResult};
 
 use crate::model::faults::{DeathPoint, DeathSubsystem};
 use crate::observe::trace::Body;
-use crate::world::controller::SimJournal;
-use crate::world::hub::SimHub;
 use crate::world::net::HostId;
-use crate::world::site::{SiteMaas, SiteSecretsPort};
-use crate::world::{CONTROLLER_ID, HUB_ID, SimClock, SimSignals, World};
-
-/// The decommission driver over the controller's adapters.
-pub(crate) type ControllerDecommissionPorts<'a> =
-    DecommissionPorts<'a, SimClock, SiteMaas, SiteSecretsPort, SimFleet, SimHub, SimJournal, SimSignals>;
+use crate::world::{HUB_ID, World};
 
 /// How long the hub waits for a node agent to take a task before it answers that the agent is unreachable.
 pub const TASK_DISPATCH_TIMEOUT_MS: u64 = 60_000;
 /// Allocations each node carries when its agent enrols (workloads a decommission must detach).
 pub const ALLOCATIONS_PER_NODE: u32 = 2;
-/// How often a decommission request waits for the machine's onboarding to finish before it starts.
-const ONBOARDING_BUSY_POLL_MS: u64 = 30_000;
 
 fn record_state(state: NodeState) -> Option<RecordState> {
     match state {
@@ -218,94 +201,5 @@ impl World {
     fn uninstall_agent(self: &Rc<Self>, machine: &str) {
         self.site().state.borrow_mut().enrolled.remove(machine);
         self.revoke_principal(machine);
-    }
-
-    /// The decommission workflows the journal shows started and not finished (a dead controller's), from every
-    /// decommission's history as `DecommissionHistory::per_workflow` read the journal (`None`: its lines did not
-    /// decode, so none is known to be unfinished).
-    pub(crate) fn unfinished_decommissions(
-        &self,
-        histories: Option<&BTreeMap<String, DecommissionHistory>>,
-    ) -> Vec<String> {
-        let (Some(onboarding), Some(histories)) = (&self.spec.onboarding, histories) else { return Vec::new() };
-        onboarding
-            .machines
-            .iter()
-            .filter(|machine| {
-                histories
-                    .get(&crate::model::ids::decommission_workflow_id(machine))
-                    .is_some_and(|history| history.unfinished)
-            })
-            .cloned()
-            .collect()
-    }
-
-    /// Runs `machine`'s decommission workflow once its onboarding is no longer in flight.
-    pub(crate) fn start_decommission(
-        self: &Rc<Self>,
-        machine: &str,
-        onboarding_running: &Rc<RefCell<BTreeSet<String>>>,
-        decommissions_running: &Rc<RefCell<BTreeSet<String>>>,
-    ) {
-        if !decommissions_running.borrow_mut().insert(machine.to_owned()) {
-            return;
-        }
-        let (world, onboarding_running, running, machine) =
-            (self.clone(), onboarding_running.clone(), decommissions_running.clone(), machine.to_owned());
-        self.spawn_on(CONTROLLER_ID, async move {
-            while onboarding_running.borrow().contains(&machine) {
-                tokio::time::sleep(std::time::Duration::from_millis(ONBOARDING_BUSY_POLL_MS)).await;
-            }
-            world.run_decommission_workflow(&machine, None).await;
-            running.borrow_mut().remove(&machine);
-        });
-    }
-
-    /// Runs `machine`'s decommission workflow on the controller once (from `start_at`, for an operator's resume).
-    pub(crate) async fn run_decommission_workflow(
-        self: &Rc<Self>,
-        machine: &str,
-        start_at: Option<engine::matrix::DecommissionStage>,
-    ) -> engine::decommission::driver::DecommissionOutcome {
-        let request = self.decommission_request(machine);
-        self.with_decommission_ports(&request, async |ports| ports.run_decommission_from(&request, start_at).await)
-            .await
-    }
-
-    /// `machine`'s decommission as the controller runs it.
-    pub(crate) fn decommission_request(&self, machine: &str) -> DecommissionRequest {
-        let onboarding = self.spec.onboarding.clone().expect("a site run");
-        DecommissionRequest {
-            workflow: crate::model::ids::decommission_workflow_id(machine),
-            node: machine.to_owned(),
-            hostname: machine.to_owned(),
-            poll_ms: onboarding.poll_ms,
-            retry: RetryPolicy::default(),
-            site_policy: onboarding.site_policy(),
-        }
-    }
-
-    /// Lends the controller's decommission adapters for `request` to `body`.
-    pub(crate) async fn with_decommission_ports<T>(
-        self: &Rc<Self>,
-        request: &DecommissionRequest,
-        body: impl AsyncFnOnce(&ControllerDecommissionPorts<'_>) -> T,
-    ) -> T {
-        let world = self.clone();
-        let ports = DecommissionPorts {
-            clock: &SimClock { world: world.clone(), host: CONTROLLER_ID },
-            maas: &world.site_maas(CONTROLLER_ID, &request.workflow),
-            secrets: &world.site_secrets(CONTROLLER_ID),
-            fleet: &SimFleet { world: world.clone(), from: CONTROLLER_ID },
-            hub: &SimHub::new(world.clone(), CONTROLLER_ID),
-            journal: &SimJournal { world: world.clone(), host: CONTROLLER_ID },
-            signals: &SimSignals { world: world.clone(), host: CONTROLLER_ID },
-        };
-        body(&ports).await
-    }
-
-    /// Reads the journal for the controller's restart.
-    pub(crate) async fn controller_journal(self: &Rc<Self>) -> Vec<String> {
-        SimJournal { world: self.clone(), host: CONTROLLER_ID }.replay().await.unwrap_or_default()
     }
 }

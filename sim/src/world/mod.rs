@@ -9,7 +9,9 @@
 pub mod controller;
 pub mod decommission;
 pub mod disk;
+pub mod host;
 pub mod hub;
+pub mod inbox;
 pub mod instances;
 pub mod journal;
 pub mod ledger;
@@ -17,7 +19,7 @@ pub mod life;
 pub mod metal;
 pub mod net;
 pub mod nodes;
-pub mod operator;
+pub mod people;
 pub mod plan;
 pub mod plug;
 pub mod run;
@@ -105,6 +107,10 @@ pub struct World {
     pub(crate) site: Option<crate::world::site::SiteWorld>,
     /// The instance lifecycle and its cloud provider, in runs with `[instances]`.
     pub(crate) instances: Option<crate::world::instances::InstancesWorld>,
+    /// The controller's inbox: requests waiting for its desks.
+    inbox: crate::world::inbox::Inbox,
+    /// The people around the controller: the operator and the on-call.
+    people: crate::world::people::People,
     /// The engine's decisions the controller runs with (production's unless a test replaced one).
     rules: RefCell<EngineRules>,
     /// What the trace says about rest: open workflows and the last change ([`World::settled`]).
@@ -123,20 +129,7 @@ pub struct World {
 
 /// The engine's decision seams the controller's workflows run with: production's ([`Default`]), or a test's with one
 /// decision replaced by a historical defect (`tests/tests/historical_bugs.rs`).
-#[derive(Clone)]
-pub struct EngineRules {
-    pub rollout: Rc<dyn engine::rollout::rules::Rules>,
-    pub onboarding: Rc<dyn engine::onboarding::rules::Rules>,
-}
-
-impl Default for EngineRules {
-    fn default() -> EngineRules {
-        EngineRules {
-            rollout: Rc::new(engine::rollout::rules::Rcca),
-            onboarding: Rc::new(engine::onboarding::rules::Matrix),
-        }
-    }
-}
+pub use engine::controller::service::Rules as EngineRules;
 
 /// What a delivered request does at its destination.
 pub(crate) enum Delivery<T> {
@@ -180,6 +173,8 @@ impl World {
             nodes,
             site,
             instances: spec.instances.as_ref().map(crate::world::instances::InstancesWorld::new),
+            inbox: crate::world::inbox::Inbox::default(),
+            people: crate::world::people::People::default(),
             spec,
             seeds,
             start: Instant::now(),
@@ -384,16 +379,7 @@ impl World {
                 if let Some(plug) = self.site.as_ref().and_then(|site| site.plug()) {
                     plug.controller_booted(self, boot);
                 }
-                let world = self.clone();
-                self.spawn_on(host, async move { world.run_controller().await });
-                if self.site.is_some() {
-                    let world = self.clone();
-                    self.spawn_on(host, async move { world.run_onboarding_controller().await });
-                }
-                if self.instances.is_some() {
-                    let world = self.clone();
-                    self.spawn_on(host, async move { world.run_instance_controller().await });
-                }
+                self.start_controller();
             }
             Role::Maas => self.boot_maas(host),
             Role::Hub => {

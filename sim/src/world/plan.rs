@@ -182,14 +182,14 @@ impl World {
             Step::CloseEpoch { epoch } => self.close_epoch(*epoch),
             Step::TaskLease { target, duration_ms } => self.grant_task_lease(target, *duration_ms),
             // the controller's (the rotation runs as the controller's task)
-            Step::RotateCredential { target } => self.request_rotation(target),
+            Step::RotateCredential { .. } => self.ask_controller(step),
             Step::RouteSwap => self.hub.swap_route_bundle(),
             Step::HubTimeout { count } => self.hub.lose_answers(*count),
             Step::StaleLock { lease_ms } => self.leave_stale_lock(*lease_ms),
             Step::OperatorHold { target } => self.place_operator_hold(target),
             Step::PrincipalRevoked { target } => self.revoke_principal(target),
             // the controller's
-            Step::StartRollout { revision } => self.request_rollout(revision),
+            Step::StartRollout { .. } => self.ask_controller(step),
             Step::ArtifactMissing { artifact, restored } => self.set_artifact_missing(*artifact, *restored),
             Step::ControllerDeath { point, subsystem, restart_after_ms } => {
                 self.controller.arm_death(*subsystem, *point, *restart_after_ms)

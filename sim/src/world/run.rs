@@ -94,9 +94,10 @@ pub fn simulate(
     keep_trace: bool,
     sink: Box<dyn Sink>,
     notify: Rc<Notify>,
+    rules: crate::world::EngineRules,
     setup: impl FnOnce(&Rc<World>),
 ) -> Ended {
-    on_the_paused_clock(drive(spec, seed, keep_trace, sink, notify, |_| {}, setup))
+    on_the_paused_clock(drive(spec, seed, keep_trace, sink, notify, |world| world.set_rules(rules), setup))
 }
 
 /// Runs `future` to its end on the fast transport's scheduler: a current-thread runtime whose clock is paused (idle

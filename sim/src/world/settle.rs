@@ -59,7 +59,7 @@ impl Settle {
             if let Step::RotateCredential { target } = step {
                 let count = rotations.entry(target.as_str()).or_default();
                 *count += 1;
-                open.insert(crate::world::controller::rotation_id(target, *count));
+                open.insert(engine::controller::machine::rotation_id(target, *count));
             }
         }
         // The instance lifecycle keeps its own clocks (the replenisher, the ready TTL, the hourly sync, the stuck

@@ -1,8 +1,8 @@
 //! The MAAS site in the simulated world (runs with an `[onboarding]` table only): the `maas` host that runs the
 //! region, its rack (DHCP, resolver, boot and metadata services) and the site's secrets store; the physical machines
 //! that boot in virtual time; their node agents, which enrol at the hub with their bootstrap token and heartbeat; the
-//! adapters that give the engine its `MaasApi`, `Resolver` and `SiteSecrets` ports over the simulated network; the
-//! controller's onboarding task; and the site's fault steps.
+//! adapters that give the engine its `MaasApi`, `Resolver` and `SiteSecrets` ports over the simulated network; and
+//! the site's fault steps.
 //!
 //! The fakes (`fakes::maas::Site`) are a synchronous model; this module is its thin async driver. The machines are
 //! not hosts: they are driven by one site task that sleeps until the site's next wakeup (or until a request pokes
@@ -16,11 +16,8 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use engine::matrix::WorkflowState;
-use engine::onboarding::driver::{NodeSpec, OnboardPorts, OnboardRequest};
 use engine::ports::site::{self as port, MaasError};
 use engine::ports::{SecretsError, TransportError};
-use engine::workflow::RetryPolicy;
 use fakes::agent::{HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS};
 use fakes::hub::{AgentKind, Request, Response};
 use fakes::maas::region::{CreateMachine, MachineView, PowerParameters};
@@ -33,17 +30,15 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::Notify;
 
 use crate::model::faults::{
-    BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Phase, Step, fleet_step, host_step, instance_step,
-    network_step, rollout_step,
+    BmcFaultKind, DeathPoint, DeathSubsystem, HardwarePart, Step, fleet_step, host_step, instance_step, network_step,
+    rollout_step,
 };
 use crate::model::seed::{Consumer, SeedTree};
 use crate::model::spec::OnboardingSpec;
 use crate::observe::trace::Body;
-use crate::world::controller::SimJournal;
-use crate::world::hub::SimHub;
 use crate::world::net::HostId;
 use crate::world::plug::{SiteClients, SitePlug};
-use crate::world::{CONTROLLER_ID, Delivery, HUB_ID, SimClock, SimSignals, World};
+use crate::world::{Delivery, HUB_ID, World};
 
 pub(crate) use fakes::http::{SharedSite, SiteFront};
 
@@ -60,15 +55,8 @@ pub const OPERATOR_MAAS_USER: &str = "operator";
 pub const FAULTED_SCRIPT: &str = "50-maas-01-commissioning";
 /// How long the site task sleeps when nothing is scheduled and nobody pokes it.
 const SITE_IDLE_MS: u64 = 60_000;
-/// How long a node agent's bootstrap token is valid.
-pub const BOOTSTRAP_TOKEN_TTL_MS: u64 = 3_600_000;
 /// Enrolment attempts an agent makes when the hub does not answer, one heartbeat interval apart.
 const ENROL_ATTEMPTS_MAX: u32 = 20;
-/// The wait before a workflow that ended `failed_retryable` is run again by the controller.
-const RERUN_DELAY_MS: u64 = 60_000;
-/// Runs of one workflow per request (the first included): one more than the runs the engine lets end
-/// `failed_retryable` before it escalates, so a persistent failure reaches a person.
-const RUNS_PER_REQUEST_MAX: u32 = engine::workflow::FAILED_RUNS_MAX_DEFAULT + 1;
 
 /// A machine as it was racked, before any fault: what the operator's inventory says.
 #[derive(Debug, Clone)]
@@ -97,20 +85,6 @@ pub(crate) struct SiteState {
     pub inventory: fakes::inventory::Inventory,
     /// `agent_unreachable`: machines whose agent takes no task.
     pub agents_unreachable: BTreeSet<String>,
-    /// Machines whose onboarding the controller took up (or found finished in its journal), across its boots: the
-    /// onboarding phase ends once every machine is in it and no workflow is in flight.
-    onboarding_taken_up: BTreeSet<String>,
-}
-
-/// An `operator` step's fields, queued for the controller.
-pub(crate) struct OperatorOrder {
-    pub target: String,
-    pub workflow: engine::matrix::Workflow,
-    pub action: engine::matrix::RecoveryAction,
-    pub actor: String,
-    pub role: engine::recovery::ActorRole,
-    pub reason: String,
-    pub resolves_freeze: bool,
 }
 
 /// The site's part of the world.
@@ -125,51 +99,10 @@ pub(crate) struct SiteWorld {
     /// Poked after every request (the wire's front ends poke it too), so the site task re-reads the next wakeup and
     /// drains the events the front ends recorded.
     pub(crate) wake: Arc<Notify>,
-    /// `resume_onboarding` requests not yet taken by the controller.
-    resumes: RefCell<Vec<String>>,
-    /// `decommission` requests not yet taken by the controller.
-    decommissions: RefCell<Vec<String>>,
-    /// `operator` steps not yet taken by the controller.
-    operators: RefCell<Vec<OperatorOrder>>,
-    resume_requested: Notify,
     /// The site task (not a host task: the machines do not stop when a host crashes).
     task: RefCell<Option<tokio::task::JoinHandle<()>>>,
     /// On a transport that plugs in the engine's real clients of the site's services (the wire's), its plug.
     plug: RefCell<Option<Rc<dyn SitePlug>>>,
-}
-
-/// The controller's adapters of the onboarding driver's ports, owned (one workflow's: its MAAS calls are traced
-/// under its id).
-pub(crate) struct ControllerOnboardAdapters {
-    clock: SimClock,
-    maas: SiteMaas,
-    resolver: SiteResolver,
-    secrets: SiteSecretsPort,
-    hub: SimHub,
-    ssh: SimSiteSsh,
-    journal: SimJournal,
-    signals: SimSignals,
-    rules: Rc<dyn engine::onboarding::rules::Rules>,
-}
-
-/// The onboarding driver over the controller's adapters.
-pub(crate) type ControllerOnboardPorts<'a> =
-    OnboardPorts<'a, SimClock, SiteMaas, SiteResolver, SiteSecretsPort, SimHub, SimSiteSsh, SimJournal, SimSignals>;
-
-impl ControllerOnboardAdapters {
-    pub(crate) fn ports(&self) -> ControllerOnboardPorts<'_> {
-        OnboardPorts {
-            clock: &self.clock,
-            maas: &self.maas,
-            resolver: &self.resolver,
-            secrets: &self.secrets,
-            hub: &self.hub,
-            ssh: &self.ssh,
-            journal: &self.journal,
-            signals: &self.signals,
-            rules: self.rules.as_ref(),
-        }
-    }
 }
 
 impl SiteWorld {
@@ -203,7 +136,6 @@ impl SiteWorld {
                 racked,
                 region_down: false,
                 enrolled: BTreeMap::new(),
-                onboarding_taken_up: BTreeSet::new(),
                 pending: BTreeMap::new(),
                 faults_rng: seeds.rng(Consumer::SiteFaults),
                 ssh_unreachable: BTreeMap::new(),
@@ -211,29 +143,12 @@ impl SiteWorld {
                 agents_unreachable: BTreeSet::new(),
             }),
             wake: Arc::new(Notify::new()),
-            resumes: RefCell::new(Vec::new()),
-            decommissions: RefCell::new(Vec::new()),
-            operators: RefCell::new(Vec::new()),
-            resume_requested: Notify::new(),
             task: RefCell::new(None),
             plug: RefCell::new(None),
         }
     }
 
     /// The transport's plug, on a transport that has one (the wire).
-    /// The instance controller asks for `machine`'s onboarding (a bare-metal provision): the runner takes it as it
-    /// takes a `resume_onboarding` — a workflow in flight is the same request.
-    pub(crate) fn request_onboarding(&self, machine: &str) {
-        self.resumes.borrow_mut().push(machine.to_owned());
-        self.resume_requested.notify_one();
-    }
-
-    /// The instance controller asks for `machine`'s decommission (a bare-metal terminate).
-    pub(crate) fn request_decommission(&self, machine: &str) {
-        self.decommissions.borrow_mut().push(machine.to_owned());
-        self.resume_requested.notify_one();
-    }
-
     pub(crate) fn plug(&self) -> Option<Rc<dyn SitePlug>> {
         self.plug.borrow().clone()
     }
@@ -489,175 +404,14 @@ impl World {
         }
     }
 
-    // --- the controller's onboarding ------------------------------------------------------------------------------
-
-    /// The controller's onboarding task: at `start_at_ms`, every workflow the journal does not show completed runs
-    /// (at most `concurrency` at once), and every decommission the journal shows unfinished runs again; then each
-    /// `resume_onboarding` runs its node's workflow again and each `decommission` starts its node's decommission.
-    pub(crate) async fn run_onboarding_controller(self: Rc<Self>) {
-        let Some(onboarding) = self.spec.onboarding.clone() else { return };
-        self.sleep_until_ms(onboarding.start_at_ms).await;
-        let permits = Rc::new(tokio::sync::Semaphore::new(onboarding.concurrency as usize));
-        let running: Rc<RefCell<BTreeSet<String>>> = Rc::default();
-        let decommissioning: Rc<RefCell<BTreeSet<String>>> = Rc::default();
-        let lines = self.controller_journal().await;
-        // In a bare-metal run the instance controller asks for each machine's onboarding (its provision): at boot
-        // only the workflows a run of which began are taken up again, as in any run.
-        let bare_metal = self.spec.instances.as_ref().is_some_and(|instances| instances.bare_metal);
-        // Each workflow kind's records decoded once for every machine (a line of the kind that does not decode
-        // leaves every machine's history unread, as `History::of` would for each).
-        let onboarded = engine::onboarding::record::OnboardHistory::per_workflow(lines.iter().map(String::as_str));
-        let retired = engine::decommission::record::DecommissionHistory::per_workflow(lines.iter().map(String::as_str));
-        let began = |machine: &String| {
-            onboarded.as_ref().is_ok_and(|histories| {
-                histories
-                    .get(&crate::model::ids::onboarding_workflow_id(machine))
-                    .is_some_and(|history| history.runs > 0)
-            })
-        };
-        for machine in onboarding.machines.iter().filter(|machine| !bare_metal || began(machine)) {
-            // A node whose decommission began is not onboarded again.
-            let decommission_began = retired.as_ref().is_ok_and(|histories| {
-                histories
-                    .get(&crate::model::ids::decommission_workflow_id(machine))
-                    .is_some_and(|history| history.runs > 0)
-            });
-            // From the decoded histories; a journal whose onboarding lines do not decode is read as text.
-            let workflow = crate::model::ids::onboarding_workflow_id(machine);
-            let completed = match &onboarded {
-                Ok(histories) => histories.get(&workflow).is_some_and(|history| history.completed.is_some()),
-                Err(_) => workflow_completed(&lines, &workflow),
-            };
-            if !completed && !decommission_began {
-                self.start_workflow(machine, &permits, &running);
-            } else {
-                self.site().state.borrow_mut().onboarding_taken_up.insert(machine.clone());
-            }
-        }
-        self.onboarding_rested(&running);
-        for machine in self.unfinished_decommissions(retired.as_ref().ok()) {
-            self.start_decommission(&machine, &running, &decommissioning);
-        }
-        loop {
-            self.site().resume_requested.notified().await;
-            let resumes = std::mem::take(&mut *self.site().resumes.borrow_mut());
-            for machine in resumes {
-                self.start_workflow(&machine, &permits, &running);
-            }
-            let decommissions = std::mem::take(&mut *self.site().decommissions.borrow_mut());
-            for machine in decommissions {
-                self.start_decommission(&machine, &running, &decommissioning);
-            }
-            let operators = std::mem::take(&mut *self.site().operators.borrow_mut());
-            for order in operators {
-                self.start_operator_action(order, &permits, &running, &decommissioning);
-            }
-        }
-    }
-
-    fn start_workflow(
-        self: &Rc<Self>,
-        machine: &str,
-        permits: &Rc<tokio::sync::Semaphore>,
-        running: &Rc<RefCell<BTreeSet<String>>>,
-    ) {
-        if !running.borrow_mut().insert(machine.to_owned()) {
-            // Already in flight: the running workflow is the resume.
-            return;
-        }
-        self.site().state.borrow_mut().onboarding_taken_up.insert(machine.to_owned());
-        let (world, permits, running, machine) = (self.clone(), permits.clone(), running.clone(), machine.to_owned());
-        self.spawn_on(CONTROLLER_ID, async move {
-            let _permit = permits.acquire().await.expect("the semaphore is never closed");
-            let request = world.onboard_request(&machine);
-            let adapters = world.controller_onboard_adapters(&request.workflow);
-            let ports = adapters.ports();
-            for run in 1..=RUNS_PER_REQUEST_MAX {
-                let outcome = ports.run_onboarding(&request).await;
-                if outcome.workflow_state != WorkflowState::FailedRetryable || run == RUNS_PER_REQUEST_MAX {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(RERUN_DELAY_MS)).await;
-            }
-            running.borrow_mut().remove(&machine);
-            world.onboarding_rested(&running);
-        });
-    }
-
-    /// The onboarding phase ends ([`Phase::Onboarding`]) when every machine's onboarding was taken up and none is
-    /// in flight.
-    fn onboarding_rested(self: &Rc<Self>, running: &RefCell<BTreeSet<String>>) {
-        let Some(onboarding) = &self.spec.onboarding else { return };
-        let all = self.site().state.borrow().onboarding_taken_up.len() == onboarding.machines.len();
-        if all && running.borrow().is_empty() {
-            self.phase_reached(Phase::Onboarding);
-        }
-    }
-
-    /// The onboarding driver's ports as the controller holds them for `workflow`, owned; the driver borrows them
-    /// through [`ControllerOnboardAdapters::ports`].
-    pub(crate) fn controller_onboard_adapters(self: &Rc<Self>, workflow: &str) -> ControllerOnboardAdapters {
-        ControllerOnboardAdapters {
-            clock: SimClock { world: self.clone(), host: CONTROLLER_ID },
-            maas: self.site_maas(CONTROLLER_ID, workflow),
-            resolver: self.site_resolver(CONTROLLER_ID),
-            secrets: self.site_secrets(CONTROLLER_ID),
-            hub: SimHub::new(self.clone(), CONTROLLER_ID),
-            ssh: SimSiteSsh { world: self.clone(), from: CONTROLLER_ID },
-            journal: SimJournal { world: self.clone(), host: CONTROLLER_ID },
-            signals: SimSignals { world: self.clone(), host: CONTROLLER_ID },
-            rules: self.rules().onboarding,
-        }
-    }
-
-    pub(crate) fn onboard_request(&self, machine: &str) -> OnboardRequest {
-        let onboarding = self.spec.onboarding.as_ref().expect("an onboarding run");
-        let racked = self.site().state.borrow().racked[machine].clone();
-        OnboardRequest {
-            workflow: crate::model::ids::onboarding_workflow_id(machine),
-            node: NodeSpec {
-                name: machine.to_owned(),
-                hostname: machine.to_owned(),
-                pxe_mac: racked.pxe_mac,
-                // The BMC system is named as the machine: it is the power address MAAS drives.
-                bmc_address: machine.to_owned(),
-                boot_disk_model: racked.boot_disk_model,
-                roce_nics: racked.roce_nics,
-            },
-            policy: onboarding.policy,
-            stall_window_ms: onboarding.stall_window_ms,
-            poll_ms: onboarding.poll_ms,
-            retry: RetryPolicy::default(),
-            site_policy: onboarding.site_policy(),
-            bootstrap_token_ttl_ms: BOOTSTRAP_TOKEN_TTL_MS,
-        }
-    }
-
     // --- fault steps -----------------------------------------------------------------------------------------------
 
     /// Applies one of the site's steps (validated: the site exists and names its machines).
     pub(crate) fn apply_site_step(self: &Rc<Self>, step: &Step) {
         let site = self.site();
         match step {
-            Step::ResumeOnboarding { target } => {
-                site.resumes.borrow_mut().push(target.clone());
-                site.resume_requested.notify_one();
-            }
-            Step::Decommission { target } => {
-                site.decommissions.borrow_mut().push(target.clone());
-                site.resume_requested.notify_one();
-            }
-            Step::Operator { target, workflow, action, actor, role, reason, resolves_freeze } => {
-                site.operators.borrow_mut().push(OperatorOrder {
-                    target: target.clone(),
-                    workflow: *workflow,
-                    action: *action,
-                    actor: actor.clone(),
-                    role: *role,
-                    reason: reason.clone(),
-                    resolves_freeze: *resolves_freeze,
-                });
-                site.resume_requested.notify_one();
+            Step::ResumeOnboarding { .. } | Step::Decommission { .. } | Step::Operator { .. } => {
+                self.ask_controller(step);
             }
             Step::MaasUnreachable { down } => {
                 site.state.borrow_mut().region_down = *down;
@@ -914,15 +668,6 @@ fn stray_records(site: &Site, machine: &str) -> Vec<String> {
     ids
 }
 
-/// Whether the journal holds a `completed` record of the workflow.
-pub(crate) fn workflow_completed(lines: &[String], workflow: &str) -> bool {
-    let named = format!("\"workflow\":\"{workflow}\"");
-    lines.iter().any(|line| {
-        line.strip_prefix("onboard ")
-            .is_some_and(|json| json.contains("\"record\":\"completed\"") && json.contains(&named))
-    })
-}
-
 // --- the engine's site ports over the simulated network ------------------------------------------------------------------
 
 /// The region API, each call a request over the network to the `maas` host with the engine's call timeout. A
@@ -1039,7 +784,7 @@ impl World {
 fn subsystem(workflow: &str) -> DeathSubsystem {
     if workflow.starts_with("decommission-") {
         DeathSubsystem::Decommission
-    } else if workflow == crate::world::metal::INSTANCES_WORKFLOW {
+    } else if workflow == engine::controller::metal::INSTANCES_WORKFLOW {
         DeathSubsystem::Instances
     } else {
         DeathSubsystem::Onboarding

@@ -138,6 +138,23 @@ impl<T: HttpTransport> Provider for ProviderClient<T> {
     async fn destroy(&self, id: &str) -> Result<(), ProviderError> {
         self.call(Method::Delete, format!("/v1/vms/{}", segment(id, "VM id")?), None).await.map(drop)
     }
+
+    async fn force_terminate(&self, region: &str, tag: &str) -> Result<Vec<String>, ProviderError> {
+        let mut freed = Vec::new();
+        for vm in self.find_by_tag(region, tag).await? {
+            let path = format!("/v1/vms/{}/force-terminate", segment(&vm.cloud_instance_id, "VM id")?);
+            let answer = self.call(Method::Post, path, None).await?;
+            if decode::<FreedAnswer>(&answer, "force-terminate")?.freed {
+                freed.push(vm.cloud_instance_id);
+            }
+        }
+        Ok(freed)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct FreedAnswer {
+    freed: bool,
 }
 
 #[cfg(test)]

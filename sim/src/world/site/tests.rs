@@ -12,6 +12,7 @@ use fakes::maas::{MaasBody, MaasResponse, NodeStatus, VaultError};
 use super::*;
 use crate::model::spec::parse_scenario;
 use crate::run::runner::{RunIdentity, run};
+use crate::world::CONTROLLER_ID;
 
 const ONBOARDING: &str = r#"
 schema_version = 1
