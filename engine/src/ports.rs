@@ -14,6 +14,7 @@ pub mod events;
 pub mod fleet;
 pub mod platform;
 pub mod provider;
+pub mod shared;
 pub mod site;
 
 /// Time as the engine sees it: a wall clock that can be skewed or stepped, and a monotonic clock for intervals.

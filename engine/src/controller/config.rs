@@ -35,7 +35,8 @@ pub struct ControllerConfig {
     pub site: Option<SiteSettings>,
     pub rollout: RolloutSettings,
     pub rotation: RotationSettings,
-    pub sensor: SensorConfig,
+    /// The instance-status sensor, when the controller runs one (a one-shot operator's tool does not).
+    pub sensor: Option<SensorConfig>,
     /// The instance lifecycle, when the controller runs one.
     pub instances: Option<InstanceSettings>,
 }

@@ -93,3 +93,110 @@ pub trait Host: 'static {
     /// This process's identity: the deployment lock's holder for the rollouts it takes.
     fn process(&self) -> String;
 }
+
+/// A port the deployment does not have (a site without a fleet to roll out to, without an instance lifecycle):
+/// every call fails, saying so; a desk the configuration leaves out never calls it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Absent;
+
+const ABSENT: &str = "not configured in this deployment";
+
+impl crate::ports::Jitter for Absent {
+    fn draw(&self) -> u64 {
+        0
+    }
+}
+
+impl crate::ports::Secrets for Absent {
+    async fn attestation_key(&self, node: &str) -> Result<crate::secret::Secret, crate::ports::SecretsError> {
+        Err(crate::ports::SecretsError::NotFound(format!("attestation key of {node}: {ABSENT}")))
+    }
+    async fn hub_credential(&self) -> Result<crate::secret::Secret, crate::ports::SecretsError> {
+        Err(crate::ports::SecretsError::NotFound(format!("hub credential: {ABSENT}")))
+    }
+}
+
+impl crate::ports::Artifacts for Absent {
+    async fn available(&self, _digest: &str) -> Result<bool, crate::ports::TransportError> {
+        Err(crate::ports::TransportError::ConnectionRefused)
+    }
+}
+
+impl SignatureVerifier for Absent {
+    fn verify(&self, _manifest: &crate::rollout::preflight::Manifest) -> bool {
+        false
+    }
+}
+
+impl crate::ports::Ssh for Absent {
+    async fn run(
+        &self,
+        endpoint: &crate::ports::Endpoint,
+        _request: crate::ports::SshRequest,
+    ) -> Result<crate::ports::SshResponse, crate::ports::SshError> {
+        Err(crate::ports::SshError::Refused(format!("ssh to {}: {ABSENT}", endpoint.node)))
+    }
+}
+
+impl Provider for Absent {
+    async fn create(
+        &self,
+        _request: &crate::ports::provider::CreateVm,
+    ) -> Result<String, crate::ports::provider::ProviderError> {
+        Err(absent_provider())
+    }
+    async fn find_by_tag(
+        &self,
+        _region: &str,
+        _tag: &str,
+    ) -> Result<Vec<crate::ports::provider::ProviderVm>, crate::ports::provider::ProviderError> {
+        Err(absent_provider())
+    }
+    async fn list(
+        &self,
+        _region: &str,
+    ) -> Result<Vec<crate::ports::provider::ProviderVm>, crate::ports::provider::ProviderError> {
+        Err(absent_provider())
+    }
+    async fn start(&self, _id: &str) -> Result<(), crate::ports::provider::ProviderError> {
+        Err(absent_provider())
+    }
+    async fn stop(&self, _id: &str, _hard: bool) -> Result<(), crate::ports::provider::ProviderError> {
+        Err(absent_provider())
+    }
+    async fn reboot(&self, _id: &str) -> Result<(), crate::ports::provider::ProviderError> {
+        Err(absent_provider())
+    }
+    async fn destroy(&self, _id: &str) -> Result<(), crate::ports::provider::ProviderError> {
+        Err(absent_provider())
+    }
+    async fn force_terminate(
+        &self,
+        _region: &str,
+        _tag: &str,
+    ) -> Result<Vec<String>, crate::ports::provider::ProviderError> {
+        Err(absent_provider())
+    }
+}
+
+fn absent_provider() -> crate::ports::provider::ProviderError {
+    crate::ports::provider::ProviderError::Rejected(format!("cloud provider: {ABSENT}"))
+}
+
+impl PlatformRows for Absent {
+    async fn revoke_certificates(&self, _instance: &str) -> Result<u32, crate::ports::platform::PlatformError> {
+        Err(crate::ports::platform::PlatformError::Rejected(format!("platform rows: {ABSENT}")))
+    }
+    async fn expire_bootstrap_tokens(&self, _instance: &str) -> Result<u32, crate::ports::platform::PlatformError> {
+        Err(crate::ports::platform::PlatformError::Rejected(format!("platform rows: {ABSENT}")))
+    }
+    async fn remove_peers(&self, _instance: &str) -> Result<u32, crate::ports::platform::PlatformError> {
+        Err(crate::ports::platform::PlatformError::Rejected(format!("platform rows: {ABSENT}")))
+    }
+}
+
+impl AgentFeed for Absent {
+    async fn read(&self) -> Result<crate::ports::platform::AgentReport, crate::ports::TransportError> {
+        Err(crate::ports::TransportError::ConnectionRefused)
+    }
+}

@@ -145,6 +145,16 @@ impl SiteJournal {
         }
         journal
     }
+
+    /// Whether the journal shows `machine`'s onboarding completed.
+    pub fn completed(&self, machine: &str) -> bool {
+        self.completed.contains(machine)
+    }
+
+    /// Whether the journal shows a decommission of `machine` begun.
+    pub fn decommission_began(&self, machine: &str) -> bool {
+        self.decommission_began.contains(machine)
+    }
 }
 
 /// Whether the journal holds a `completed` record of the workflow (read as text, for a journal whose onboarding

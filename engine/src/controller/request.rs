@@ -2,10 +2,13 @@
 //! controller's own instance lifecycle can make (every verb of the recovery matrix and of the provisioning runbook,
 //! and the rollout and rotation orders), the desk that takes each, and the [`Event`]s the controller reports.
 
+use crate::decommission::driver::DecommissionOutcome;
 use crate::instance::stuck::Stuck;
 use crate::instance::sync::SyncSignal;
-use crate::matrix::{RecoveryAction, Workflow};
+use crate::matrix::{Compensation, RecoveryAction, Workflow};
+use crate::onboarding::driver::OnboardOutcome;
 use crate::ports::Endpoint;
+use crate::ports::events::WorkOutcome;
 use crate::recovery::{ActorRole, AuditRecord};
 
 /// A request to the controller.
@@ -203,6 +206,15 @@ pub enum Event {
     RolloutRested { rollout: String },
     /// A request was answered.
     Answered { request: Request, answer: Answer },
+    /// A machine's onboarding (requested, or taken up at boot) is over: the last run's outcome.
+    OnboardingEnded { machine: String, outcome: OnboardOutcome },
+    /// A machine's decommission is over: its outcome.
+    DecommissionEnded { machine: String, outcome: DecommissionOutcome },
+    /// A recovery action's compensation of the resting stage was done (or could not be), as the driver says.
+    Compensated { machine: String, compensation: Compensation, outcome: WorkOutcome },
+    /// A recovery action's work is over: its settled audit record reported, its run (if any) ended; or it could
+    /// not be performed (`error`: the journal could not be read or written).
+    RecoveryEnded { order: RecoveryOrder, error: Option<String> },
 }
 
 /// The audit outcome of a runbook verb as [`Event::InstanceOperated`] names it.

@@ -121,15 +121,16 @@ impl<H: Host> Service<H> {
         }
     }
 
-    /// The main task: the rollout and rotation desks, then the instance-status sensor for the process's life.
+    /// The main task: the rollout and rotation desks, then the instance-status sensor (when configured) for the
+    /// process's life.
     async fn run_main(self: Rc<Self>) {
         let rollout = self.clone();
         self.host.spawn(Box::pin(async move { rollout.run_rollouts().await }));
         let rotation = self.clone();
         self.host.spawn(Box::pin(async move { rotation.run_rotations().await }));
+        let Some(sensor) = self.config().sensor else { return };
         let (clock, hub, signals, journal) =
             (self.host.clock(), self.host.hub(), self.host.signals(), self.host.journal());
-        let sensor = self.config().sensor;
         crate::sensor::run_instance_status_sensor(&clock, &hub, &signals, &journal, sensor).await;
     }
 }

@@ -135,5 +135,5 @@ pub(super) fn drive(action: DriveAction, out: &mut dyn Write, err: &mut dyn Writ
         DriveAction::MarkManualInterventionRequired(args) => parse_action(args, A::MarkManualInterventionRequired),
     };
     let site = crate::live::drive::load_site(&site)?;
-    Ok(crate::live::drive::command(&site, command, out, err))
+    Ok(crate::live::drive::command(site, command, out, err))
 }

@@ -1,7 +1,8 @@
-//! `fleetsim drive`: the engine for real. Onboarding and decommission workflows (and the operator recovery actions)
-//! run against a MAAS site named by a site file, through the engine's real adapters (`engine::adapters::http`) over
-//! hyper and real sockets, with the SQLite journal ([`engine::adapters::sqlite::SqliteJournal`]) and an audit log
-//! beside it.
+//! `fleetsim drive`: the engine for real. The engine's controller service (`engine::controller`, the loop the
+//! simulator runs on its controller host) runs on the real adapters of a MAAS site named by a site file
+//! (`engine::adapters::http` over hyper and real sockets), with the SQLite journal
+//! ([`engine::adapters::sqlite::SqliteJournal`]) and an audit log beside it; the command hands it onboarding,
+//! decommission or recovery-action requests and prints each node's line as its work ends.
 //!
 //! A killed `drive` loses nothing: every workflow resumes from the journal when the same command runs again (a
 //! completed workflow is not run twice, an unfinished one reruns with status-aware adoption, so no machine is
@@ -13,22 +14,26 @@
 //! `[inventory] url, token_file` (optional), `[resolver] address`, `[ssh] command` (an argv; `{node}` and `{operation}` are replaced),
 //! optional `[state] journal, audit_log` and `[policy]`, and one `[nodes.NAME]` table per node.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use engine::adapters::sqlite::SqliteJournal;
-use engine::decommission::driver::{DecommissionOutcome, DecommissionPorts, DecommissionRequest};
+use engine::controller::config::{ControllerConfig, RolloutSettings, RotationSettings, SiteSettings};
+use engine::controller::host::{Absent, Host, Task, WorkerWork};
+use engine::controller::machine::SiteJournal;
+use engine::controller::request::{Desk, Event, Page, RecoveryOrder, Request};
+use engine::controller::service::{Rules, Service};
+use engine::decommission::driver::DecommissionOutcome;
 use engine::matrix::{RecoveryAction, Workflow, WorkflowState};
-use engine::onboarding::driver::{NodeSpec, OnboardOutcome, OnboardPorts, OnboardRequest, OnboardingPolicy};
-use engine::operator::{
-    NextStep, apply_operator_action, observe_decommission_checkpoint, observe_onboarding_checkpoint, settle_after_run,
-    workflow_status,
-};
+use engine::onboarding::driver::{NodeSpec, OnboardOutcome};
+use engine::operator::workflow_status;
 use engine::ports::{Endpoint, Journal, Signal, Signals, SshError, SshRequest, SshResponse, TransportError};
-use engine::recovery::{ActorRole, AuditRecord, OperatorRequest};
+use engine::recovery::{ActorRole, AuditRecord};
 use engine::secret::Secret;
-use engine::workflow::{RetryPolicy, SitePolicy};
+use engine::workflow::SitePolicy;
 use serde::Deserialize;
 
 use crate::model::spec::{Source, SpecError};
@@ -146,6 +151,9 @@ pub struct PolicySection {
     pub stall_window_ms: u64,
     #[serde(default = "default_bootstrap_token_ttl_ms")]
     pub bootstrap_token_ttl_ms: u64,
+    /// The most onboarding runs in flight at once.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: u32,
     #[serde(default)]
     pub no_erase_release_allowed: bool,
     #[serde(default)]
@@ -161,6 +169,7 @@ impl Default for PolicySection {
             poll_ms: default_poll_ms(),
             stall_window_ms: default_stall_window_ms(),
             bootstrap_token_ttl_ms: default_bootstrap_token_ttl_ms(),
+            concurrency: default_concurrency(),
             no_erase_release_allowed: false,
             maas_delete_required: false,
             roce_mandatory: false,
@@ -176,6 +185,9 @@ fn default_poll_ms() -> u64 {
 }
 fn default_stall_window_ms() -> u64 {
     20 * 60_000
+}
+fn default_concurrency() -> u32 {
+    SiteSettings::new(Vec::new()).concurrency
 }
 fn default_bootstrap_token_ttl_ms() -> u64 {
     engine::controller::config::BOOTSTRAP_TOKEN_TTL_MS
@@ -381,16 +393,16 @@ pub enum DriveCommand {
 /// hyper over real TCP.
 type Tcp = crate::wire::http::HyperTransport<hyper_util::client::legacy::connect::HttpConnector>;
 
-/// The real adapters of one site, on hyper over TCP (and UDP for DNS).
+/// The real adapters of one site, on hyper over TCP (and UDP for DNS): one client of each service, shared by every
+/// workflow the controller runs (one hub session, one MAAS nonce stream).
 pub struct Adapters {
     pub clock: WallClock,
-    pub maas: Maas,
-    pub resolver: Dns,
-    pub secrets: SiteSecretsClient,
-    pub hub: HubClient,
-    pub fleet: FleetClient,
-    pub ssh: CommandSsh,
-    pub signals: PrintedSignals,
+    pub maas: Rc<Maas>,
+    pub resolver: Rc<Dns>,
+    pub secrets: Rc<SiteSecretsClient>,
+    pub hub: Rc<HubClient>,
+    pub fleet: Rc<FleetClient>,
+    pub ssh: Rc<CommandSsh>,
 }
 
 type Maas = engine::adapters::http::maas::MaasClient<Tcp, WallClock>;
@@ -398,45 +410,6 @@ type Dns = engine::adapters::http::dns::DnsClient<crate::wire::udp::UdpTransport
 type SiteSecretsClient = engine::adapters::http::secrets::SecretsClient<Tcp>;
 type HubClient = engine::adapters::http::hub::HubClient<Tcp>;
 type FleetClient = engine::adapters::http::fleet::FleetClient<Tcp>;
-
-impl Adapters {
-    /// The onboarding workflow's ports: these adapters and `journal`.
-    pub fn onboard_ports<'a>(
-        &'a self,
-        journal: &'a SqliteJournal,
-    ) -> OnboardPorts<'a, WallClock, Maas, Dns, SiteSecretsClient, HubClient, CommandSsh, SqliteJournal, PrintedSignals>
-    {
-        OnboardPorts {
-            clock: &self.clock,
-            maas: &self.maas,
-            resolver: &self.resolver,
-            secrets: &self.secrets,
-            hub: &self.hub,
-            ssh: &self.ssh,
-            journal,
-            signals: &self.signals,
-            rules: &engine::onboarding::driver::Matrix,
-        }
-    }
-
-    /// The decommission workflow's ports: these adapters and `journal` (the hub only read: what references the node's
-    /// agent, before the workflow's first mutation).
-    pub fn decommission_ports<'a>(
-        &'a self,
-        journal: &'a SqliteJournal,
-    ) -> DecommissionPorts<'a, WallClock, Maas, SiteSecretsClient, FleetClient, HubClient, SqliteJournal, PrintedSignals>
-    {
-        DecommissionPorts {
-            clock: &self.clock,
-            maas: &self.maas,
-            secrets: &self.secrets,
-            fleet: &self.fleet,
-            hub: &self.hub,
-            journal,
-            signals: &self.signals,
-        }
-    }
-}
 
 impl Site {
     /// The nodes named, in the order given; an unknown one is an error naming the site file's nodes.
@@ -467,34 +440,38 @@ impl Site {
         }
     }
 
-    pub fn onboard_request(&self, name: &str, node: &NodeSection) -> OnboardRequest {
-        OnboardRequest {
-            workflow: crate::model::ids::onboarding_workflow_id(name),
-            node: NodeSpec {
-                name: name.to_owned(),
-                hostname: node.hostname.clone(),
-                pxe_mac: node.pxe_mac.to_ascii_lowercase(),
-                bmc_address: node.bmc_address.clone(),
-                boot_disk_model: node.boot_disk_model.clone(),
-                roce_nics: node.roce_nics,
-            },
-            policy: OnboardingPolicy::Current,
-            stall_window_ms: self.file.policy.stall_window_ms,
-            poll_ms: self.file.policy.poll_ms,
-            retry: RetryPolicy::default(),
-            site_policy: self.site_policy(),
-            bootstrap_token_ttl_ms: self.file.policy.bootstrap_token_ttl_ms,
-        }
+    /// `name` as the operator's inventory records it.
+    pub fn node_spec(&self, name: &str) -> Option<NodeSpec> {
+        let node = self.file.nodes.get(name)?;
+        Some(NodeSpec {
+            name: name.to_owned(),
+            hostname: node.hostname.clone(),
+            pxe_mac: node.pxe_mac.to_ascii_lowercase(),
+            bmc_address: node.bmc_address.clone(),
+            boot_disk_model: node.boot_disk_model.clone(),
+            roce_nics: node.roce_nics,
+        })
     }
 
-    pub fn decommission_request(&self, name: &str, node: &NodeSection) -> DecommissionRequest {
-        DecommissionRequest {
-            workflow: crate::model::ids::decommission_workflow_id(name),
-            node: name.to_owned(),
-            hostname: node.hostname.clone(),
-            poll_ms: self.file.policy.poll_ms,
-            retry: RetryPolicy::default(),
+    /// The controller's configuration for one `drive` command: the site's workflows under the site file's policy,
+    /// taking `machines` up at once (the nodes an `onboard` names; none for the other commands, which ask), with no
+    /// rollout, no instance lifecycle and no sensor of its own.
+    pub fn controller_config(&self, machines: Vec<String>) -> ControllerConfig {
+        let policy = &self.file.policy;
+        let site = SiteSettings {
+            stall_window_ms: policy.stall_window_ms,
+            poll_ms: policy.poll_ms,
+            concurrency: policy.concurrency,
             site_policy: self.site_policy(),
+            bootstrap_token_ttl_ms: policy.bootstrap_token_ttl_ms,
+            ..SiteSettings::new(machines)
+        };
+        ControllerConfig {
+            site: Some(site),
+            rollout: RolloutSettings::default(),
+            rotation: RotationSettings::default(),
+            sensor: None,
+            instances: None,
         }
     }
 }
@@ -616,167 +593,292 @@ fn completed(state: WorkflowState) -> bool {
     matches!(state, WorkflowState::Completed | WorkflowState::CompletedWithFollowUpRecord)
 }
 
-/// Runs `command` against `site` with `adapters`; returns the exit code and prints a line per node.
+/// The journal as `drive` writes it, shared by every workflow: [`WithholdingJournal`]'s rule on an owned handle.
+#[derive(Clone)]
+pub struct DriveJournal(pub Rc<SqliteJournal>);
+
+impl Journal for DriveJournal {
+    async fn append(&self, record: &str) -> Result<(), engine::ports::JournalError> {
+        WithholdingJournal(&self.0).append(record).await
+    }
+
+    async fn replay(&self) -> Result<Vec<String>, engine::ports::JournalError> {
+        self.0.replay().await
+    }
+
+    async fn replay_subject(&self, subject: &str) -> Result<Vec<String>, engine::ports::JournalError> {
+        self.0.replay_subject(subject).await
+    }
+}
+
+/// Where `drive` and the controller service meet: the requests the command makes, and the events the service
+/// reports back, each with its wake-up.
+#[derive(Default)]
+struct Exchange {
+    inbox: RefCell<VecDeque<Request>>,
+    inbox_notify: tokio::sync::Notify,
+    events: RefCell<VecDeque<Event>>,
+    events_notify: tokio::sync::Notify,
+}
+
+impl Exchange {
+    fn submit(&self, request: Request) {
+        self.inbox.borrow_mut().push_back(request);
+        self.inbox_notify.notify_one();
+    }
+
+    /// The next event the service reported.
+    async fn next_event(&self) -> Event {
+        loop {
+            if let Some(event) = self.events.borrow_mut().pop_front() {
+                return event;
+            }
+            self.events_notify.notified().await;
+        }
+    }
+}
+
+/// What `drive` gives the engine's controller service: the site's real adapters, the SQLite journal, and the
+/// exchange with the command.
+struct DriveHost {
+    site: Rc<Site>,
+    adapters: Rc<Adapters>,
+    journal: DriveJournal,
+    exchange: Rc<Exchange>,
+}
+
+impl Host for DriveHost {
+    type Clock = WallClock;
+    type Journal = DriveJournal;
+    type Signals = PrintedSignals;
+    type Hub = Rc<HubClient>;
+    type Jitter = Absent;
+    type Secrets = Absent;
+    type Artifacts = Absent;
+    type Verifier = Absent;
+    type WorkerSsh = Absent;
+    type Maas = Rc<Maas>;
+    type Resolver = Rc<Dns>;
+    type SiteSecrets = Rc<SiteSecretsClient>;
+    type SiteSsh = Rc<CommandSsh>;
+    type Fleet = Rc<FleetClient>;
+    type Provider = Absent;
+    type Platform = Absent;
+    type Agents = Absent;
+
+    fn clock(&self) -> WallClock {
+        self.adapters.clock
+    }
+    fn journal(&self) -> DriveJournal {
+        self.journal.clone()
+    }
+    fn signals(&self) -> PrintedSignals {
+        PrintedSignals
+    }
+    fn hub(&self) -> Rc<HubClient> {
+        self.adapters.hub.clone()
+    }
+    fn jitter(&self) -> Absent {
+        Absent
+    }
+    fn secrets(&self) -> Absent {
+        Absent
+    }
+    fn artifacts(&self) -> Absent {
+        Absent
+    }
+    fn verifier(&self) -> Absent {
+        Absent
+    }
+    fn worker_ssh(&self, _work: WorkerWork) -> Absent {
+        Absent
+    }
+    fn maas(&self, _workflow: &str) -> Rc<Maas> {
+        self.adapters.maas.clone()
+    }
+    fn resolver(&self) -> Rc<Dns> {
+        self.adapters.resolver.clone()
+    }
+    fn site_secrets(&self) -> Rc<SiteSecretsClient> {
+        self.adapters.secrets.clone()
+    }
+    fn site_ssh(&self) -> Rc<CommandSsh> {
+        self.adapters.ssh.clone()
+    }
+    fn fleet(&self) -> Rc<FleetClient> {
+        self.adapters.fleet.clone()
+    }
+    fn provider(&self) -> Absent {
+        Absent
+    }
+    fn platform(&self) -> Absent {
+        Absent
+    }
+    fn agents(&self) -> Absent {
+        Absent
+    }
+
+    fn spawn(&self, task: Task) {
+        drop(tokio::task::spawn_local(task));
+    }
+
+    fn submit(&self, request: Request) {
+        self.exchange.submit(request);
+    }
+    fn take_request(&self, desk: Desk) -> Option<Request> {
+        let mut inbox = self.exchange.inbox.borrow_mut();
+        let index = inbox.iter().position(|request| request.desk() == desk)?;
+        inbox.remove(index)
+    }
+    async fn requests_waiting(&self, desk: Desk) {
+        // Only the site desk takes requests: `drive` asks for nothing else.
+        if desk == Desk::Site {
+            self.exchange.inbox_notify.notified().await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn page(&self, _page: &Page) -> Vec<Request> {
+        Vec::new()
+    }
+    fn emit(&self, event: Event) {
+        self.exchange.events.borrow_mut().push_back(event);
+        self.exchange.events_notify.notify_one();
+    }
+
+    fn racked(&self, machine: &str) -> Option<NodeSpec> {
+        self.site.node_spec(machine)
+    }
+    fn racked_by_mac(&self, mac: &str) -> Option<String> {
+        self.site
+            .file
+            .nodes
+            .iter()
+            .find(|(_, node)| node.pxe_mac.eq_ignore_ascii_case(mac))
+            .map(|(name, _)| name.clone())
+    }
+    fn process(&self) -> String {
+        format!("fleetsim-drive@pid-{}", std::process::id())
+    }
+}
+
+/// Runs `command` against `site` with `adapters`: the engine's controller service takes the work as a controller
+/// would, and the command prints a line per node as its work ends. Returns the exit code.
 pub async fn execute(
-    site: &Site,
-    adapters: &Adapters,
+    site: &Rc<Site>,
+    adapters: Adapters,
     command: DriveCommand,
     out: &mut dyn Write,
 ) -> Result<i32, String> {
-    let journal = open_journal(&site.journal)?;
+    let journal = Rc::new(open_journal(&site.journal)?);
+    let lines = journal.replay().await.map_err(|error| error.to_string())?;
+    let exchange = Rc::new(Exchange::default());
+    let host = DriveHost {
+        site: site.clone(),
+        adapters: Rc::new(adapters),
+        journal: DriveJournal(journal),
+        exchange: exchange.clone(),
+    };
     match command {
         DriveCommand::Onboard { nodes } => {
-            let nodes = site.nodes(&nodes).map_err(|error| error.to_string())?;
-            let lines = journal.replay().await.map_err(|error| error.to_string())?;
-            let ports = adapters.onboard_ports(&journal);
-            let mut runs = Vec::new();
+            let names: Vec<String> =
+                site.nodes(&nodes).map_err(|error| error.to_string())?.into_iter().map(|(name, _)| name).collect();
+            let config = site.controller_config(names.clone());
+            let known = SiteJournal::read(config.site.as_ref().expect("drive has a site"), &lines);
+            let mut waiting = std::collections::BTreeSet::new();
             let mut all_completed = true;
-            for (name, node) in &nodes {
-                let request = site.onboard_request(name, node);
-                if engine::controller::machine::workflow_completed(&lines, &request.workflow) {
+            for name in &names {
+                if known.completed(name) {
                     let _ = writeln!(out, "{name}: completed (by an earlier run; the journal says so)");
-                    continue;
+                } else if known.decommission_began(name) {
+                    all_completed = false;
+                    let _ = writeln!(out, "{name}: not onboarded: its decommission began (the journal says so)");
+                } else {
+                    waiting.insert(name.clone());
                 }
-                runs.push((name.clone(), request));
             }
-            let outcomes =
-                futures_util::future::join_all(runs.iter().map(|(_, request)| ports.run_onboarding(request))).await;
-            for ((name, _), outcome) in runs.iter().zip(&outcomes) {
+            Service::start(host, config, Rules::default(), &lines);
+            let mut outcomes = BTreeMap::new();
+            while outcomes.len() < waiting.len() {
+                if let Event::OnboardingEnded { machine, outcome } = exchange.next_event().await {
+                    outcomes.insert(machine, outcome);
+                }
+            }
+            for name in names.iter().filter(|name| waiting.contains(*name)) {
+                let outcome = &outcomes[name];
                 all_completed &= completed(outcome.workflow_state);
                 let _ = writeln!(out, "{}", onboard_line(name, outcome));
             }
             Ok(if all_completed { crate::model::exit::EXIT_PASS } else { crate::model::exit::EXIT_FAIL })
         }
         DriveCommand::Decommission { nodes } => {
-            let nodes = site.nodes(&nodes).map_err(|error| error.to_string())?;
-            let ports = adapters.decommission_ports(&journal);
-            let requests: Vec<(String, DecommissionRequest)> =
-                nodes.iter().map(|(name, node)| (name.clone(), site.decommission_request(name, node))).collect();
-            let outcomes = futures_util::future::join_all(
-                requests.iter().map(|(_, request)| ports.run_decommission_from(request, None)),
-            )
-            .await;
+            let names: Vec<String> =
+                site.nodes(&nodes).map_err(|error| error.to_string())?.into_iter().map(|(name, _)| name).collect();
+            Service::start(host, site.controller_config(Vec::new()), Rules::default(), &lines);
+            for name in &names {
+                exchange.submit(Request::Decommission { machine: name.clone() });
+            }
+            let mut outcomes = BTreeMap::new();
+            while outcomes.len() < names.len() {
+                if let Event::DecommissionEnded { machine, outcome } = exchange.next_event().await {
+                    outcomes.insert(machine, outcome);
+                }
+            }
             let mut all_completed = true;
-            for ((name, _), outcome) in requests.iter().zip(&outcomes) {
+            for name in &names {
+                let outcome = &outcomes[name];
                 all_completed &= completed(outcome.workflow_state);
                 let _ = writeln!(out, "{}", decommission_line(name, outcome));
             }
             Ok(if all_completed { crate::model::exit::EXIT_PASS } else { crate::model::exit::EXIT_FAIL })
         }
         DriveCommand::Action { action, workflow, node, actor, role, reason, resolves_freeze } => {
-            let (name, spec) = site.nodes(std::slice::from_ref(&node)).map_err(|error| error.to_string())?.remove(0);
-            let workflow_id = crate::model::ids::workflow_id(workflow, &name);
-            let correlation_id =
-                format!("{workflow_id}/{}/{}", action.as_str(), engine::ports::Clock::now_ms(&adapters.clock));
-            let request =
-                OperatorRequest { actor_id: actor, actor_role: role, action, reason, correlation_id, resolves_freeze };
-            let observed = if action == RecoveryAction::AdoptObservedState {
-                let lines = journal.replay().await.map_err(|error| error.to_string())?;
-                match (workflow, workflow_status(workflow, &workflow_id, lines.iter().map(String::as_str), false)) {
-                    (Workflow::Onboarding, Ok(status)) => {
-                        observe_onboarding_checkpoint(&adapters.maas, &adapters.hub, &name, &spec.pxe_mac, status.stage)
-                            .await
+            let (name, _) = site.nodes(std::slice::from_ref(&node)).map_err(|error| error.to_string())?.remove(0);
+            Service::start(host, site.controller_config(Vec::new()), Rules::default(), &lines);
+            let order = RecoveryOrder { machine: name.clone(), workflow, action, actor, role, reason, resolves_freeze };
+            exchange.submit(Request::Recovery(order));
+            let mut refused = false;
+            loop {
+                match exchange.next_event().await {
+                    Event::Audit(record) => {
+                        append_audit(&site.audit_log, &[&record])
+                            .map_err(|error| format!("{}: {error}", site.audit_log.display()))?;
+                        if record.actual_next_state.is_none() {
+                            let (verdict, detail) = match &record.outcome {
+                                engine::recovery::AuditOutcome::Accepted { .. } => {
+                                    ("accepted", format!("next state {}", record.expected_next_state.as_str()))
+                                }
+                                engine::recovery::AuditOutcome::Refused { text, .. } => ("refused", text.clone()),
+                            };
+                            refused = verdict == "refused";
+                            let _ = writeln!(out, "{name}: {} {verdict} ({detail})", action.as_str());
+                        }
                     }
-                    (Workflow::Decommission, Ok(status)) => {
-                        observe_decommission_checkpoint(
-                            &adapters.maas,
-                            &adapters.fleet,
-                            &name,
-                            &spec.hostname,
-                            status.stage,
-                        )
-                        .await
+                    Event::Compensated { compensation, outcome, .. } => {
+                        let _ = writeln!(
+                            out,
+                            "{name}: {}'s {} {}",
+                            action.as_str(),
+                            compensation.as_str(),
+                            outcome.as_str()
+                        );
                     }
-                    (_, Err(_)) => false,
-                }
-            } else {
-                false
-            };
-            let applied = apply_operator_action(
-                &WithholdingJournal(&journal),
-                &adapters.signals,
-                workflow,
-                &workflow_id,
-                &request,
-                observed,
-            )
-            .await
-            .map_err(|error| error.to_string())?;
-            let mut audit = vec![&applied.record];
-            if let Some(settled) = &applied.settled {
-                audit.push(settled);
-            }
-            append_audit(&site.audit_log, &audit).map_err(|error| format!("{}: {error}", site.audit_log.display()))?;
-            let verdict = match &applied.authorized {
-                Some(_) => "accepted",
-                None => "refused",
-            };
-            let detail = match &applied.record.outcome {
-                engine::recovery::AuditOutcome::Accepted { .. } => {
-                    format!("next state {}", applied.record.expected_next_state.as_str())
-                }
-                engine::recovery::AuditOutcome::Refused { text, .. } => text.clone(),
-            };
-            let _ = writeln!(out, "{name}: {} {verdict} ({detail})", action.as_str());
-            // `cancel` and `restart_clean` compensate the resting stage first (onboarding: a decommission's
-            // compensations are its failures' own).
-            if let NextStep::Compensate { stage: engine::matrix::Stage::Onboarding(stage), compensation }
-            | NextStep::CompensateThenRun { stage: engine::matrix::Stage::Onboarding(stage), compensation } =
-                applied.next
-            {
-                let ports = adapters.onboard_ports(&journal);
-                let outcome =
-                    ports.compensate_cancelled(&site.onboard_request(&name, &spec), stage, compensation).await;
-                let _ = writeln!(out, "{name}: {}'s {} {}", action.as_str(), compensation.as_str(), outcome.as_str());
-                if matches!(applied.next, NextStep::Compensate { .. }) {
-                    return Ok(crate::model::exit::EXIT_PASS);
+                    Event::OnboardingEnded { outcome, .. } => {
+                        let _ = writeln!(out, "{}", onboard_line(&name, &outcome));
+                    }
+                    Event::DecommissionEnded { outcome, .. } => {
+                        let _ = writeln!(out, "{}", decommission_line(&name, &outcome));
+                    }
+                    Event::RecoveryEnded { error: Some(error), .. } => return Err(error),
+                    Event::RecoveryEnded { error: None, .. } => break,
+                    _ => {}
                 }
             }
-            if matches!(applied.next, NextStep::Nothing | NextStep::Compensate { .. }) {
-                return Ok(if applied.authorized.is_some() {
-                    crate::model::exit::EXIT_PASS
-                } else {
-                    crate::model::exit::EXIT_FAIL
-                });
-            }
-            let line = match workflow {
-                Workflow::Onboarding => {
-                    let ports = adapters.onboard_ports(&journal);
-                    onboard_line(&name, &ports.run_onboarding(&site.onboard_request(&name, &spec)).await)
-                }
-                Workflow::Decommission => {
-                    let start_at = applied
-                        .authorized
-                        .as_ref()
-                        .filter(|authorized| {
-                            matches!(
-                                authorized.action,
-                                RecoveryAction::Resume
-                                    | RecoveryAction::RetryStage
-                                    | RecoveryAction::AdoptObservedState
-                            )
-                        })
-                        .and_then(|authorized| match authorized.restart_at {
-                            Some(engine::matrix::Stage::Decommission(stage)) => Some(stage),
-                            _ => None,
-                        });
-                    let ports = adapters.decommission_ports(&journal);
-                    decommission_line(
-                        &name,
-                        &ports.run_decommission_from(&site.decommission_request(&name, &spec), start_at).await,
-                    )
-                }
-            };
-            let settled =
-                settle_after_run(&journal, workflow, &applied.record).await.map_err(|error| error.to_string())?;
-            append_audit(&site.audit_log, &[&settled])
-                .map_err(|error| format!("{}: {error}", site.audit_log.display()))?;
-            let _ = writeln!(out, "{line}");
-            Ok(crate::model::exit::EXIT_PASS)
+            Ok(if refused { crate::model::exit::EXIT_FAIL } else { crate::model::exit::EXIT_PASS })
         }
         DriveCommand::Status { nodes } => {
             let nodes = site.nodes(&nodes).map_err(|error| error.to_string())?;
-            let lines = journal.replay().await.map_err(|error| error.to_string())?;
             for (name, _) in nodes {
                 for workflow in [Workflow::Onboarding, Workflow::Decommission] {
                     let workflow_id = crate::model::ids::workflow_id(workflow, &name);
@@ -847,14 +949,14 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
     let udp = crate::wire::udp::UdpTransport::new(resolver_addr);
     Ok(Adapters {
         clock,
-        maas,
-        resolver: engine::adapters::http::dns::DnsClient::new(udp, nonce_seed, timeout_ms),
-        secrets: engine::adapters::http::secrets::SecretsClient::new(
+        maas: Rc::new(maas),
+        resolver: Rc::new(engine::adapters::http::dns::DnsClient::new(udp, nonce_seed, timeout_ms)),
+        secrets: Rc::new(engine::adapters::http::secrets::SecretsClient::new(
             transport(&file.secrets.url, "secrets.url")?,
             site.secrets_token.clone(),
             timeout_ms,
-        ),
-        hub: {
+        )),
+        hub: Rc::new({
             let hub = engine::adapters::http::hub::HubClient::new(
                 transport(&file.hub.url, "hub.url")?,
                 &file.hub.principal,
@@ -864,8 +966,8 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
                 .await
                 .map_err(|error| format!("hub: cannot authenticate as {}: {error}", file.hub.principal))?;
             hub
-        },
-        fleet: {
+        }),
+        fleet: Rc::new({
             let fleet = engine::adapters::http::fleet::FleetClient::new(
                 transport(&file.inventory.url, "inventory.url")?,
                 timeout_ms,
@@ -874,15 +976,15 @@ pub async fn adapters(site: &Site) -> Result<Adapters, String> {
                 Some(token) => fleet.with_token(token.clone()),
                 None => fleet,
             }
-        },
-        ssh: CommandSsh { argv: file.ssh.command.clone(), timeout_ms: timeout_ms.max(60_000) },
-        signals: PrintedSignals,
+        }),
+        ssh: Rc::new(CommandSsh { argv: file.ssh.command.clone(), timeout_ms: timeout_ms.max(60_000) }),
     })
 }
 
 /// `fleetsim drive ...`: runs `command` on a current-thread runtime (the engine's futures are not `Send`). Returns
 /// the exit code.
-pub fn command(site: &Site, command: DriveCommand, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+pub fn command(site: Site, command: DriveCommand, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let site = Rc::new(site);
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -892,14 +994,14 @@ pub fn command(site: &Site, command: DriveCommand, out: &mut dyn Write, err: &mu
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async {
-        let adapters = match adapters(site).await {
+        let adapters = match adapters(&site).await {
             Ok(adapters) => adapters,
             Err(error) => {
                 let _ = writeln!(err, "error: {}: {error}", site.path.display());
                 return crate::model::exit::EXIT_BAD_INPUT;
             }
         };
-        match execute(site, &adapters, command, out).await {
+        match execute(&site, adapters, command, out).await {
             Ok(code) => code,
             Err(error) => {
                 let _ = writeln!(err, "error: {error}");

@@ -77,7 +77,7 @@ pub fn controller_config(spec: &RunSpec) -> ControllerConfig {
         heartbeat_fresh_ms: GUEST_TICK_MS,
         ..InstanceSettings::new(ACCOUNT, REGION, INSTANCE_TYPE, TEMPLATE)
     });
-    ControllerConfig { site, rollout, rotation, sensor: engine::sensor::SensorConfig::default(), instances }
+    ControllerConfig { site, rollout, rotation, sensor: Some(engine::sensor::SensorConfig::default()), instances }
 }
 
 /// The controller's ports and services in the simulated world.
@@ -205,6 +205,11 @@ impl Host for SimHost {
             Event::RolloutBegins { .. } => return world.on_rollout_point(RolloutPoint::Begin, None),
             Event::RolloutRested { .. } => return world.phase_reached(Phase::Rollout),
             Event::Answered { request, answer } => return world.on_call_answered(&request, &answer),
+            // What the trace shows of them already (the workflows' own events, the audit records).
+            Event::OnboardingEnded { .. }
+            | Event::DecommissionEnded { .. }
+            | Event::Compensated { .. }
+            | Event::RecoveryEnded { .. } => return,
         };
         world.record(CONTROLLER_ID, body);
     }

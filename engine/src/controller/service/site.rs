@@ -176,19 +176,20 @@ impl<H: Host> Service<H> {
             let request = service.onboard_request(&machine);
             let settings = service.config().site.expect("a site desk");
             let clock = service.host.clock();
-            service
+            let outcome = service
                 .with_onboard_ports(&request.workflow, async |ports| {
                     let mut run = 1;
                     loop {
                         let outcome = ports.run_onboarding(&request).await;
                         match rerun_after(&settings, run, outcome.workflow_state) {
                             Some(delay_ms) => clock.sleep_ms(delay_ms).await,
-                            None => break,
+                            None => return outcome,
                         }
                         run += 1;
                     }
                 })
                 .await;
+            service.host.emit(Event::OnboardingEnded { machine: machine.clone(), outcome });
             service.machine().onboarding_ended(&machine);
             service.flush_events();
             service.release();
@@ -204,7 +205,8 @@ impl<H: Host> Service<H> {
             while service.machine().decommission_waits(&machine) {
                 clock.sleep_ms(poll_ms).await;
             }
-            service.run_decommission(&machine, None).await;
+            let outcome = service.run_decommission(&machine, None).await;
+            service.host.emit(Event::DecommissionEnded { machine: machine.clone(), outcome });
             service.machine().decommission_ended(&machine);
         }));
     }
@@ -226,6 +228,11 @@ impl<H: Host> Service<H> {
     }
 
     async fn recover(self: Rc<Self>, order: RecoveryOrder) {
+        let error = self.perform_recovery(order.clone()).await.err();
+        self.host.emit(Event::RecoveryEnded { order, error });
+    }
+
+    async fn perform_recovery(&self, order: RecoveryOrder) -> Result<(), String> {
         let RecoveryOrder { machine, workflow, action, actor, role, reason, resolves_freeze } = order;
         let clock = self.host.clock();
         let workflow_id = ids::workflow_id(workflow, &machine);
@@ -239,7 +246,7 @@ impl<H: Host> Service<H> {
             Ok(applied) => applied,
             Err(error) => {
                 tracing::warn!(%workflow_id, %error, "operator action not performed");
-                return;
+                return Err(error.to_string());
             }
         };
         self.host.emit(Event::Audit(applied.record.clone()));
@@ -248,10 +255,10 @@ impl<H: Host> Service<H> {
             self.host.emit(Event::Audit(settled));
         }
         match next {
-            NextStep::Nothing => return,
+            NextStep::Nothing => return Ok(()),
             NextStep::Compensate { stage, compensation } => {
                 self.compensate_resting(&machine, stage, compensation).await;
-                return;
+                return Ok(());
             }
             // `restart_clean`: "explicitly compensate/reset progress, then start again".
             NextStep::CompensateThenRun { stage, compensation } => {
@@ -265,7 +272,7 @@ impl<H: Host> Service<H> {
                 self.run_decommission_for_recovery(&machine, decommission_entry(authorized.as_ref())).await;
             }
         }
-        self.settle(workflow, &record).await;
+        self.settle(workflow, &record).await
     }
 
     /// The fresh observation `adopt_observed_state` needs (section 7); no other action reads it. An onboarding's
@@ -306,10 +313,16 @@ impl<H: Host> Service<H> {
         }
     }
 
-    async fn settle(&self, workflow: Workflow, record: &AuditRecord) {
+    async fn settle(&self, workflow: Workflow, record: &AuditRecord) -> Result<(), String> {
         match settle_after_run(&self.host.journal(), workflow, record).await {
-            Ok(settled) => self.host.emit(Event::Audit(settled)),
-            Err(error) => tracing::warn!(workflow = %record.workflow_id, %error, "operator action not settled"),
+            Ok(settled) => {
+                self.host.emit(Event::Audit(settled));
+                Ok(())
+            }
+            Err(error) => {
+                tracing::warn!(workflow = %record.workflow_id, %error, "operator action not settled");
+                Err(error.to_string())
+            }
         }
     }
 
@@ -330,10 +343,12 @@ impl<H: Host> Service<H> {
         };
         self.wait_for_onboarding_out_of_flight(machine).await;
         let request = self.onboard_request(machine);
-        self.with_onboard_ports(&request.workflow, async |ports| {
-            ports.compensate_cancelled(&request, stage, compensation).await
-        })
-        .await;
+        let outcome = self
+            .with_onboard_ports(&request.workflow, async |ports| {
+                ports.compensate_cancelled(&request, stage, compensation).await
+            })
+            .await;
+        self.host.emit(Event::Compensated { machine: machine.to_owned(), compensation, outcome });
         self.machine().recovery_onboarding_ended(machine);
     }
 
@@ -350,9 +365,11 @@ impl<H: Host> Service<H> {
         self.wait_for_onboarding_out_of_flight(machine).await;
         self.admitted().await;
         let request = self.onboard_request(machine);
-        self.with_onboard_ports(&request.workflow, async |ports| ports.run_onboarding(&request).await).await;
+        let outcome =
+            self.with_onboard_ports(&request.workflow, async |ports| ports.run_onboarding(&request).await).await;
         self.release();
         self.machine().recovery_onboarding_ended(machine);
+        self.host.emit(Event::OnboardingEnded { machine: machine.to_owned(), outcome });
     }
 
     async fn run_decommission_for_recovery(&self, machine: &str, start_at: Option<DecommissionStage>) {
@@ -361,7 +378,8 @@ impl<H: Host> Service<H> {
         while !self.machine().recovery_decommission_may_start(machine) {
             clock.sleep_ms(poll_ms).await;
         }
-        self.run_decommission(machine, start_at).await;
+        let outcome = self.run_decommission(machine, start_at).await;
         self.machine().decommission_ended(machine);
+        self.host.emit(Event::DecommissionEnded { machine: machine.to_owned(), outcome });
     }
 }
