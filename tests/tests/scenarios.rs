@@ -12,6 +12,7 @@ mod golden;
 const SCENARIOS: &[&str] = &[
     "agent-partitioned-from-hub-is-reported-silent-and-recovers.toml",
     "controller-death-resumes-the-sensor-from-its-journal.toml",
+    "decommission-asked-while-its-onboarding-runs-survives-a-controller-death.toml",
     "decommission-controller-killed-after-the-release-call-waits-out-the-erase.toml",
     "decommission-falls-back-to-a-no-erase-release-when-wipes-keep-failing.toml",
     "decommission-machine-disappears-mid-release-and-reappears-ready.toml",
@@ -1858,6 +1859,19 @@ fn onboarding_controller_killed_before_completion_adopts_the_deployed_machine() 
     assert_eq!(accepted.get("release"), None, "a deployed machine is not released by the rerun: {accepted:?}");
     assert!(trace.iter().any(|l| l.contains("Deployed from the deploy of a run whose controller died: adopted")));
     assert_eq!(events(&trace, "engine.onboarding").iter().filter(|l| l.contains("\"event\":\"completed\"")).count(), 1);
+}
+
+#[test]
+fn decommission_asked_while_its_onboarding_runs_survives_a_controller_death() {
+    let (record, trace) = run_file("decommission-asked-while-its-onboarding-runs-survives-a-controller-death.toml");
+    assert!(record.violations.is_empty(), "{:?}", record.violations);
+    // The request was taken before the death (the controller journaled it) and waited for the onboarding; the
+    // restarted controller took it up again: it started once the resumed onboarding completed, and completed.
+    let onboarded = record.reached.iter().find(|r| r.oracle == "onboarding_completed").unwrap().t_ms;
+    let first_stage = *decommission(&trace, "stage_started").first().expect("the decommission ran");
+    assert!(t_of(first_stage) > onboarded.max(300_000), "after the restart and the onboarding: {first_stage}");
+    assert_eq!(decommission(&trace, "completed").len(), 1);
+    assert!(reached(&record, "decommission_completed"));
 }
 
 #[test]

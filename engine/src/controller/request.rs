@@ -12,7 +12,8 @@ use crate::ports::events::WorkOutcome;
 use crate::recovery::{ActorRole, AuditRecord};
 
 /// A request to the controller.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Request {
     /// Onboard a racked machine (or take up again the workflow of one whose onboarding stopped): a person's
     /// `resume_onboarding`, or the instance lifecycle provisioning a bare-metal instance on it (`instance` names the
@@ -53,7 +54,7 @@ impl Request {
 }
 
 /// A recovery action asked of a machine's onboarding or decommission workflow (seed 000, section 8).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecoveryOrder {
     pub machine: String,
     pub workflow: Workflow,
@@ -67,7 +68,7 @@ pub struct RecoveryOrder {
 
 /// An operator's rollout order: what to deploy and where. The limits it runs under (lanes, floor, phase bounds,
 /// leases, back-off) are the controller's configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RolloutOrder {
     pub revision: String,
     /// The next barrier generation (after the newest any selected worker has passed).
@@ -83,14 +84,15 @@ pub struct RolloutOrder {
 }
 
 /// An operator's order to rotate one node's agent credential.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RotationOrder {
     /// The node's SSH endpoint as it presents itself now.
     pub endpoint: Endpoint,
 }
 
 /// The provisioning runbook's verbs (seed 004).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum InstanceVerb {
     /// Provision the target node again (with the order's `operation_id`, or a fresh one without).
     Provision,
@@ -149,7 +151,7 @@ impl InstanceVerb {
 }
 
 /// One runbook verb with its target and the caller's words.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InstanceOrder {
     /// An instance id (`i-00003`), a pool's k-th live member (`edge[2]`), a node's name, a pool (acquire) or a
     /// deferred operation (approve, deny).

@@ -24,7 +24,7 @@ use crate::controller::config::ControllerConfig;
 use crate::controller::host::Host;
 use crate::controller::machine::{Controller, Ticket};
 use crate::controller::wake::Notify;
-use crate::ports::Clock;
+use crate::ports::{Clock, Journal};
 
 /// The engine's decisions the drivers run with: production's ([`Default`]), or a test's with one decision replaced
 /// by a historical defect.
@@ -96,6 +96,18 @@ impl<H: Host> Service<H> {
             let event = self.machine().poll_event();
             let Some(event) = event else { return };
             self.host.emit(event);
+        }
+    }
+
+    /// Journals the records the machine has decided (what it took, what it answered), in order: before the work a
+    /// taken request announces starts.
+    async fn journal_records(&self) {
+        loop {
+            let record = self.machine().poll_record();
+            let Some(record) = record else { return };
+            if let Err(error) = self.host.journal().append(&record).await {
+                tracing::error!(%error, "a controller record is not journaled");
+            }
         }
     }
 

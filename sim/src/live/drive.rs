@@ -785,7 +785,7 @@ pub async fn execute(
             let names: Vec<String> =
                 site.nodes(&nodes).map_err(|error| error.to_string())?.into_iter().map(|(name, _)| name).collect();
             let config = site.controller_config(names.clone());
-            let known = SiteJournal::read(config.site.as_ref().expect("drive has a site"), &lines);
+            let known = SiteJournal::read(&names, &lines);
             let mut waiting = std::collections::BTreeSet::new();
             let mut all_completed = true;
             for name in &names {

@@ -8,7 +8,7 @@
 use std::rc::Rc;
 
 use crate::controller::host::{Host, WorkerWork};
-use crate::controller::machine::{Controller, ControllerRecord, RECORD_SUBJECT};
+use crate::controller::machine::Controller;
 use crate::controller::request::{Desk, Event, Request};
 use crate::controller::service::Service;
 use crate::ports::Journal;
@@ -20,12 +20,8 @@ impl<H: Host> Service<H> {
     async fn take_rollout_orders(&self) {
         while let Some(request) = self.host.take_request(Desk::Rollout) {
             let Request::Rollout(order) = request else { unreachable!("the rollout desk takes only rollout orders") };
-            let request = self.machine().take_rollout(order);
-            let record =
-                ControllerRecord::RolloutTaken { workflow: RECORD_SUBJECT.to_owned(), request: Box::new(request) };
-            if let Err(error) = self.host.journal().append(&record.encode()).await {
-                tracing::error!(%error, "the rollout taken is not journaled");
-            }
+            self.machine().take_rollout(order);
+            self.journal_records().await;
         }
     }
 
@@ -58,6 +54,8 @@ impl<H: Host> Service<H> {
                     self.host.emit(Event::RolloutBegins { rollout: request.rollout.clone() });
                     ports.run_rollout(&request).await;
                 }
+                self.machine().rollout_ended();
+                self.journal_records().await;
                 self.host.emit(Event::RolloutRested { rollout: request.rollout.clone() });
             }
             self.host.requests_waiting(Desk::Rollout).await;
@@ -72,11 +70,8 @@ impl<H: Host> Service<H> {
                 let Request::Rotation(order) = request else {
                     unreachable!("the rotation desk takes only rotation orders")
                 };
-                let request = self.machine().take_rotation(order);
-                let record = ControllerRecord::RotationTaken { workflow: RECORD_SUBJECT.to_owned(), request };
-                if let Err(error) = self.host.journal().append(&record.encode()).await {
-                    tracing::error!(%error, "the rotation taken is not journaled");
-                }
+                self.machine().take_rotation(order);
+                self.journal_records().await;
             }
             let request = self.machine().rotation(next).cloned();
             let Some(request) = request else {
@@ -95,6 +90,8 @@ impl<H: Host> Service<H> {
                 secrets: &host.secrets(),
             };
             ports.run_rotation(&request).await;
+            self.machine().rotation_ended(next - 1);
+            self.journal_records().await;
         }
     }
 }

@@ -10,6 +10,7 @@ use std::rc::Rc;
 
 use crate::controller::config::InstanceSettings;
 use crate::controller::host::Host;
+use crate::controller::machine::RequestId;
 use crate::controller::metal::ControllerMetal;
 use crate::controller::request::{Answer, Desk, Event, InstanceOrder, InstanceVerb, Page, Request, operated_outcome};
 use crate::controller::service::{Service, sleep_until};
@@ -115,6 +116,12 @@ impl<H: Host> Service<H> {
         }
         let clock = self.host.clock();
         self.machine().instances_begin(clock.monotonic_ms());
+        // What an earlier process took and did not answer is performed again first.
+        let adopted = self.machine().instances_adopted();
+        self.journal_records().await;
+        for (id, order) in adopted {
+            desk.perform(&mut driver, Request::Instance(order), Some(id)).await;
+        }
         loop {
             let now_ms = clock.monotonic_ms();
             desk.take_requests(&mut driver).await;
@@ -269,7 +276,7 @@ impl<H: Host> InstanceDesk<'_, H> {
             let page =
                 Page { instance: signal.instance.clone(), stuck: signal.stuck, since_ms: signal.since_ms, first };
             for request in self.service.host.page(&page) {
-                self.perform(driver, request).await;
+                self.perform(driver, request, None).await;
             }
         }
     }
@@ -278,22 +285,29 @@ impl<H: Host> InstanceDesk<'_, H> {
     /// the same pass).
     async fn take_requests(&self, driver: &mut Driver<'_, H>) {
         while let Some(request) = self.service.host.take_request(Desk::Instances) {
-            self.perform(driver, request).await;
+            self.perform(driver, request, None).await;
         }
     }
 
-    /// Performs one instance request and reports it: its audit (`InstanceOperated`, with what it wrote) and its
-    /// answer.
-    async fn perform(&self, driver: &mut Driver<'_, H>, request: Request) {
+    /// Performs one instance request (taken now and journaled, or `adopted` from an earlier process) and reports
+    /// it: its audit (`InstanceOperated`, with what it wrote) and its answer, journaled.
+    async fn perform(&self, driver: &mut Driver<'_, H>, request: Request, adopted: Option<RequestId>) {
         let Request::Instance(order) = &request else { unreachable!("the instance desk takes only instance orders") };
+        let id = match adopted {
+            Some(id) => id,
+            None => self.service.machine().take_instance(order.clone()),
+        };
+        self.service.journal_records().await;
+        let answered = async |answer: Answer| {
+            self.service.machine().answer(id);
+            self.service.journal_records().await;
+            self.service.host.emit(Event::Answered { request: request.clone(), answer });
+        };
         let before = self.wrote.borrow().len();
         let outcome = match order.verb {
             InstanceVerb::Recover(stuck) => match self.recover(driver, &order.target, stuck).await {
                 Some(outcome) => outcome,
-                None => {
-                    self.service.host.emit(Event::Answered { request, answer: Answer::Nothing });
-                    return;
-                }
+                None => return answered(Answer::Nothing).await,
             },
             _ => self.operate(driver, order).await,
         };
@@ -310,7 +324,7 @@ impl<H: Host> InstanceDesk<'_, H> {
             outcome: outcome.clone(),
             wrote,
         });
-        self.service.host.emit(Event::Answered { request, answer: Answer::Done(outcome) });
+        answered(Answer::Done(outcome)).await;
     }
 
     /// The runbook's recovery of one stuck row; `None` when there is nothing to do (the row is gone, or its row's

@@ -11,7 +11,7 @@
 use std::rc::Rc;
 
 use crate::controller::host::Host;
-use crate::controller::machine::{ControllerRecord, RECORD_SUBJECT, SiteJournal, decommission_entry, rerun_after};
+use crate::controller::machine::{RequestId, SiteWork, decommission_entry, rerun_after};
 use crate::controller::request::{Answer, Desk, Event, RecoveryOrder, Request};
 use crate::controller::service::{Service, sleep_until};
 use crate::decommission::driver::{DecommissionOutcome, DecommissionPorts, DecommissionRequest};
@@ -31,15 +31,21 @@ impl<H: Host> Service<H> {
         let Some(settings) = self.config().site else { return };
         sleep_until(&self.host.clock(), settings.start_at_ms).await;
         let lines = self.host.journal().replay().await.unwrap_or_default();
-        let journal = SiteJournal::read(&settings, &lines);
+        let journal = self.machine().site_journal(&lines);
         let start = self.machine().site_begins(&journal);
+        self.journal_records().await;
         for machine in start {
             self.spawn_onboarding(machine);
         }
         self.flush_events();
         let decommissions = self.machine().site_decommissions(&journal);
+        self.journal_records().await;
         for machine in decommissions {
             self.spawn_decommission(machine);
+        }
+        let recoveries = self.machine().site_recoveries();
+        for work in recoveries {
+            self.start_site_work(work);
         }
         loop {
             self.host.requests_waiting(Desk::Site).await;
@@ -50,36 +56,33 @@ impl<H: Host> Service<H> {
     }
 
     async fn take_site_request(self: &Rc<Self>, request: Request) {
-        let answer = match &request {
-            Request::Onboard { machine, .. } => {
-                if self.machine().take_onboarding(machine) {
-                    // Journaled: a controller that boots again counts the machine as taken up.
-                    let record = ControllerRecord::OnboardingTaken {
-                        workflow: RECORD_SUBJECT.to_owned(),
-                        machine: machine.clone(),
-                    };
-                    if let Err(error) = self.host.journal().append(&record.encode()).await {
-                        tracing::error!(%machine, %error, "the onboarding taken is not journaled");
-                    }
-                    self.spawn_onboarding(machine.clone());
-                }
-                Answer::Taken
-            }
-            Request::Decommission { machine } => {
-                if self.machine().take_decommission(machine) {
-                    self.spawn_decommission(machine.clone());
-                }
-                Answer::Taken
-            }
-            Request::Recovery(order) => {
-                self.spawn_recovery(order.clone());
-                Answer::Taken
-            }
-            Request::Rollout(_) | Request::Rotation(_) | Request::Instance(_) => {
-                unreachable!("the site desk takes only the site's requests")
-            }
+        // A recovery action's correlation id: its workflow, its action, the controller's clock when it was taken.
+        let correlation_id = match &request {
+            Request::Recovery(order) => format!(
+                "{}/{}/{}",
+                ids::workflow_id(order.workflow, &order.machine),
+                order.action.as_str(),
+                self.host.clock().now_ms()
+            ),
+            _ => String::new(),
         };
-        self.host.emit(Event::Answered { request, answer });
+        let work = self.machine().take_site_request(request.clone(), correlation_id);
+        self.journal_records().await;
+        self.start_site_work(work);
+        self.host.emit(Event::Answered { request, answer: Answer::Taken });
+    }
+
+    fn start_site_work(self: &Rc<Self>, work: SiteWork) {
+        match work {
+            SiteWork::Onboard(machine) => self.spawn_onboarding(machine),
+            SiteWork::Decommission(machine) => self.spawn_decommission(machine),
+            SiteWork::Recovery { request, order, correlation_id, resumed } => {
+                let service = self.clone();
+                self.host
+                    .spawn(Box::pin(async move { service.recover(request, order, correlation_id, resumed).await }));
+            }
+            SiteWork::Joined => {}
+        }
     }
 
     /// The onboarding request of `machine`, from the operator's record of it as it stands now.
@@ -191,6 +194,7 @@ impl<H: Host> Service<H> {
                 .await;
             service.host.emit(Event::OnboardingEnded { machine: machine.clone(), outcome });
             service.machine().onboarding_ended(&machine);
+            service.journal_records().await;
             service.flush_events();
             service.release();
         }));
@@ -208,6 +212,7 @@ impl<H: Host> Service<H> {
             let outcome = service.run_decommission(&machine, None).await;
             service.host.emit(Event::DecommissionEnded { machine: machine.clone(), outcome });
             service.machine().decommission_ended(&machine);
+            service.journal_records().await;
         }));
     }
 
@@ -221,22 +226,35 @@ impl<H: Host> Service<H> {
     }
 
     /// A recovery action, as a task: observed (for an adoption), authorized and audited, then the compensation and
-    /// the run it calls for, then the settled audit record.
-    fn spawn_recovery(self: &Rc<Self>, order: RecoveryOrder) {
-        let service = self.clone();
-        self.host.spawn(Box::pin(async move { service.recover(order).await }));
-    }
-
-    async fn recover(self: Rc<Self>, order: RecoveryOrder) {
-        let error = self.perform_recovery(order.clone()).await.err();
+    /// the run it calls for, then the settled audit record; answered once all of it is over. One an earlier process
+    /// took (`resumed`) goes on from where its audit trail says it got: not audited yet, it is performed whole;
+    /// audited and settled, it is over; audited and not settled, its run was in flight and runs again (a
+    /// compensation it called for is not done again), then it is settled.
+    async fn recover(self: Rc<Self>, request: RequestId, order: RecoveryOrder, correlation_id: String, resumed: bool) {
+        let audited = if resumed { self.audit_trail(&correlation_id).await } else { Vec::new() };
+        let error = match audited.first() {
+            None => self.perform_recovery(order.clone(), correlation_id).await.err(),
+            Some(_) if audited.iter().any(|record| record.actual_next_state.is_some()) => None,
+            Some(record) => self.finish_recovery(&order, record).await.err(),
+        };
+        self.machine().answer(request);
+        self.journal_records().await;
         self.host.emit(Event::RecoveryEnded { order, error });
     }
 
-    async fn perform_recovery(&self, order: RecoveryOrder) -> Result<(), String> {
+    /// The audit records the journal holds of the recovery action with `correlation_id`, in order.
+    async fn audit_trail(&self, correlation_id: &str) -> Vec<AuditRecord> {
+        let lines = self.host.journal().replay().await.unwrap_or_default();
+        lines
+            .iter()
+            .filter_map(|line| AuditRecord::decode(line).and_then(Result::ok))
+            .filter(|record| record.correlation_id == correlation_id)
+            .collect()
+    }
+
+    async fn perform_recovery(&self, order: RecoveryOrder, correlation_id: String) -> Result<(), String> {
         let RecoveryOrder { machine, workflow, action, actor, role, reason, resolves_freeze } = order;
-        let clock = self.host.clock();
         let workflow_id = ids::workflow_id(workflow, &machine);
-        let correlation_id = format!("{workflow_id}/{}/{}", action.as_str(), clock.now_ms());
         let request =
             OperatorRequest { actor_id: actor, actor_role: role, action, reason, correlation_id, resolves_freeze };
         let (journal, signals) = (self.host.journal(), self.host.signals());
@@ -273,6 +291,27 @@ impl<H: Host> Service<H> {
             }
         }
         self.settle(workflow, &record).await
+    }
+
+    /// A recovery action audited and not settled by the process that took it: its run, then its settled record.
+    async fn finish_recovery(&self, order: &RecoveryOrder, record: &AuditRecord) -> Result<(), String> {
+        if !matches!(record.outcome, crate::recovery::AuditOutcome::Accepted { .. }) {
+            return Ok(());
+        }
+        match order.workflow {
+            Workflow::Onboarding => self.run_onboarding_for_recovery(&order.machine).await,
+            Workflow::Decommission => {
+                let start_at = match (record.requested_action, record.prior_stage) {
+                    (
+                        RecoveryAction::Resume | RecoveryAction::RetryStage | RecoveryAction::AdoptObservedState,
+                        Stage::Decommission(stage),
+                    ) => Some(stage),
+                    _ => None,
+                };
+                self.run_decommission_for_recovery(&order.machine, start_at).await;
+            }
+        }
+        self.settle(order.workflow, record).await
     }
 
     /// The fresh observation `adopt_observed_state` needs (section 7); no other action reads it. An onboarding's
@@ -350,6 +389,7 @@ impl<H: Host> Service<H> {
             .await;
         self.host.emit(Event::Compensated { machine: machine.to_owned(), compensation, outcome });
         self.machine().recovery_onboarding_ended(machine);
+        self.journal_records().await;
     }
 
     /// Waits until no run of `machine`'s onboarding is in flight, and takes the slot.
@@ -369,6 +409,7 @@ impl<H: Host> Service<H> {
             self.with_onboard_ports(&request.workflow, async |ports| ports.run_onboarding(&request).await).await;
         self.release();
         self.machine().recovery_onboarding_ended(machine);
+        self.journal_records().await;
         self.host.emit(Event::OnboardingEnded { machine: machine.to_owned(), outcome });
     }
 
@@ -380,6 +421,7 @@ impl<H: Host> Service<H> {
         }
         let outcome = self.run_decommission(machine, start_at).await;
         self.machine().decommission_ended(machine);
+        self.journal_records().await;
         self.host.emit(Event::DecommissionEnded { machine: machine.to_owned(), outcome });
     }
 }
