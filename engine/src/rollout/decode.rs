@@ -14,15 +14,12 @@ use std::collections::BTreeMap;
 
 pub use crate::ports::events::{CanonicalFile, FormDefect, HistoricalForm};
 use crate::ports::{FileFacts, FileKind, NodeObservation};
-use crate::rollout::preflight::{
+pub use crate::rollout::identity::{Canonicalization, FILE_BYTES_MAX};
+use crate::rollout::identity::{
     Contradiction, EnvClass, Expectation, INSTALLED_KEYS, MAC_ENV, MANIFEST, MARKER, Manifest, RECEIPT, RECOVERY_KEYS,
     Repair, SignatureVerifier, Verdict,
 };
 use crate::secret::Secret;
-
-/// The largest identity file the decoder reads: a larger one is unbounded and fails closed unread. The canonical
-/// files are a few hundred bytes.
-pub const FILE_BYTES_MAX: usize = 4_096;
 
 /// The prefix every line of the pre-7f3bbd12 `mac.env` layout carries.
 const EXPORT_PREFIX: &str = "export ";
@@ -158,20 +155,6 @@ pub struct DecodedIdentity {
     pub forms: Vec<HistoricalForm>,
     /// The historical artifacts not recognized, in the same order.
     pub defects: Vec<FormDefect>,
-}
-
-/// The typed repair of a node in a recognized, coherent historical form: rewrite the canonical forms under the
-/// deployment fence, never changing an identity value. Carries no secret (it is reported as it is).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Canonicalization {
-    pub revision: String,
-    pub generation: u64,
-    /// The historical forms found (each rewritten or removed).
-    pub forms: Vec<HistoricalForm>,
-    /// The manifest is absent: it is written from the receipt's signed statement, in its one rendering.
-    pub write_manifest: bool,
-    /// The marker is absent: the exact marker is written, as the marker repair would.
-    pub write_marker: bool,
 }
 
 impl CanonicalFile {
@@ -343,7 +326,7 @@ pub fn decode_env(content: &str) -> Result<DecodedEnv, FormDefect> {
     }
     match (exported == 0, ovswarm) {
         (true, false) => {
-            let class = crate::rollout::preflight::classify_env(content);
+            let class = classify_env(content);
             let installed = match &class {
                 EnvClass::FullInstalled { .. } => canonical_vars(content).ok().and_then(|vars| installed_env(&vars)),
                 _ => None,
@@ -554,6 +537,15 @@ pub fn canonical_forms(
         writes.push(CanonicalWrite::Remove { file: CanonicalFile::Receipt });
     }
     Ok(CanonicalForms { writes, attestation_key: Some(installed.attestation_key.clone()) })
+}
+
+/// Classifies an environment file in the canonical layout: `KEY=VALUE` lines, no duplicates, no blank keys (a
+/// historical layout is [`decode_env`]'s).
+pub fn classify_env(content: &str) -> EnvClass {
+    match canonical_vars(content) {
+        Ok(keys) => class_of(&keys),
+        Err(reason) => EnvClass::Malformed { reason },
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod account;
 pub mod decode;
 pub mod driver;
 pub mod holds;
+pub mod identity;
 pub mod journal;
 pub mod lane;
 pub mod plan;

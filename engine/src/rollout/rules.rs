@@ -7,19 +7,10 @@
 use crate::ports::NodeObservation;
 use crate::ports::events::RolloutEnd;
 use crate::rollout::account::{self, NodeAccount};
+pub use crate::rollout::identity::InstalledIdentity;
 use crate::rollout::plan::{self, Plan, PlanError, PlanInput};
 use crate::rollout::preflight::{self, Expectation, SignatureVerifier, Verdict};
 use crate::rollout::retry::{AttemptFailure, Backoff, RetryDecision};
-
-/// What the installed environment names: one node's identity after its install.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InstalledIdentity<'a> {
-    pub node: &'a str,
-    pub hub_url: &'a str,
-    pub revision: &'a str,
-    pub generation: u64,
-    pub attestation_key: &'a str,
-}
 
 /// When the capsules reach the nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
