@@ -6,46 +6,10 @@
 //! scheduling (see [`super::cordon`]), the two compose. Every caller that changes an instance's power state — the
 //! operator verbs, a drain, a pool's recycle, an approved terminate — comes through [`Inventory::control`].
 
-use serde::{Deserialize, Serialize};
-
 use super::inventory::{Backing, Decided, Hold, Instance, InstanceRecord, Inventory};
-use super::pool::PoolState;
 use super::state::{IllegalTransition, InstanceEvent, InstanceState};
-
-/// The four verbs of the choke point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Control {
-    Start,
-    Stop,
-    Reboot,
-    Terminate,
-}
-
-impl Control {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Control::Start => "start",
-            Control::Stop => "stop",
-            Control::Reboot => "reboot",
-            Control::Terminate => "terminate",
-        }
-    }
-
-    fn event(self) -> InstanceEvent {
-        match self {
-            Control::Start => InstanceEvent::Start,
-            Control::Stop => InstanceEvent::Stop,
-            Control::Reboot => InstanceEvent::Reboot,
-            Control::Terminate => InstanceEvent::Terminate,
-        }
-    }
-
-    /// What an ops hold refuses: everything but stop.
-    pub fn held_by_ops_hold(self) -> bool {
-        self != Control::Stop
-    }
-}
+pub use super::terms::Control;
+use super::terms::PoolState;
 
 /// The call the driver dispatches once the records are journaled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +94,7 @@ impl Inventory {
             });
         }
         let transition = self
-            .event(instance, action.event(), now_ms)
+            .event(instance, event_of(action), now_ms)
             .map_err(|transition| ControlRefusal::Illegal { instance: instance_id.to_owned(), transition })?;
         let mut records = vec![transition];
         let backing = instance.backing.clone();
@@ -217,4 +181,14 @@ pub(super) fn leave_pool(instance: &Instance) -> Option<InstanceRecord> {
         anchor_ms: None,
         by_cordon: false,
     })
+}
+
+/// The transition a verb of the choke point asks of the state table.
+fn event_of(control: Control) -> InstanceEvent {
+    match control {
+        Control::Start => InstanceEvent::Start,
+        Control::Stop => InstanceEvent::Stop,
+        Control::Reboot => InstanceEvent::Reboot,
+        Control::Terminate => InstanceEvent::Terminate,
+    }
 }

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::control::{Control, ControlRefusal, Controlled};
 use super::inventory::{Cordon, Decided, Instance, InstanceRecord, Inventory};
-use super::pool::PoolState;
 use super::state::InstanceState;
+use super::terms::PoolState;
 
 /// What a cordon did (the runbook's `cordon_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

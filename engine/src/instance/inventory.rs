@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::pool::{Pool, PoolState};
 use super::state::{IllegalTransition, InstanceEvent, InstanceState, transition};
+pub use super::terms::DeferredOperation;
+use super::terms::{InstanceAudit, Pool, PoolState};
 
 /// A Node: the logical row for a future or existing host. It outlives its instances, so a re-provision into the
 /// same Node keeps its history and audit chain.
@@ -150,15 +151,6 @@ impl Instance {
     }
 }
 
-/// An operation parked behind an approval.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "operation", rename_all = "snake_case", deny_unknown_fields)]
-pub enum DeferredOperation {
-    Cordon { instance: String, reason: String, by: String },
-    Uncordon { instance: String, by: String },
-    Terminate { instance: String, by: String },
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeferredStatus {
@@ -271,7 +263,7 @@ pub enum InstanceRecord {
     },
     /// An operator step, audited before its own records (performed or parked) or alone (refused).
     Audited {
-        audit: super::operator::InstanceAudit,
+        audit: InstanceAudit,
     },
 }
 
@@ -328,7 +320,7 @@ pub struct Inventory {
     /// Per region: the last successful sync's time and the VM ids it listed.
     pub syncs: BTreeMap<String, (u64, Vec<String>)>,
     /// Every operator step, in order.
-    pub audit: Vec<super::operator::InstanceAudit>,
+    pub audit: Vec<InstanceAudit>,
 }
 
 /// A decision: the records to journal and apply, in order, and what to tell the caller.

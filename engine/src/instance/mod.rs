@@ -20,6 +20,7 @@ pub mod provision;
 pub mod state;
 pub mod stuck;
 pub mod sync;
+pub mod terms;
 
 #[cfg(test)]
 mod tests;

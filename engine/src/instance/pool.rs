@@ -8,73 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::control::{Control, ControlRefusal};
+use super::control::ControlRefusal;
 use super::inventory::{Backing, Decided, Instance, InstanceRecord, Inventory, Membership, Node};
 use super::state::InstanceState;
-
-/// A pool's lifecycle class: there is no `persistent` class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LifecycleClass {
-    Ephemeral,
-    Spot,
-}
-
-/// Where a member stands in its pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PoolState {
-    /// Minted, booting; not acquirable until its first `phase=ready` heartbeat.
-    Warming,
-    /// Acquirable.
-    Ready,
-    /// A consumer holds it.
-    Claimed,
-    /// Fenced out of the allocator: a cordon, a drain or a recycle.
-    Draining,
-    /// Gone from the pool: its instance was terminated or errored.
-    Released,
-}
-
-impl PoolState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PoolState::Warming => "warming",
-            PoolState::Ready => "ready",
-            PoolState::Claimed => "claimed",
-            PoolState::Draining => "draining",
-            PoolState::Released => "released",
-        }
-    }
-}
-
-/// What a release does with a returned member.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReleaseDisposition {
-    /// The default: the member is terminated.
-    Recycled,
-    /// The member goes back to ready with a fresh anchor, or is fenced if it carries a cordon marker.
-    ReuseWithoutReset,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Pool {
-    pub id: String,
-    pub account: String,
-    pub class: LifecycleClass,
-    pub target_size: u32,
-    pub max_size: u32,
-    pub ready_ttl_seconds: u64,
-    pub disposition: ReleaseDisposition,
-    /// Where members are minted, and from which template.
-    pub region: String,
-    pub instance_type: String,
-    pub template_id: String,
-}
+use super::terms::Control;
+pub use super::terms::{LifecycleClass, Pool, PoolState, ReleaseDisposition};
 
 /// Why a pool operation was refused; nothing was written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

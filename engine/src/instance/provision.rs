@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use super::control::leave_pool;
 use super::inventory::{Backing, Decided, Instance, InstanceRecord, Inventory, Node};
-use super::pool::PoolState;
 use super::state::{IllegalTransition, InstanceEvent, InstanceState};
+use super::terms::PoolState;
 
 /// Why a node could not be created; nothing was written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
