@@ -1,5 +1,6 @@
 //! Folders are floors (STYLE.md rule 15): inside `sim` and `engine`, each top-level module is a floor that names only
-//! floors below it, and no import circle joins files of different folders. Checked by reading the `crate::` and
+//! floors below it, no import circle joins files of different folders, and no circle joins more than two files
+//! anywhere (a folder's `mod.rs` holding its own children is containment, not an import). Checked by reading the `crate::` and
 //! `super::` paths of every source file (comments and string literals skipped), as rust-analyzer's tidy tests read
 //! the tree.
 
@@ -259,6 +260,12 @@ fn violations(sources: &BTreeMap<PathBuf, Source>, floors: &[&[&str]]) -> Vec<St
             if target == path {
                 continue;
             }
+            // A module naming its own submodules (`mod.rs` and its children) is the folder's containment, not an
+            // import: the children name their parent, and the parent holds them.
+            let target_module = &sources[target].module;
+            if target_module.len() > source.module.len() && target_module.starts_with(&source.module) {
+                continue;
+            }
             edges.entry(path).or_default().insert(target);
             if let Some(floor) = floor_of(&reference) {
                 if floor > own {
@@ -275,10 +282,12 @@ fn violations(sources: &BTreeMap<PathBuf, Source>, floors: &[&[&str]]) -> Vec<St
         }
     }
     for component in strongly_connected(&edges) {
+        let names: Vec<String> = component.iter().map(|path| path.display().to_string()).collect();
         let folders: BTreeSet<_> = component.iter().map(|path| path.parent().map(Path::to_owned)).collect();
         if folders.len() > 1 {
-            let names: Vec<String> = component.iter().map(|path| path.display().to_string()).collect();
             problems.push(format!("an import circle across folders: {}", names.join(" → ")));
+        } else if component.len() > 2 {
+            problems.push(format!("an import circle of {} files: {}", component.len(), names.join(" → ")));
         }
     }
     problems.sort();
@@ -361,8 +370,8 @@ fn the_engine_s_folders_are_floors_with_no_edge_running_up_and_no_circle_across_
     assert!(problems.is_empty(), "engine/src (docs/ARCHITECTURE.md, \"The layers\"):\n{}", problems.join("\n"));
 }
 
-/// The checker can fail: an edge up a floor, a module on no floor and a circle across folders are each found, and
-/// names in comments and strings are not edges.
+/// The checker can fail: an edge up a floor, a module on no floor, a circle across folders and a circle of three files
+/// in one folder are each found, and names in comments and strings are not edges.
 #[test]
 fn the_floor_checker_finds_an_edge_up_a_circle_across_folders_and_ignores_comments_and_strings() {
     let source = |module: &[&str], text: &str| Source {
@@ -382,6 +391,66 @@ fn the_floor_checker_finds_an_edge_up_a_circle_across_folders_and_ignores_commen
     assert!(!problems.iter().any(|p| p.starts_with("side.rs")), "comments and strings are no edges: {problems:#?}");
     assert_eq!(problems.len(), 3, "{problems:#?}");
 
+    // Inside one folder: a circle of three files is refused, two files naming each other are one concept split for
+    // size, and a folder's `mod.rs` holding its children is containment, not an import.
+    let mut folder = BTreeMap::new();
+    folder.insert(
+        PathBuf::from("low/mod.rs"),
+        source(
+            &["low"],
+            "//! low
+use crate::low::{x::X, y::Y, z::Z};
+",
+        ),
+    );
+    folder.insert(
+        PathBuf::from("low/x.rs"),
+        source(
+            &["low", "x"],
+            "//! x
+use super::y::Y; use crate::low::Core;
+",
+        ),
+    );
+    folder.insert(
+        PathBuf::from("low/y.rs"),
+        source(
+            &["low", "y"],
+            "//! y
+use super::z::Z;
+",
+        ),
+    );
+    folder.insert(
+        PathBuf::from("low/z.rs"),
+        source(
+            &["low", "z"],
+            "//! z
+use super::x::X;
+",
+        ),
+    );
+    folder.insert(
+        PathBuf::from("low/p.rs"),
+        source(
+            &["low", "p"],
+            "//! p
+use super::q::Q;
+",
+        ),
+    );
+    folder.insert(
+        PathBuf::from("low/q.rs"),
+        source(
+            &["low", "q"],
+            "//! q
+use super::p::P;
+",
+        ),
+    );
+    let problems = violations(&folder, floors);
+    assert_eq!(problems, ["an import circle of 3 files: low/x.rs → low/y.rs → low/z.rs"], "{problems:#?}");
+
     let nested = source(&["high", "b", "inner"], "use super::super::c::D; use crate::low::{x::{y, z}, w};");
     let names: Vec<String> = references(&nested).iter().map(|path| path.join("::")).collect();
     assert_eq!(names, ["low::x::y", "low::x::z", "low::x", "low::w", "low", "high::c::D"]);
@@ -391,4 +460,76 @@ fn the_floor_checker_finds_an_edge_up_a_circle_across_folders_and_ignores_commen
     let names: Vec<String> = references(&tested).iter().map(|path| path.join("::")).collect();
     assert_eq!(names, ["low::b", "side"], "unit tests may name any floor");
     assert!(references(&source(&["low", "a", "tests"], "use crate::high::c;")).is_empty());
+}
+
+/// What only the engine's controller does: run a driver, admit work under a limit, run a stopped workflow again.
+const CONTROLLER_ONLY: &[&str] = &[
+    "run_onboarding(",
+    "run_decommission(",
+    "run_decommission_from(",
+    "compensate_cancelled(",
+    "record_cancel_uncompensated(",
+    "run_rollout(",
+    "run_rotation(",
+    "run_instance_status_sensor(",
+    "apply_operator_action(",
+    "settle_after_run(",
+    "InstanceDriver::open(",
+    "Semaphore",
+    "RERUN_DELAY",
+    "RUNS_PER_REQUEST",
+    "FAILED_RUNS_MAX",
+];
+
+/// Where a source tree decides something for the controller: each file (unit tests aside) and what it names of
+/// [`CONTROLLER_ONLY`].
+fn controller_decisions(sources: &BTreeMap<PathBuf, Source>) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, source) in sources {
+        if source.module.last().is_some_and(|last| last == "tests") {
+            continue;
+        }
+        let code = without_test_modules(&code_only(&source.text));
+        for name in CONTROLLER_ONLY.iter().filter(|name| code.contains(**name)) {
+            found.push(format!("{}: {name}", path.display()));
+        }
+    }
+    found
+}
+
+/// The simulator hosts the controller and decides nothing for it (docs/ARCHITECTURE.md, "the world only hosts the
+/// controller"): no file of `sim/src` runs a driver — only `engine::controller`'s service does — or keeps an
+/// admission limit or a rerun rule of its own.
+#[test]
+fn the_simulator_decides_nothing_for_the_controller() {
+    let sources = sources(&root().join("sim/src"));
+    let found = controller_decisions(&sources);
+    assert!(found.is_empty(), "sim/src decides for the controller:\n{}", found.join("\n"));
+}
+
+/// The check can fail: a world part that runs a workflow with its own rerun rule is found; the same names in a
+/// comment, a string or a unit test are not.
+#[test]
+fn a_world_part_that_runs_a_driver_or_keeps_a_rerun_rule_is_found() {
+    let source = |module: &[&str], text: &str| Source {
+        module: module.iter().map(|part| (*part).to_owned()).collect(),
+        text: text.to_owned(),
+    };
+    let mut tree = BTreeMap::new();
+    tree.insert(
+        PathBuf::from("world/site.rs"),
+        source(
+            &["world", "site"],
+            "//! the site\nconst RERUN_DELAY_MS: u64 = 60_000;\nasync fn f() { ports.run_onboarding(&request).await; }\n",
+        ),
+    );
+    tree.insert(
+        PathBuf::from("world/quiet.rs"),
+        source(
+            &["world", "quiet"],
+            "//! says run_onboarding( in a comment\nfn g() { \"Semaphore\"; }\n#[cfg(test)]\nmod tests { fn t() { run_rollout(x); } }\n",
+        ),
+    );
+    let found = controller_decisions(&tree);
+    assert_eq!(found, ["world/site.rs: run_onboarding(", "world/site.rs: RERUN_DELAY"]);
 }
