@@ -23,6 +23,7 @@ use crate::ports::{
 };
 use crate::rollout::account::{self, Exclusions, NodeAccount, NodeOutcome};
 use crate::rollout::decode::{self, CanonicalWrite, Canonicalization};
+use crate::rollout::gate::{self, LaneGate};
 use crate::rollout::holds::HoldOwner;
 use crate::rollout::journal::{self, Adopted, Record};
 use crate::rollout::lane::{
@@ -115,11 +116,6 @@ const REAUTHENTICATIONS_MAX: u32 = 3;
 /// How many rollback passes a stuck lane gets from one controller (the first at once, the others each after the
 /// backoff's worst wait) before the rollout stops with its journal and holds as they are.
 const REVERT_PASSES: u32 = 3;
-
-/// The plan's lane size: the most nodes it lets be down at once (the floor and the lane bound sized it).
-fn lane_room(adopted: &Adopted) -> usize {
-    adopted.lanes.iter().map(Vec::len).max().unwrap_or(1).max(1)
-}
 
 /// The lanes of an adopted plan with their verdicts, in plan order (a lane with none is `Prior`: it never went down).
 fn lanes_of(adopted: &Adopted, verdicts: &BTreeMap<usize, LaneVerdict>) -> Vec<(Vec<String>, LaneVerdict)> {
@@ -942,14 +938,11 @@ where
     ) -> RolloutOutcome {
         let id = adopted.rollout.clone();
         let endpoints: BTreeMap<String, Endpoint> = request.nodes.iter().map(|e| (e.node.clone(), e.clone())).collect();
-        let room_max = lane_room(&adopted);
+        let room_max = gate::lane_room(&adopted);
         let mut verdicts: BTreeMap<usize, LaneVerdict> = BTreeMap::new();
         let mut route_changed = false;
         let mut held_back = false;
-        // The canary: the plan's first node not quarantined. It goes down alone and must prove the successor before
-        // any other node of the rollout is taken (RCCA: "one held canary completes before the wider release").
-        let canary: Option<String> =
-            adopted.lanes.iter().flatten().find(|node| adopted.nodes[*node].state != NodeState::Quarantined).cloned();
+        let canary = gate::canary(&adopted);
         let mut canary_failed = false;
         for (index, lane) in adopted.lanes.clone().into_iter().enumerate() {
             if adopted.reverting.contains_key(&index) {
@@ -971,14 +964,8 @@ where
                 }
                 None => {}
             }
-            // A lane a dead controller had begun (a step done or in doubt) is finished under the frozen bundle: leaving
-            // it would strand held, stopped workers. Only a lane not yet begun is gated on the route bundle and on the
-            // room stuck lanes leave.
-            let begun = lane.iter().any(|node| {
-                let untouched =
-                    matches!(adopted.nodes[node].state, NodeState::Pending(NodeStep::Hold) | NodeState::Quarantined);
-                !untouched || adopted.in_doubt.iter().any(|(doubtful, _)| doubtful == node)
-            });
+            // Only a lane not yet begun is gated on the route bundle and on the room stuck lanes leave.
+            let begun = gate::lane_begun(&adopted, &lane);
             if !route_changed && !begun {
                 // Fail closed: a lane goes down only under the route bundle the plan froze.
                 let published = self.hub_retrying(request, || self.hub.route_bundle()).await;
@@ -988,10 +975,10 @@ where
                     route_changed = true;
                 }
             }
-            let down = adopted.nodes.values().filter(|machine| machine.held_down()).count();
-            let room = room_max.saturating_sub(down);
-            if !begun && (route_changed || room == 0 || canary_failed) {
-                held_back |= !route_changed && !canary_failed;
+            let room = room_max.saturating_sub(gate::nodes_down(&adopted));
+            if let LaneGate::Prior { held_back: for_room } = gate::lane_gate(begun, route_changed, room, canary_failed)
+            {
+                held_back |= for_room;
                 verdicts.insert(index, LaneVerdict::Prior);
                 continue;
             }
@@ -1037,8 +1024,7 @@ where
                 }
             }
             while !pending.is_empty() {
-                let down = adopted.nodes.values().filter(|machine| machine.held_down()).count();
-                let room = if begun { pending.len() } else { room_max.saturating_sub(down).min(pending.len()) };
+                let room = gate::batch_room(begun, room_max, gate::nodes_down(&adopted), pending.len());
                 if room == 0 {
                     for node in pending.drain(..) {
                         if let Some(machine) = adopted.nodes.get_mut(&node) {
@@ -1062,11 +1048,7 @@ where
         }
         // Stuck lanes get more rollback passes, each after the backoff's worst wait, while the lock holds.
         for _ in 1..REVERT_PASSES {
-            let stuck: Vec<usize> = verdicts
-                .iter()
-                .filter(|(_, verdict)| **verdict == LaneVerdict::Stuck)
-                .map(|(index, _)| *index)
-                .collect();
+            let stuck = gate::stuck_lanes(&verdicts);
             if stuck.is_empty() {
                 break;
             }
@@ -1080,15 +1062,7 @@ where
             }
         }
         let stuck = verdicts.values().any(|verdict| *verdict == LaneVerdict::Stuck);
-        let unrun = if route_changed {
-            "the route bundle changed before its lane went down"
-        } else if canary_failed {
-            "the canary did not prove the successor"
-        } else if held_back {
-            "a stuck lane keeps the room the availability floor and the lane size leave"
-        } else {
-            "its lane never went down"
-        };
+        let unrun = gate::unrun_reason(route_changed, canary_failed, held_back);
         let nodes = account::account(&id, &adopted.nodes, &adopted.excluded, unrun);
         let outcome = self.rules.rollout_end(&nodes);
         let terminal = match outcome {
@@ -1212,7 +1186,7 @@ where
         // the plan's lane size and the floor leave: the nodes already down go first, with as many of the others as
         // the room allows, then the rest in batches as the room frees. A node the rollback had already taken (its
         // reverse path past the hold, or stopped on it) counts as down; so does one named failed when it began.
-        let room_max = lane_room(adopted);
+        let room_max = gate::lane_room(adopted);
         let failed = resumed.unwrap_or(failed);
         let is_down = |machine: &NodeMachine| {
             failed.contains(&machine.node)

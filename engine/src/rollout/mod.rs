@@ -9,6 +9,7 @@
 pub mod account;
 pub mod decode;
 pub mod driver;
+pub mod gate;
 pub mod holds;
 pub mod identity;
 pub mod journal;
