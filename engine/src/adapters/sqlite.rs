@@ -30,6 +30,8 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS journal (
 pub struct SqliteJournal {
     connection: Connection,
     path: PathBuf,
+    /// What every record is rewritten by before it is stored ([`SqliteJournal::rewriting`]); `None`: stored as given.
+    rewrite: Option<fn(&str) -> String>,
 }
 
 impl SqliteJournal {
@@ -43,9 +45,17 @@ impl SqliteJournal {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let connection =
             Connection::open_with_flags(&path, flags).map_err(|error| map_error(&path, "cannot open", &error))?;
-        let journal = SqliteJournal { connection, path };
+        let journal = SqliteJournal { connection, path, rewrite: None };
         journal.configure()?;
         Ok(journal)
+    }
+
+    /// The journal with every record passed through `rewrite` before it is stored: a live driver redacts the
+    /// credentials it knows from every row (`fleetsim drive`), whichever workflow or action appends it. `rewrite` must
+    /// keep a record what it is (a record that decoded still decodes), and be idempotent.
+    pub fn rewriting(mut self, rewrite: fn(&str) -> String) -> Self {
+        self.rewrite = Some(rewrite);
+        self
     }
 
     /// The file this journal lives in (SQLite keeps `<path>-wal` and `<path>-shm` beside it while open).
@@ -100,6 +110,8 @@ impl SqliteJournal {
     }
 
     fn append_blocking(&self, record: &str) -> Result<(), JournalError> {
+        let rewritten = self.rewrite.map(|rewrite| rewrite(record));
+        let record = rewritten.as_deref().unwrap_or(record);
         check_record(record)?;
         // One statement in autocommit mode is one transaction: durable (WAL fsynced) when `execute` returns.
         self.connection
