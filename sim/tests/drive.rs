@@ -28,8 +28,15 @@ impl Drop for Serve {
 
 /// Starts `fleetsim serve` on ephemeral ports and reads its banner: the admin address.
 fn serve(dir: &Path) -> (Serve, SocketAddr) {
+    serve_with(dir, &["--seed", "11"])
+}
+
+/// [`serve`] with its credentials chosen by `credentials` (`--seed N`, or `--credentials DIR`).
+fn serve_with(dir: &Path, credentials: &[&str]) -> (Serve, SocketAddr) {
     let mut child = fleetsim()
-        .args(["serve", "--port", "0", "--machines", "2", "--speed", "60", "--seed", "11", "--write-site"])
+        .args(["serve", "--port", "0", "--machines", "2", "--speed", "60"])
+        .args(credentials)
+        .arg("--write-site")
         .arg(dir)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(dir.join("serve.stderr")).unwrap())
@@ -239,4 +246,110 @@ fn drive_decommissions_an_onboarded_node_and_audits_a_refused_operator_action() 
         status.contains("onboard-gpu-01: completed") && status.contains("decommission-gpu-01: completed"),
         "{status}"
     );
+}
+
+/// Credentials for `fleetsim serve --credentials`, in 0600 files: some carrying the marker, some plain, as a real
+/// site's would. Returns the kinds `drive` loads (and the MAAS key's secret part, alone as an OAuth header carries it)
+/// with their values.
+fn credential_files(dir: &Path) -> Vec<(&'static str, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    let credentials = [
+        ("maas-api-key", "ck5d1e0a7c33:tk9b27f4e610:plain-maas-secret-7e3c9a1f0b"),
+        ("secrets-token", "hvs.PlainVaultToken4c8e21d9"),
+        ("hub-credential", "fleetsim-secret-hub-5a0f3b7d1c9e"),
+        ("inventory-token", "inv-plain-bearer-0d4c6e8a2f"),
+        ("admin-token", "admin-plain-token-61b8e0c4d2"),
+        ("redfish-password", "redfish-plain-pw-93a7c1e5f0"),
+        ("provider-token", "provider-plain-token-2e6a4c8b0d"),
+    ];
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, value) in credentials {
+        std::fs::write(dir.join(name), format!("{value}\n")).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let mut kinds: Vec<(&str, String)> =
+        credentials[..4].iter().map(|(name, value)| (*name, (*value).to_owned())).collect();
+    kinds.push(("maas-token-secret", "plain-maas-secret-7e3c9a1f0b".to_owned()));
+    kinds
+}
+
+#[test]
+fn every_credential_planted_in_every_free_text_field_of_every_action_reaches_no_file_or_output() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let kinds = credential_files(&dir.path().join("given"));
+    let given = dir.path().join("given").display().to_string();
+    let (_serve, _admin) = serve_with(dir.path(), &["--credentials", &given]);
+    // A journal and an audit log left 0644 by an earlier tool: drive tightens them before it writes.
+    for name in ["fleetsim-journal.sqlite", "fleetsim-audit.jsonl"] {
+        std::fs::write(dir.path().join(name), "").unwrap();
+        std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let site = dir.path().join("site.toml");
+    let actions = [
+        "retry-stage",
+        "resume",
+        "rerun",
+        "restart-clean",
+        "cancel",
+        "adopt-observed-state",
+        "mark-manual-intervention-required",
+    ];
+    let mut printed = String::new();
+    let mut requests = 0;
+    for (kind, value) in &kinds {
+        // The actor alone, the reason alone, both (the engine names only the first), and a blank actor (refused for
+        // that) with the credential in the reason.
+        let plantings = [
+            (format!("alice {value}"), "disk replaced".to_owned()),
+            ("alice".to_owned(), format!("token was {value} per the ticket")),
+            (value.clone(), format!("again {value}")),
+            (" ".to_owned(), format!("pasted {value}")),
+        ];
+        for action in actions {
+            for (actor, reason) in &plantings {
+                let output = fleetsim()
+                    .env("RUST_LOG", "debug")
+                    .args(["drive", action, "--site"])
+                    .arg(&site)
+                    .args(["--workflow", "onboarding", "--node", "gpu-01", "--actor", actor, "--reason", reason])
+                    .output()
+                    .unwrap();
+                let (stdout, stderr) =
+                    (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+                assert_eq!(output.status.code(), Some(1), "{kind} {action} refused: {stdout}{stderr}");
+                assert!(stdout.contains("refused"), "{kind} {action}: {stdout}{stderr}");
+                printed.push_str(&stdout);
+                printed.push_str(&stderr);
+                requests += 1;
+            }
+        }
+    }
+    // Every file drive wrote (the journal, its -wal and -shm, the audit log) and everything it printed.
+    let mut written = Vec::new();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with("fleetsim-") {
+            continue; // the site file, the credential files serve wrote, serve's own output
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        for (kind, value) in &kinds {
+            assert!(
+                !bytes.windows(value.len()).any(|window| window == value.as_bytes()),
+                "{name} holds the {kind} credential"
+            );
+        }
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name} is {mode:04o}");
+        written.push(name);
+    }
+    assert!(written.iter().any(|name| name == "fleetsim-journal.sqlite"), "{written:?}");
+    for (kind, value) in &kinds {
+        assert!(!printed.contains(value.as_str()), "drive printed the {kind} credential");
+    }
+    // Every request was audited, its planted texts withheld.
+    let audit = std::fs::read_to_string(dir.path().join("fleetsim-audit.jsonl")).unwrap();
+    assert_eq!(audit.lines().count(), 2 * requests, "each request and its settlement");
+    assert!(audit.lines().all(|line| line.contains("[withheld: it carried a credential]")), "{audit}");
 }

@@ -248,6 +248,27 @@ async fn credentials_are_random_per_start_unless_the_seed_asks_for_reproducible_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_site_leaves_every_credential_file_0600_even_over_a_wider_one() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // A site directory written before, its credential files since copied or edited to 0644.
+    let private: Vec<&str> = sim::live::serve::CREDENTIAL_FILES.iter().copied().chain(["admin-header"]).collect();
+    for name in &private {
+        std::fs::write(dir.path().join(name), "stale").unwrap();
+        std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let config = ServeConfig { write_site: Some(dir.path().to_owned()), ..config(1) };
+    let (served, _fleet) = sim::live::serve::start(&config).await.unwrap();
+    for name in &private {
+        let path = dir.path().join(name);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name} kept mode {mode:04o}");
+        assert_ne!(std::fs::read_to_string(&path).unwrap(), "stale", "{name} rewritten");
+    }
+    assert_eq!(std::fs::read_to_string(dir.path().join("admin-token")).unwrap(), served.credentials.admin_token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bind_that_is_not_loopback_needs_explicit_credentials() {
     let open = ServeConfig { bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED), ..config(1) };
     let error = sim::live::serve::start(&open).await.err().expect("refused").to_string();

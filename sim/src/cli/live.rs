@@ -101,6 +101,24 @@ pub(super) fn serve(
 
 pub(super) fn drive(action: DriveAction, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, CliError> {
     use crate::live::drive::DriveCommand;
+    // Every credential this process reads or is given from here on is remembered, and redacted by its value from
+    // every journal row, audit record, log line, error and printed line (docs/serve.md, "Secrets").
+    engine::secret::remember_every_secret();
+    let site_path = match &action {
+        DriveAction::Onboard(args) | DriveAction::Decommission(args) | DriveAction::Status(args) => args.site.clone(),
+        DriveAction::RetryStage(args)
+        | DriveAction::Resume(args)
+        | DriveAction::Rerun(args)
+        | DriveAction::RestartClean(args)
+        | DriveAction::Cancel(args)
+        | DriveAction::AdoptObservedState(args)
+        | DriveAction::MarkManualInterventionRequired(args) => args.site.clone(),
+    };
+    let site = crate::live::drive::load_site(&site_path)?;
+    // The MAAS key's secret part travels alone in every OAuth header.
+    if let Some(token_secret) = site.maas_api_key.expose().rsplit(':').next() {
+        engine::secret::remember(token_secret);
+    }
     let parse_action = |args: DriveActionArgs, action: engine::matrix::RecoveryAction| {
         let workflow = match args.workflow.as_str() {
             "decommission" => engine::matrix::Workflow::Decommission,
@@ -110,22 +128,23 @@ pub(super) fn drive(action: DriveAction, out: &mut dyn Write, err: &mut dyn Writ
             .into_iter()
             .find(|role| role.as_str() == args.role)
             .unwrap_or(engine::recovery::ActorRole::Operator);
-        let command = DriveCommand::Action {
+        // A credential the site holds, pasted into the request's free text, is shown to the engine as the marker, so
+        // the engine's rule refuses the request as it refuses a pasted marker; the audit withholds the text.
+        DriveCommand::Action {
             action,
             workflow,
             node: args.node,
-            actor: args.actor,
+            actor: engine::secret::mark_known_secrets(&args.actor),
             role,
-            reason: args.reason,
+            reason: engine::secret::mark_known_secrets(&args.reason),
             resolves_freeze: args.resolves_freeze,
-        };
-        (args.site, command)
+        }
     };
     use engine::matrix::RecoveryAction as A;
-    let (site, command) = match action {
-        DriveAction::Onboard(args) => (args.site, DriveCommand::Onboard { nodes: args.nodes }),
-        DriveAction::Decommission(args) => (args.site, DriveCommand::Decommission { nodes: args.nodes }),
-        DriveAction::Status(args) => (args.site, DriveCommand::Status { nodes: args.nodes }),
+    let command = match action {
+        DriveAction::Onboard(args) => DriveCommand::Onboard { nodes: args.nodes },
+        DriveAction::Decommission(args) => DriveCommand::Decommission { nodes: args.nodes },
+        DriveAction::Status(args) => DriveCommand::Status { nodes: args.nodes },
         DriveAction::RetryStage(args) => parse_action(args, A::RetryStage),
         DriveAction::Resume(args) => parse_action(args, A::Resume),
         DriveAction::Rerun(args) => parse_action(args, A::Rerun),
@@ -134,6 +153,7 @@ pub(super) fn drive(action: DriveAction, out: &mut dyn Write, err: &mut dyn Writ
         DriveAction::AdoptObservedState(args) => parse_action(args, A::AdoptObservedState),
         DriveAction::MarkManualInterventionRequired(args) => parse_action(args, A::MarkManualInterventionRequired),
     };
-    let site = crate::live::drive::load_site(&site)?;
-    Ok(crate::live::drive::command(site, command, out, err))
+    let (mut out, mut err) =
+        (crate::observe::logging::Redacting::new(out), crate::observe::logging::Redacting::new(err));
+    Ok(crate::live::drive::command(site, command, &mut out, &mut err))
 }

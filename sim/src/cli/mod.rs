@@ -459,12 +459,14 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
     };
     match result {
         Ok(code) => code,
+        // An error names files and keys and echoes little of the input, but never a credential (engine::secret).
         Err(CliError::BadInput(error)) => {
-            let _ = writeln!(err, "error: {error}");
+            let _ = writeln!(err, "error: {}", engine::secret::redact(&error.to_string()));
             EXIT_BAD_INPUT
         }
         Err(CliError::Output { path, error }) => {
-            let _ = writeln!(err, "error: cannot write {}: {error}", path.display());
+            let text = format!("cannot write {}: {error}", path.display());
+            let _ = writeln!(err, "error: {}", engine::secret::redact(&text));
             EXIT_OUTPUT_ERROR
         }
     }

@@ -280,6 +280,15 @@ pub fn read_credential(path: &Path, field: &str) -> Result<Secret, SpecError> {
     if value.is_empty() {
         return Err(error(format!("{field}: the file is empty")));
     }
+    // Every credential is redacted by its value wherever it appears (`engine::secret`): one too short to tell from a
+    // word could not be.
+    if value.chars().count() < engine::secret::REMEMBERED_LEN_MIN {
+        return Err(error(format!(
+            "{field}: a credential of {} characters is too short (at least {})",
+            value.chars().count(),
+            engine::secret::REMEMBERED_LEN_MIN
+        )));
+    }
     Ok(Secret::new(value))
 }
 
@@ -524,40 +533,34 @@ fn decommission_line(name: &str, outcome: &DecommissionOutcome) -> String {
     )
 }
 
-/// What an audit record holds instead of a text that was refused for carrying a credential.
-pub const WITHHELD_TEXT: &str = "[withheld: it carried a credential, which is why the request was refused]";
+/// What an audit record holds instead of a text that carried a credential.
+pub const WITHHELD_TEXT: &str = "[withheld: it carried a credential]";
 
-/// The record as it may be written: when the request was refused because one of its texts carried a credential,
-/// that text is withheld (the refusal says which field it was), so the audit keeps the refusal and not the secret.
-pub fn withhold_refused_secret(record: &AuditRecord) -> AuditRecord {
-    use engine::matrix::AuditField;
-    use engine::recovery::{AuditOutcome, Refusal};
+/// The record as it may be written: every text of it that carries a credential — by the marker, or by the value of
+/// any credential this process knows (`engine::secret::carries_secret`) — is withheld whole, whichever field the
+/// refusal named (an actor and a reason may both carry one; a request refused for a blank actor may carry one in
+/// its reason). The refusal's own text names the field, so the audit keeps the refusal and not the secret.
+pub fn withhold_secrets(record: &AuditRecord) -> AuditRecord {
+    use engine::recovery::AuditOutcome;
     let mut record = record.clone();
-    if let AuditOutcome::Refused { refusal: Refusal::CarriesSecret { field }, .. } = record.outcome {
-        let text = match field {
-            AuditField::ActorIdAndRole => &mut record.actor_id,
-            AuditField::Reason => &mut record.reason,
-            AuditField::CorrelationId => &mut record.correlation_id,
-            AuditField::WorkflowIdAndRunId => &mut record.workflow_id,
-            AuditField::PriorWorkflowStateAndStage | AuditField::RequestedAction | AuditField::ExpectedNextState => {
-                return record;
-            }
-        };
-        *text = WITHHELD_TEXT.to_owned();
+    for text in [&mut record.actor_id, &mut record.reason, &mut record.correlation_id, &mut record.workflow_id] {
+        if engine::secret::carries_secret(text) {
+            *text = WITHHELD_TEXT.to_owned();
+        }
+    }
+    if let AuditOutcome::Refused { text, .. } = &mut record.outcome {
+        *text = engine::secret::redact(text);
     }
     record
 }
 
-/// The SQLite journal as `drive` writes it: an audit line of a request refused for the credential it carried is
-/// appended with that text withheld ([`withhold_refused_secret`]); every other line as it is.
+/// The SQLite journal as `drive` writes it: an audit line with every text that carries a credential withheld
+/// ([`withhold_secrets`]); every other line with each credential in it redacted (`engine::secret::redact`).
 pub struct WithholdingJournal<'a>(pub &'a SqliteJournal);
 
 impl Journal for WithholdingJournal<'_> {
     async fn append(&self, record: &str) -> Result<(), engine::ports::JournalError> {
-        match AuditRecord::decode(record) {
-            Some(Ok(audit)) => self.0.append(&withhold_refused_secret(&audit).encode()).await,
-            _ => self.0.append(record).await,
-        }
+        self.0.append(&journal_row(record)).await
     }
 
     async fn replay(&self) -> Result<Vec<String>, engine::ports::JournalError> {
@@ -565,25 +568,38 @@ impl Journal for WithholdingJournal<'_> {
     }
 }
 
-/// Creates `path` (mode 0600: the journal and the audit log name nodes, actors and their reasons) unless it exists.
+/// Opens `path` for appending, mode 0600 (the journal and the audit log name nodes, actors and their reasons): created
+/// so, or an existing wider file tightened (`crate::live::private`).
 fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)
+    crate::live::private::open_private_append(path)
 }
 
-/// Opens the SQLite journal, creating its file 0600 first; SQLite gives its `-wal` and `-shm` files the database
-/// file's mode.
+/// Opens the SQLite journal, its file 0600 first (created or tightened), and its `-wal` and `-shm` files tightened if a
+/// wider mode left them; SQLite gives the ones it creates the database file's mode.
 pub fn open_journal(path: &Path) -> Result<SqliteJournal, String> {
     create_private(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    SqliteJournal::open(path).map_err(|error| error.to_string())
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut side = path.as_os_str().to_owned();
+        side.push(suffix);
+        crate::live::private::tighten_if_present(Path::new(&side)).map_err(|error| error.to_string())?;
+    }
+    Ok(SqliteJournal::open(path).map_err(|error| error.to_string())?.rewriting(journal_row))
 }
 
-/// Appends audit records to the audit log (created 0600), one JSON object a line, each as
-/// [`withhold_refused_secret`] leaves it.
+/// A journal row as `drive` stores it, whoever appends it (a workflow, an operator action, its settlement): an audit
+/// line as [`withhold_secrets`] leaves it, any other line with each credential redacted.
+fn journal_row(record: &str) -> String {
+    match AuditRecord::decode(record) {
+        Some(Ok(audit)) => withhold_secrets(&audit).encode(),
+        _ => engine::secret::redact(record),
+    }
+}
+
+/// Appends audit records to the audit log (0600), one JSON object a line, each as [`withhold_secrets`] leaves it.
 pub fn append_audit(path: &Path, records: &[&AuditRecord]) -> std::io::Result<()> {
     let mut file = create_private(path)?;
     for record in records {
-        let record = withhold_refused_secret(record);
+        let record = withhold_secrets(record);
         writeln!(file, "{}", serde_json::to_string(&record).map_err(std::io::Error::other)?)?;
     }
     file.sync_all()
@@ -1041,7 +1057,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let record = refused_record("my token fleetsim-secret-xyz");
         assert!(matches!(record.outcome, AuditOutcome::Refused { refusal: Refusal::CarriesSecret { .. }, .. }));
-        let withheld = withhold_refused_secret(&record);
+        let withheld = withhold_secrets(&record);
         assert_eq!(withheld.reason, WITHHELD_TEXT);
         assert_eq!(AuditRecord { reason: record.reason.clone(), ..withheld.clone() }, record, "only the reason");
 
@@ -1075,6 +1091,6 @@ mod tests {
     fn a_request_refused_for_another_reason_keeps_its_reason() {
         let mut record = refused_record("the disk was replaced");
         record.outcome = AuditOutcome::Refused { refusal: Refusal::AlreadyFrozen, text: "frozen".into() };
-        assert_eq!(withhold_refused_secret(&record), record);
+        assert_eq!(withhold_secrets(&record), record);
     }
 }

@@ -2,4 +2,5 @@
 
 pub mod drive;
 pub mod listen;
+pub mod private;
 pub mod serve;

@@ -108,6 +108,19 @@ pub const CREDENTIAL_FILES: [&str; 7] = [
 ];
 
 impl Credentials {
+    /// Every credential, in the order of [`CREDENTIAL_FILES`].
+    pub fn values(&self) -> [&String; 7] {
+        [
+            &self.maas_api_key,
+            &self.secrets_token,
+            &self.hub_credential,
+            &self.inventory_token,
+            &self.admin_token,
+            &self.redfish_password,
+            &self.provider_token,
+        ]
+    }
+
     /// Every credential derived from `seed`: the same seed gives the same ones (`--seed`).
     fn seeded(seed: u64, maas_api_key: String, secrets_token: String) -> Credentials {
         let mint =
@@ -157,6 +170,15 @@ impl Credentials {
             let text = text.trim().to_owned();
             if text.is_empty() || text.contains(char::is_whitespace) {
                 return Err(failed("expected one credential on one line".into()));
+            }
+            // Served credentials are redacted by value from every log line (engine::secret): one too short to tell
+            // from a word could not be.
+            if text.chars().count() < engine::secret::REMEMBERED_LEN_MIN {
+                return Err(failed(format!(
+                    "a credential of {} characters is too short (at least {})",
+                    text.chars().count(),
+                    engine::secret::REMEMBERED_LEN_MIN
+                )));
             }
             Ok(text)
         };
@@ -685,6 +707,14 @@ pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> 
     }
     let clock = wall_clock(config.speed);
     let (fleet, credentials) = Fleet::new(config, clock.clone())?;
+    // Every served credential, and every one minted from here on, is redacted by value from the logs.
+    engine::secret::remember_every_secret();
+    for value in credentials.values() {
+        engine::secret::remember(value);
+    }
+    if let Some(token_secret) = credentials.maas_api_key.rsplit(':').next() {
+        engine::secret::remember(token_secret);
+    }
     let site_router = |router: fn(SharedSite, Clock) -> Router| router(fleet.site.clone(), clock.clone());
     let maas = spawn_http(listen(config, 0).await?, site_router(fakes::http::maas::router), config.limits)?;
     let redfish = spawn_http(listen(config, 1).await?, site_router(fakes::http::redfish::router), config.limits)?;
@@ -728,34 +758,20 @@ pub async fn start(config: &ServeConfig) -> Result<(Served, Fleet), ServeError> 
     Ok((served, fleet))
 }
 
-/// Writes `DIR/site.toml` for `fleetsim drive`, and the three credential files it names, each mode 0600.
+/// Writes `DIR/site.toml` for `fleetsim drive`, and the credential files (and the admin header), each mode 0600
+/// whatever a file of that name had before (`crate::live::private`).
 pub fn write_site(dir: &Path, served: &Served, fleet: &Fleet) -> Result<(), ServeError> {
     let write = |name: &str, text: &str, private: bool| -> Result<(), ServeError> {
         let path = dir.join(name);
         let failed = |error| ServeError::Write { path: path.clone(), error };
         std::fs::create_dir_all(dir).map_err(failed)?;
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
         if private {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
+            return crate::live::private::write_private(&path, text.as_bytes()).map_err(failed);
         }
-        let mut file = options.open(&path).map_err(failed)?;
-        file.write_all(text.as_bytes()).map_err(failed)?;
-        Ok(())
+        std::fs::write(&path, text).map_err(failed)
     };
     let credentials = &served.credentials;
-    let values = [
-        &credentials.maas_api_key,
-        &credentials.secrets_token,
-        &credentials.hub_credential,
-        &credentials.inventory_token,
-        &credentials.admin_token,
-        &credentials.redfish_password,
-        &credentials.provider_token,
-    ];
-    for (name, value) in CREDENTIAL_FILES.iter().zip(values) {
+    for (name, value) in CREDENTIAL_FILES.iter().zip(credentials.values()) {
         write(name, value, true)?;
     }
     // curl reads the header from the file (`-H @FILE`), so the admin token is in no command line.
