@@ -180,9 +180,13 @@ pub fn check_report(report: &CampaignReport) -> Result<(), String> {
         rollout_nodes,
         sometimes_reached,
         sometimes_never_reached,
-        virtual_duration_ms_total,
-        campaign_digest
+        virtual_duration_ms_total
     );
+    // The digest is named, not printed: a refusal that printed the digest the runs give would hand an editor the
+    // value to paste (it is plain SHA-256, so it proves only that the file agrees with itself; the gate replays).
+    if file.campaign_digest != runs.campaign_digest {
+        return Err("summary.campaign_digest: not the digest of the file's runs: a run or the digest was edited after the report was written".to_owned());
+    }
     Ok(())
 }
 
@@ -457,11 +461,17 @@ mod tests {
         for (key, edit) in edits {
             let mut value = report_json();
             value["runs"][0][key] = edit;
-            assert!(reason(&value).starts_with("inconsistent: summary.campaign_digest: the file has "), "{key}");
+            assert!(reason(&value).starts_with("inconsistent: summary.campaign_digest: not the digest of"), "{key}");
         }
         let mut value = report_json();
         value["summary"]["campaign_digest"] = "0".repeat(64).into();
-        assert!(reason(&value).starts_with("inconsistent: summary.campaign_digest"));
+        let refused = reason(&value);
+        assert_eq!(
+            refused,
+            "inconsistent: summary.campaign_digest: not the digest of the file's runs: a run or the digest was edited after the report was written"
+        );
+        let expected = report_json()["summary"]["campaign_digest"].as_str().unwrap().to_owned();
+        assert!(!refused.contains(&expected), "the refusal printed the digest to paste");
     }
 
     #[test]

@@ -43,9 +43,6 @@ others_max = 0
 
 [faults]
 min = { ssh_timeout = 1 }
-
-[determinism]
-recheck_runs = 2
 "#;
 
 struct Fixture {
@@ -88,7 +85,7 @@ fn a_report_that_meets_the_policy_passes_in_one_line() {
     assert_eq!(code, EXIT_PASS, "{out}{err}");
     assert_eq!(out.lines().count(), 1, "{out}");
     assert!(out.starts_with(&format!("gate PASS: {} meets {policy}: 6 runs, 6 passed, ", fixture.report())), "{out}");
-    assert!(out.ends_with("2 runs re-checked\n"), "{out}");
+    assert!(out.ends_with("6 runs re-checked\n"), "every run is replayed by default: {out}");
 }
 
 #[test]
@@ -153,10 +150,7 @@ fn a_campaign_file_changed_since_the_report_fails_the_gate_with_both_hashes() {
         )),
         "{out}"
     );
-    assert!(
-        out.contains("  determinism.recheck_runs: 2 runs not re-checked: the campaign file does not resolve"),
-        "{out}"
-    );
+    assert!(out.contains("  determinism.recheck: 6 runs not re-checked: the campaign file does not resolve"), "{out}");
     // A campaign file that is gone cannot be checked at all: bad input.
     std::fs::remove_file(&fixture.campaign).unwrap();
     let (code, _, err) = fleetsim(&["gate", &fixture.report(), "--policy", &policy]);
@@ -167,7 +161,7 @@ fn a_campaign_file_changed_since_the_report_fails_the_gate_with_both_hashes() {
 #[test]
 fn an_edited_run_digest_fails_the_determinism_recheck_and_a_shard_is_not_gated() {
     let fixture = campaign_run();
-    let policy = fixture.write("gate.toml", &POLICY.replace("recheck_runs = 2", "recheck_runs = 6"));
+    let policy = fixture.write("gate.toml", POLICY);
     let mut report: reports::CampaignReport =
         serde_json::from_str(&std::fs::read_to_string(&fixture.report).unwrap()).unwrap();
     let real = report.runs[4].trace_digest.clone();
@@ -264,16 +258,15 @@ fn a_forged_record_with_its_digest_intact_fails_the_whole_record_recheck() {
         )),
         "{out}"
     );
-    // Which two runs the policy's re-check replays is drawn from --recheck-seed: some draws miss run 3, others
-    // catch it, and the same seed always draws the same runs.
-    let outcome = |seed: u64| fleetsim(&["gate", &edited, "--policy", &policy, "--recheck-seed", &seed.to_string()]).0;
-    let outcomes: Vec<i32> = (0..8).map(outcome).collect();
-    assert!(outcomes.contains(&EXIT_FAIL) && outcomes.contains(&EXIT_PASS), "{outcomes:?}");
-    let failing = outcomes.iter().position(|code| *code == EXIT_FAIL).unwrap() as u64;
-    assert_eq!(outcome(failing), EXIT_FAIL, "a seed draws the same runs every time");
+    // By default the gate replays every run, so it finds the one forged run whatever else the forger changes.
+    let (code, out, _) = fleetsim(&["gate", &edited, "--policy", &policy]);
+    assert_eq!(code, EXIT_FAIL, "{out}");
+    assert!(out.contains("  determinism.run.3: "), "{out}");
     let (code, _, err) = fleetsim(&["gate", &edited, "--policy", &policy, "--recheck", "most"]);
     assert_eq!(code, EXIT_BAD_INPUT, "{err}");
     assert!(err.contains("`most` is neither `all` nor a number of runs"), "{err}");
+    let (code, _, err) = fleetsim(&["gate", &edited, "--policy", &policy, "--recheck-seed", "7"]);
+    assert_eq!(code, EXIT_BAD_INPUT, "a sample is never drawn from a seed the caller chose: {err}");
 }
 
 #[test]
@@ -293,12 +286,23 @@ fn a_malformed_policy_names_file_line_and_field() {
 }
 
 #[test]
-fn the_shipped_gate_policies_parse() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("campaigns/release-gate.toml");
+fn the_shipped_gate_policies_parse_and_none_samples() {
+    let campaigns = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("campaigns");
+    let mut policies = 0;
+    for entry in std::fs::read_dir(&campaigns).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().ends_with("-gate.toml") {
+            let policy = sim::run::gate::load_policy(&path).unwrap();
+            assert_eq!(policy.recheck, sim::run::gate::Recheck::All, "{} samples its replays", path.display());
+            policies += 1;
+        }
+    }
+    assert_eq!(policies, 4);
+    let path = campaigns.join("release-gate.toml");
     let policy = sim::run::gate::load_policy(&path).unwrap();
     assert_eq!(policy.runs_min, Some(100));
     assert_eq!(policy.pass_per_mille_min, Some(1000));
-    assert!(policy.commit_matches_head && policy.recheck_runs > 0);
+    assert!(policy.commit_matches_head);
     assert!(policy.faults_min.contains_key("controller_death"));
     let onboarding = path.with_file_name("onboarding-gate.toml");
     let policy = sim::run::gate::load_policy(&onboarding).unwrap();
@@ -359,4 +363,105 @@ fn gate_repro_and_experiment_help_teach_with_examples() {
     let (code, out, _) = fleetsim(&["report", "merge", "--help"]);
     assert_eq!(code, EXIT_PASS);
     assert!(out.contains("fleetsim report merge s1/report.json s2/report.json s3/report.json"), "{out}");
+}
+
+/// A campaign whose runs fail: the small rollout under the legacy controller (its serial quiescence breaks the floor
+/// and the lane bound), the report the issue's forger started from.
+fn failing_campaign_run() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = dir.path().join("legacy.toml");
+    // The legacy scenario's fleet: ten nodes, a floor of six, which the legacy controller's serial quiescence breaks.
+    let text = small_campaign("gate test: the legacy controller", 3, 6, &[], &[]).replace(
+        "nodes = 6\nlane_size = 2\navailability_floor = 4",
+        "nodes = 10\nlane_size = 4\navailability_floor = 6",
+    );
+    assert!(text.contains("nodes = 10"), "{text}");
+    std::fs::write(&campaign, text + "\n[engine]\nrollout_policy = \"legacy\"\n").unwrap();
+    let out = dir.path().join("out");
+    let (code, _, err) =
+        fleetsim(&["campaign", campaign.to_str().unwrap(), "--jobs", "2", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, EXIT_FAIL, "{err}");
+    Fixture { campaign, report: out.join("report.json"), dir }
+}
+
+/// `report` with its failing runs edited into passes and its summary recomputed, as the issue's forger did: a report
+/// that agrees with itself in every field the reader checks. Returns the edited runs' indices.
+fn forge_passes(report: &mut reports::CampaignReport) -> Vec<u64> {
+    let mut forged = Vec::new();
+    for run in report.runs.iter_mut().filter(|run| !run.verdict.passed()) {
+        run.verdict = reports::Verdict::PASS;
+        run.violations.clear();
+        run.violation_counts.clear();
+        run.unmet.clear();
+        run.panic = None;
+        forged.push(run.run_index.unwrap());
+    }
+    report.summary = resummarized(report);
+    forged
+}
+
+/// What the forged report must meet: every run passing, no violation (the release gate's own thresholds).
+const PASS_ALL: &str = r#"schema_version = 1
+kind = "gate_policy"
+description = "every run passes"
+
+[runs]
+min = 6
+pass_per_mille_min = 1000
+
+[violations]
+others_max = 0
+"#;
+
+#[test]
+fn a_failing_report_edited_into_a_pass_agrees_with_itself_and_the_default_gate_replays_it_to_a_fail() {
+    let fixture = failing_campaign_run();
+    let policy = fixture.write("gate.toml", PASS_ALL);
+    let (code, out, _) = fleetsim(&["gate", &fixture.report(), "--policy", &policy]);
+    assert_eq!(code, EXIT_FAIL, "the real report fails: {out}");
+    let mut report: reports::CampaignReport =
+        serde_json::from_str(&std::fs::read_to_string(&fixture.report).unwrap()).unwrap();
+    let forged = forge_passes(&mut report);
+    assert!(!forged.is_empty(), "the legacy controller failed no run");
+    let edited = fixture.path("forged.json");
+    reports::write_json_atomic(Path::new(&edited), &report).unwrap();
+    // Nothing the report says about itself gives it away: it reads, renders and merges.
+    let (code, out, err) = fleetsim(&["report", &edited]);
+    assert_eq!(code, EXIT_PASS, "{out}{err}");
+    assert!(out.contains(": PASS, 6 runs") && out.contains("passed        6/6"), "{out}");
+    // The gate replays every run: each forged one is named with what its replay says instead.
+    let (code, out, err) = fleetsim(&["gate", &edited, "--policy", &policy, "--jobs", "2"]);
+    assert_eq!(code, EXIT_FAIL, "a forged pass passed the gate: {out}{err}");
+    for index in &forged {
+        assert!(out.contains(&format!("  determinism.run.{index}: ")), "run {index} not caught: {out}");
+    }
+    assert!(out.contains("differs in ") && out.contains("verdict"), "{out}");
+    // A sample says what it cannot see: the chance that forged runs escape it.
+    let (_, out, _) = fleetsim(&["gate", &edited, "--policy", &policy, "--recheck", "1"]);
+    assert!(
+        out.contains("  sample: 1 of 6 runs replayed, drawn at gate time from the operating system's random source; a report with k forged runs passes unseen with probability C(6-k, 1)/C(6, 1), for k = 1: 83.3 %, 2: 66.7 %, 5: 16.7 %;"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_sampled_gate_draws_another_sample_each_time_from_the_same_bytes() {
+    let fixture = campaign_run();
+    let policy = fixture.write("gate.toml", POLICY);
+    let mut report: reports::CampaignReport =
+        serde_json::from_str(&std::fs::read_to_string(&fixture.report).unwrap()).unwrap();
+    // One run forged (its fault log emptied, so its record is not the replay's), the report agreeing with itself.
+    report.runs[3].faults.clear();
+    report.runs[3].fault_log.clear();
+    report.summary = resummarized(&report);
+    let edited = fixture.path("edited.json");
+    reports::write_json_atomic(Path::new(&edited), &report).unwrap();
+    let bytes = std::fs::read(&edited).unwrap();
+    // Two of six runs replayed miss run 3 two times in three. Drawn from the report's bytes, the same file always
+    // drew the same runs (so a forger appended a space until they missed); drawn at gate time, the same file meets
+    // both outcomes: after 40 gates, each is missing with odds below 1 in 10 million.
+    let outcomes: std::collections::BTreeSet<i32> =
+        (0..40).map(|_| fleetsim(&["gate", &edited, "--policy", &policy, "--recheck", "2", "--jobs", "1"]).0).collect();
+    assert_eq!(std::fs::read(&edited).unwrap(), bytes);
+    assert_eq!(outcomes, [EXIT_PASS, EXIT_FAIL].into_iter().collect(), "the sample did not vary");
 }

@@ -191,9 +191,16 @@ fn merge_refuses_a_shard_whose_run_was_edited_by_name() {
     let (code, _, err) = merge(&[&s1, &s2]);
     assert_eq!(code, EXIT_BAD_INPUT, "{err}");
     assert!(
-        err.starts_with(&format!("error: {}: inconsistent: summary.campaign_digest: the file has ", s2.display())),
+        err.starts_with(&format!(
+            "error: {}: inconsistent: summary.campaign_digest: not the digest of the file's runs",
+            s2.display()
+        )),
         "{err}"
     );
+    let edited: reports::CampaignReport = serde_json::from_str(&read(&s2)).unwrap();
+    let sometimes: Vec<String> = edited.summary.sometimes_reached.keys().cloned().collect();
+    let expected = reports::summarize(&edited.runs, &sometimes, reports::read::sha256_hex).campaign_digest;
+    assert!(!err.contains(&expected), "the refusal printed the digest to paste: {err}");
     // A record edited to disagree with itself, the summary recomputed: the run's own fields give it away.
     std::fs::write(&s2, &pristine).unwrap();
     edit(&s2, |value| value["runs"][0]["panic"] = "forged".into());
@@ -227,10 +234,17 @@ fn resume_refuses_a_run_file_edited_after_it_was_written() {
         let (code, _, err) = resume();
         assert_eq!(code, EXIT_BAD_INPUT, "{key}: {err}");
         assert!(
-            err.starts_with(&format!("error: {}: record_digest: the file has ", run.display()))
+            err.starts_with(&format!("error: {}: record_digest: not the digest of its record", run.display()))
                 && err.contains("the record was edited after it was written"),
             "{key}: {err}"
         );
+        let edited: reports::RunRecord = {
+            let mut value: serde_json::Value = serde_json::from_str(&read(&run)).unwrap();
+            value.as_object_mut().unwrap().remove("record_digest");
+            serde_json::from_value(value).unwrap()
+        };
+        let expected = sim::run::shard::record_digest(&edited);
+        assert!(!err.contains(&expected), "the refusal printed the digest to paste: {err}");
     }
     // An edit that recomputes the record's digest still has to agree with itself.
     std::fs::write(&run, &pristine).unwrap();

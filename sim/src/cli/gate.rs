@@ -20,12 +20,15 @@ how many runs to replay for a re-check, and whether the report must come from th
 commit. A threshold the policy does not set is not checked.
 
 The report is checked against itself first (its summary and campaign digest recomputed from
-its runs, each run's verdict from its findings; see `fleetsim report --help`). The re-check
-then replays runs and compares each replay's whole record with the report's (verdict,
-digest, faults, violations, reached properties, lanes, workflows; not the build). Which runs
-are drawn from --recheck-seed, by default a hash of the report's and the policy's bytes, so
-whoever wrote the report cannot know them in advance; --recheck N or --recheck all replays
-N or every run instead of the policy's recheck_runs.
+its runs, each run's verdict from its findings; see `fleetsim report --help`). A report's
+digests are plain SHA-256 over its own content, so that check only finds careless edits:
+the gate trusts nothing it did not compute. It replays every run of the report from the
+campaign file and the run's seed with this build and compares each replay's whole record
+with the report's (verdict, digest, faults, violations, reached properties, lanes,
+workflows; not the build). A policy's `recheck = { sample = N }` or --recheck N replays N
+runs drawn at gate time from the operating system's random source (never from the report),
+and prints the probability that k forged runs escape the sample; --recheck all replays
+every run whatever the policy says. Replaying costs what running did (docs/trust.md).
 
 The gate also re-resolves the campaign file the report names (from the working directory,
 with the report's seed and runs) and fails when its config hash or any run's seed or
@@ -38,7 +41,7 @@ bad policy or an unreadable campaign file is refused in one line with exit 2.
 Examples:
   fleetsim campaign campaigns/ci-50.toml
   fleetsim gate target/fleetsim/ci-50/report.json --policy campaigns/release-gate.toml
-  fleetsim gate target/fleetsim/ci-50/report.json --policy campaigns/release-gate.toml --recheck all";
+  fleetsim gate target/fleetsim/ci-50/report.json --policy campaigns/release-gate.toml --recheck 20";
 
 pub(super) const REPRO_HELP: &str = "\
 Replays run K of the campaign a report names (its file, read from the working directory,
@@ -82,69 +85,76 @@ pub(super) fn git_head() -> Result<String, String> {
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
-/// How many runs the gate replays: the policy's `recheck_runs`, or `--recheck N`, or every run (`--recheck all`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RecheckCount {
-    Policy,
-    Runs(u64),
-    All,
+/// Parses `--recheck`: `all` or a number of runs to sample.
+pub(super) fn parse_recheck(text: &str) -> Result<gate::Recheck, String> {
+    match text {
+        "all" => Ok(gate::Recheck::All),
+        _ => match text.parse() {
+            Ok(0) | Err(_) => Err(format!("`{}` is neither `all` nor a number of runs (1 or more)", super::echo(text))),
+            Ok(runs) => Ok(gate::Recheck::Sample(runs)),
+        },
+    }
 }
 
-/// Parses `--recheck`: `all` or a number of runs.
-pub(super) fn parse_recheck(text: &str) -> Result<RecheckCount, String> {
-    match text {
-        "all" => Ok(RecheckCount::All),
-        _ => text
-            .parse()
-            .map(RecheckCount::Runs)
-            .map_err(|_| format!("`{}` is neither `all` nor a number of runs", super::echo(text))),
-    }
+/// A seed for `gate::recheck_sample` from the operating system's random source: unpredictable to anyone, the
+/// report's author included, and another at every call. The command line's, never a run's.
+pub(super) fn draw_seed() -> Result<u64, CliError> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|error| SpecError {
+        path: "the operating system's random source".into(),
+        position: None,
+        message: format!("cannot draw a sample: {error}"),
+    })?;
+    Ok(u64::from_le_bytes(bytes))
+}
+
+/// Replays `indices` of `report`'s campaign and compares each replay's whole record with the report's.
+pub(super) fn replay_runs(
+    report: &reports::CampaignReport,
+    campaign: &Campaign,
+    seed_overridden: bool,
+    indices: &[u64],
+    jobs: usize,
+) -> Vec<gate::Replayed> {
+    let replays = crate::run::campaign::execute(campaign, indices, jobs, seed_overridden, false, &|_| {});
+    replays
+        .into_iter()
+        .filter_map(|replay| {
+            let reported = report.runs.iter().find(|run| run.run_index == replay.record.run_index)?;
+            Some(gate::Replayed {
+                run_index: replay.record.run_index.unwrap_or(0),
+                seed: replay.record.seed,
+                reported: reported.trace_digest.clone(),
+                differences: gate::record_differences(reported, &replay.record),
+                replayed: replay.record.trace_digest,
+            })
+        })
+        .collect()
 }
 
 pub(super) fn run_gate(
     report_path: &Path,
     policy_path: &Path,
     jobs: usize,
-    recheck: RecheckCount,
-    recheck_seed: Option<u64>,
+    recheck: Option<gate::Recheck>,
     out: &mut dyn Write,
 ) -> Result<i32, CliError> {
     let mut policy = gate::load_policy(policy_path)?;
     let report = reports::read::read_report(report_path)?;
-    match recheck {
-        RecheckCount::Policy => {}
-        RecheckCount::Runs(runs) => policy.recheck_runs = runs,
-        RecheckCount::All => policy.recheck_runs = report.runs.len() as u64,
+    if let Some(recheck) = recheck {
+        policy.recheck = recheck;
     }
-    let seed = match recheck_seed {
-        Some(seed) => seed,
-        None => {
-            // Both files were just read whole; read again for their bytes (a file changed in between is refused by
-            // the replays, which then do not match).
-            let bytes = |path: &Path| std::fs::read(path).unwrap_or_default();
-            gate::default_recheck_seed(&bytes(report_path), &bytes(policy_path))
-        }
-    };
     let (campaign, seed_overridden) = campaign_of_report(report_path, &report)?;
     let mut evidence = gate::Evidence { campaign_config_hash: campaign.config_hash(), ..gate::Evidence::default() };
     if evidence.campaign_config_hash == report.config_hash {
         evidence.run_mismatches = gate::run_mismatches(&report, &campaign);
-        if policy.recheck_runs > 0 && evidence.run_mismatches.is_empty() {
-            let sample = gate::recheck_sample(&report, policy.recheck_runs, seed);
-            let replays = crate::run::campaign::execute(&campaign, &sample, jobs, seed_overridden, false, &|_| {});
-            evidence.rechecks = replays
-                .into_iter()
-                .filter_map(|replay| {
-                    let reported = report.runs.iter().find(|run| run.run_index == replay.record.run_index)?;
-                    Some(gate::Recheck {
-                        run_index: replay.record.run_index.unwrap_or(0),
-                        seed: replay.record.seed,
-                        reported: reported.trace_digest.clone(),
-                        differences: gate::record_differences(reported, &replay.record),
-                        replayed: replay.record.trace_digest,
-                    })
-                })
-                .collect();
+        if evidence.run_mismatches.is_empty() {
+            let seed = match policy.recheck {
+                gate::Recheck::All => 0,
+                gate::Recheck::Sample(_) => draw_seed()?,
+            };
+            let indices = gate::recheck_sample(&report, policy.recheck, seed);
+            evidence.rechecks = replay_runs(&report, &campaign, seed_overridden, &indices, jobs);
         }
     }
     if policy.commit_matches_head {

@@ -187,12 +187,10 @@ pub(super) enum Command {
         /// Worker threads for the re-check (default: the number of cores).
         #[arg(long)]
         jobs: Option<usize>,
-        /// Replay N runs, or `all`, instead of the policy's `recheck_runs`.
-        #[arg(long, value_name = "N|all", value_parser = gate::parse_recheck)]
-        recheck: Option<gate::RecheckCount>,
-        /// Draw the runs to replay with this seed (default: a hash of the report's and the policy's bytes).
-        #[arg(long, value_name = "SEED")]
-        recheck_seed: Option<u64>,
+        /// Replay every run (`all`), or N runs drawn at gate time from the operating system's random source,
+        /// instead of what the policy's `[determinism] recheck` says (by default: every run).
+        #[arg(long, value_name = "all|N", value_parser = gate::parse_recheck)]
+        recheck: Option<crate::run::gate::Recheck>,
     },
     /// Replay one run of a report's campaign, write its run.json and trace.jsonl, and check its trace digest.
     #[command(after_long_help = REPRO_HELP)]
@@ -415,14 +413,9 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
             }
         },
         Command::Diff { a, b } => diff(&a, &b, out),
-        Command::Gate { report, policy, jobs, recheck, recheck_seed } => run_gate(
-            &report,
-            &policy,
-            jobs_or_cores(jobs),
-            recheck.unwrap_or(gate::RecheckCount::Policy),
-            recheck_seed,
-            out,
-        ),
+        Command::Gate { report, policy, jobs, recheck } => {
+            run_gate(&report, &policy, jobs_or_cores(jobs), recheck, out)
+        }
         Command::Repro { report, run, out: dir, format } => repro(&report, run, dir, format, out),
         Command::Experiment { base, variant, runs, seed, jobs, allow_multi, out: dir, format } => run_experiment(
             &base,

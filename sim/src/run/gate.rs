@@ -1,7 +1,14 @@
 //! The release gate: a policy file (`campaigns/release-gate.toml`, documented in `docs/formats.md`) and the pure
 //! decision [`decide`] over a campaign report, that policy and the evidence the command line gathered (the campaign
-//! file's configuration hash, a determinism re-check of sampled runs, the checked-out commit). `fleetsim gate` does
-//! the I/O; everything judged here is a plain function, so each threshold has a unit test.
+//! file's configuration hash, the replay of every run — or of a sample drawn at gate time from the operating
+//! system's random source — and the checked-out commit). `fleetsim gate` does the I/O; everything judged here is a
+//! plain function, so each threshold has a unit test.
+//!
+//! The gate trusts nothing it did not compute (`docs/trust.md`): a report's digests are plain SHA-256 over its own
+//! content, so whoever can edit a report can make any edit agree with itself; only a replay can tell. So by default
+//! the gate replays every run from the campaign file and the run's seed with this build and compares whole records.
+//! A sample, where a policy or `--recheck N` asks for one, is drawn from a source the report's author cannot predict
+//! or steer, and the gate prints the chance that forged runs escape it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -50,8 +57,8 @@ pub struct Policy {
     /// `[matrix] listed`: pairs of which at least `listed_per_mille_min` per mille must be hit.
     pub matrix_listed: Vec<String>,
     pub matrix_listed_per_mille_min: Option<u32>,
-    /// `[determinism] recheck_runs`: how many runs to replay and compare with their records (0: none).
-    pub recheck_runs: u64,
+    /// `[determinism] recheck`: replay every run (the default) or a sample of them.
+    pub recheck: Recheck,
     /// `[commit] matches_head`: the report was written by the checked-out commit.
     pub commit_matches_head: bool,
 }
@@ -134,7 +141,32 @@ struct MatrixFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DeterminismFile {
-    recheck_runs: Spanned<u64>,
+    recheck: Option<Spanned<RecheckFile>>,
+    /// The key of the hash-drawn sample this format had before `recheck`; refused with what to write instead.
+    recheck_runs: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RecheckFile {
+    Word(String),
+    Sample(SampleFile),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SampleFile {
+    sample: u64,
+}
+
+/// Which runs the gate replays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recheck {
+    /// Every run of the report (`recheck = "all"`, the default).
+    #[default]
+    All,
+    /// This many runs, drawn at gate time from the operating system's random source (`recheck = { sample = N }`).
+    Sample(u64),
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,8 +178,8 @@ struct CommitFile {
 /// The `kind` of a gate policy file, which tells it from scenarios and campaigns.
 pub const POLICY_KIND: &str = "gate_policy";
 
-/// The most runs a policy may ask to re-check (each is a full run).
-pub const RECHECK_RUNS_MAX: u64 = 1_000;
+/// The most runs a policy's sample may name (each is a full run; more is `recheck = "all"`).
+pub const RECHECK_SAMPLE_MAX: u64 = reports::RUNS_MAX;
 
 pub fn load_policy(path: &Path) -> Result<Policy, SpecError> {
     let text = spec::read(path)?;
@@ -288,14 +320,31 @@ pub fn parse_policy(path: &str, text: &str) -> Result<Policy, SpecError> {
         _ => {}
     }
     if let Some(determinism) = &file.determinism {
-        let runs = *determinism.recheck_runs.get_ref();
-        if runs > RECHECK_RUNS_MAX {
+        if let Some(old) = &determinism.recheck_runs {
             return Err(source.error_at(
-                Some(determinism.recheck_runs.span()),
-                format!("determinism.recheck_runs: at most {RECHECK_RUNS_MAX}, not {runs}"),
+                Some(old.span()),
+                "determinism.recheck_runs: replaced by `recheck`: the gate replays every run by default \
+                 (`recheck = \"all\"`); `recheck = { sample = N }` replays N drawn at gate time",
             ));
         }
-        policy.recheck_runs = runs;
+        if let Some(recheck) = &determinism.recheck {
+            policy.recheck = match recheck.get_ref() {
+                RecheckFile::Word(word) if word == "all" => Recheck::All,
+                RecheckFile::Word(word) => {
+                    return Err(source.error_at(
+                        Some(recheck.span()),
+                        format!("determinism.recheck: \"{word}\" is neither \"all\" nor {{ sample = N }}"),
+                    ));
+                }
+                RecheckFile::Sample(SampleFile { sample }) if *sample == 0 || *sample > RECHECK_SAMPLE_MAX => {
+                    return Err(source.error_at(
+                        Some(recheck.span()),
+                        format!("determinism.recheck.sample: 1 to {RECHECK_SAMPLE_MAX} runs, not {sample}"),
+                    ));
+                }
+                RecheckFile::Sample(SampleFile { sample }) => Recheck::Sample(*sample),
+            };
+        }
     }
     Ok(policy)
 }
@@ -327,9 +376,9 @@ fn check_matrix_pair(pair: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// One sampled run replayed for the determinism re-check.
+/// One run replayed for the determinism re-check.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recheck {
+pub struct Replayed {
     pub run_index: u64,
     pub seed: u64,
     /// The digest in the report.
@@ -366,8 +415,8 @@ pub struct Evidence {
     pub campaign_config_hash: String,
     /// Runs whose seed or configuration differ from what the campaign file gives for their index, one line each.
     pub run_mismatches: Vec<String>,
-    /// The sampled runs replayed (empty when none were, e.g. because the configuration does not match).
-    pub rechecks: Vec<Recheck>,
+    /// The runs replayed (empty when none were, e.g. because the configuration does not match).
+    pub rechecks: Vec<Replayed>,
     /// `git rev-parse HEAD`, or why it could not be read; `None` when the policy does not ask.
     pub head: Option<Result<String, String>>,
 }
@@ -454,34 +503,53 @@ pub fn run_mismatches(report: &CampaignReport, campaign: &crate::model::campaign
     problems
 }
 
-/// Which runs the determinism re-check replays: `k` distinct run indices of the report drawn with a ChaCha8 generator
-/// from `seed`, in index order. The gate draws `seed` from the report's and the policy's bytes unless told
-/// (`--recheck-seed`), so which runs are replayed is not known to whoever wrote the report before it is gated.
-pub fn recheck_sample(report: &CampaignReport, k: u64, seed: u64) -> Vec<u64> {
+/// Which runs the determinism re-check replays: every run's index for [`Recheck::All`]; for [`Recheck::Sample`], `n`
+/// distinct run indices of the report drawn with a ChaCha8 generator from `seed`, in index order. The command line
+/// draws `seed` from the operating system's random source at gate time (`cli::gate`), never from the report, so
+/// whoever wrote the report cannot know or steer which runs are replayed.
+pub fn recheck_sample(report: &CampaignReport, recheck: Recheck, seed: u64) -> Vec<u64> {
     use rand::{Rng, SeedableRng};
+    let Recheck::Sample(n) = recheck else {
+        return report.runs.iter().filter_map(|run| run.run_index).collect();
+    };
     let mut positions: Vec<usize> = (0..report.runs.len()).collect();
-    let k = (k as usize).min(positions.len());
+    let n = usize::try_from(n).unwrap_or(usize::MAX).min(positions.len());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    // A partial Fisher–Yates shuffle: the first k positions are a uniform draw without replacement.
-    for i in 0..k {
+    // A partial Fisher–Yates shuffle: the first n positions are a uniform draw without replacement.
+    for i in 0..n.min(positions.len().saturating_sub(1)) {
         let j = rng.random_range(i..positions.len());
         positions.swap(i, j);
     }
-    let mut indices: Vec<u64> = positions[..k].iter().filter_map(|&position| report.runs[position].run_index).collect();
+    let mut indices: Vec<u64> = positions[..n].iter().filter_map(|&position| report.runs[position].run_index).collect();
     indices.sort_unstable();
     indices.dedup();
     indices
 }
 
-/// The default `--recheck-seed`: the first eight bytes of SHA-256 over the report file's bytes, a zero byte and the
-/// policy file's bytes. Time-independent (the same files give the same runs), and a report edited to pass its
-/// replays changes which runs are replayed.
-pub fn default_recheck_seed(report_bytes: &[u8], policy_bytes: &[u8]) -> u64 {
-    let mut bytes = report_bytes.to_vec();
-    bytes.push(0);
-    bytes.extend_from_slice(policy_bytes);
-    let hex = crate::model::digest::sha256_hex(&bytes);
-    u64::from_str_radix(&hex[..16], 16).expect("sha-256 hex is hex")
+/// The probability that a sample of `sample` runs drawn uniformly without replacement from `runs` misses all of
+/// `forged` forged runs: C(runs − forged, sample) / C(runs, sample).
+pub fn escape_probability(runs: u64, forged: u64, sample: u64) -> f64 {
+    if forged == 0 {
+        return 1.0;
+    }
+    if sample > runs.saturating_sub(forged) {
+        return 0.0;
+    }
+    (0..sample).fold(1.0, |p, i| p * (runs - forged - i) as f64 / (runs - i) as f64)
+}
+
+/// The line a sampled gate prints: how the sample was drawn and the chance that forged runs escape it.
+pub fn sample_line(runs: u64, sample: u64) -> String {
+    let odds: Vec<String> = [1u64, 2, 5, 10]
+        .into_iter()
+        .filter(|forged| *forged <= runs)
+        .map(|forged| format!("{forged}: {:.1} %", 100.0 * escape_probability(runs, forged, sample)))
+        .collect();
+    format!(
+        "  sample: {} of {runs} runs replayed, drawn at gate time from the operating system's random source; a report with k forged runs passes unseen with probability C({runs}-k, {0})/C({runs}, {0}), for k = {}; `--recheck all` leaves none unseen\n",
+        sample.min(runs),
+        odds.join(", ")
+    )
 }
 
 /// Judges `report` against `policy` with the gathered `evidence`. Every check runs; every unmet one is listed.
@@ -639,10 +707,13 @@ pub fn decide(report: &CampaignReport, policy: &Policy, evidence: &Evidence) -> 
             )
         });
     }
-    if policy.recheck_runs > 0 {
-        let wanted = policy.recheck_runs.min(report.runs.len() as u64) as usize;
+    {
+        let wanted = match policy.recheck {
+            Recheck::All => report.runs.len(),
+            Recheck::Sample(n) => usize::try_from(n).unwrap_or(usize::MAX).min(report.runs.len()),
+        };
         let done = evidence.rechecks.len();
-        decision.check("determinism.recheck_runs", done >= wanted && wanted > 0, || {
+        decision.check("determinism.recheck", done >= wanted && wanted > 0, || {
             if wanted == 0 {
                 "the report holds no run to re-check".to_owned()
             } else if !config_matches {
@@ -697,7 +768,7 @@ pub fn render(
     policy: &Policy,
     rechecked: usize,
 ) -> String {
-    if decision.passed() {
+    let mut text = if decision.passed() {
         format!(
             "gate PASS: {report_name} meets {}: {} runs, {} passed, {} checks met, {rechecked} runs re-checked\n",
             policy.source, report.summary.runs, report.summary.passed, decision.checks
@@ -713,7 +784,11 @@ pub fn render(
             text.push_str(&format!("  {}: {}\n", unmet.threshold, unmet.reason));
         }
         text
+    };
+    if let (Recheck::Sample(sample), true) = (policy.recheck, rechecked > 0) {
+        text.push_str(&sample_line(report.runs.len() as u64, sample));
     }
+    text
 }
 
 #[cfg(test)]
@@ -748,7 +823,7 @@ listed = ["wait_for_ready/pxe_discovery_failure", "commission_node/bmc_power_fai
 listed_per_mille_min = 500
 
 [determinism]
-recheck_runs = 2
+recheck = { sample = 2 }
 
 [commit]
 matches_head = true
@@ -828,18 +903,14 @@ matches_head = true
         }
     }
 
+    /// Run `i` replayed to the report's own record.
+    fn replayed(i: u64) -> Replayed {
+        Replayed { run_index: i, seed: i, reported: format!("d{i}"), replayed: format!("d{i}"), differences: vec![] }
+    }
+
     fn good() -> (CampaignReport, Evidence) {
         let report = report((0..4).map(record).collect());
-        let rechecks = recheck_sample(&report, 2, 7)
-            .into_iter()
-            .map(|i| Recheck {
-                run_index: i,
-                seed: i,
-                reported: format!("d{i}"),
-                replayed: format!("d{i}"),
-                differences: vec![],
-            })
-            .collect();
+        let rechecks = recheck_sample(&report, Recheck::Sample(2), 7).into_iter().map(replayed).collect();
         let evidence = Evidence {
             campaign_config_hash: "campaign-hash".into(),
             run_mismatches: vec![],
@@ -867,7 +938,13 @@ matches_head = true
         // runs, commit.
         assert_eq!(decision.checks, 19);
         let text = render(&decision, "r.json", &report, &policy(), 2);
-        assert_eq!(text, "gate PASS: r.json meets gate.toml: 4 runs, 4 passed, 19 checks met, 2 runs re-checked\n");
+        let pass = "gate PASS: r.json meets gate.toml: 4 runs, 4 passed, 19 checks met, 2 runs re-checked\n";
+        assert_eq!(text, format!("{pass}{}", sample_line(4, 2)), "a sampled gate says what its sample cannot see");
+        let every = Policy { recheck: Recheck::All, ..policy() };
+        let evidence = Evidence { rechecks: (0..4).map(replayed).collect(), ..evidence };
+        let decision = decide(&report, &every, &evidence);
+        let text = render(&decision, "r.json", &report, &every, 4);
+        assert_eq!(text, "gate PASS: r.json meets gate.toml: 4 runs, 4 passed, 21 checks met, 4 runs re-checked\n");
     }
 
     #[test]
@@ -978,22 +1055,37 @@ matches_head = true
             "{lines:?}"
         );
         assert_eq!(lines[2], "runs: runs that are not the campaign's: run 3 has seed 9, the campaign gives it 3");
-        assert!(lines.contains(&"determinism.recheck_runs: 2 runs not re-checked: the campaign file does not resolve to the report's configuration".to_owned()), "{lines:?}");
+        assert!(lines.contains(&"determinism.recheck: 2 runs not re-checked: the campaign file does not resolve to the report's configuration".to_owned()), "{lines:?}");
     }
 
     #[test]
-    fn the_recheck_sample_is_drawn_from_its_seed() {
+    fn every_run_is_replayed_unless_a_sample_is_asked_for_and_the_sample_is_drawn_from_its_seed() {
         let report = report((0..10).map(record).collect());
-        let sample = recheck_sample(&report, 3, 1);
+        assert_eq!(recheck_sample(&report, Recheck::All, 1), (0..10).collect::<Vec<_>>());
+        assert_eq!(Policy::default().recheck, Recheck::All, "a policy that says nothing replays every run");
+        let sample = recheck_sample(&report, Recheck::Sample(3), 1);
         assert_eq!(sample.len(), 3);
         assert!(sample.windows(2).all(|pair| pair[0] < pair[1]), "distinct, in index order: {sample:?}");
-        assert_eq!(recheck_sample(&report, 3, 1), sample, "a function of its seed");
+        assert_eq!(recheck_sample(&report, Recheck::Sample(3), 1), sample, "a function of its seed");
         let draws: std::collections::BTreeSet<Vec<u64>> =
-            (0..20).map(|seed| recheck_sample(&report, 3, seed)).collect();
+            (0..20).map(|seed| recheck_sample(&report, Recheck::Sample(3), seed)).collect();
         assert!(draws.len() > 10, "other seeds draw other runs: {draws:?}");
-        assert_eq!(recheck_sample(&report, 50, 1), (0..10).collect::<Vec<_>>(), "never more than the report holds");
-        assert_eq!(recheck_sample(&report, 0, 1), Vec::<u64>::new());
-        assert_ne!(default_recheck_seed(b"report", b"policy"), default_recheck_seed(b"report ", b"policy"));
+        assert_eq!(recheck_sample(&report, Recheck::Sample(50), 1), (0..10).collect::<Vec<_>>(), "at most all");
+    }
+
+    #[test]
+    fn the_chance_that_forged_runs_escape_a_sample_is_the_hypergeometric_zero() {
+        // C(N-k, n) / C(N, n): 5 of 100 miss one forged run 95 times in 100, six of them 73 times in 100.
+        assert!((escape_probability(100, 1, 5) - 0.95).abs() < 1e-12);
+        let six = (0..5).fold(1.0, |p, i| p * (94 - i) as f64 / (100 - i) as f64);
+        assert!((escape_probability(100, 6, 5) - six).abs() < 1e-12 && (six - 0.7291).abs() < 1e-4, "{six}");
+        assert_eq!(escape_probability(100, 0, 5), 1.0);
+        assert_eq!(escape_probability(10, 6, 5), 0.0, "five of ten cannot all miss six");
+        assert_eq!(escape_probability(100, 1, 100), 0.0, "every run replayed: nothing escapes");
+        assert_eq!(
+            sample_line(100, 5),
+            "  sample: 5 of 100 runs replayed, drawn at gate time from the operating system's random source; a report with k forged runs passes unseen with probability C(100-k, 5)/C(100, 5), for k = 1: 95.0 %, 2: 90.2 %, 5: 77.0 %, 10: 58.4 %; `--recheck all` leaves none unseen\n"
+        );
     }
 
     #[test]
@@ -1080,9 +1172,23 @@ matches_head = true
             error("schema_version = 1", "schema_version = 2"),
             "gate.toml:1:18: schema_version: this fleetsim reads version 1, the file has 2"
         );
+        assert!(
+            error("recheck = { sample = 2 }", "recheck_runs = 5")
+                .starts_with("gate.toml:28:16: determinism.recheck_runs: replaced by `recheck`: the gate replays every run by default"),
+            "{}",
+            error("recheck = { sample = 2 }", "recheck_runs = 5")
+        );
         assert_eq!(
-            error("recheck_runs = 2", "recheck_runs = 5000"),
-            "gate.toml:28:16: determinism.recheck_runs: at most 1000, not 5000"
+            error("recheck = { sample = 2 }", "recheck = { sample = 0 }"),
+            "gate.toml:28:11: determinism.recheck.sample: 1 to 100000 runs, not 0"
+        );
+        assert_eq!(
+            error("recheck = { sample = 2 }", "recheck = \"some\""),
+            "gate.toml:28:11: determinism.recheck: \"some\" is neither \"all\" nor { sample = N }"
+        );
+        assert_eq!(
+            parse_policy("gate.toml", &POLICY.replace("{ sample = 2 }", "\"all\"")).unwrap().recheck,
+            Recheck::All
         );
     }
 }
