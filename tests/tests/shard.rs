@@ -131,7 +131,13 @@ fn resume_runs_only_the_missing_runs_and_writes_the_uninterrupted_report() {
     let (code, out, err) =
         fleetsim(&["campaign", &file, "--jobs", "2", "--out", out_dir.to_str().unwrap(), "--resume"]);
     assert!(code == EXIT_PASS || code == sim::model::exit::EXIT_FAIL, "{err}");
-    assert!(out.contains(&format!("  resumed       4 runs read from {}, 3 run now\n", runs.display())), "{out}");
+    assert!(
+        out.contains(&format!(
+            "  resumed       4 runs read from {} (4 of them replayed to check, drawn at random), 3 run now\n",
+            runs.display()
+        )),
+        "{out}"
+    );
     assert_eq!(read(&interrupted), read(&uninterrupted), "the resumed report is the uninterrupted one");
     assert_eq!(read(&runs.join("0002.json")), kept, "a finished run is read, not run again");
 
@@ -266,4 +272,79 @@ fn resume_refuses_a_run_file_edited_after_it_was_written() {
     std::fs::write(&run, &pristine).unwrap();
     let (code, _, err) = resume();
     assert!(code == EXIT_PASS || code == sim::model::exit::EXIT_FAIL, "the unedited file resumes: {err}");
+}
+
+/// Forges a run record the way the forger did: its faults deleted (the summary's totals follow), everything
+/// else kept, so the record agrees with itself.
+fn forge_faults(value: &mut serde_json::Value) {
+    value["faults"] = serde_json::json!({});
+    value["fault_log"] = serde_json::json!([]);
+}
+
+#[test]
+fn resume_refuses_a_forged_run_file_whose_digest_was_recomputed() {
+    let (dir, file) = setup();
+    let report = campaign(dir.path(), &file, "a", &[]);
+    std::fs::remove_file(&report).unwrap();
+    let runs = dir.path().join("a/runs");
+    // Five runs finished (at most VERIFY_SAMPLE, so every one is replayed and the test cannot miss).
+    for name in ["0005.json", "0006.json"] {
+        std::fs::remove_file(runs.join(name)).unwrap();
+    }
+    let forged = (0..5)
+        .map(|index| runs.join(format!("{index:04}.json")))
+        .find(|path| {
+            let value: serde_json::Value = serde_json::from_str(&read(path)).unwrap();
+            value["faults"].as_object().is_some_and(|faults| !faults.is_empty())
+        })
+        .expect("a finished run injected faults");
+    edit(&forged, |value| {
+        forge_faults(value);
+        // The digest recomputed, as a refusal that printed it would have handed it over.
+        value.as_object_mut().unwrap().remove("record_digest");
+        let record: reports::RunRecord = serde_json::from_value(value.clone()).unwrap();
+        value["record_digest"] = sim::run::shard::record_digest(&record).into();
+    });
+    let (code, _, err) = fleetsim(&["campaign", &file, "--out", dir.path().join("a").to_str().unwrap(), "--resume"]);
+    assert_eq!(code, EXIT_BAD_INPUT, "a forged record was resumed: {err}");
+    assert!(
+        err.starts_with(&format!("error: {}: its record of run ", forged.display()))
+            && err.contains("is not what the run gives (its replay differs in fault_log, faults)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn merge_refuses_a_forged_shard_that_agrees_with_itself() {
+    let (dir, file) = setup();
+    let s1 = campaign(dir.path(), &file, "s1", &["--shard", "1/2"]);
+    let s2 = campaign(dir.path(), &file, "s2", &["--shard", "2/2"]);
+    let out = dir.path().join("m.json");
+    let merge =
+        || fleetsim(&["report", "merge", s1.to_str().unwrap(), s2.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let (code, stdout, err) = merge();
+    assert_eq!(code, EXIT_PASS, "{err}");
+    assert!(stdout.contains("; 5 runs replayed to check the shards, drawn at random"), "{stdout}");
+    std::fs::remove_file(&out).unwrap();
+    // Shard 2/2 holds three of the seven runs, each forged (its event count), the shard resummarized: a sample of
+    // five of the seven cannot miss all three, so the test cannot pass by luck.
+    edit(&s2, |value| {
+        for run in value["runs"].as_array_mut().unwrap() {
+            run["trace_events"] = (run["trace_events"].as_u64().unwrap() + 1).into();
+        }
+    });
+    resummarize(&s2);
+    let (code, _, err) = merge();
+    assert_eq!(code, EXIT_BAD_INPUT, "a forged shard was merged: {err}");
+    assert!(
+        err.starts_with(&format!("error: report merge: {}: its record of run ", s2.display()))
+            && err.contains("is not what the run gives"),
+        "{err}"
+    );
+    assert!(!out.exists(), "nothing written on a refusal");
+    // And a merge away from the campaign file cannot re-derive anything: refused, not trusted.
+    std::fs::remove_file(&file).unwrap();
+    let (code, _, err) = merge();
+    assert_eq!(code, EXIT_BAD_INPUT, "{err}");
+    assert!(err.contains("cannot load the campaign it names"), "{err}");
 }

@@ -82,6 +82,23 @@ pub(super) fn run_campaign(
     } else {
         std::collections::BTreeMap::new()
     };
+    // What was read back is re-derived, not trusted: a sample of the records, drawn now from the operating system's
+    // random source, is replayed and must be what its run gives.
+    let verified = if finished.is_empty() {
+        0
+    } else {
+        let held: Vec<u64> = finished.keys().copied().collect();
+        let sample = crate::run::gate::sample_indices(&held, shard::VERIFY_SAMPLE, super::gate::draw_seed()?);
+        let replays =
+            super::gate::replay_runs(&campaign, seed_overridden, &sample, jobs, &|index| finished.get(&index));
+        if let Some((index, reason)) = super::gate::first_forged(&replays) {
+            let path = shard::run_file(&dir, index).display().to_string();
+            let message =
+                format!("{reason}: it was edited after it was written; delete it and resume to run this run again");
+            return Err(SpecError { path, position: None, message }.into());
+        }
+        sample.len()
+    };
     let missing: Vec<u64> = indices.iter().copied().filter(|index| !finished.contains_key(index)).collect();
     let progress = indicatif::ProgressBar::new(indices.len() as u64);
     progress.set_position(finished.len() as u64);
@@ -127,7 +144,7 @@ pub(super) fn run_campaign(
             let mut text = render_campaign(&report, jobs, wall.as_secs_f64(), &report_path);
             if args.resume {
                 text.push_str(&format!(
-                    "  resumed       {resumed} runs read from {}, {} run now\n",
+                    "  resumed       {resumed} runs read from {} ({verified} of them replayed to check, drawn at random), {} run now\n",
                     runs_dir.display(),
                     missing.len()
                 ));

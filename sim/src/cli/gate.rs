@@ -108,19 +108,20 @@ pub(super) fn draw_seed() -> Result<u64, CliError> {
     Ok(u64::from_le_bytes(bytes))
 }
 
-/// Replays `indices` of `report`'s campaign and compares each replay's whole record with the report's.
-pub(super) fn replay_runs(
-    report: &reports::CampaignReport,
+/// Replays `indices` of `campaign` and compares each replay's whole record with the record `reported` gives for its
+/// index (a run it gives none for is skipped).
+pub(super) fn replay_runs<'a>(
     campaign: &Campaign,
     seed_overridden: bool,
     indices: &[u64],
     jobs: usize,
+    reported: &dyn Fn(u64) -> Option<&'a reports::RunRecord>,
 ) -> Vec<gate::Replayed> {
     let replays = crate::run::campaign::execute(campaign, indices, jobs, seed_overridden, false, &|_| {});
     replays
         .into_iter()
         .filter_map(|replay| {
-            let reported = report.runs.iter().find(|run| run.run_index == replay.record.run_index)?;
+            let reported = reported(replay.record.run_index?)?;
             Some(gate::Replayed {
                 run_index: replay.record.run_index.unwrap_or(0),
                 seed: replay.record.seed,
@@ -130,6 +131,21 @@ pub(super) fn replay_runs(
             })
         })
         .collect()
+}
+
+/// The first of `replays` whose record is not the one held, as a reason: what the run's replay disagrees on.
+pub(super) fn first_forged(replays: &[gate::Replayed]) -> Option<(u64, String)> {
+    replays.iter().find(|replay| replay.reported != replay.replayed || !replay.differences.is_empty()).map(|replay| {
+        let fields =
+            if replay.differences.is_empty() { "trace_digest".to_owned() } else { replay.differences.join(", ") };
+        (
+            replay.run_index,
+            format!(
+                "its record of run {} is not what the run gives (its replay differs in {fields})",
+                replay.run_index
+            ),
+        )
+    })
 }
 
 pub(super) fn run_gate(
@@ -154,7 +170,8 @@ pub(super) fn run_gate(
                 gate::Recheck::Sample(_) => draw_seed()?,
             };
             let indices = gate::recheck_sample(&report, policy.recheck, seed);
-            evidence.rechecks = replay_runs(&report, &campaign, seed_overridden, &indices, jobs);
+            let held = |index| report.runs.iter().find(|run| run.run_index == Some(index));
+            evidence.rechecks = replay_runs(&campaign, seed_overridden, &indices, jobs, &held);
         }
     }
     if policy.commit_matches_head {

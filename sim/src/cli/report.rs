@@ -106,6 +106,7 @@ pub(super) fn merge_reports(paths: &[PathBuf], output: &Path, out: &mut dyn Writ
         position: None,
         message: error.to_string(),
     })?;
+    let verified = verify_merged(&inputs, &merged)?;
     if let Some(parent) = output.parent().filter(|parent| !parent.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(output_error(parent))?;
     }
@@ -113,7 +114,7 @@ pub(super) fn merge_reports(paths: &[PathBuf], output: &Path, out: &mut dyn Writ
     console(
         out,
         &format!(
-            "merged {} shard reports of {} ({} runs, {} passed) into {}: campaign digest {}\n",
+            "merged {} shard reports of {} ({} runs, {} passed) into {}: campaign digest {}; {verified} runs replayed to check the shards, drawn at random\n",
             inputs.len(),
             merged.campaign,
             merged.summary.runs,
@@ -123,4 +124,40 @@ pub(super) fn merge_reports(paths: &[PathBuf], output: &Path, out: &mut dyn Writ
         ),
     )?;
     Ok(EXIT_PASS)
+}
+
+/// Re-derives what the shards say before they are merged: the campaign they name (from the working directory) gives
+/// the merged report's config hash, and every run's seed and configuration; and a sample of the runs, drawn now from
+/// the operating system's random source, replays to the records the shards hold. Returns how many were replayed.
+fn verify_merged(
+    inputs: &[(String, reports::CampaignReport)],
+    merged: &reports::CampaignReport,
+) -> Result<usize, CliError> {
+    let refuse =
+        |message: String| -> CliError { SpecError { path: "report merge".into(), position: None, message }.into() };
+    let (campaign, seed_overridden) = super::gate::campaign_of_report(Path::new("report merge"), merged)?;
+    let hash = campaign.config_hash();
+    if hash != merged.config_hash {
+        return Err(refuse(format!(
+            "the shards' config hash is not that of {} with seed {} and {} runs: the campaign file changed since the shards ran, or a shard was edited; merge from the checkout the shards ran",
+            merged.campaign, merged.seed, merged.summary.runs
+        )));
+    }
+    let mismatches = crate::run::gate::run_mismatches(merged, &campaign);
+    if let Some(first) = mismatches.first() {
+        return Err(refuse(format!("runs that are not the campaign's: {first}")));
+    }
+    let held: Vec<u64> = merged.runs.iter().filter_map(|run| run.run_index).collect();
+    let sample = crate::run::gate::sample_indices(&held, crate::run::shard::VERIFY_SAMPLE, super::gate::draw_seed()?);
+    let record = |index| merged.runs.iter().find(|run| run.run_index == Some(index));
+    let replays =
+        super::gate::replay_runs(&campaign, seed_overridden, &sample, super::campaign::jobs_or_cores(None), &record);
+    if let Some((index, reason)) = super::gate::first_forged(&replays) {
+        let holder = inputs
+            .iter()
+            .find(|(_, shard)| shard.runs.iter().any(|run| run.run_index == Some(index)))
+            .map_or("a shard", |(name, _)| name.as_str());
+        return Err(refuse(format!("{holder}: {reason}: the shard was edited after it was written")));
+    }
+    Ok(sample.len())
 }

@@ -508,11 +508,18 @@ pub fn run_mismatches(report: &CampaignReport, campaign: &crate::model::campaign
 /// draws `seed` from the operating system's random source at gate time (`cli::gate`), never from the report, so
 /// whoever wrote the report cannot know or steer which runs are replayed.
 pub fn recheck_sample(report: &CampaignReport, recheck: Recheck, seed: u64) -> Vec<u64> {
+    let held: Vec<u64> = report.runs.iter().filter_map(|run| run.run_index).collect();
+    match recheck {
+        Recheck::All => held,
+        Recheck::Sample(n) => sample_indices(&held, n, seed),
+    }
+}
+
+/// `n` distinct indices of `held` (all of them when it holds fewer) drawn without replacement by a ChaCha8
+/// generator from `seed`, in index order.
+pub fn sample_indices(held: &[u64], n: u64, seed: u64) -> Vec<u64> {
     use rand::{Rng, SeedableRng};
-    let Recheck::Sample(n) = recheck else {
-        return report.runs.iter().filter_map(|run| run.run_index).collect();
-    };
-    let mut positions: Vec<usize> = (0..report.runs.len()).collect();
+    let mut positions: Vec<usize> = (0..held.len()).collect();
     let n = usize::try_from(n).unwrap_or(usize::MAX).min(positions.len());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     // A partial Fisher–Yates shuffle: the first n positions are a uniform draw without replacement.
@@ -520,7 +527,7 @@ pub fn recheck_sample(report: &CampaignReport, recheck: Recheck, seed: u64) -> V
         let j = rng.random_range(i..positions.len());
         positions.swap(i, j);
     }
-    let mut indices: Vec<u64> = positions[..n].iter().filter_map(|&position| report.runs[position].run_index).collect();
+    let mut indices: Vec<u64> = positions[..n].iter().map(|&position| held[position]).collect();
     indices.sort_unstable();
     indices.dedup();
     indices

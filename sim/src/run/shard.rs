@@ -43,8 +43,13 @@ pub fn run_file(dir: &Path, index: u64) -> PathBuf {
     dir.join(RUNS_DIR).join(format!("{index:04}.json"))
 }
 
+/// How many of the runs `--resume` reads back (and `report merge` merges) are replayed to check them, drawn at the
+/// time from the operating system's random source: a record is re-derived, not trusted (its seed and configuration
+/// from the campaign, a sample of whole records from replays). The gate replays every run of the final report.
+pub const VERIFY_SAMPLE: u64 = 5;
+
 /// The key of a run file that holds the SHA-256 of its record's canonical bytes, so `--resume` refuses a record
-/// edited after it was written.
+/// edited carelessly after it was written (a careful edit recomputes it: the replayed sample is what finds that).
 pub const RECORD_DIGEST_KEY: &str = "record_digest";
 
 /// The digest a run file carries: SHA-256 over the record's canonical JSON (every field, as `serde_json` writes it).
