@@ -754,6 +754,23 @@ impl Hub {
         self.agents.get(id).is_some_and(|row| row.status != AgentStatus::Tombstoned && row.token.0 == token)
     }
 
+    /// Whether a heartbeat of `agent` with `token` would be taken: its current credential, or its open rotation's
+    /// successor (the overlap); otherwise the error [`Hub::handle`] answers such a heartbeat with. No event: for the
+    /// HTTP front end's check from the headers, before it reads a body.
+    pub fn heartbeat_credential(&self, agent: &str, token: &str) -> Result<(), HubError> {
+        match self.agents.get(agent) {
+            Some(row) if row.status != AgentStatus::Tombstoned => {
+                let successor = self.open_rotation(agent).is_some_and(|(_, rotation)| rotation.successor.0 == token);
+                if row.token.0 == token || successor {
+                    Ok(())
+                } else {
+                    Err(HubError::Unauthorized { agent: agent.to_owned() })
+                }
+            }
+            _ => Err(HubError::UnknownAgent { agent: agent.to_owned() }),
+        }
+    }
+
     /// Whether agent `id` has a row that is not tombstoned.
     pub fn is_registered(&self, id: &str) -> bool {
         self.agents.get(id).is_some_and(|row| row.status != AgentStatus::Tombstoned)

@@ -313,3 +313,108 @@ async fn thousands_of_idle_connections_do_not_stop_the_site_for_a_real_client() 
     let read = tokio::time::timeout(std::time::Duration::from_secs(20), idle[0].read(&mut byte)).await;
     assert!(matches!(read, Ok(Ok(0) | Err(_))), "the longest-idle of {flood} connections is still open: {read:?}");
 }
+
+/// Writes `request` on a fresh connection and reads the whole answer (the request says `Connection: close`).
+async fn raw(addr: SocketAddr, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), stream.read_to_end(&mut answer)).await;
+    assert!(matches!(read, Ok(Ok(_))), "no answer from {addr} within the guard: {read:?}");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_trickling_bodies_on_every_port_do_not_stop_a_real_client() {
+    use tokio::io::AsyncWriteExt;
+    // No deadline or rate within the test's reach: only the cap's eviction of connections stalled in a body can make
+    // room (the previous listener counted them busy and refused the real client).
+    let limits = sim::live::listen::Limits {
+        header_read: std::time::Duration::from_secs(3_600),
+        request: std::time::Duration::from_secs(3_600),
+        body_read: std::time::Duration::from_secs(3_600),
+        body_bytes_per_s_min: 0,
+        ..Default::default()
+    };
+    let (served, _fleet) = sim::live::serve::start(&ServeConfig { limits, ..config(2) }).await.unwrap();
+    let credentials = &served.credentials;
+    let parts: Vec<&str> = credentials.maas_api_key.split(':').collect();
+    #[expect(clippy::disallowed_methods, reason = "the served MAAS checks OAuth timestamps against the wall clock")]
+    let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let oauth = format!(
+        "OAuth oauth_version=1.0, oauth_signature_method=PLAINTEXT, oauth_consumer_key={}, oauth_token={}, \
+         oauth_signature=&{}, oauth_nonce=n, oauth_timestamp={now_s}",
+        parts[0], parts[1], parts[2]
+    );
+    let redfish_login = {
+        let text = format!("{}:{}", sim::live::serve::REDFISH_EMULATOR_USER, credentials.redfish_password);
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in text.as_bytes().chunks(3) {
+            let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+            for i in 0..4 {
+                out.push(if i <= chunk.len() { ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char } else { '=' });
+            }
+        }
+        format!("Basic {out}")
+    };
+    let hub_auth = format!(
+        "X-Fleet-Principal: {}\r\nX-Fleet-Token: {}",
+        sim::live::serve::CONTROLLER_PRINCIPAL,
+        credentials.hub_credential
+    );
+    // Per port: the credential header, a route that reads a body, and a real client's request.
+    let ports = [
+        (
+            "maas",
+            served.maas,
+            format!("Authorization: {oauth}"),
+            "/MAAS/api/2.0/machines/",
+            "GET /MAAS/api/2.0/version/",
+        ),
+        (
+            "redfish",
+            served.redfish,
+            format!("Authorization: {redfish_login}"),
+            "/redfish/v1/Systems/gpu-01/Actions/ComputerSystem.Reset",
+            "GET /redfish/v1/Systems",
+        ),
+        (
+            "secrets",
+            served.secrets,
+            format!("X-Vault-Token: {}", credentials.secrets_token),
+            "/v1/auth/bootstrap/token",
+            "GET /v1/secret/data/site/config",
+        ),
+        ("hub", served.hub, hub_auth.clone(), "/v1/hub/lock", "POST /v1/hub/auth"),
+        (
+            "admin",
+            served.admin,
+            format!("Authorization: Bearer {}", credentials.admin_token),
+            "/admin/faults",
+            "GET /admin/state",
+        ),
+    ];
+    for (name, addr, credential, body_route, real) in ports {
+        let mut trickling = Vec::new();
+        for index in 0..1_000 {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            // Most carry the credential, so their bodies are read (a trickle); some carry none and are refused at once.
+            let header = if index % 4 == 3 { String::new() } else { format!("{credential}\r\n") };
+            let head =
+                format!("POST {body_route} HTTP/1.1\r\nHost: {addr}\r\n{header}Content-Length: 100000\r\n\r\n{{");
+            stream.write_all(head.as_bytes()).await.unwrap();
+            trickling.push(stream);
+        }
+        let request = format!(
+            "{real} HTTP/1.1\r\nHost: {addr}\r\n{credential}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        let answer = raw(addr, &request).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{name}: a real client was not answered: {answer}");
+        // A request without a credential is refused from its headers, its body never waited for.
+        let refused =
+            raw(addr, &format!("POST {body_route} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 100000\r\n\r\n{{")).await;
+        assert!(refused.starts_with("HTTP/1.1 40"), "{name}: {refused}");
+    }
+}

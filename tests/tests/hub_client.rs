@@ -562,12 +562,12 @@ async fn served_lock_contention_supersede_expiry_and_outage() {
     body_a_hub_that_is_down(&second).await;
 }
 
-/// An agent's heartbeat over HTTP, with `token` in its body: the answer's status.
+/// An agent's heartbeat over HTTP, with `token` as its bearer: the answer's status.
 async fn agent_heartbeat(hub: &ServedHub, token: &str) -> u16 {
-    let body = json!({ "token": token }).to_string().into_bytes();
     let request = HttpRequest::new(Method::Post, format!("/v1/hub/agents/{AGENT}/heartbeat"))
         .header("content-type", "application/json")
-        .body(body);
+        .header("authorization", format!("Bearer {token}"))
+        .body(b"{}".to_vec());
     transport(&hub.base_url).send(request, CALL_TIMEOUT_MS).await.expect("the hub answers").status
 }
 

@@ -5,8 +5,12 @@
 //! does for its mutations (lock, supersede, renew, release, holds, epochs, resurrections) and for every call of an agent-credential
 //! rotation (issue, read, commit, abort; the read too, and none of them fenced by the deployment lock). Reads (holds,
 //! heartbeats, route bundle, an agent's references) are public and sent bare, as `SimHub` sends them. Agents
-//! authenticate with the bearer token in their body. A rotation's successor token is in the answer to its issue and
-//! nowhere else.
+//! authenticate with their token as `Authorization: Bearer`. A rotation's successor token is in the answer to its
+//! issue and nowhere else.
+//!
+//! Credentials before bodies: every route that reads a body checks the caller's credential from the headers first
+//! (the [`Controller`] and [`Agent`] extractors run before the body's), and answers 401 without reading the body when
+//! it fails, so a client without a credential cannot hold a connection open by trickling a body.
 //!
 //! Deviation from the in-process hub: a bare request is the hub's trusted operator console in the model; over HTTP a
 //! mutation without `X-Fleet-Principal`/`X-Fleet-Token` is refused with 401 (the operator console is the caller's
@@ -23,8 +27,9 @@
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, Path, State};
 use axum::http::HeaderMap;
+use axum::http::request::Parts;
 use axum::response::Response;
 use axum::routing::{get, post, put};
 use http::{HeaderValue, StatusCode, header};
@@ -139,6 +144,60 @@ fn principal(headers: &HeaderMap) -> Result<(String, String), Response> {
     }
 }
 
+/// A controller call whose principal and token (from the headers) the hub accepts now: checked with the model's own
+/// `Authenticate` before the handler's body is read.
+struct Controller;
+
+impl FromRequestParts<HubState> for Controller {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &HubState) -> Result<Self, Self::Rejection> {
+        let (principal, token) = principal(&parts.headers)?;
+        match exchange(state, Request::Authenticate { principal, token }, false, |response| match response {
+            HubResponse::Authenticated { .. } => ok(json!({})),
+            other => unexpected(other),
+        }) {
+            Outcome::Answer(response) if response.status() == StatusCode::OK => Ok(Controller),
+            Outcome::Answer(response) => Err(response),
+            Outcome::Lost => Err(error(503, "unavailable", "hub is unavailable")),
+        }
+    }
+}
+
+/// An agent call's token, from `Authorization: Bearer`: for the route to check before it reads the body.
+struct Agent {
+    name: String,
+    token: String,
+}
+
+impl FromRequestParts<HubState> for Agent {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &HubState) -> Result<Self, Self::Rejection> {
+        let Path(name) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| error(400, "bad_request", "the path names no agent"))?;
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .map(|token| token.trim().to_owned())
+            .ok_or_else(|| error(401, "unauthorized", "Authorization: Bearer <the agent's token> is required"))?;
+        Ok(Agent { name, token })
+    }
+}
+
+/// The body's `token`, if it has one, must be the header's (an older client sent it there).
+fn same_token(agent: &Agent, body_token: Option<&String>) -> Result<(), Response> {
+    match body_token {
+        Some(token) if *token != agent.token => {
+            Err(error(401, "unauthorized", "the body's token is not the Authorization header's"))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Response> {
     // An empty body reads as `{}`, so that body-less calls work.
     let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) { b"{}" } else { body };
@@ -171,7 +230,7 @@ struct AcquireBody {
     lease_ms: u64,
 }
 
-async fn acquire_lock(State(state): State<HubState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn acquire_lock(State(state): State<HubState>, _: Controller, headers: HeaderMap, body: Bytes) -> Response {
     let body: AcquireBody = match parse(&body) {
         Ok(body) => body,
         Err(response) => return response,
@@ -196,7 +255,7 @@ struct SupersedeBody {
     lease_ms: u64,
 }
 
-async fn supersede_lock(State(state): State<HubState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn supersede_lock(State(state): State<HubState>, _: Controller, headers: HeaderMap, body: Bytes) -> Response {
     let body: SupersedeBody = match parse(&body) {
         Ok(body) => body,
         Err(response) => return response,
@@ -217,7 +276,7 @@ struct RenewBody {
     lease_ms: u64,
 }
 
-async fn renew_lock(State(state): State<HubState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn renew_lock(State(state): State<HubState>, _: Controller, headers: HeaderMap, body: Bytes) -> Response {
     let body: RenewBody = match parse(&body) {
         Ok(body) => body,
         Err(response) => return response,
@@ -237,7 +296,7 @@ struct ReleaseBody {
 
 /// A release whose fence holds no lock is the model's `Conflict`: answered `{"released":false}` (200), as `SimHub`
 /// reads it (released already).
-async fn release_lock(State(state): State<HubState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn release_lock(State(state): State<HubState>, _: Controller, headers: HeaderMap, body: Bytes) -> Response {
     let body: ReleaseBody = match parse(&body) {
         Ok(body) => body,
         Err(response) => return response,
@@ -323,6 +382,7 @@ struct ResurrectBody {
 async fn resurrect(
     State(state): State<HubState>,
     Path(agent): Path<String>,
+    _: Controller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -342,7 +402,7 @@ struct OpenEpochBody {
     members: Vec<String>,
 }
 
-async fn open_epoch(State(state): State<HubState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn open_epoch(State(state): State<HubState>, _: Controller, headers: HeaderMap, body: Bytes) -> Response {
     let body: OpenEpochBody = match parse(&body) {
         Ok(body) => body,
         Err(response) => return response,
@@ -365,6 +425,7 @@ struct CloseEpochBody {
 async fn close_epoch(
     State(state): State<HubState>,
     Path(epoch): Path<String>,
+    _: Controller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -395,22 +456,57 @@ async fn route_bundle(State(state): State<HubState>) -> Response {
 #[derive(Deserialize)]
 struct RegisterBody {
     kind: AgentKind,
-    token: String,
+    #[serde(default)]
+    token: Option<String>,
 }
 
-async fn register(State(state): State<HubState>, Path(agent): Path<String>, body: Bytes) -> Response {
+/// The token (`Authorization: Bearer`) is checked by [`RegisteringAgent`], extracted before the body.
+async fn register(State(state): State<HubState>, agent: RegisteringAgent, body: Bytes) -> Response {
+    let RegisteringAgent(Agent { name: agent, token }) = agent;
     let body: RegisterBody = match parse(&body) {
         Ok(body) => body,
         Err(response) => return response,
     };
-    if let Err(response) = may_register(&state, &agent, &body.token) {
+    if let Err(response) = same_token(&Agent { name: agent.clone(), token: token.clone() }, body.token.as_ref()) {
         return response;
     }
-    finish(bare(&state, Request::Register { agent, kind: body.kind, token: body.token }, |response| match response {
+    finish(bare(&state, Request::Register { agent, kind: body.kind, token }, |response| match response {
         HubResponse::Ok => ok(json!({})),
         other => unexpected(other),
     }))
     .await
+}
+
+/// An agent allowed to register ([`may_register`]), checked from the headers before the body is read.
+struct RegisteringAgent(Agent);
+
+impl FromRequestParts<HubState> for RegisteringAgent {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &HubState) -> Result<Self, Self::Rejection> {
+        let agent = Agent::from_request_parts(parts, state).await?;
+        may_register(state, &agent.name, &agent.token)?;
+        Ok(RegisteringAgent(agent))
+    }
+}
+
+/// An agent whose heartbeat the hub would take (`Hub::heartbeat_credential`), checked from the headers before the
+/// body is read.
+struct BeatingAgent(Agent);
+
+impl FromRequestParts<HubState> for BeatingAgent {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &HubState) -> Result<Self, Self::Rejection> {
+        let agent = Agent::from_request_parts(parts, state).await?;
+        let front = lock(&state.shared);
+        if !front.available {
+            return Err(error(503, "unavailable", "hub is unavailable"));
+        }
+        front.hub.heartbeat_credential(&agent.name, &agent.token).map_err(|hub_error| error_response(&hub_error))?;
+        drop(front);
+        Ok(BeatingAgent(agent))
+    }
 }
 
 /// A registration over HTTP carries the agent's bootstrap token (first enrolment) or its current credential
@@ -437,17 +533,22 @@ fn may_register(state: &HubState, agent: &str, token: &str) -> Result<(), Respon
 
 #[derive(Deserialize)]
 struct HeartbeatBody {
-    token: String,
+    #[serde(default)]
+    token: Option<String>,
     #[serde(default)]
     revision: Option<String>,
 }
 
-async fn heartbeat(State(state): State<HubState>, Path(agent): Path<String>, body: Bytes) -> Response {
+async fn heartbeat(State(state): State<HubState>, agent: BeatingAgent, body: Bytes) -> Response {
+    let BeatingAgent(agent) = agent;
     let body: HeartbeatBody = match parse(&body) {
         Ok(body) => body,
         Err(response) => return response,
     };
-    let request = Request::Heartbeat { agent, token: body.token, revision: body.revision };
+    if let Err(response) = same_token(&agent, body.token.as_ref()) {
+        return response;
+    }
+    let request = Request::Heartbeat { agent: agent.name, token: agent.token, revision: body.revision };
     finish(bare(&state, request, |response| match response {
         HubResponse::Ok => ok(json!({})),
         other => unexpected(other),

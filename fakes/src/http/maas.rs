@@ -7,7 +7,10 @@
 //! on `,` then on the first `=`, quotes are stripped and values percent-decoded, so both MAAS's own unquoted header
 //! and gomaasclient's quoted, percent-escaped one (`oauth_signature="%26<secret>"`) are accepted. The key picks the
 //! MAAS user the request runs as (the model's `caller`). A missing or wrong key answers 401
-//! `Authorization Error: Invalid API key.`; a non-integer `oauth_timestamp` answers 400.
+//! `Authorization Error: Invalid API key.`; a non-integer `oauth_timestamp` answers 400. The key is checked from the
+//! headers before the body is read (a client without one cannot hold a connection open by trickling a body); the
+//! answers are the ones the whole request would get, in MAAS's order (no answer from an unreachable region, 404 for
+//! an unknown path, then the key).
 //!
 //! An unreachable region (the model's `None`) gives no answer at all: see [`super::no_answer`].
 
@@ -57,6 +60,16 @@ pub fn router(shared: SharedSite, clock: Clock) -> Router {
 
 async fn handle(State(state): State<MaasState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
+    if parts.method == Method::GET && parts.uri.path() == format!("{API_PREFIX}describe/") {
+        // Anonymous, as in MAAS: clients read it before they authenticate.
+        let host = parts.headers.get(header::HOST).and_then(|value| value.to_str().ok()).unwrap_or("localhost");
+        return with_hash(json_response(200, super::describe::describe(&format!("http://{host}"))));
+    }
+    match refused_before_body(&state, &parts) {
+        Some(Some(response)) => return with_hash(response),
+        Some(None) => return no_answer().await,
+        None => {}
+    }
     let Ok(body) = axum::body::to_bytes(body, BODY_LIMIT_BYTES).await else {
         return with_hash(text(413, "Request body too large"));
     };
@@ -73,11 +86,6 @@ async fn handle(State(state): State<MaasState>, request: Request) -> Response {
         Err(_) => form_pairs(&body),
     };
     let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
-    if parts.method == Method::GET && parts.uri.path() == format!("{API_PREFIX}describe/") {
-        // Anonymous, as in MAAS: clients read it before they authenticate.
-        let host = parts.headers.get(header::HOST).and_then(|value| value.to_str().ok()).unwrap_or("localhost");
-        return with_hash(json_response(200, super::describe::describe(&format!("http://{host}"))));
-    }
     let call = Call {
         method: &parts.method,
         path: parts.uri.path(),
@@ -89,6 +97,24 @@ async fn handle(State(state): State<MaasState>, request: Request) -> Response {
         Some(response) => with_hash(response),
         None => no_answer().await,
     }
+}
+
+/// What the request gets before its body is read, from its headers alone: `Some(None)` no answer (the region is
+/// unreachable), `Some(Some(_))` a 404 for an unknown path or the key's refusal, `None` read the body and answer.
+fn refused_before_body(state: &MaasState, parts: &http::request::Parts) -> Option<Option<Response>> {
+    let front = lock(&state.shared);
+    if !front.site.region.is_reachable() {
+        return Some(None);
+    }
+    if !known_endpoint(parts.uri.path()) {
+        return Some(Some(text(404, format!("Unknown API endpoint: {}.", parts.uri.path()))));
+    }
+    let now_unix_ms = match &front.oauth_clock_unix_ms {
+        Some(clock) => clock(),
+        None => front.wire_epoch_unix_ms.saturating_add((state.clock)()),
+    };
+    let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+    authenticate(authorization, &front.api_keys, now_unix_ms).err().map(Some)
 }
 
 struct Call<'a> {

@@ -14,8 +14,9 @@
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, Path, State};
 use axum::http::HeaderMap;
+use axum::http::request::Parts;
 use axum::response::Response;
 use axum::routing::{get, post};
 use http::{HeaderValue, StatusCode, header};
@@ -123,6 +124,7 @@ struct BootPatch {
 async fn patch_system(
     State(state): State<RedfishState>,
     Path(system): Path<String>,
+    _: SystemLogin,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -181,6 +183,7 @@ struct ResetBody {
 async fn reset(
     State(state): State<RedfishState>,
     Path(system): Path<String>,
+    _: SystemLogin,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -241,6 +244,33 @@ fn basic_auth(headers: &HeaderMap) -> Result<BasicAuth, Response> {
         return Err(unauthorized());
     };
     Ok(BasicAuth { user: user.to_owned(), password: Secret::new(password) })
+}
+
+/// A request whose Basic login opens the path's system, checked from the headers before the route reads its body
+/// (a client without the login cannot hold a connection open by trickling one). The BMC model's own read answers:
+/// an unreachable BMC gives no answer, an unknown system 404, another login 401.
+struct SystemLogin;
+
+impl FromRequestParts<RedfishState> for SystemLogin {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &RedfishState) -> Result<Self, Self::Rejection> {
+        let auth = basic_auth(&parts.headers)?;
+        let Path(system) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| error_response(404, "Base.1.0.ResourceMissingAtURI", "no system in the path"))?;
+        let read = {
+            let mut front = lock(&state.shared);
+            let request = RedfishRequest::GetSystem { system };
+            let auth = as_system_login(&front, &auth, &request);
+            front.site.bmc.handle(&auth, request)
+        };
+        match read {
+            None => Err(no_answer().await),
+            Some(RedfishResponse { status: 200, .. }) => Ok(SystemLogin),
+            Some(refusal) => Err(render(refusal)),
+        }
+    }
 }
 
 fn unauthorized() -> Response {

@@ -468,6 +468,10 @@ async fn hub_call(fx: &HubFixture, method: Method, path: &str, fence: Option<&st
     if let Some(fence) = fence {
         request = request.header("x-fleet-fence", fence);
     }
+    // An agent's call carries its token as `Authorization: Bearer` (checked before the body is read).
+    if let Some(token) = body.get("token").and_then(Value::as_str) {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
     let body = if body.is_null() { Body::empty() } else { Body::from(body.to_string()) };
     send(hub::router(fx.shared.clone(), fx.clock.clone()), request.body(body).unwrap()).await
 }
@@ -1008,4 +1012,96 @@ async fn an_agent_registers_with_its_bootstrap_token_or_current_credential_and_a
     assert_eq!(agents, ["w2", "w1", "w1"]);
     assert_eq!(audit[2].reason, "the token is not the agent's current credential");
     assert!(audit.iter().all(|record| !format!("{record:?}").contains("impostor")), "no token is audited");
+}
+
+// ---- Credentials before bodies -------------------------------------------------------------------------------------
+
+/// A body that never arrives: a route that waited for it would never answer.
+fn body_never_sent() -> Body {
+    Body::from_stream(futures_util::stream::pending::<Result<bytes::Bytes, std::io::Error>>())
+}
+
+#[test]
+fn every_route_that_reads_a_body_refuses_a_missing_or_wrong_credential_before_reading_it() {
+    let fx = fixture();
+    let hub = hub_fixture();
+    let system_path = {
+        let front = lock(&fx.shared);
+        format!("/redfish/v1/Systems/{}", front.site.bmc.system_ids()[0])
+    };
+    let cases: Vec<(&str, Router, Request<Body>, u16)> = vec![
+        (
+            "maas POST machines without a key",
+            maas::router(fx.shared.clone(), fx.clock.clone()),
+            Request::post("/MAAS/api/2.0/machines/").body(body_never_sent()).unwrap(),
+            401,
+        ),
+        (
+            "maas POST machines with a wrong key",
+            maas::router(fx.shared.clone(), fx.clock.clone()),
+            Request::post("/MAAS/api/2.0/machines/")
+                .header("authorization", quoted_header("ck:tk:fleetsim-secret-wrong"))
+                .body(body_never_sent())
+                .unwrap(),
+            401,
+        ),
+        (
+            "secrets bootstrap token without a token",
+            vault::router(fx.shared.clone(), fx.clock.clone()),
+            Request::post("/v1/auth/bootstrap/token").body(body_never_sent()).unwrap(),
+            403,
+        ),
+        (
+            "redfish reset with another login",
+            redfish::router(fx.shared.clone(), fx.clock.clone()),
+            Request::post(format!("{system_path}/Actions/ComputerSystem.Reset"))
+                .header("authorization", basic("root", "wrong-password"))
+                .body(body_never_sent())
+                .unwrap(),
+            401,
+        ),
+        (
+            "redfish patch without a login",
+            redfish::router(fx.shared.clone(), fx.clock.clone()),
+            Request::patch(system_path.clone()).body(body_never_sent()).unwrap(),
+            401,
+        ),
+        (
+            "hub lock without a principal",
+            hub::router(hub.shared.clone(), hub.clock.clone()),
+            Request::post("/v1/hub/lock").body(body_never_sent()).unwrap(),
+            401,
+        ),
+        (
+            "hub lock with a wrong token",
+            hub::router(hub.shared.clone(), hub.clock.clone()),
+            Request::post("/v1/hub/lock")
+                .header("x-fleet-principal", "controller")
+                .header("x-fleet-token", "fleetsim-secret-wrong")
+                .body(body_never_sent())
+                .unwrap(),
+            401,
+        ),
+        (
+            "hub register with a made-up token",
+            hub::router(hub.shared.clone(), hub.clock.clone()),
+            Request::post("/v1/hub/agents/w1/register")
+                .header("authorization", "Bearer made-up")
+                .body(body_never_sent())
+                .unwrap(),
+            401,
+        ),
+        (
+            "hub heartbeat without a token",
+            hub::router(hub.shared.clone(), hub.clock.clone()),
+            Request::post("/v1/hub/agents/w1/heartbeat").body(body_never_sent()).unwrap(),
+            401,
+        ),
+    ];
+    for (what, router, request, status) in cases {
+        let answer = futures_util::FutureExt::now_or_never(router.oneshot(request))
+            .unwrap_or_else(|| panic!("{what}: the route waited for the body before it checked the credential"))
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), status, "{what}");
+    }
 }

@@ -14,8 +14,9 @@
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, Path, State};
 use axum::http::HeaderMap;
+use axum::http::request::Parts;
 use axum::response::Response;
 use axum::routing::{delete, get, post};
 use http::{HeaderValue, StatusCode, header};
@@ -66,7 +67,7 @@ struct TokenBody {
     ttl_ms: u64,
 }
 
-async fn bootstrap_token(State(state): State<VaultState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn bootstrap_token(State(state): State<VaultState>, _: Token, headers: HeaderMap, body: Bytes) -> Response {
     match parse::<TokenBody>(&body) {
         Ok(body) => {
             ask(&state, &headers, VaultRequest::IssueBootstrapToken { node: body.node, ttl_ms: body.ttl_ms }).await
@@ -80,7 +81,7 @@ struct RedeemBody {
     token: String,
 }
 
-async fn redeem(State(state): State<VaultState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn redeem(State(state): State<VaultState>, _: Token, headers: HeaderMap, body: Bytes) -> Response {
     match parse::<RedeemBody>(&body) {
         Ok(body) => ask(&state, &headers, VaultRequest::RedeemToken { value: Secret::new(body.token) }).await,
         Err(response) => response,
@@ -92,7 +93,7 @@ struct RevokeBody {
     node: String,
 }
 
-async fn revoke(State(state): State<VaultState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn revoke(State(state): State<VaultState>, _: Token, headers: HeaderMap, body: Bytes) -> Response {
     match parse::<RevokeBody>(&body) {
         Ok(body) => ask(&state, &headers, VaultRequest::RevokeBootstrapTokens { node: body.node }).await,
         Err(response) => response,
@@ -114,7 +115,7 @@ struct CapabilitiesBody {
 
 /// Deviation from Vault: the model knows one path (`secret/data/nodes`); a request naming only other paths gets
 /// `{"capabilities":["deny"]}` without asking it, and Vault's per-path keys are not sent.
-async fn capabilities(State(state): State<VaultState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn capabilities(State(state): State<VaultState>, _: Token, headers: HeaderMap, body: Bytes) -> Response {
     let body = match parse::<CapabilitiesBody>(&body) {
         Ok(body) => body,
         Err(response) => return response,
@@ -130,6 +131,18 @@ async fn capabilities(State(state): State<VaultState>, headers: HeaderMap, body:
 
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Response> {
     serde_json::from_slice(body).map_err(|error| errors(400, &format!("malformed request body: {error}")))
+}
+
+/// A request whose `X-Vault-Token` the store accepts, checked from the headers before the route reads its body (a
+/// client without a token cannot hold a connection open by trickling one).
+struct Token;
+
+impl FromRequestParts<VaultState> for Token {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &VaultState) -> Result<Self, Self::Rejection> {
+        check_token(state, &parts.headers).map(|()| Token)
+    }
 }
 
 fn check_token(state: &VaultState, headers: &HeaderMap) -> Result<(), Response> {

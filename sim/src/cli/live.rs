@@ -21,9 +21,11 @@ Credentials are random at every start and printed; --seed N makes them reproduci
 --credentials DIR serves the ones in DIR. A --bind address that is not loopback needs --credentials.
 
 Every HTTP service caps its open connections (--connections-max, default 512; at the cap a new connection \
-takes the place of the longest-idle one), closes a connection that takes longer than --header-timeout-s \
-(default 10) to send a request's headers or sits idle that long after an answer, and answers 408 to a \
-request that takes longer than 30 s; bodies past each route's limit get 413.
+takes the place of the one idle or stalled in a request body longest), closes a connection that takes longer \
+than --header-timeout-s (default 10) to send a request's headers or sits idle that long after an answer, cuts a \
+body that takes over 10 s or arrives slower than 1,024 bytes a second, and answers 408 to a request that takes \
+longer than 30 s; bodies past each route's limit get 413. Every route checks its credential from the headers \
+before it reads a body.
 
 Faults while it runs, e.g.:
   curl -X POST localhost:5245/admin/faults -H \"Authorization: Bearer $ADMIN_TOKEN\" \\

@@ -293,11 +293,12 @@ pub(super) enum Command {
         /// Required with a --bind address that is not loopback.
         #[arg(long, value_name = "DIR")]
         credentials: Option<PathBuf>,
-        /// Open connections per HTTP service; at the cap a new one takes the place of the longest-idle one.
+        /// Open connections per HTTP service; at the cap a new one takes the place of the one idle, or stalled in a
+        /// request's body, the longest.
         #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65_536))]
         connections_max: u32,
         /// Seconds a connection may take to send a request's headers, from opening and after each answer (the
-        /// keep-alive idle timeout); a request's body has 30 s.
+        /// keep-alive idle timeout); a request's body has 10 s, at 1,024 bytes a second after its first.
         #[arg(long, value_name = "S", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3_600))]
         header_timeout_s: u64,
     },
