@@ -48,14 +48,24 @@ pub fn read_report(path: &Path) -> Result<CampaignReport, ReadError> {
             _ => format!("cannot read: {error}"),
         },
     };
-    let size = std::fs::metadata(path).map_err(io_error)?.len();
-    if size > REPORT_BYTES_MAX {
+    // A FIFO, a device (`/dev/zero`) or a socket is refused before it is opened (a FIFO's open would block), and the
+    // read stops past the cap whatever the file's size claimed.
+    let metadata = std::fs::metadata(path).map_err(io_error)?;
+    if !metadata.is_file() && !metadata.is_dir() {
+        return Err(ReadError { path: name, reason: "not a regular file: a report is read from a file".to_owned() });
+    }
+    let file = std::fs::File::open(path).map_err(io_error)?;
+    if !file.metadata().map_err(io_error)?.is_file() {
+        return Err(io_error(std::io::Error::from(std::io::ErrorKind::IsADirectory)));
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, REPORT_BYTES_MAX + 1), &mut bytes).map_err(io_error)?;
+    if bytes.len() as u64 > REPORT_BYTES_MAX {
         return Err(ReadError {
             path: name,
-            reason: format!("{size} bytes, more than the {REPORT_BYTES_MAX} a report may have"),
+            reason: format!("more than the {REPORT_BYTES_MAX} bytes a report may have"),
         });
     }
-    let bytes = std::fs::read(path).map_err(io_error)?;
     parse_report(&name, &bytes)
 }
 

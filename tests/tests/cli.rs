@@ -385,3 +385,29 @@ fn a_run_that_settled_says_so_and_run_to_duration_runs_it_all() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("virtual time  0h 20m 00s (1200000 ms)\n"), "{out}");
 }
+
+#[test]
+fn an_input_that_is_not_a_regular_file_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("campaign.toml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let fifo = fifo.display().to_string();
+    // A FIFO's open would block until a writer came; /dev/zero would be read until memory ran out.
+    for (args, reason) in [
+        (vec!["check", "/dev/zero"], "/dev/zero: a device, not a regular file"),
+        (vec!["check", fifo.as_str()], "a FIFO, not a regular file"),
+        (vec!["run", fifo.as_str()], "a FIFO, not a regular file"),
+        (vec!["report", "/dev/zero"], "/dev/zero: not a regular file"),
+    ] {
+        let (code, _, err) = fleetsim(&args);
+        assert_eq!(code, EXIT_BAD_INPUT, "{args:?}: {err}");
+        assert!(err.contains(reason), "{args:?}: {err}");
+    }
+    // A file larger than the cap is refused however its size reads.
+    let big = dir.path().join("big.toml");
+    std::fs::write(&big, vec![b'#'; (sim::model::spec::SPEC_BYTES_MAX + 1) as usize]).unwrap();
+    let (code, _, err) = fleetsim(&["check", big.to_str().unwrap()]);
+    assert_eq!(code, EXIT_BAD_INPUT, "{err}");
+    assert!(err.contains("more than the 1048576 bytes an input file may have"), "{err}");
+}

@@ -2,6 +2,10 @@
 //! file: never a panic, and every refusal names the file, a line and column, and a key (`fuzz.toml:L:C: key: …`).
 //! 10,240 cases in all (2,048 of arbitrary bytes, 8,192 of mutated files), each parsed by all three parsers.
 //!
+//! The bounded-work properties (at the end) draw scenario and campaign files across the sizes that make a run's work
+//! — fleet, machines, length, loop periods, fault counts — and hold every accepted one to the stated bounds
+//! (`sim::model::work`), running the small ones against their event budget.
+//!
 //! A hang has no wall-clock assertion here: every input is at most a few KiB, the parsers are linear in it, and no
 //! integer past its bound reaches a resolver (`sim::model::spec::check_bounds`), so the test's own run time is the
 //! bound (under a minute in the debug profile).
@@ -228,4 +232,142 @@ fn the_refusal_format_check_can_fail() {
     assert!(!names_file_position_and_key("fuzz.toml:3:7: duplicate key"), "no key");
     assert!(!names_file_position_and_key("fuzz.toml: not UTF-8 text"), "no position");
     assert!(!names_file_position_and_key("other.toml:1:1: a: b"), "another file");
+}
+
+// ---- Bounded work: no accepted input exceeds the stated bounds (docs/formats.md, "Bounds on a run's work") ----
+
+/// A scenario file drawn across the sizes that matter to a run's work: the fleet, the site's machines, the run's
+/// length, the loops' periods, and fault steps with their counts (some past every bound, most within).
+fn sized_scenario() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![3 => 1u32..=20, 1 => 1u32..=12_000],
+        prop_oneof![2 => Just(0u32), 2 => 1u32..=4, 1 => 1u32..=1_200],
+        prop_oneof![3 => 1u64..=3, 1 => 1u64..=26],
+        proptest::option::of(1u64..=120_000),
+        proptest::option::of(1u64..=60_000),
+        proptest::collection::vec((0u32..4, 1u32..=3_000), 0..6),
+    )
+        .prop_map(|(nodes, machines, hours, sweep, poll, steps)| {
+            let mut text = format!(
+                "schema_version = 1\ndescription = \"work\"\nseed = 5\nduration_ms_max = {}\n\n[fleet]\nnodes = {nodes}\n",
+                hours * 3_600_000
+            );
+            if let Some(sweep) = sweep {
+                text.push_str(&format!("\n[hub]\nsweep_interval_ms = {sweep}\n"));
+            }
+            if machines > 0 {
+                text.push_str(&format!("\n[onboarding]\nnodes = {machines}\n"));
+                if let Some(poll) = poll {
+                    text.push_str(&format!("poll_ms = {poll}\n"));
+                }
+            }
+            for (index, (kind, count)) in steps.into_iter().enumerate() {
+                let at_ms = 60_000 * (index as u64 + 1);
+                text.push_str(&match kind {
+                    0 => format!("\n[[step]]\nat_ms = {at_ms}\nkind = \"ssh_timeout\"\ntarget = \"node-01\"\ncount = {count}\n"),
+                    1 => format!("\n[[step]]\nat_ms = {at_ms}\nkind = \"crash\"\ntarget = \"hub\"\n"),
+                    2 => format!("\n[[step]]\nat_ms = {at_ms}\nkind = \"restart\"\ntarget = \"hub\"\n"),
+                    _ => format!("\n[[step]]\nat_ms = {at_ms}\nkind = \"start_rollout\"\nrevision = \"2944aebb\"\n"),
+                });
+            }
+            text
+        })
+}
+
+/// A campaign file with a fault mix drawn from small to far past the bound.
+fn sized_campaign() -> impl Strategy<Value = String> {
+    (prop_oneof![3 => 1u32..=20, 1 => 1u32..=12_000], prop_oneof![3 => 1u64..=3, 1 => 1u64..=26], 1u32..=400, prop_oneof![1u32..=30, 1u32..=400], 1u32..=50)
+        .prop_map(|(nodes, hours, partitions, bursts, timeouts)| {
+            format!(
+                "schema_version = 1\ndescription = \"work\"\nseed = 5\nruns = 10\nduration_ms = {}\nwindow_start_ms = 60_000\n\n\
+                 [fleet]\nnodes = {nodes}\n\n[faults]\npartition = {{ per_mille = 1000, count_max = {partitions} }}\n\
+                 ssh_timeout = {{ per_mille = 1000, count_max = {bursts}, timeouts_max = {timeouts} }}\n",
+                hours * 3_600_000
+            )
+        })
+}
+
+/// The bounds an accepted run must keep, checked from its resolved spec.
+fn within_bounds(spec: &sim::model::spec::RunSpec) -> Result<(), TestCaseError> {
+    use sim::model::work;
+    prop_assert!(work::entity_hours(spec) <= work::ENTITY_HOURS_MAX, "entity-hours {}", work::entity_hours(spec));
+    prop_assert!(work::faults(spec) <= work::FAULTS_PER_RUN_MAX, "faults {}", work::faults(spec));
+    prop_assert!(spec.hub.sweep_interval_ms >= work::PERIOD_MS_MIN);
+    if let Some(onboarding) = &spec.onboarding {
+        prop_assert!(onboarding.poll_ms >= work::PERIOD_MS_MIN);
+    }
+    prop_assert!(work::event_budget(spec) <= work::EVENTS_MAX);
+    Ok(())
+}
+
+/// Runs `spec` when it is small enough for the test's time box, and holds it to its event budget.
+fn runs_within_budget(spec: &sim::model::spec::RunSpec) -> Result<bool, TestCaseError> {
+    if sim::model::work::entity_hours(spec) > 60 {
+        return Ok(false);
+    }
+    let identity = sim::run::runner::RunIdentity { source: "fuzz.toml".into(), run_index: None, repro: String::new() };
+    let output = sim::run::runner::run(spec, 5, &identity, false);
+    let budget = sim::model::work::event_budget(spec);
+    prop_assert!(
+        output.record.trace_events <= budget,
+        "{} events past a budget of {budget}",
+        output.record.trace_events
+    );
+    prop_assert!(
+        output.record.panic.as_deref().is_none_or(|panic| !panic.contains("its budget")),
+        "{:?}",
+        output.record.panic
+    );
+    Ok(true)
+}
+
+proptest! {
+    // Time-boxed: the parses are cheap; only the accepted files of at most 60 entity-hours are run (about 35 of the
+    // 192 cases, drawn towards small sizes: two seconds in the debug profile).
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn every_accepted_scenario_keeps_its_work_within_the_stated_bounds(text in sized_scenario()) {
+        if let Ok(scenario) = sim::model::spec::parse_scenario("fuzz.toml", &text) {
+            within_bounds(&scenario.run)?;
+            runs_within_budget(&scenario.run)?;
+        }
+    }
+
+    #[test]
+    fn every_accepted_campaign_keeps_every_run_within_the_stated_bounds(text in sized_campaign()) {
+        if let Ok(campaign) = sim::model::campaign::parse_campaign("fuzz.toml", &text) {
+            prop_assert!(campaign.faults_max() <= sim::model::work::FAULTS_PER_RUN_MAX);
+            for index in [0, 9] {
+                let spec = campaign.run_spec(index);
+                prop_assert!(sim::model::work::faults(&spec) <= campaign.faults_max(), "the mix bound under-counts");
+                within_bounds(&spec)?;
+            }
+            runs_within_budget(&campaign.run_spec(0))?;
+        }
+    }
+}
+
+#[test]
+fn the_bounds_refuse_what_the_issue_found_and_accept_the_heaviest_shipped_workload() {
+    // Every fault count within its bound, their sum not: refused at `check`, naming the mix.
+    let mix = "schema_version = 1\ndescription = \"d\"\nseed = 1\nruns = 1\nduration_ms = 3_600_000\n\
+               window_start_ms = 60_000\n[fleet]\nnodes = 50\n[faults]\n\
+               ssh_timeout = { per_mille = 1000, count_max = 100000, timeouts_max = 100000 }\n";
+    let error = sim::model::campaign::parse_campaign("fuzz.toml", mix).unwrap_err().to_string();
+    assert!(error.starts_with("fuzz.toml:9:1: faults: the fault mix can draw up to "), "{error}");
+    // A day of the largest fleet; a millisecond sweep: refused.
+    let day =
+        "schema_version = 1\ndescription = \"d\"\nseed = 1\nduration_ms_max = 86_400_000\n[fleet]\nnodes = 10000\n";
+    let error = sim::model::spec::parse_scenario("fuzz.toml", day).unwrap_err().to_string();
+    assert!(error.contains("duration_ms_max: 10000 entities") && error.contains("240000 entity-hours"), "{error}");
+    let sweep = "schema_version = 1\ndescription = \"d\"\nseed = 1\nduration_ms_max = 3_600_000\n[fleet]\nnodes = 3\n\
+                 [hub]\nsweep_interval_ms = 1\n";
+    let error = sim::model::spec::parse_scenario("fuzz.toml", sweep).unwrap_err().to_string();
+    assert!(error.contains("hub.sweep_interval_ms: 1 ms is shorter than the 1000 ms"), "{error}");
+    // The benchmark's 10,000 agents for two virtual hours is exactly at the bound, and accepted.
+    let bench =
+        "schema_version = 1\ndescription = \"d\"\nseed = 1\nduration_ms_max = 7_200_000\n[fleet]\nnodes = 10000\n";
+    let spec = sim::model::spec::parse_scenario("fuzz.toml", bench).unwrap().run;
+    assert_eq!(sim::model::work::entity_hours(&spec), sim::model::work::ENTITY_HOURS_MAX);
 }

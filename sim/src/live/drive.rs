@@ -275,7 +275,8 @@ pub fn read_credential(path: &Path, field: &str) -> Result<Secret, SpecError> {
     }
     #[cfg(not(unix))]
     let _ = metadata;
-    let text = std::fs::read_to_string(path).map_err(|e| error(format!("{field}: cannot read: {e}")))?;
+    // A credential file is an input like any other: a regular file, read with a size cap.
+    let text = crate::model::spec::read(path).map_err(|e| error(format!("{field}: {}", e.message)))?;
     let value = text.lines().next().unwrap_or_default().trim();
     if value.is_empty() {
         return Err(error(format!("{field}: the file is empty")));

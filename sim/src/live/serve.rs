@@ -166,7 +166,7 @@ impl Credentials {
                     return Err(failed(format!("mode {:o}: others can read it; chmod 600 it", mode & 0o777)));
                 }
             }
-            let text = std::fs::read_to_string(&path).map_err(|error| failed(error.to_string()))?;
+            let text = crate::model::spec::read(&path).map_err(|error| failed(error.message))?;
             let text = text.trim().to_owned();
             if text.is_empty() || text.contains(char::is_whitespace) {
                 return Err(failed("expected one credential on one line".into()));

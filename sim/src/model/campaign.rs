@@ -645,7 +645,7 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
             ));
         }
     }
-    Ok(Campaign {
+    let campaign = Campaign {
         source: path.to_owned(),
         description: file.description,
         seed: file.seed,
@@ -656,7 +656,15 @@ pub fn parse_campaign(path: &str, text: &str) -> Result<Campaign, SpecError> {
         oracles,
         rollout,
         decommission,
-    })
+    };
+    // Each run's work as a whole (crate::model::work): its entity-hours, and the most faults its mix can draw.
+    crate::model::work::check_entity_hours(&campaign.base)
+        .map_err(|reason| source.error_at(Some(file.duration_ms.span()), format!("duration_ms: {reason}")))?;
+    crate::model::work::check_faults(campaign.faults_max()).map_err(|reason| {
+        let reason = reason.replace("the steps add up to", "the fault mix can draw up to");
+        source.error_at(Some(faults_span.clone()), format!("faults: {reason}"))
+    })?;
+    Ok(campaign)
 }
 
 fn article(property: PropertyKind) -> &'static str {
@@ -813,6 +821,34 @@ fn ttl_stop_ms_max(base: &RunSpec) -> u64 {
 }
 
 impl Campaign {
+    /// The most faults (`crate::model::work::faults`) a run's plan can hold: every kind drawn at its `count_max`,
+    /// each draw counted as two steps (a fault and its repair) weighing one plus its largest count (`timeouts_max`,
+    /// or the five the fixed-size kinds draw at most) and its members (`members_max`, and the epoch's own steps);
+    /// and a decommission of every machine, and the rollout.
+    pub fn faults_max(&self) -> u64 {
+        fn walk(value: &serde_json::Value) -> u64 {
+            match value {
+                serde_json::Value::Object(object) => {
+                    match object.get("count_max").and_then(serde_json::Value::as_u64) {
+                        Some(count_max) => {
+                            let counts = object.get("timeouts_max").and_then(serde_json::Value::as_u64).unwrap_or(5);
+                            let members = object.get("members_max").and_then(serde_json::Value::as_u64).unwrap_or(0);
+                            2u64.saturating_mul(count_max)
+                                .saturating_mul(1u64.saturating_add(counts))
+                                .saturating_mul(2u64.saturating_add(members))
+                        }
+                        None => object.values().map(walk).fold(0, u64::saturating_add),
+                    }
+                }
+                _ => 0,
+            }
+        }
+        let mix = walk(&serde_json::to_value(&self.faults).expect("fault mixes serialise"));
+        let machines = self.base.onboarding.as_ref().map_or(0, |onboarding| onboarding.machines.len() as u64);
+        let decommissions = if self.decommission.is_some() { machines } else { 0 };
+        mix.saturating_add(decommissions).saturating_add(u64::from(self.rollout.is_some()))
+    }
+
     pub fn run_seed(&self, index: u64) -> u64 {
         SeedTree::new(self.seed).campaign_run_seed(index)
     }

@@ -10,3 +10,4 @@ pub mod oracles;
 pub mod pairs;
 pub mod seed;
 pub mod spec;
+pub mod work;

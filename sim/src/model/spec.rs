@@ -596,16 +596,65 @@ pub(crate) fn read(path: &Path) -> Result<String, SpecError> {
             _ => format!("cannot read: {error}"),
         },
     };
-    let size = std::fs::metadata(path).map_err(io_error)?.len();
-    if size > SPEC_BYTES_MAX {
-        return Err(SpecError {
+    let bytes = read_capped(path, SPEC_BYTES_MAX).map_err(|error| match error {
+        Capped::Io(error) => io_error(error),
+        Capped::NotAFile(kind) => SpecError {
             path: name.clone(),
             position: None,
-            message: format!("{size} bytes, more than the {SPEC_BYTES_MAX} an input file may have"),
-        });
-    }
-    let bytes = std::fs::read(path).map_err(io_error)?;
+            message: format!("{kind}, not a regular file: an input is read from a file"),
+        },
+        Capped::TooLarge => SpecError {
+            path: name.clone(),
+            position: None,
+            message: format!("more than the {SPEC_BYTES_MAX} bytes an input file may have"),
+        },
+    })?;
     text_of(&name, bytes)
+}
+
+/// Why [`read_capped`] read nothing.
+pub(crate) enum Capped {
+    Io(std::io::Error),
+    /// What the path is instead (`a directory`, `a FIFO`, `a device`).
+    NotAFile(&'static str),
+    TooLarge,
+}
+
+/// The bytes of the regular file at `path`, at most `cap` of them: a FIFO, a device (`/dev/zero`), a socket or a
+/// directory is refused before it is opened (a FIFO's open would block), and the read stops past `cap` whatever the
+/// file's size claimed.
+pub(crate) fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, Capped> {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let kind = |file_type: std::fs::FileType| -> Option<&'static str> {
+        if file_type.is_file() {
+            None
+        } else if file_type.is_dir() {
+            Some("a directory")
+        } else if file_type.is_fifo() {
+            Some("a FIFO")
+        } else if file_type.is_char_device() || file_type.is_block_device() {
+            Some("a device")
+        } else if file_type.is_socket() {
+            Some("a socket")
+        } else {
+            Some("not a file")
+        }
+    };
+    if let Some(what) = kind(std::fs::metadata(path).map_err(Capped::Io)?.file_type()) {
+        return Err(Capped::NotAFile(what));
+    }
+    let file = std::fs::File::open(path).map_err(Capped::Io)?;
+    // The path may have been swapped since it was looked at: the open file is judged too.
+    if let Some(what) = kind(file.metadata().map_err(Capped::Io)?.file_type()) {
+        return Err(Capped::NotAFile(what));
+    }
+    let mut bytes = Vec::new();
+    file.take(cap.saturating_add(1)).read_to_end(&mut bytes).map_err(Capped::Io)?;
+    if bytes.len() as u64 > cap {
+        return Err(Capped::TooLarge);
+    }
+    Ok(bytes)
 }
 
 /// The bytes of an input file as text; not UTF-8 is refused at the first bad byte, with its line, column and key.
@@ -792,7 +841,7 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
 
     let one_life = onboarding.as_ref().is_some_and(|onboarding| onboarding.fleet);
     let expect = resolve_expect(&source, &file.expect, &fleet, one_life)?;
-    Ok(Scenario {
+    let scenario = Scenario {
         seed: file.seed,
         run: RunSpec {
             source: path.to_owned(),
@@ -812,7 +861,13 @@ pub fn parse_scenario(path: &str, text: &str) -> Result<Scenario, SpecError> {
             onboarding,
             instances,
         },
-    })
+    };
+    // The run's work as a whole (crate::model::work): its entity-hours and its faults.
+    crate::model::work::check_entity_hours(&scenario.run)
+        .map_err(|reason| source.error_at(Some(file.duration_ms_max.span()), format!("duration_ms_max: {reason}")))?;
+    crate::model::work::check_faults(crate::model::work::faults(&scenario.run))
+        .map_err(|reason| source.error_at(file.step.first().map(Spanned::span), format!("step: {reason}")))?;
+    Ok(scenario)
 }
 
 /// The `[onboarding]` table: its machines are named after the fleet's nodes, so no name means two things.
@@ -872,7 +927,7 @@ pub(crate) fn resolve_onboarding(
             table.stall_window_ms.as_ref(),
             DEFAULT_ONBOARDING_STALL_WINDOW_MS,
         )?,
-        poll_ms: positive(source, "onboarding.poll_ms", table.poll_ms.as_ref(), DEFAULT_ONBOARDING_POLL_MS)?,
+        poll_ms: period(source, "onboarding.poll_ms", table.poll_ms.as_ref(), DEFAULT_ONBOARDING_POLL_MS)?,
         concurrency,
         no_erase_release_allowed: table.no_erase_release_allowed.unwrap_or(false),
         maas_delete_required: table.maas_delete_required.unwrap_or(false),
@@ -958,7 +1013,7 @@ pub(crate) fn resolve_engine(source: &Source, file: &EngineFile) -> Result<Engin
 pub(crate) fn resolve_hub(source: &Source, file: &HubFile) -> Result<HubSpec, SpecError> {
     Ok(HubSpec {
         agent_ttl_ms: positive(source, "hub.agent_ttl_ms", file.agent_ttl_ms.as_ref(), DEFAULT_AGENT_TTL_MS)?,
-        sweep_interval_ms: positive(
+        sweep_interval_ms: period(
             source,
             "hub.sweep_interval_ms",
             file.sweep_interval_ms.as_ref(),
@@ -979,6 +1034,21 @@ pub(crate) fn positive(
             Err(source.error_at(Some(value.span()), format!("{key}: must be more than 0")))
         }
         Some(value) => Ok(*value.get_ref()),
+    }
+}
+
+/// The period of a loop the run runs: at least [`crate::model::work::PERIOD_MS_MIN`].
+fn period(source: &Source, key: &str, value: Option<&Spanned<u64>>, default: u64) -> Result<u64, SpecError> {
+    let min = crate::model::work::PERIOD_MS_MIN;
+    match value {
+        Some(value) if *value.get_ref() < min => Err(source.error_at(
+            Some(value.span()),
+            format!(
+                "{key}: {} ms is shorter than the {min} ms a loop's period may be (docs/formats.md, \"Bounds on a run's work\")",
+                value.get_ref()
+            ),
+        )),
+        _ => positive(source, key, value, default),
     }
 }
 

@@ -78,7 +78,7 @@ pub(crate) fn run_with(
     crate::world::run::arm(notify.clone());
     let spec = Rc::new(spec.clone());
     let observers = Rc::new(RefCell::new(Observers::for_run(&spec)));
-    let sink = Box::new(observers.clone());
+    let sink = Box::new(Budgeted { inner: observers.clone(), events: 0, budget: budget_of(&spec) });
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| match transport {
         Transport::Fast => crate::world::run::simulate(spec.clone(), seed, keep_trace, sink, notify, rules, setup),
         Transport::Wire => crate::wire::world::simulate(spec.clone(), seed, keep_trace, sink, notify, rules, setup),
@@ -98,6 +98,42 @@ pub(crate) fn run_with(
         }
     };
     finish_record(&spec, seed, identity, outcome)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A test's budget in place of the spec's, to watch a run reach it.
+    static TEST_BUDGET: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+fn budget_of(spec: &RunSpec) -> u64 {
+    #[cfg(test)]
+    if let Some(budget) = TEST_BUDGET.with(std::cell::Cell::get) {
+        return budget;
+    }
+    crate::model::work::event_budget(spec)
+}
+
+/// The run's sink, held to the run's event budget (`crate::model::work::event_budget`): the event past it ends the
+/// run (as any panic in a run does, at that instant of virtual time) with the verdict `panic` naming the budget, so
+/// no input makes a run do unbounded work.
+struct Budgeted {
+    inner: Rc<RefCell<Observers>>,
+    events: u64,
+    budget: u64,
+}
+
+impl crate::observe::trace::Sink for Budgeted {
+    fn on_event(&mut self, event: &crate::observe::trace::Event, line: &str) {
+        self.events += 1;
+        if self.events > self.budget {
+            panic!(
+                "the run passed its budget of {} events (docs/formats.md, \"Bounds on a run's work\"): an input that passes `fleetsim check` should not; this is a bug of the bounds, please report it with this file and seed",
+                self.budget
+            );
+        }
+        self.inner.on_event(event, line);
+    }
 }
 
 /// What a run showed: how its world ended, and what its observers made of the events.
@@ -488,6 +524,20 @@ mod tests {
         // A run that did nothing meets only the attempt bound: a state expectation cannot be met by nothing.
         let nothing = Collectors::default();
         assert_eq!(conformance_unmet(&met, &nothing).len(), 5, "{:?}", conformance_unmet(&met, &nothing));
+    }
+
+    #[test]
+    fn a_run_past_its_event_budget_ends_with_a_panic_naming_the_budget() {
+        let whole = run(&spec(), 4, &identity(), false);
+        assert!(whole.record.verdict.passed(), "{:?}", whole.record.verdict);
+        let half = whole.record.trace_events / 2;
+        TEST_BUDGET.with(|budget| budget.set(Some(half)));
+        let cut = run(&spec(), 4, &identity(), false);
+        TEST_BUDGET.with(|budget| budget.set(None));
+        let message = cut.record.panic.as_deref().expect("a panic verdict");
+        assert!(message.contains(&format!("the run passed its budget of {half} events")), "{message}");
+        assert!(cut.record.trace_events < whole.record.trace_events, "stopped: {}", cut.record.trace_events);
+        assert!(cut.record.virtual_duration_ms < whole.record.virtual_duration_ms);
     }
 
     fn spec() -> RunSpec {
