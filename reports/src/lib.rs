@@ -7,6 +7,7 @@
 
 pub mod read;
 pub mod render;
+pub mod sign;
 pub mod trace_diff;
 
 use std::collections::BTreeMap;

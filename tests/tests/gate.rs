@@ -465,3 +465,48 @@ fn a_sampled_gate_draws_another_sample_each_time_from_the_same_bytes() {
     assert_eq!(std::fs::read(&edited).unwrap(), bytes);
     assert_eq!(outcomes, [EXIT_PASS, EXIT_FAIL].into_iter().collect(), "the sample did not vary");
 }
+
+#[test]
+fn a_report_signed_by_a_trusted_key_is_gated_without_replays_and_an_edit_breaks_the_signature() {
+    use std::os::unix::fs::PermissionsExt;
+    let fixture = campaign_run();
+    let policy = fixture.write("gate.toml", POLICY);
+    let key = fixture.path("ci.key");
+    let (code, out, err) = fleetsim(&["report", "keygen", "-o", &key]);
+    assert_eq!(code, EXIT_PASS, "{out}{err}");
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the signing key is private");
+    assert!(std::fs::read_to_string(&key).unwrap().starts_with("fleetsim-secret-ed25519-"));
+    let public = format!("{key}.pub");
+    let (code, _, err) = fleetsim(&["report", "keygen", "-o", &key]);
+    assert_eq!(code, EXIT_BAD_INPUT, "a key is never overwritten: {err}");
+    let (code, out, err) = fleetsim(&["report", "sign", &fixture.report(), "--key", &key]);
+    assert_eq!(code, EXIT_PASS, "{out}{err}");
+    // Signed and trusted: the gate checks everything else and replays nothing.
+    let (code, out, err) = fleetsim(&["gate", &fixture.report(), "--policy", &policy, "--trusted-key", &public]);
+    assert_eq!(code, EXIT_PASS, "{out}{err}");
+    assert!(out.contains(", 0 runs re-checked\n") && out.contains("  signature: signed by trusted key "), "{out}");
+    // An edit that agrees with itself no longer matches the signature: the gate fails it.
+    let mut report: reports::CampaignReport =
+        serde_json::from_str(&std::fs::read_to_string(&fixture.report).unwrap()).unwrap();
+    report.runs[3].faults.clear();
+    report.runs[3].fault_log.clear();
+    report.summary = resummarized(&report);
+    reports::write_json_atomic(&fixture.report, &report).unwrap();
+    let (code, out, _) = fleetsim(&["gate", &fixture.report(), "--policy", &policy, "--trusted-key", &public]);
+    assert_eq!(code, EXIT_FAIL, "{out}");
+    assert!(out.contains("  signature: the report's signature does not hold: the signature by key "), "{out}");
+    assert!(out.contains("  determinism.run.3: "), "and without a signature to trust, every run is replayed: {out}");
+    // Another key's public key is not the signer; a key file others can read is refused.
+    let other = fixture.path("other.key");
+    fleetsim(&["report", "keygen", "-o", &other]);
+    let (code, out, _) =
+        fleetsim(&["gate", &fixture.report(), "--policy", &policy, "--trusted-key", &format!("{other}.pub")]);
+    assert_eq!(code, EXIT_FAIL, "{out}");
+    assert!(out.contains("not by the trusted key"), "{out}");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, _, err) = fleetsim(&["report", "sign", &fixture.report(), "--key", &key]);
+    assert_eq!(code, EXIT_BAD_INPUT, "{err}");
+    assert!(err.contains("mode 0644 lets others read the key; run `chmod 600"), "{err}");
+    assert!(!err.contains("fleetsim-secret-ed25519-"), "the key is never printed: {err}");
+}

@@ -30,6 +30,11 @@ runs drawn at gate time from the operating system's random source (never from th
 and prints the probability that k forged runs escape the sample; --recheck all replays
 every run whatever the policy says. Replaying costs what running did (docs/trust.md).
 
+--trusted-key KEY.pub checks the report's signature (REPORT.sig beside it, or --signature
+FILE; `fleetsim report sign` writes it): a report signed by that key over exactly its bytes
+is not replayed (unless --recheck asks), and one whose signature does not hold fails the
+gate. What a signature proves, and what it does not: docs/trust.md.
+
 The gate also re-resolves the campaign file the report names (from the working directory,
 with the report's seed and runs) and fails when its config hash or any run's seed or
 configuration is not the report's, and fails on a shard report (merge the shards first).
@@ -148,11 +153,34 @@ pub(super) fn first_forged(replays: &[gate::Replayed]) -> Option<(u64, String)> 
     })
 }
 
+/// Where a report's signature is looked for unless `--signature` says: beside it, `report.json.sig`.
+pub(super) fn signature_path(report: &Path) -> PathBuf {
+    let mut path = report.as_os_str().to_owned();
+    path.push(".sig");
+    PathBuf::from(path)
+}
+
+/// Checks the report file's signature against the trusted public key: the key's id, or why it does not hold.
+fn check_signature(report: &Path, key: &Path, signature: &Path) -> Result<Result<String, String>, CliError> {
+    let public = crate::model::spec::read(key)?;
+    let signed = match crate::model::spec::read(signature) {
+        Ok(text) => text,
+        Err(error) => return Ok(Err(error.to_string())),
+    };
+    let bytes = crate::model::spec::read_capped(report, reports::read::REPORT_BYTES_MAX).map_err(|_| SpecError {
+        path: report.display().to_string(),
+        position: None,
+        message: "cannot read it again to check its signature".into(),
+    })?;
+    Ok(reports::sign::verify(&public, &signed, &bytes))
+}
+
 pub(super) fn run_gate(
     report_path: &Path,
     policy_path: &Path,
     jobs: usize,
     recheck: Option<gate::Recheck>,
+    trusted: Option<(&Path, Option<&Path>)>,
     out: &mut dyn Write,
 ) -> Result<i32, CliError> {
     let mut policy = gate::load_policy(policy_path)?;
@@ -162,9 +190,15 @@ pub(super) fn run_gate(
     }
     let (campaign, seed_overridden) = campaign_of_report(report_path, &report)?;
     let mut evidence = gate::Evidence { campaign_config_hash: campaign.config_hash(), ..gate::Evidence::default() };
+    if let Some((key, signature)) = trusted {
+        let signature = signature.map_or_else(|| signature_path(report_path), Path::to_owned);
+        evidence.signature = Some(check_signature(report_path, key, &signature)?);
+        // A report signed by a trusted key is not replayed, unless --recheck asks for replays all the same.
+        evidence.replays_waived = matches!(evidence.signature, Some(Ok(_))) && recheck.is_none();
+    }
     if evidence.campaign_config_hash == report.config_hash {
         evidence.run_mismatches = gate::run_mismatches(&report, &campaign);
-        if evidence.run_mismatches.is_empty() {
+        if evidence.run_mismatches.is_empty() && !evidence.replays_waived {
             let seed = match policy.recheck {
                 gate::Recheck::All => 0,
                 gate::Recheck::Sample(_) => draw_seed()?,
@@ -179,7 +213,7 @@ pub(super) fn run_gate(
     }
     let decision = gate::decide(&report, &policy, &evidence);
     let name = report_path.display().to_string();
-    console(out, &gate::render(&decision, &name, &report, &policy, evidence.rechecks.len()))?;
+    console(out, &gate::render(&decision, &name, &report, &policy, &evidence))?;
     Ok(if decision.passed() { EXIT_PASS } else { EXIT_FAIL })
 }
 

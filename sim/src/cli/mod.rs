@@ -26,7 +26,7 @@ use check::check;
 use experiment::{EXPERIMENT_HELP, ExperimentArgs, run_experiment};
 use gate::{GATE_HELP, REPRO_HELP, repro, run_gate};
 use live::{DRIVE_HELP, SERVE_HELP, drive, serve};
-use report::{DIFF_HELP, MERGE_HELP, REPORT_HELP, diff, merge_reports, render_report};
+use report::{DIFF_HELP, KEYGEN_HELP, MERGE_HELP, REPORT_HELP, diff, merge_reports, render_report};
 use run::run_scenario;
 
 use crate::model::spec::SpecError;
@@ -191,6 +191,12 @@ pub(super) enum Command {
         /// instead of what the policy's `[determinism] recheck` says (by default: every run).
         #[arg(long, value_name = "all|N", value_parser = gate::parse_recheck)]
         recheck: Option<crate::run::gate::Recheck>,
+        /// Trust a report signed by this public key (written by `fleetsim report keygen`): it is not replayed.
+        #[arg(long, value_name = "KEY.pub")]
+        trusted_key: Option<PathBuf>,
+        /// The report's signature (default: the report's path with `.sig` added).
+        #[arg(long, value_name = "FILE", requires = "trusted_key")]
+        signature: Option<PathBuf>,
     },
     /// Replay one run of a report's campaign, write its run.json and trace.jsonl, and check its trace digest.
     #[command(after_long_help = REPRO_HELP)]
@@ -383,6 +389,24 @@ pub(super) enum ReportAction {
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: PathBuf,
     },
+    /// Make a report-signing key: FILE (the signing key, mode 0600) and FILE.pub (the public key a gate trusts).
+    #[command(after_long_help = KEYGEN_HELP)]
+    Keygen {
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+    },
+    /// Sign a report.json with a signing key: writes REPORT.sig (or -o FILE) over exactly the report's bytes.
+    #[command(after_long_help = KEYGEN_HELP)]
+    Sign {
+        /// A report.json (read fail-closed first: only a report that agrees with itself is signed).
+        report: PathBuf,
+        /// The signing key file (`fleetsim report keygen`; mode 0600, as ssh wants a private key).
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        /// Where to write the signature (default: the report's path with `.sig` added).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 /// The whole program. Returns the exit code.
@@ -407,6 +431,11 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
         Command::Report { action: Some(ReportAction::Merge { reports, output }), .. } => {
             merge_reports(&reports, &output, out)
         }
+        Command::Report { action: Some(ReportAction::Keygen { output }), .. } => report::keygen(&output, out),
+        Command::Report { action: Some(ReportAction::Sign { report: path, key, output }), .. } => {
+            let output = output.unwrap_or_else(|| gate::signature_path(&path));
+            report::sign_report(&path, &key, &output, out)
+        }
         Command::Report { action: None, report, format, output } => match report {
             Some(report) => render_report(&report, format, output.as_deref(), out),
             None => {
@@ -414,8 +443,9 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
             }
         },
         Command::Diff { a, b } => diff(&a, &b, out),
-        Command::Gate { report, policy, jobs, recheck } => {
-            run_gate(&report, &policy, jobs_or_cores(jobs), recheck, out)
+        Command::Gate { report, policy, jobs, recheck, trusted_key, signature } => {
+            let trusted = trusted_key.as_deref().map(|key| (key, signature.as_deref()));
+            run_gate(&report, &policy, jobs_or_cores(jobs), recheck, trusted, out)
         }
         Command::Repro { report, run, out: dir, format } => repro(&report, run, dir, format, out),
         Command::Experiment { base, variant, runs, seed, jobs, allow_multi, out: dir, format } => run_experiment(

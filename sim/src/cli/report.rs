@@ -44,6 +44,19 @@ Example (a campaign over three machines):
   fleetsim report merge s1/report.json s2/report.json s3/report.json -o merged/report.json
   fleetsim gate merged/report.json --policy campaigns/release-gate.toml";
 
+pub(super) const KEYGEN_HELP: &str = "\
+A CI that runs the campaign can sign its report, so that a gate that trusts the CI's key
+does not replay it (docs/trust.md says what a signature proves: that the holder of the key
+signed exactly these bytes; not that the build that ran the campaign was honest).
+
+  fleetsim report keygen -o ci.key          # ci.key (0600, keep it secret) and ci.key.pub
+  fleetsim report sign target/fleetsim/ci-50/report.json --key ci.key
+  fleetsim gate target/fleetsim/ci-50/report.json --policy campaigns/release-gate.toml \\
+    --trusted-key ci.key.pub
+
+keygen refuses to overwrite a key; sign refuses a key file others can read, and a report
+that does not agree with itself (exit 2).";
+
 pub(super) const DIFF_HELP: &str = "\
 Two runs of the same file and seed must write the same trace, byte for byte. When their
 digests differ, this shows where: the first line at which the traces disagree, the lines
@@ -160,4 +173,63 @@ fn verify_merged(
         return Err(refuse(format!("{holder}: {reason}: the shard was edited after it was written")));
     }
     Ok(sample.len())
+}
+
+/// `fleetsim report keygen -o FILE`: a signing key from the operating system's random source, FILE (0600) and
+/// FILE.pub.
+pub(super) fn keygen(output: &Path, out: &mut dyn Write) -> Result<i32, CliError> {
+    if output.exists() {
+        let message = "already exists: remove it first (a key is never overwritten)".to_owned();
+        return Err(SpecError { path: output.display().to_string(), position: None, message }.into());
+    }
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|error| SpecError {
+        path: "the operating system's random source".into(),
+        position: None,
+        message: format!("cannot make a key: {error}"),
+    })?;
+    let secret = reports::sign::secret_key_text(seed);
+    let public = reports::sign::public_key_text(&secret).expect("a key made here reads back");
+    let mut public_path = output.as_os_str().to_owned();
+    public_path.push(".pub");
+    let public_path = PathBuf::from(public_path);
+    if let Some(parent) = output.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(output_error(parent))?;
+    }
+    crate::live::private::write_private(output, secret.as_bytes()).map_err(output_error(output))?;
+    reports::write_atomic(&public_path, public.as_bytes()).map_err(output_error(&public_path))?;
+    console(
+        out,
+        &format!(
+            "signing key {} (mode 0600: keep it secret), public key {}: {}",
+            output.display(),
+            public_path.display(),
+            public
+        ),
+    )?;
+    Ok(EXIT_PASS)
+}
+
+/// `fleetsim report sign REPORT --key FILE`: the report read fail-closed, then signed over its exact bytes.
+pub(super) fn sign_report(report: &Path, key: &Path, output: &Path, out: &mut dyn Write) -> Result<i32, CliError> {
+    reports::read::read_report(report)?;
+    let bytes = spec::read_capped(report, reports::read::REPORT_BYTES_MAX).map_err(|_| SpecError {
+        path: report.display().to_string(),
+        position: None,
+        message: "cannot read it again to sign it".into(),
+    })?;
+    let secret = crate::live::private::read_private(key).map_err(|error| SpecError {
+        path: key.display().to_string(),
+        position: None,
+        message: error.to_string().replace(&format!("{}: ", key.display()), ""),
+    })?;
+    let secret = String::from_utf8(secret).unwrap_or_default();
+    let signature = reports::sign::sign(&secret, &bytes).map_err(|message| SpecError {
+        path: key.display().to_string(),
+        position: None,
+        message,
+    })?;
+    reports::write_atomic(output, signature.as_bytes()).map_err(output_error(output))?;
+    console(out, &format!("signed {} into {}\n", report.display(), output.display()))?;
+    Ok(EXIT_PASS)
 }

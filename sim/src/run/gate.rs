@@ -419,6 +419,11 @@ pub struct Evidence {
     pub rechecks: Vec<Replayed>,
     /// `git rev-parse HEAD`, or why it could not be read; `None` when the policy does not ask.
     pub head: Option<Result<String, String>>,
+    /// The report's signature checked against a trusted key (`--trusted-key`): the key's id, or why it does not
+    /// hold; `None` when no key was given.
+    pub signature: Option<Result<String, String>>,
+    /// No run was replayed because the report is signed by a trusted key and no `--recheck` asked for replays.
+    pub replays_waived: bool,
 }
 
 /// A threshold the report does not meet.
@@ -720,7 +725,14 @@ pub fn decide(report: &CampaignReport, policy: &Policy, evidence: &Evidence) -> 
             Recheck::Sample(n) => usize::try_from(n).unwrap_or(usize::MAX).min(report.runs.len()),
         };
         let done = evidence.rechecks.len();
-        decision.check("determinism.recheck", done >= wanted && wanted > 0, || {
+        if let Some(signature) = &evidence.signature {
+            decision.check("signature", signature.is_ok(), || match signature {
+                Err(reason) => format!("the report's signature does not hold: {reason}"),
+                Ok(_) => unreachable!("checked"),
+            });
+        }
+        let signed = evidence.replays_waived && matches!(evidence.signature, Some(Ok(_)));
+        decision.check("determinism.recheck", signed || (done >= wanted && wanted > 0), || {
             if wanted == 0 {
                 "the report holds no run to re-check".to_owned()
             } else if !config_matches {
@@ -773,8 +785,9 @@ pub fn render(
     report_name: &str,
     report: &CampaignReport,
     policy: &Policy,
-    rechecked: usize,
+    evidence: &Evidence,
 ) -> String {
+    let rechecked = evidence.rechecks.len();
     let mut text = if decision.passed() {
         format!(
             "gate PASS: {report_name} meets {}: {} runs, {} passed, {} checks met, {rechecked} runs re-checked\n",
@@ -794,6 +807,11 @@ pub fn render(
     };
     if let (Recheck::Sample(sample), true) = (policy.recheck, rechecked > 0) {
         text.push_str(&sample_line(report.runs.len() as u64, sample));
+    }
+    if let (true, Some(Ok(key))) = (evidence.replays_waived, &evidence.signature) {
+        text.push_str(&format!(
+            "  signature: signed by trusted key {key} over exactly these bytes, so no run was replayed (docs/trust.md: what a signature proves)\n"
+        ));
     }
     text
 }
@@ -923,6 +941,8 @@ matches_head = true
             run_mismatches: vec![],
             rechecks,
             head: Some(Ok("c0ffee".into())),
+            signature: None,
+            replays_waived: false,
         };
         (report, evidence)
     }
@@ -944,13 +964,13 @@ matches_head = true
         // injected fault minimums, 1 aimed kind, 1 required pair, listed share, determinism count, 2 re-checked
         // runs, commit.
         assert_eq!(decision.checks, 19);
-        let text = render(&decision, "r.json", &report, &policy(), 2);
+        let text = render(&decision, "r.json", &report, &policy(), &evidence);
         let pass = "gate PASS: r.json meets gate.toml: 4 runs, 4 passed, 19 checks met, 2 runs re-checked\n";
         assert_eq!(text, format!("{pass}{}", sample_line(4, 2)), "a sampled gate says what its sample cannot see");
         let every = Policy { recheck: Recheck::All, ..policy() };
         let evidence = Evidence { rechecks: (0..4).map(replayed).collect(), ..evidence };
         let decision = decide(&report, &every, &evidence);
-        let text = render(&decision, "r.json", &report, &every, 4);
+        let text = render(&decision, "r.json", &report, &every, &evidence);
         assert_eq!(text, "gate PASS: r.json meets gate.toml: 4 runs, 4 passed, 21 checks met, 4 runs re-checked\n");
     }
 
@@ -1078,6 +1098,24 @@ matches_head = true
             (0..20).map(|seed| recheck_sample(&report, Recheck::Sample(3), seed)).collect();
         assert!(draws.len() > 10, "other seeds draw other runs: {draws:?}");
         assert_eq!(recheck_sample(&report, Recheck::Sample(50), 1), (0..10).collect::<Vec<_>>(), "at most all");
+    }
+
+    #[test]
+    fn a_report_signed_by_a_trusted_key_needs_no_replay_and_a_bad_signature_fails() {
+        let (report, mut evidence) = good();
+        let every = Policy { recheck: Recheck::All, ..policy() };
+        evidence.rechecks.clear();
+        let unmet = |evidence: &Evidence| {
+            decide(&report, &every, evidence).unmet.into_iter().map(|u| u.threshold).collect::<Vec<_>>()
+        };
+        assert_eq!(unmet(&evidence), ["determinism.recheck"], "unsigned and not replayed");
+        evidence.signature = Some(Ok("0123456789abcdef".into()));
+        evidence.replays_waived = true;
+        assert_eq!(unmet(&evidence), Vec::<String>::new());
+        let text = render(&decide(&report, &every, &evidence), "r.json", &report, &every, &evidence);
+        assert!(text.ends_with("  signature: signed by trusted key 0123456789abcdef over exactly these bytes, so no run was replayed (docs/trust.md: what a signature proves)\n"), "{text}");
+        evidence.signature = Some(Err("the report was changed after it was signed".into()));
+        assert_eq!(unmet(&evidence), ["signature", "determinism.recheck"], "a bad signature waives nothing");
     }
 
     #[test]
