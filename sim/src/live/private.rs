@@ -79,7 +79,8 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
-/// Reads a private file (a signing key): refused unless it is a regular file only its owner may read.
+/// Reads a private file (a signing key): refused unless it is a regular file only its owner may read, and read with
+/// the input files' size cap.
 pub fn read_private(path: &Path) -> std::io::Result<Vec<u8>> {
     let metadata = std::fs::metadata(path)?;
     if !metadata.is_file() {
@@ -92,7 +93,11 @@ pub fn read_private(path: &Path) -> std::io::Result<Vec<u8>> {
             format!("mode {mode:04o} lets others read the key; run `chmod 600 {}`", path.display()),
         ));
     }
-    std::fs::read(path)
+    crate::model::spec::read_capped(path, crate::model::spec::SPEC_BYTES_MAX).map_err(|error| match error {
+        crate::model::spec::Capped::Io(error) => error,
+        crate::model::spec::Capped::NotAFile(what) => refused(path, format!("{what}, not a regular file")),
+        crate::model::spec::Capped::TooLarge => refused(path, "too large to be a key".to_owned()),
+    })
 }
 
 #[cfg(test)]
