@@ -418,3 +418,33 @@ async fn a_thousand_trickling_bodies_on_every_port_do_not_stop_a_real_client() {
         assert!(refused.starts_with("HTTP/1.1 40"), "{name}: {refused}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_served_credential_is_redacted_by_its_value_even_without_the_marker() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let values = [
+        "ck7a1c:tk9e2b:plain-served-maas-secret-41d0",
+        "plain-served-vault-token-8c2f",
+        "plain-served-hub-credential-5e71",
+        "plain-served-inventory-token-0b9a",
+        "plain-served-admin-token-77c3",
+        "plain-served-redfish-password-2d64",
+        "plain-served-provider-token-93fe",
+    ];
+    for (name, value) in sim::live::serve::CREDENTIAL_FILES.iter().zip(values) {
+        std::fs::write(dir.path().join(name), value).unwrap();
+        std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let given = ServeConfig { secrets: sim::live::serve::SecretSource::Files(dir.path().to_owned()), ..config(1) };
+    let (served, _fleet) = sim::live::serve::start(&given).await.unwrap();
+    assert_eq!(served.credentials.admin_token, values[4]);
+    for value in values.into_iter().chain(["plain-served-maas-secret-41d0"]) {
+        let line = format!("a log line that quotes {value} by mistake");
+        assert_eq!(engine::secret::redact(&line), "a log line that quotes [redacted] by mistake", "{value}");
+    }
+    // Too short a credential could not be told from a word: refused.
+    std::fs::write(dir.path().join("admin-token"), "short").unwrap();
+    let refused = sim::live::serve::start(&given).await.err().expect("a too-short credential").to_string();
+    assert!(refused.contains("admin-token") && refused.contains("too short"), "{refused}");
+}
