@@ -295,7 +295,7 @@ pub(super) enum Command {
         /// Write DIR/site.toml and its credential files (mode 0600) for `fleetsim drive`.
         #[arg(long, value_name = "DIR")]
         write_site: Option<PathBuf>,
-        /// Serve the credentials in DIR's six 0600 files (as --write-site writes them) instead of fresh random ones.
+        /// Serve the credentials in DIR's seven 0600 files (as --write-site writes them) instead of fresh random ones.
         /// Required with a --bind address that is not loopback.
         #[arg(long, value_name = "DIR")]
         credentials: Option<PathBuf>,

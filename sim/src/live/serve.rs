@@ -649,7 +649,7 @@ pub enum ServeError {
     Random(String),
     #[error(
         "--bind {0} is not loopback: the site would be served to everyone who can reach it with credentials \
-         they could not know to be fresh; pass --credentials DIR (the six 0600 files --write-site writes: {files})",
+         they could not know to be fresh; pass --credentials DIR (the seven 0600 files --write-site writes: {files})",
         files = CREDENTIAL_FILES.join(", ")
     )]
     OpenBind(IpAddr),
