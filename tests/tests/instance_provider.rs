@@ -594,6 +594,33 @@ async fn an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_a
     assert_eq!(verbs, ["drain", "terminate", "approve", "start"]);
 }
 
+async fn a_stuck_teardown_is_freed_by_the_provider_s_force_terminate_and_only_that_one<B: Backend>(backend: &B) {
+    let (journal, platform) = (Lines::default(), Rows::default());
+    let mut driver = InstanceDriver::open(&journal, backend.port(), &NoSite, &platform).await.unwrap();
+    let stuck = running(&mut driver, backend).await;
+    let node = node(&mut driver, "edge-02").await;
+    let (provisioned, _) = driver.provision(&node, cloud(), Some("op-2"), 90_000).await.unwrap();
+    let other = provisioned.instance().to_owned();
+    backend.with_cloud(|cloud| cloud.stick_teardowns(1));
+    let decided = driver.inventory().control(&stuck, Control::Terminate, false, 100_000).unwrap();
+    driver.commit(decided).await.unwrap();
+    driver.resume(100_000).await.unwrap();
+    backend.advance_to(400_000);
+    assert_eq!(backend.live_with_tag(&stuck), 1, "its teardown is stuck shutting down");
+    let port = backend.port();
+    assert_eq!(
+        port.force_terminate("region-a", &other).await.unwrap(),
+        Vec::<String>::new(),
+        "a running VM is not freed"
+    );
+    let freed = port.force_terminate("region-a", &stuck).await.unwrap();
+    assert_eq!(freed.len(), 1, "the stuck VM is freed: {freed:?}");
+    assert!(port.force_terminate("region-a", &stuck).await.unwrap().is_empty(), "and only once");
+    backend.advance_to(500_000);
+    assert_eq!(backend.live_with_tag(&stuck), 0, "its teardown finishes");
+    assert_eq!(backend.live_with_tag(&other), 1);
+}
+
 /// Each body's two tests, `<body>::direct` and `<body>::served`.
 macro_rules! on_both_backends {
     ($($body:ident),* $(,)?) => {$(
@@ -622,4 +649,5 @@ on_both_backends!(
     a_region_whose_listing_fails_writes_nothing_and_goes_stale_after_three_hours,
     a_stuck_provisioning_instance_is_cleared_and_provisioned_again_under_the_same_operation,
     an_operator_s_drain_and_approved_terminate_reach_the_provider_and_are_audited,
+    a_stuck_teardown_is_freed_by_the_provider_s_force_terminate_and_only_that_one,
 );
