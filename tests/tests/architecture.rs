@@ -31,12 +31,18 @@ fn workspace_members_are_the_documented_crates() {
     let manifest: toml::Table = toml::from_str(&text).unwrap();
     let members: Vec<&str> =
         manifest["workspace"]["members"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
-    assert_eq!(members, ["engine", "fakes", "sim", "reports", "tests"]);
+    assert_eq!(members, ["engine", "fakes", "controller", "sim", "reports", "tests"]);
 }
 
 #[test]
 fn the_engine_knows_nothing_of_the_simulator() {
     forbid("engine", &["sim", "fakes", "reports", "turmoil", "axum", "wiremock", "tokio"]);
+}
+
+#[test]
+fn the_controller_binary_is_the_engine_s_alone() {
+    forbid("controller", &["sim", "fakes", "reports", "turmoil", "wiremock"]);
+    assert!(dependencies("controller").iter().any(|dep| dep == "engine"), "the controller runs the engine");
 }
 
 #[test]
@@ -73,7 +79,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn every_rust_file_opens_with_a_doc_line() {
     let mut files = Vec::new();
-    for krate in ["engine", "fakes", "sim", "reports", "tests"] {
+    for krate in ["engine", "fakes", "controller", "sim", "reports", "tests"] {
         rust_files(&root().join(krate), &mut files);
     }
     assert!(files.len() > 20, "found only {} files", files.len());
@@ -86,7 +92,7 @@ fn every_rust_file_opens_with_a_doc_line() {
 #[test]
 fn no_silent_lint_allows_and_every_select_is_biased() {
     let mut files = Vec::new();
-    for krate in ["engine", "fakes", "sim", "reports"] {
+    for krate in ["engine", "fakes", "controller", "sim", "reports"] {
         rust_files(&root().join(krate), &mut files);
     }
     for file in files {
