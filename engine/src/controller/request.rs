@@ -178,8 +178,9 @@ pub struct Page {
 pub enum Answer {
     /// Taken: its work began, or joined the same work already in flight.
     Taken,
-    /// Done; for a runbook verb, its audit outcome (`performed`, `pending`, `refused`, `failed`).
-    Done(String),
+    /// Done; for a runbook verb, its audit outcome (`performed`, `pending`, `refused`, `failed`) and what a caller
+    /// needs of it: the deferred operation's id of a pending one, the refusal's or the failure's text.
+    Done { outcome: String, detail: Option<String> },
     /// Nothing to do (a recovery whose row is gone, a page that needs no action).
     Nothing,
 }
@@ -219,11 +220,12 @@ pub enum Event {
     RecoveryEnded { order: RecoveryOrder, error: Option<String> },
 }
 
-/// The audit outcome of a runbook verb as [`Event::InstanceOperated`] names it.
-pub fn operated_outcome(audit: &crate::instance::operator::AuditOutcome) -> &'static str {
+/// The audit outcome of a runbook verb as [`Event::InstanceOperated`] names it, and its detail for the caller (a
+/// pending one's deferred operation, a refusal's text).
+pub fn operated_outcome(audit: &crate::instance::operator::AuditOutcome) -> (&'static str, Option<String>) {
     match audit {
-        crate::instance::operator::AuditOutcome::Performed => "performed",
-        crate::instance::operator::AuditOutcome::Pending { .. } => "pending",
-        crate::instance::operator::AuditOutcome::Refused { .. } => "refused",
+        crate::instance::operator::AuditOutcome::Performed => ("performed", None),
+        crate::instance::operator::AuditOutcome::Pending { deferred } => ("pending", Some(deferred.clone())),
+        crate::instance::operator::AuditOutcome::Refused { refusal } => ("refused", Some(refusal.clone())),
     }
 }

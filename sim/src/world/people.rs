@@ -169,7 +169,7 @@ impl World {
         let Some(key) = self.people.answering.borrow_mut().take() else { return };
         let done = match answer {
             Answer::Nothing => true,
-            Answer::Done(outcome) => outcome != "failed",
+            Answer::Done { outcome, .. } => outcome != "failed",
             Answer::Taken => false,
         };
         if done {

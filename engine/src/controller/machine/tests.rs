@@ -546,3 +546,82 @@ proptest! {
         prop_assert!(unanswered.is_empty(), "requests never answered: {:?}", unanswered);
     }
 }
+
+#[test]
+fn the_site_journal_reads_each_machine_s_runs_completion_and_decommission() {
+    use crate::decommission::record::DecommissionRecord;
+    let refused = DecommissionRecord::Refused {
+        workflow: ids::decommission_workflow_id("d"),
+        stage: DecommissionStage::DisableNode,
+        class: crate::matrix::FailureClass::StateAmbiguity,
+        workflow_state: WorkflowState::FailedRetryable,
+        references: Vec::new(),
+    }
+    .encode();
+    let done = DecommissionRecord::Completed {
+        workflow: ids::decommission_workflow_id("e"),
+        run: 1,
+        workflow_state: WorkflowState::Completed,
+    }
+    .encode();
+    // g's only line is a work record: a history of no run.
+    let work = crate::onboarding::record::OnboardRecord::Work {
+        workflow: ids::onboarding_workflow_id("g"),
+        run: 0,
+        stage: OnboardingStage::LoadSiteConfig,
+        work: crate::ports::events::RecoveryWork::Reseed,
+        outcome: crate::ports::events::WorkOutcome::Performed,
+    }
+    .encode();
+    let mut lines = site_lines(&["a"], &["b"], &["c", "e"]);
+    lines.extend([refused, done, work]);
+    let machines: Vec<String> = ["a", "b", "c", "d", "e", "f", "g"].iter().map(|m| (*m).to_owned()).collect();
+    let journal = SiteJournal::read(&machines, &lines);
+    let row = |machine: &str| {
+        (journal.completed(machine), journal.decommission_began(machine), journal.decommission_ended(machine))
+    };
+    assert_eq!(row("a"), (false, false, false), "a began, nothing more");
+    assert_eq!(row("b"), (true, false, false), "b completed");
+    assert_eq!(row("c"), (false, true, false), "c's decommission began and is unfinished");
+    assert_eq!(row("d"), (false, false, false), "a refused decommission is no run");
+    assert_eq!(row("e"), (false, true, true), "e's decommission ran and completed");
+    assert_eq!(row("f"), (false, false, false), "f is not in the journal");
+    assert_eq!(row("g"), (false, false, false), "g's history has no run");
+    let began: Vec<&str> = machines.iter().filter(|m| journal.began.contains(*m)).map(String::as_str).collect();
+    assert_eq!(began, ["a", "b"]);
+}
+
+#[test]
+fn a_journal_whose_onboarding_lines_do_not_decode_is_read_for_completions_as_text() {
+    let mut lines = site_lines(&[], &["b"], &[]);
+    lines.push("onboard {\"record\":\"no_such_record\",\"workflow\":\"onboard-a\"}".to_owned());
+    let machines: Vec<String> = ["a", "b"].iter().map(|m| (*m).to_owned()).collect();
+    let journal = SiteJournal::read(&machines, &lines);
+    assert!(journal.completed("b"), "b's completion is found in the text");
+    assert!(!journal.completed("a"));
+    assert!(journal.began.is_empty(), "nothing is known to have begun when the histories do not decode");
+    assert!(workflow_completed(&lines, "onboard-b"));
+    assert!(!workflow_completed(&lines, "onboard-a"), "a record that is not a completion");
+    assert!(!workflow_completed(
+        &["decommission {\"record\":\"completed\",\"workflow\":\"onboard-b\"}".to_owned()],
+        "onboard-b"
+    ));
+}
+
+#[test]
+fn a_booting_controller_counts_the_machines_taken_up_before_it_toward_the_rest() {
+    // A bare-metal site of two machines: the first process took a's onboarding and ended it (its workflow left no
+    // line: the run never began). The next counts a as taken up, so the site rests once b's run ends.
+    let config = config(&["a", "b"], 4, true);
+    let mut first = boot(config.clone(), &[]);
+    assert_eq!(first.take_site_request(onboard("a"), String::new()), SiteWork::Onboard("a".into()));
+    first.onboarding_ended("a");
+    let lines: Vec<String> = std::iter::from_fn(|| first.poll_record()).collect();
+    let mut second = boot(config, &lines);
+    let journal = second.site_journal(&[]);
+    assert!(second.site_begins(&journal).is_empty(), "bare metal: nothing begun to take up");
+    assert_eq!(second.take_site_request(onboard("b"), String::new()), SiteWork::Onboard("b".into()));
+    second.onboarding_ended("b");
+    let rested = std::iter::from_fn(|| second.poll_event()).any(|event| event == Event::OnboardingRested);
+    assert!(rested, "a was taken up by the first process");
+}

@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use crate::controller::host::{Host, WorkerWork};
 use crate::controller::machine::Controller;
-use crate::controller::request::{Desk, Event, Request};
+use crate::controller::request::{Answer, Desk, Event, Request};
 use crate::controller::service::Service;
 use crate::ports::Journal;
 use crate::rollout::driver::Ports;
@@ -19,9 +19,10 @@ impl<H: Host> Service<H> {
     /// Takes the rollout orders waiting, each journaled as the request it runs as.
     async fn take_rollout_orders(&self) {
         while let Some(request) = self.host.take_request(Desk::Rollout) {
-            let Request::Rollout(order) = request else { unreachable!("the rollout desk takes only rollout orders") };
-            self.machine().take_rollout(order);
+            let Request::Rollout(order) = &request else { unreachable!("the rollout desk takes only rollout orders") };
+            self.machine().take_rollout(order.clone());
             self.journal_records().await;
+            self.host.emit(Event::Answered { request, answer: Answer::Taken });
         }
     }
 
@@ -67,11 +68,12 @@ impl<H: Host> Service<H> {
         let mut next = 0;
         loop {
             while let Some(request) = self.host.take_request(Desk::Rotation) {
-                let Request::Rotation(order) = request else {
+                let Request::Rotation(order) = &request else {
                     unreachable!("the rotation desk takes only rotation orders")
                 };
-                self.machine().take_rotation(order);
+                self.machine().take_rotation(order.clone());
                 self.journal_records().await;
+                self.host.emit(Event::Answered { request, answer: Answer::Taken });
             }
             let request = self.machine().rotation(next).cloned();
             let Some(request) = request else {

@@ -311,10 +311,10 @@ impl<H: Host> InstanceDesk<'_, H> {
             },
             _ => self.operate(driver, order).await,
         };
-        let outcome = match outcome {
-            Ok(outcome) => outcome,
-            Err(DriverError::Refused(_)) => "refused".to_owned(),
-            Err(_) => "failed".to_owned(),
+        let (outcome, detail) = match outcome {
+            Ok(operated) => operated,
+            Err(DriverError::Refused(text)) => ("refused".to_owned(), Some(text)),
+            Err(error) => ("failed".to_owned(), Some(error.to_string())),
         };
         let wrote = self.wrote.borrow()[before..].to_vec();
         self.service.host.emit(Event::InstanceOperated {
@@ -324,7 +324,7 @@ impl<H: Host> InstanceDesk<'_, H> {
             outcome: outcome.clone(),
             wrote,
         });
-        answered(Answer::Done(outcome)).await;
+        answered(Answer::Done { outcome, detail }).await;
     }
 
     /// The runbook's recovery of one stuck row; `None` when there is nothing to do (the row is gone, or its row's
@@ -334,7 +334,7 @@ impl<H: Host> InstanceDesk<'_, H> {
         driver: &mut Driver<'_, H>,
         instance_id: &str,
         stuck: Stuck,
-    ) -> Option<Result<String, DriverError>> {
+    ) -> Option<Result<(String, Option<String>), DriverError>> {
         let instance = driver.inventory().instance(instance_id).cloned().ok()?;
         let now_ms = self.now_ms();
         let result = match stuck {
@@ -365,7 +365,7 @@ impl<H: Host> InstanceDesk<'_, H> {
                 .map(drop)
                 .map_err(DriverError::Provider),
         };
-        Some(result.map(|()| "performed".to_owned()))
+        Some(result.map(|()| ("performed".to_owned(), None)))
     }
 
     /// Provisions a recovered plain node again: under the same operation id (a fresh row carrying it) after a
@@ -386,7 +386,11 @@ impl<H: Host> InstanceDesk<'_, H> {
 
     /// One runbook verb: the audited ones through the inventory's `operate`, the rest through the driver's own
     /// calls.
-    async fn operate(&self, driver: &mut Driver<'_, H>, order: &InstanceOrder) -> Result<String, DriverError> {
+    async fn operate(
+        &self,
+        driver: &mut Driver<'_, H>,
+        order: &InstanceOrder,
+    ) -> Result<(String, Option<String>), DriverError> {
         let settings = self.settings;
         let (target, force, operation_id) = (order.target.as_str(), order.force, order.operation_id.as_deref());
         let (actor, reason) = (order.actor.as_str(), order.reason.as_str());
@@ -405,21 +409,21 @@ impl<H: Host> InstanceDesk<'_, H> {
                     .rfind(|instance| instance.node == node)
                     .map_or_else(|| cloud_backing(settings), |instance| instance.backing.clone());
                 driver.provision(&node, backing, operation_id, now_ms).await?;
-                return Ok("performed".to_owned());
+                return Ok(("performed".to_owned(), None));
             }
             InstanceVerb::ClearStuck => {
                 let id = instance(driver)?;
                 driver.clear_stuck_provisioning(&id, now_ms).await?;
-                return Ok("performed".to_owned());
+                return Ok(("performed".to_owned(), None));
             }
             InstanceVerb::Acquire => {
                 driver.acquire(target).await?;
-                return Ok("performed".to_owned());
+                return Ok(("performed".to_owned(), None));
             }
             InstanceVerb::Release => {
                 let id = instance(driver)?;
                 driver.release(&id, now_ms).await?;
-                return Ok("performed".to_owned());
+                return Ok(("performed".to_owned(), None));
             }
             InstanceVerb::Recover(_) => unreachable!("a recovery is performed by `recover`"),
             InstanceVerb::PlaceHold => {
@@ -449,6 +453,7 @@ impl<H: Host> InstanceDesk<'_, H> {
             InstanceVerb::Deny => OperatorStep::Deny { deferred: target.to_owned() },
         };
         let outcome = driver.operate(actor, step, settings.governance, now_ms).await?;
-        Ok(operated_outcome(&outcome).to_owned())
+        let (outcome, detail) = operated_outcome(&outcome);
+        Ok((outcome.to_owned(), detail))
     }
 }
