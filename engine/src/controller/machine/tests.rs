@@ -38,8 +38,18 @@ fn boot(config: ControllerConfig, lines: &[String]) -> Controller {
     Controller::boot(config, "controller@boot-1".into(), lines)
 }
 
+/// The records the machine has to journal, in order (a machine that never stops handing them out fails at once).
+fn lines(machine: &mut Controller) -> Vec<String> {
+    let lines: Vec<String> = std::iter::from_fn(|| machine.poll_record()).take(RECORDS_MAX).collect();
+    assert!(lines.len() < RECORDS_MAX, "the machine hands out records without end");
+    lines
+}
+
+const RECORDS_MAX: usize = 10_000;
+
 fn records(machine: &mut Controller) -> Vec<ControllerRecord> {
-    std::iter::from_fn(|| machine.poll_record())
+    lines(machine)
+        .into_iter()
         .map(|line| ControllerRecord::decode(&line).expect("a controller line").expect("decodes"))
         .collect()
 }
@@ -121,6 +131,18 @@ fn a_decommission_waits_for_the_onboarding_and_a_recovery_run_for_both() {
     assert_eq!(machine.take_site_request(decommission("a"), String::new()), SiteWork::Joined, "the recovery's run");
 }
 
+#[test]
+fn a_recovery_s_onboarding_run_holds_the_machine_and_answers_the_requests_that_joined_it() {
+    let mut machine = boot(config(&[], 4, false), &[]);
+    assert!(machine.recovery_onboarding_may_start("a"), "nothing runs a's onboarding");
+    assert!(!machine.recovery_onboarding_may_start("a"), "the recovery's run is in flight");
+    assert_eq!(machine.take_site_request(onboard("a"), String::new()), SiteWork::Joined, "joins the recovery's run");
+    records(&mut machine);
+    machine.recovery_onboarding_ended("a");
+    assert_eq!(answered(&records(&mut machine)), [1], "the joined request is answered by the recovery's run");
+    assert!(machine.recovery_onboarding_may_start("a"), "free again");
+}
+
 /// A journal of workflow lines: each machine's onboarding begun, completed, or its decommission begun.
 fn site_lines(began: &[&str], completed: &[&str], retired: &[&str]) -> Vec<String> {
     use crate::decommission::record::DecommissionRecord;
@@ -158,13 +180,15 @@ fn the_site_is_taken_up_from_the_journal_and_rests_once_every_machine_is_and_non
         let journal = machine.site_journal(&site_lines(began, completed, retired));
         let started = machine.site_begins(&journal);
         assert_eq!(started, expected, "bare metal {bare_metal}, began {began:?}, completed {completed:?}");
-        let rested = std::iter::from_fn(|| machine.poll_event()).any(|event| event == Event::OnboardingRested);
+        let rested =
+            std::iter::from_fn(|| machine.poll_event()).take(RECORDS_MAX).any(|event| event == Event::OnboardingRested);
         let all_taken_up = !bare_metal || began.len() + completed.len() == 3;
         assert_eq!(rested, all_taken_up && started.is_empty(), "rests when all taken up and none runs");
         for machine_name in expected {
             machine.onboarding_ended(machine_name);
         }
-        let rested = std::iter::from_fn(|| machine.poll_event()).any(|event| event == Event::OnboardingRested);
+        let rested =
+            std::iter::from_fn(|| machine.poll_event()).take(RECORDS_MAX).any(|event| event == Event::OnboardingRested);
         assert_eq!(rested, all_taken_up && !expected.is_empty(), "rests once, when the last run ends");
     }
 }
@@ -178,7 +202,7 @@ fn a_boot_takes_up_every_request_taken_and_not_answered_and_answers_those_the_jo
     first.take_site_request(decommission("c"), String::new());
     first.take_site_request(onboard("d"), String::new());
     first.onboarding_ended("d");
-    let mut lines: Vec<String> = std::iter::from_fn(|| first.poll_record()).collect();
+    let mut lines: Vec<String> = lines(&mut first);
     // The journal shows b's onboarding completed after its request was taken (the answer was never journaled).
     lines.extend(site_lines(&[], &["b"], &[]));
     let mut second = boot(config, &lines);
@@ -222,7 +246,7 @@ fn a_recovery_taken_and_not_answered_is_resumed_with_its_correlation_id() {
             resumed: false
         }
     );
-    let lines: Vec<String> = std::iter::from_fn(|| first.poll_record()).collect();
+    let lines: Vec<String> = lines(&mut first);
     let mut second = boot(config, &lines);
     assert_eq!(
         second.site_recoveries(),
@@ -251,6 +275,10 @@ fn a_newer_rollout_replaces_the_latest_and_a_boot_runs_the_latest_under_its_hold
     first.take_rollout(order("r2"));
     let taken = records(&mut first);
     assert_eq!(answered(&taken), [1], "r1 is replaced");
+    let mut ended = boot(config.clone(), &[]);
+    ended.take_rollout(order("r3"));
+    ended.rollout_ended();
+    assert_eq!(answered(&records(&mut ended)), [1], "a rollout run to its end is answered");
     let lines: Vec<String> = taken.iter().map(ControllerRecord::encode).collect();
     let second = Controller::boot(config, "controller@boot-2".into(), &lines);
     let latest = second.latest_rollout().expect("the latest rollout");
@@ -269,7 +297,10 @@ fn rotations_are_numbered_per_node_across_boots() {
         ["node-01", "node-02", "node-01"].iter().map(|node| first.take_rotation(order(node)).rotation).collect();
     assert_eq!(ids, ["rotation-node-01-1", "rotation-node-02-1", "rotation-node-01-2"]);
     first.rotation_ended(0);
-    let lines: Vec<String> = std::iter::from_fn(|| first.poll_record()).collect();
+    let lines: Vec<String> = lines(&mut first);
+    let ended: Vec<ControllerRecord> =
+        lines.iter().map(|line| ControllerRecord::decode(line).expect("a controller line").expect("decodes")).collect();
+    assert_eq!(answered(&ended), [1], "the first rotation, run to its end, is answered");
     let mut second = boot(config, &lines);
     assert_eq!(second.rotation(0).map(|request| request.rotation.as_str()), Some("rotation-node-01-1"));
     assert_eq!(second.rotation(3), None);
@@ -313,7 +344,7 @@ fn instance_verbs_taken_and_not_answered_are_performed_again_except_a_page_s_ans
     first.take_instance(order(InstanceVerb::Recover(Stuck::NeverReady)));
     let done = first.take_instance(order(InstanceVerb::Stop));
     first.answer(done);
-    let lines: Vec<String> = std::iter::from_fn(|| first.poll_record()).collect();
+    let lines: Vec<String> = lines(&mut first);
     let mut second = boot(config, &lines);
     assert_eq!(second.instances_adopted(), [(1, order(InstanceVerb::Terminate))]);
     assert_eq!(answered(&records(&mut second)), [2], "the next pass pages again");
@@ -417,7 +448,7 @@ impl Played {
     }
 
     fn journal_records(&mut self) {
-        while let Some(line) = self.machine.poll_record() {
+        for line in lines(&mut self.machine) {
             if let Some(Ok(ControllerRecord::Taken { request, .. })) = ControllerRecord::decode(&line) {
                 self.submitted.insert(request);
             }
@@ -616,12 +647,13 @@ fn a_booting_controller_counts_the_machines_taken_up_before_it_toward_the_rest()
     let mut first = boot(config.clone(), &[]);
     assert_eq!(first.take_site_request(onboard("a"), String::new()), SiteWork::Onboard("a".into()));
     first.onboarding_ended("a");
-    let lines: Vec<String> = std::iter::from_fn(|| first.poll_record()).collect();
+    let lines: Vec<String> = lines(&mut first);
     let mut second = boot(config, &lines);
     let journal = second.site_journal(&[]);
     assert!(second.site_begins(&journal).is_empty(), "bare metal: nothing begun to take up");
     assert_eq!(second.take_site_request(onboard("b"), String::new()), SiteWork::Onboard("b".into()));
     second.onboarding_ended("b");
-    let rested = std::iter::from_fn(|| second.poll_event()).any(|event| event == Event::OnboardingRested);
+    let rested =
+        std::iter::from_fn(|| second.poll_event()).take(RECORDS_MAX).any(|event| event == Event::OnboardingRested);
     assert!(rested, "a was taken up by the first process");
 }
